@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Builds the local control plane from Go modules into $HOME/.cache/sandbox-remediator/bin/<component>-<version>/
+# and skips whatever is already there. Usage: hack/cluster/build.sh [kubernetes|etcd|kwok ...]
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.env
+. "$here/versions.env"
+
+CACHE=${SANDBOX_REMEDIATOR_CACHE:-$HOME/.cache/sandbox-remediator}
+BIN=$CACHE/bin
+export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod
+
+log() { printf '[build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+# built <dir> <binary...>: true when every binary exists and is executable
+built() { local d=$1; shift; for b in "$@"; do [ -x "$d/$b" ] || return 1; done; }
+
+# timed <label> <command...>: runs the command and reports how long it took
+timed() {
+  local label=$1 start; shift; start=$(date +%s)
+  log "building $label (this takes minutes on a cold cache)"
+  "$@"
+  log "built $label in $(( $(date +%s) - start ))s"
+}
+
+build_kubernetes() {
+  local out=$BIN/kubernetes-v$KUBERNETES_VERSION
+  built "$out" kube-apiserver kube-controller-manager kube-scheduler && { log "kubernetes v$KUBERNETES_VERSION cached in $out"; return; }
+  local work minor sv; work=$(mktemp -d); minor=$(echo "$KUBERNETES_VERSION" | cut -d. -f2); sv=0.${KUBERNETES_VERSION#1.}
+  # k8s.io/kubernetes requires its staging modules at v0.0.0 with replace directives to ./staging, which
+  # a dependent module cannot follow; point each at its published v0.<minor>.<patch> instead.
+  {
+    echo 'module local.invalid/kbuild'
+    echo 'go 1.24.0'
+    echo 'godebug default=go1.24'
+    echo "require k8s.io/kubernetes v$KUBERNETES_VERSION"
+    echo 'replace ('
+    for m in api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider \
+      cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api \
+      cri-client csi-translation-lib dynamic-resource-allocation endpointslice externaljwt kms \
+      kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics \
+      mount-utils pod-security-admission sample-apiserver sample-cli-plugin sample-controller; do
+      echo "  k8s.io/$m => k8s.io/$m v$sv"
+    done
+    echo ')'
+  } > "$work/go.mod"
+  local v=k8s.io/component-base/version c=k8s.io/client-go/pkg/version now
+  now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  local ldf="-s -w -X $v.gitVersion=v$KUBERNETES_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean -X $v.buildDate=$now -X $c.gitVersion=v$KUBERNETES_VERSION -X $c.gitMajor=1 -X $c.gitMinor=$minor"
+  mkdir -p "$out.tmp"
+  (cd "$work" && timed "kubernetes v$KUBERNETES_VERSION (kube-apiserver, kube-controller-manager, kube-scheduler)" \
+    go build -trimpath -tags=selinux,notest,grpcnotrace -ldflags="$ldf" -o "$out.tmp/" \
+      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler)
+  rm -rf "$out" && mv "$out.tmp" "$out" && rm -rf "$work"
+  "$out/kube-apiserver" --version >&2
+}
+
+build_etcd() {
+  local out=$BIN/etcd-v$ETCD_VERSION work
+  built "$out" etcd && { log "etcd v$ETCD_VERSION cached in $out"; return; }
+  work=$(mktemp -d)
+  printf 'module local.invalid/etcdbuild\ngo 1.25.0\nrequire go.etcd.io/etcd/server/v3 v%s\n' "$ETCD_VERSION" > "$work/go.mod"
+  mkdir -p "$out.tmp"
+  (cd "$work" && timed "etcd v$ETCD_VERSION" go build -trimpath -ldflags='-s -w' -o "$out.tmp/etcd" go.etcd.io/etcd/server/v3)
+  rm -rf "$out" && mv "$out.tmp" "$out" && rm -rf "$work"
+  "$out/etcd" --version >&2
+}
+
+build_kwok() {
+  local out=$BIN/kwok-v$KWOK_VERSION
+  built "$out" kwok && { log "kwok v$KWOK_VERSION cached in $out"; return; }
+  mkdir -p "$out.tmp"
+  timed "kwok v$KWOK_VERSION" env GOBIN="$out.tmp" go install -trimpath -ldflags='-s -w' "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION"
+  rm -rf "$out" && mv "$out.tmp" "$out"
+  "$out/kwok" --version >&2 || true
+}
+
+command -v go >/dev/null || { log "go is not installed; install Go >= 1.26 first"; exit 1; }
+targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(etcd kwok kubernetes)
+for t in "${targets[@]}"; do
+  case $t in
+    kubernetes|etcd|kwok) "build_$t" ;;
+    *) log "unknown component: $t (expected kubernetes, etcd or kwok)"; exit 2 ;;
+  esac
+done

@@ -1,0 +1,5 @@
+export * from './meta.js';
+export * from './sandbox-policy.js';
+export * from './sandbox-health.js';
+export * from './resources.js';
+export * from './validation.js';

@@ -1,0 +1,111 @@
+import { z } from 'zod';
+
+/** The API group and version every kind in this package belongs to. */
+export const GROUP = 'sandbox.remediator.io';
+export const VERSION = 'v1alpha1';
+export const API_VERSION = `${GROUP}/${VERSION}`;
+
+/** Prefix of every label and annotation key the operator reads or writes. */
+export const KEY_PREFIX = `${GROUP}/`;
+
+/** Marks the CRD generator's extension keys so that zod metadata carries them into the OpenAPI schema. */
+export const K8S_INT_OR_STRING = 'x-kubernetes-int-or-string';
+export const K8S_LIST_TYPE = 'x-kubernetes-list-type';
+export const K8S_LIST_MAP_KEYS = 'x-kubernetes-list-map-keys';
+
+/** Kubernetes label values, keys and qualified names (apimachinery validation). */
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const QUALIFIED_NAME_PART = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
+
+/** Returns why `key` is not a valid qualified name (label key, taint key), or undefined when it is. */
+export function qualifiedNameProblem(key: string): string | undefined {
+  const slash = key.lastIndexOf('/');
+  const prefix = slash >= 0 ? key.slice(0, slash) : undefined;
+  const name = slash >= 0 ? key.slice(slash + 1) : key;
+  if (prefix !== undefined && (prefix.length === 0 || prefix.length > 253 || !DNS_SUBDOMAIN.test(prefix))) {
+    return `prefix ${JSON.stringify(prefix)} must be a DNS subdomain of at most 253 characters`;
+  }
+  if (name.length === 0 || name.length > 63 || !QUALIFIED_NAME_PART.test(name)) {
+    return `name part ${JSON.stringify(name)} must be 1-63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric`;
+  }
+  return undefined;
+}
+
+/** Returns why `value` is not a valid label value, or undefined when it is. */
+export function labelValueProblem(value: string): string | undefined {
+  if (value.length > 63 || !LABEL_VALUE.test(value)) {
+    return `${JSON.stringify(value)} must be at most 63 alphanumerics, '-', '_' or '.', starting and ending alphanumeric`;
+  }
+  return undefined;
+}
+
+export const LabelSelectorRequirementSchema = z
+  .object({
+    key: z.string().min(1).describe('The label key that the selector applies to.'),
+    operator: z
+      .enum(['In', 'NotIn', 'Exists', 'DoesNotExist'])
+      .describe("How the key relates to the values: In, NotIn, Exists or DoesNotExist."),
+    values: z
+      .array(z.string())
+      .optional()
+      .describe('Values for In and NotIn (at least one); must be empty for Exists and DoesNotExist.'),
+  })
+  .describe('A label selector requirement: a key, an operator and values.');
+
+export const LabelSelectorSchema = z
+  .object({
+    matchLabels: z
+      .record(z.string(), z.string())
+      .optional()
+      .describe('Labels that must all be present with exactly these values.'),
+    matchExpressions: z
+      .array(LabelSelectorRequirementSchema)
+      .optional()
+      .describe('Requirements that must all hold (ANDed with matchLabels).'),
+  })
+  .describe(
+    'A standard Kubernetes label selector. An empty selector matches everything; see each field for where that is refused.',
+  );
+export type LabelSelector = z.infer<typeof LabelSelectorSchema>;
+
+export const ConditionStatusSchema = z.enum(['True', 'False', 'Unknown']);
+export type ConditionStatus = z.infer<typeof ConditionStatusSchema>;
+
+export const ConditionSchema = z
+  .object({
+    type: z.string().min(1).describe('Condition type in CamelCase, e.g. Valid or SandboxCreationDegraded.'),
+    status: ConditionStatusSchema.describe('True, False or Unknown.'),
+    reason: z.string().min(1).describe('One CamelCase word for the cause of the last transition.'),
+    message: z.string().describe('Human-readable detail; may be empty.'),
+    lastTransitionTime: z.iso.datetime().describe('When the status last changed (RFC 3339).'),
+    observedGeneration: z
+      .int()
+      .min(0)
+      .optional()
+      .describe('The .metadata.generation the condition was computed from.'),
+  })
+  .describe('A standard Kubernetes condition.');
+export type Condition = z.infer<typeof ConditionSchema>;
+
+export const ConditionsSchema = z
+  .array(ConditionSchema)
+  .max(16)
+  .optional()
+  .meta({ [K8S_LIST_TYPE]: 'map', [K8S_LIST_MAP_KEYS]: ['type'] })
+  .describe('Conditions, one per type.');
+
+/** A non-negative integer or a whole percentage, as Kubernetes' IntOrString fields with a percent. */
+export const IntOrPercentSchema = z
+  .union([z.int().min(0), z.string().regex(/^(100|[1-9]?[0-9])%$/, 'must be an integer or a percentage 0%-100%')])
+  .meta({ [K8S_INT_OR_STRING]: true });
+export type IntOrPercent = z.infer<typeof IntOrPercentSchema>;
+
+/**
+ * Resolves an int-or-percent against a total, rounding a percentage down (the cautious direction for a
+ * limit on how much may be taken away).
+ */
+export function resolveIntOrPercent(value: IntOrPercent, total: number): number {
+  if (typeof value === 'number') return value;
+  return Math.floor((Number.parseInt(value, 10) * total) / 100);
+}

@@ -1,0 +1,136 @@
+import { z } from 'zod';
+import { ConditionsSchema, K8S_LIST_MAP_KEYS, K8S_LIST_TYPE } from './meta.js';
+
+export const FAILURE_CAUSES = [
+  'NameReserved',
+  'DeadlineExceeded',
+  'Network',
+  'ImagePull',
+  'RuntimeHandler',
+  'Other',
+  'Unknown',
+] as const;
+export const FailureCauseSchema = z
+  .enum(FAILURE_CAUSES)
+  .describe(
+    'Classified cause: NameReserved and DeadlineExceeded point at a slow runtime (IO); Network, ImagePull and RuntimeHandler do not; Other is an unrecognised message; Unknown means no failure event was seen.',
+  );
+
+export const NODE_STATES = ['Healthy', 'Degraded', 'IoPressure', 'Remediating', 'Recovering', 'Unknown'] as const;
+export const NodeStateSchema = z
+  .enum(NODE_STATES)
+  .describe(
+    'Healthy: nothing stuck. Degraded: stuck sandboxes. IoPressure: stuck sandboxes and IO pressure proven. Remediating: the operator acted. Recovering: pressure gone, waiting recoverySeconds before undoing. Unknown: no data.',
+  );
+export type NodeState = z.infer<typeof NodeStateSchema>;
+
+const time = () => z.iso.datetime();
+
+export const StuckPodSchema = z
+  .object({
+    namespace: z.string().describe('Pod namespace.'),
+    name: z.string().describe('Pod name.'),
+    uid: z.string().describe('Pod UID.'),
+    waitingReason: z.string().describe('The container waiting reason, e.g. ContainerCreating.'),
+    waitingSince: time().describe('When the pod was scheduled to the node (start of the wait).'),
+    cause: FailureCauseSchema,
+    failureCount: z.int().min(0).describe('Failure events seen for the pod (sum of Event counts).'),
+    lastFailureTime: time().optional().describe('Time of the latest failure event.'),
+    lastMessage: z.string().max(1024).optional().describe('The latest failure message, truncated to 1 KiB.'),
+    reservedFor: z.string().optional().describe('The sandbox id holding the name reservation, for NameReserved.'),
+  })
+  .describe('A pod stuck creating its sandbox on this node.');
+export type StuckPodStatus = z.infer<typeof StuckPodSchema>;
+
+export const DStateTaskSchema = z
+  .object({
+    pid: z.int().min(0).describe('Process id.'),
+    comm: z.string().describe('Command name (/proc/PID/comm).'),
+    wchan: z.string().optional().describe('Kernel function the task waits in, e.g. do_mount.'),
+    runtime: z.boolean().describe('Whether the task belongs to the container runtime (runc, containerd, shim).'),
+  })
+  .describe('A task in uninterruptible sleep (D state).');
+
+export const DeviceReadingSchema = z
+  .object({
+    name: z.string().describe('Block device name from /proc/diskstats.'),
+    busyPercent: z.number().min(0).max(100).describe('Share of the interval the device had IO in flight.'),
+    awaitMs: z.number().min(0).optional().describe('Average completion time per IO in the interval.'),
+    inFlight: z.int().min(0).describe('IOs in flight at sample time.'),
+  })
+  .describe('One block device over the last sample interval.');
+
+export const IoReadingSchema = z
+  .object({
+    source: z.string().describe('Which source produced the reading: agent, prometheus, kubeletSummary, nodeCondition.'),
+    observedTime: time().describe('When the reading was taken.'),
+    psiSomeAvg10Percent: z.number().min(0).max(100).optional().describe('/proc/pressure/io some avg10.'),
+    psiSomeAvg60Percent: z.number().min(0).max(100).optional().describe('/proc/pressure/io some avg60.'),
+    psiFullAvg10Percent: z.number().min(0).max(100).optional().describe('/proc/pressure/io full avg10.'),
+    diskBusyPercent: z.number().min(0).max(100).optional().describe('Busy share of the busiest disk.'),
+    blockedProcesses: z.int().min(0).optional().describe('procs_blocked from /proc/stat.'),
+    kworkerCpuPercent: z.number().min(0).optional().describe('CPU used by kworker threads (100 = one core).'),
+    conditionTrue: z.boolean().optional().describe('For the nodeCondition source: whether the condition is True.'),
+    devices: z.array(DeviceReadingSchema).max(32).optional().describe('Per-device readings, busiest first.'),
+    dStateTasks: z.array(DStateTaskSchema).max(32).optional().describe('Tasks in D state, runtime tasks first.'),
+  })
+  .describe('The latest IO reading for the node. A missing field is unknown, never zero.');
+export type IoReadingStatus = z.infer<typeof IoReadingSchema>;
+
+export const RuntimeInfoSchema = z
+  .object({
+    version: z.string().describe('containerRuntimeVersion from the node status, e.g. containerd://1.6.0.'),
+    predatesMountFix: z
+      .boolean()
+      .optional()
+      .describe('True for containerd before 1.5.10 (1.5 line) or before 1.6.0, which lack the read-only temp mount fix.'),
+    note: z.string().optional().describe('Advice about the runtime version.'),
+  })
+  .describe('The node container runtime and whether it predates the fixes for this incident.');
+
+export const ActionRecordSchema = z
+  .object({
+    kind: z.string().describe('Cordon, Taint, Evict, PauseRollout, Uncordon, Untaint, ResumeRollout.'),
+    target: z.string().describe('What was acted on, e.g. node/n1 or pod/ns/name.'),
+    time: time().describe('When the action was attempted.'),
+    outcome: z.enum(['Succeeded', 'Failed', 'Blocked', 'Skipped']).describe('What happened.'),
+    dryRun: z.boolean().describe('Whether this was a dry run (nothing changed).'),
+    reason: z.string().describe('One CamelCase word: why the action was taken or blocked.'),
+    message: z.string().max(1024).optional().describe('Detail.'),
+  })
+  .describe('One remediation action.');
+
+export const SandboxHealthSpecSchema = z
+  .object({
+    nodeName: z.string().min(1).describe('The node this object describes (also its name).'),
+  })
+  .describe('Identifies the node.');
+
+export const SandboxHealthStatusSchema = z
+  .object({
+    policy: z.string().optional().describe('The SandboxPolicy that owns this node.'),
+    state: NodeStateSchema.optional(),
+    stuckPodCount: z.int().min(0).optional().describe('Number of stuck pods on the node.'),
+    stuckPods: z
+      .array(StuckPodSchema)
+      .max(50)
+      .optional()
+      .describe('The stuck pods, longest-waiting first, at most 50.'),
+    causes: z
+      .array(z.object({ cause: FailureCauseSchema, count: z.int().min(0).describe('Stuck pods with this cause.') }))
+      .max(8)
+      .optional()
+      .meta({ [K8S_LIST_TYPE]: 'map', [K8S_LIST_MAP_KEYS]: ['cause'] })
+      .describe('Stuck pods counted by cause.'),
+    ioEvidence: z
+      .enum(['IoSuspected', 'NotIo', 'Inconclusive'])
+      .optional()
+      .describe('Whether the failure messages point at IO (NameReserved, DeadlineExceeded) or elsewhere.'),
+    ioReading: IoReadingSchema.optional(),
+    runtime: RuntimeInfoSchema.optional(),
+    lastAction: z.string().optional().describe('The latest action, for kubectl get.'),
+    actions: z.array(ActionRecordSchema).max(20).optional().describe('Recent actions, newest first.'),
+    conditions: ConditionsSchema.describe('SandboxCreationDegraded, IoPressureHigh, Cordoned, RolloutsThrottled.'),
+  })
+  .describe('What the operator knows about the node.');
+export type SandboxHealthStatus = z.infer<typeof SandboxHealthStatusSchema>;

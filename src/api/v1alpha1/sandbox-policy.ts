@@ -1,0 +1,236 @@
+import { z } from 'zod';
+import { ConditionsSchema, IntOrPercentSchema, LabelSelectorSchema } from './meta.js';
+
+const seconds = (min: number, max: number) => z.int().min(min).max(max);
+const percent = () => z.number().min(0).max(100);
+
+export const IO_SOURCES = ['agent', 'prometheus', 'kubeletSummary', 'nodeCondition'] as const;
+export type IoSourceKind = (typeof IO_SOURCES)[number];
+
+export const DetectionSpecSchema = z
+  .object({
+    stuckThresholdSeconds: seconds(1, 86_400)
+      .default(180)
+      .describe(
+        'How long a scheduled pod must wait in ContainerCreating (or PodInitializing, CreateContainerError, RunContainerError) before it counts as stuck.',
+      ),
+    minStuckPods: z
+      .int()
+      .min(1)
+      .max(10_000)
+      .default(1)
+      .describe('How many stuck pods a node needs before it is reported SandboxCreationDegraded.'),
+  })
+  .describe('How stuck sandboxes are recognised.');
+
+export const IoThresholdsSchema = z
+  .object({
+    psiSomeAvg10Percent: percent()
+      .default(40)
+      .describe('IO pressure when /proc/pressure/io "some avg10" (share of time at least one task stalled on IO) reaches this.'),
+    psiFullAvg10Percent: percent()
+      .default(20)
+      .describe('IO pressure when /proc/pressure/io "full avg10" (share of time all non-idle tasks stalled on IO) reaches this.'),
+    diskBusyPercent: percent()
+      .default(90)
+      .describe('IO pressure when the busiest disk was busy (io_ticks) at least this share of the sample interval.'),
+    blockedProcesses: z
+      .int()
+      .min(1)
+      .max(100_000)
+      .default(8)
+      .describe('IO pressure when at least this many tasks are blocked on IO (procs_blocked, D state).'),
+  })
+  .describe('A node is under IO pressure when ANY known reading reaches its threshold; unknown readings never count.');
+
+export const PrometheusSourceSchema = z
+  .object({
+    url: z
+      .string()
+      .min(1)
+      .describe('Base URL of the Prometheus HTTP API, e.g. http://prometheus.monitoring:9090.'),
+    nodeLabel: z
+      .string()
+      .min(1)
+      .default('instance')
+      .describe('The series label whose value names the node (after nodeLabelRegex is applied).'),
+    nodeLabelRegex: z
+      .string()
+      .default('^([^:]+)(:\\d+)?$')
+      .describe('Regular expression applied to the nodeLabel value; its first capture group is the node name.'),
+    queryTimeoutSeconds: seconds(1, 60).default(5).describe('Timeout of one PromQL query.'),
+  })
+  .describe('Where and how to query node_exporter metrics; required when source is prometheus.');
+
+export const NodeConditionSourceSchema = z
+  .object({
+    type: z
+      .string()
+      .min(1)
+      .default('IoPressure')
+      .describe('The node condition type that someone else (e.g. node-problem-detector) sets True under IO pressure.'),
+  })
+  .describe('Which node condition reports IO pressure; used when source is nodeCondition.');
+
+export const IoPressureSpecSchema = z
+  .object({
+    source: z
+      .enum(IO_SOURCES)
+      .default('agent')
+      .describe(
+        'Where IO readings come from: agent (this project\'s DaemonSet), prometheus (node_exporter via PromQL), kubeletSummary (PSI from the kubelet Summary API) or nodeCondition.',
+      ),
+    prometheus: PrometheusSourceSchema.optional(),
+    nodeCondition: NodeConditionSourceSchema.prefault({}),
+    thresholds: IoThresholdsSchema.prefault({}),
+    sustainSeconds: seconds(0, 3_600)
+      .default(30)
+      .describe('A threshold must be exceeded for this long before the node is IoPressureHigh.'),
+    recoverySeconds: seconds(0, 86_400)
+      .default(120)
+      .describe('Readings must stay below every threshold for this long before the node counts as recovered.'),
+    staleAfterSeconds: seconds(5, 3_600)
+      .default(90)
+      .describe('A reading older than this is unknown; the operator never acts on unknown readings.'),
+  })
+  .describe('How IO pressure is read and judged.');
+
+export const TaintSpecSchema = z
+  .object({
+    key: z
+      .string()
+      .min(1)
+      .default('sandbox.remediator.io/io-pressure')
+      .describe('Taint key (a qualified name).'),
+    value: z.string().max(63).default('true').describe('Taint value (a label value).'),
+    effect: z
+      .enum(['NoSchedule', 'PreferNoSchedule', 'NoExecute'])
+      .default('NoSchedule')
+      .describe('Taint effect. NoExecute also evicts running pods that do not tolerate it.'),
+  })
+  .describe('A taint to add to an IO-saturated node, removed again on recovery.');
+
+export const MigrateWorkloadsSchema = z
+  .object({
+    podSelector: LabelSelectorSchema.describe(
+      'Selects the IO-heavy pods to move off a saturated node. Must not be empty: an empty selector would select every pod.',
+    ),
+    maxPodsPerNode: z
+      .int()
+      .min(1)
+      .max(1_000)
+      .default(2)
+      .describe('At most this many selected pods are evicted from one node per remediation.'),
+  })
+  .describe('Moves IO-heavy pods (by label) off a saturated node through the Eviction API.');
+
+export const ThrottleRolloutsSchema = z
+  .object({
+    pauseDeployments: z
+      .boolean()
+      .default(true)
+      .describe('Pause rolling-out Deployments that have pods stuck on a saturated node; resumed on recovery.'),
+    maxConcurrentRollouts: z
+      .int()
+      .min(1)
+      .max(1_000)
+      .default(1)
+      .describe('While any node is saturated, at most this many Deployments may roll out at once.'),
+  })
+  .describe('Slows rollouts so image pulls do not keep the disk saturated.');
+
+export const RemediationSpecSchema = z
+  .object({
+    cordon: z.boolean().default(true).describe('Mark an IO-saturated node unschedulable.'),
+    taint: TaintSpecSchema.optional(),
+    evictStuckPods: z
+      .boolean()
+      .default(true)
+      .describe('Evict pods stuck on the node (through the Eviction API, honouring PodDisruptionBudgets) so they are recreated elsewhere with a new sandbox name.'),
+    migrateWorkloads: MigrateWorkloadsSchema.optional(),
+    throttleRollouts: ThrottleRolloutsSchema.optional(),
+    undoOnRecovery: z
+      .boolean()
+      .default(true)
+      .describe('On recovery, undo what the operator did (uncordon, untaint, resume) and nothing else.'),
+  })
+  .describe('What may be done to a node proven to be IO-saturated with stuck sandboxes.');
+
+export const SafetySpecSchema = z
+  .object({
+    maxUnhealthyNodes: IntOrPercentSchema.default('20%').describe(
+      'Storm limit: when more selected nodes than this (a count, or a percentage of selected nodes rounded down) are degraded, nothing new is cordoned, tainted or evicted.',
+    ),
+    minSchedulableNodes: z
+      .int()
+      .min(0)
+      .max(100_000)
+      .default(1)
+      .describe('Never cordon a node if fewer than this many selected nodes would remain schedulable.'),
+    maxEvictionsPerMinute: z
+      .int()
+      .min(0)
+      .max(10_000)
+      .default(10)
+      .describe('Evictions per minute across all nodes of this policy; 0 disables evictions.'),
+    cooldownSeconds: seconds(0, 86_400)
+      .default(300)
+      .describe('After remediating or undoing on a node, wait this long before the next change to that node.'),
+    dryRun: z
+      .boolean()
+      .default(false)
+      .describe('Decide and report (logs, Events, metrics, status) but change nothing.'),
+    paused: z.boolean().default(false).describe('Detect and report but take no new actions and undo nothing.'),
+  })
+  .describe('Blast-radius limits, enforced in one place before any action.');
+
+export const SandboxPolicySpecSchema = z
+  .object({
+    nodeSelector: LabelSelectorSchema.optional().describe(
+      'Nodes this policy watches. When absent: every node without the node-role.kubernetes.io/control-plane label. Nodes labelled sandbox.remediator.io/exclude=true are never selected.',
+    ),
+    detection: DetectionSpecSchema.prefault({}),
+    ioPressure: IoPressureSpecSchema.prefault({}),
+    remediation: RemediationSpecSchema.prefault({}),
+    safety: SafetySpecSchema.prefault({}),
+  })
+  .describe('What to watch, how to judge it and what may be done about it.');
+export type SandboxPolicySpec = z.infer<typeof SandboxPolicySpecSchema>;
+/** The spec as a user may write it, before defaults. */
+export type SandboxPolicySpecInput = z.input<typeof SandboxPolicySpecSchema>;
+
+export const PolicyProblemSchema = z
+  .object({
+    field: z.string().describe('Path of the offending field, e.g. spec.ioPressure.prometheus.url.'),
+    message: z.string().describe('What is wrong with it.'),
+  })
+  .describe('One validation problem.');
+export type PolicyProblem = z.infer<typeof PolicyProblemSchema>;
+
+export const SandboxPolicyStatusSchema = z
+  .object({
+    observedGeneration: z.int().min(0).optional().describe('The .metadata.generation this status reflects.'),
+    conditions: ConditionsSchema.describe('Valid, Active, StormDetected and Paused.'),
+    problems: z
+      .array(PolicyProblemSchema)
+      .max(100)
+      .optional()
+      .describe('Every validation problem found when Valid is False.'),
+    matchedNodes: z.int().min(0).optional().describe('Nodes this policy selects and owns.'),
+    degradedNodes: z.int().min(0).optional().describe('Selected nodes with stuck sandboxes.'),
+    remediatingNodes: z.int().min(0).optional().describe('Selected nodes the operator is acting on.'),
+    overlappingNodes: z
+      .array(
+        z
+          .object({
+            node: z.string().describe('Node name.'),
+            ownedBy: z.string().describe('The policy that owns the node instead.'),
+          })
+          .describe('A node this policy selects but another policy owns.'),
+      )
+      .max(100)
+      .optional()
+      .describe('Nodes this policy also selects but another, more specific or older, policy owns.'),
+  })
+  .describe('What the operator observed for this policy.');
+export type SandboxPolicyStatus = z.infer<typeof SandboxPolicyStatusSchema>;

@@ -41,11 +41,11 @@ export function labelValueProblem(value: string): string | undefined {
 }
 
 export const LabelSelectorRequirementSchema = z
-  .object({
+  .strictObject({
     key: z.string().min(1).describe('The label key that the selector applies to.'),
     operator: z
       .enum(['In', 'NotIn', 'Exists', 'DoesNotExist'])
-      .describe("How the key relates to the values: In, NotIn, Exists or DoesNotExist."),
+      .describe('How the key relates to the values: In, NotIn, Exists or DoesNotExist.'),
     values: z
       .array(z.string())
       .optional()
@@ -54,7 +54,7 @@ export const LabelSelectorRequirementSchema = z
   .describe('A label selector requirement: a key, an operator and values.');
 
 export const LabelSelectorSchema = z
-  .object({
+  .strictObject({
     matchLabels: z
       .record(z.string(), z.string())
       .optional()
@@ -97,7 +97,10 @@ export const ConditionsSchema = z
 
 /** A non-negative integer or a whole percentage, as Kubernetes' IntOrString fields with a percent. */
 export const IntOrPercentSchema = z
-  .union([z.int().min(0), z.string().regex(/^(100|[1-9]?[0-9])%$/, 'must be an integer or a percentage 0%-100%')])
+  .union([
+    z.int().min(0),
+    z.string().regex(/^(100|[1-9]?[0-9])%$/, 'must be an integer or a percentage 0%-100%'),
+  ])
   .meta({ [K8S_INT_OR_STRING]: true });
 export type IntOrPercent = z.infer<typeof IntOrPercentSchema>;
 

@@ -43,16 +43,36 @@ export const SandboxPolicyKind: ResourceKind = {
   status: SandboxPolicyStatusSchema,
   specDefaultsToEmpty: true,
   printerColumns: [
-    { name: 'Valid', type: 'string', jsonPath: conditionStatus('Valid'), description: 'Whether the spec is valid.' },
-    { name: 'Nodes', type: 'integer', jsonPath: '.status.matchedNodes', description: 'Nodes selected and owned.' },
-    { name: 'Degraded', type: 'integer', jsonPath: '.status.degradedNodes', description: 'Nodes with stuck sandboxes.' },
+    {
+      name: 'Valid',
+      type: 'string',
+      jsonPath: conditionStatus('Valid'),
+      description: 'Whether the spec is valid.',
+    },
+    {
+      name: 'Nodes',
+      type: 'integer',
+      jsonPath: '.status.matchedNodes',
+      description: 'Nodes selected and owned.',
+    },
+    {
+      name: 'Degraded',
+      type: 'integer',
+      jsonPath: '.status.degradedNodes',
+      description: 'Nodes with stuck sandboxes.',
+    },
     {
       name: 'Remediating',
       type: 'integer',
       jsonPath: '.status.remediatingNodes',
       description: 'Nodes being remediated.',
     },
-    { name: 'Dry-Run', type: 'boolean', jsonPath: '.spec.safety.dryRun', description: 'Whether actions are dry runs.' },
+    {
+      name: 'Dry-Run',
+      type: 'boolean',
+      jsonPath: '.spec.safety.dryRun',
+      description: 'Whether actions are dry runs.',
+    },
     { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp', description: 'Age.' },
   ],
 };
@@ -84,10 +104,24 @@ export const SandboxHealthKind: ResourceKind = {
     },
     { name: 'Action', type: 'string', jsonPath: '.status.lastAction', description: 'Latest action.' },
     { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp', description: 'Age.' },
-    { name: 'Evidence', type: 'string', jsonPath: '.status.ioEvidence', description: 'IO evidence.', priority: 1 },
-    { name: 'Policy', type: 'string', jsonPath: '.status.policy', description: 'Owning policy.', priority: 1 },
+    {
+      name: 'Evidence',
+      type: 'string',
+      jsonPath: '.status.ioEvidence',
+      description: 'IO evidence.',
+      priority: 1,
+    },
+    {
+      name: 'Policy',
+      type: 'string',
+      jsonPath: '.status.policy',
+      description: 'Owning policy.',
+      priority: 1,
+    },
   ],
-  rootRules: [{ rule: 'self.metadata.name == self.spec.nodeName', message: 'metadata.name must equal spec.nodeName' }],
+  rootRules: [
+    { rule: 'self.metadata.name == self.spec.nodeName', message: 'metadata.name must equal spec.nodeName' },
+  ],
 };
 
 export const RESOURCE_KINDS = [SandboxPolicyKind, SandboxHealthKind] as const;
@@ -106,10 +140,16 @@ export function toStructuralSchema(node: unknown): JsonSchema {
   const out: JsonSchema = {};
   for (const [key, value] of Object.entries(node)) {
     if (key === '$schema' || key === 'propertyNames' || key === 'id') continue;
-    if ((key === 'maximum' && value === SAFE_INT_BOUND) || (key === 'minimum' && value === -SAFE_INT_BOUND)) continue;
+    // Unknown fields are pruned by the apiserver and refused by kubectl's strict field validation.
+    if (key === 'additionalProperties' && value === false) continue;
+    if ((key === 'maximum' && value === SAFE_INT_BOUND) || (key === 'minimum' && value === -SAFE_INT_BOUND))
+      continue;
     if (key === 'properties') {
       out[key] = Object.fromEntries(
-        Object.entries(value as Record<string, unknown>).map(([name, child]) => [name, toStructuralSchema(child)]),
+        Object.entries(value as Record<string, unknown>).map(([name, child]) => [
+          name,
+          toStructuralSchema(child),
+        ]),
       );
     } else if (key === 'items' || (key === 'additionalProperties' && typeof value === 'object')) {
       out[key] = toStructuralSchema(value);
@@ -140,7 +180,10 @@ export function buildCustomResourceDefinition(kind: ResourceKind): JsonSchema {
     type: 'object',
     description: kind.description,
     properties: {
-      apiVersion: { type: 'string', description: 'APIVersion of this object: sandbox.remediator.io/v1alpha1.' },
+      apiVersion: {
+        type: 'string',
+        description: 'APIVersion of this object: sandbox.remediator.io/v1alpha1.',
+      },
       kind: { type: 'string', description: `Kind of this object: ${kind.kind}.` },
       metadata: { type: 'object' },
       spec,

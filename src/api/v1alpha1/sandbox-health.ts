@@ -16,7 +16,14 @@ export const FailureCauseSchema = z
     'Classified cause: NameReserved and DeadlineExceeded point at a slow runtime (IO); Network, ImagePull and RuntimeHandler do not; Other is an unrecognised message; Unknown means no failure event was seen.',
   );
 
-export const NODE_STATES = ['Healthy', 'Degraded', 'IoPressure', 'Remediating', 'Recovering', 'Unknown'] as const;
+export const NODE_STATES = [
+  'Healthy',
+  'Degraded',
+  'IoPressure',
+  'Remediating',
+  'Recovering',
+  'Unknown',
+] as const;
 export const NodeStateSchema = z
   .enum(NODE_STATES)
   .describe(
@@ -37,7 +44,10 @@ export const StuckPodSchema = z
     failureCount: z.int().min(0).describe('Failure events seen for the pod (sum of Event counts).'),
     lastFailureTime: time().optional().describe('Time of the latest failure event.'),
     lastMessage: z.string().max(1024).optional().describe('The latest failure message, truncated to 1 KiB.'),
-    reservedFor: z.string().optional().describe('The sandbox id holding the name reservation, for NameReserved.'),
+    reservedFor: z
+      .string()
+      .optional()
+      .describe('The sandbox id holding the name reservation, for NameReserved.'),
   })
   .describe('A pod stuck creating its sandbox on this node.');
 export type StuckPodStatus = z.infer<typeof StuckPodSchema>;
@@ -47,7 +57,9 @@ export const DStateTaskSchema = z
     pid: z.int().min(0).describe('Process id.'),
     comm: z.string().describe('Command name (/proc/PID/comm).'),
     wchan: z.string().optional().describe('Kernel function the task waits in, e.g. do_mount.'),
-    runtime: z.boolean().describe('Whether the task belongs to the container runtime (runc, containerd, shim).'),
+    runtime: z
+      .boolean()
+      .describe('Whether the task belongs to the container runtime (runc, containerd, shim).'),
   })
   .describe('A task in uninterruptible sleep (D state).');
 
@@ -62,7 +74,9 @@ export const DeviceReadingSchema = z
 
 export const IoReadingSchema = z
   .object({
-    source: z.string().describe('Which source produced the reading: agent, prometheus, kubeletSummary, nodeCondition.'),
+    source: z
+      .string()
+      .describe('Which source produced the reading: agent, prometheus, kubeletSummary, nodeCondition.'),
     observedTime: time().describe('When the reading was taken.'),
     psiSomeAvg10Percent: z.number().min(0).max(100).optional().describe('/proc/pressure/io some avg10.'),
     psiSomeAvg60Percent: z.number().min(0).max(100).optional().describe('/proc/pressure/io some avg60.'),
@@ -70,9 +84,16 @@ export const IoReadingSchema = z
     diskBusyPercent: z.number().min(0).max(100).optional().describe('Busy share of the busiest disk.'),
     blockedProcesses: z.int().min(0).optional().describe('procs_blocked from /proc/stat.'),
     kworkerCpuPercent: z.number().min(0).optional().describe('CPU used by kworker threads (100 = one core).'),
-    conditionTrue: z.boolean().optional().describe('For the nodeCondition source: whether the condition is True.'),
+    conditionTrue: z
+      .boolean()
+      .optional()
+      .describe('For the nodeCondition source: whether the condition is True.'),
     devices: z.array(DeviceReadingSchema).max(32).optional().describe('Per-device readings, busiest first.'),
-    dStateTasks: z.array(DStateTaskSchema).max(32).optional().describe('Tasks in D state, runtime tasks first.'),
+    dStateTasks: z
+      .array(DStateTaskSchema)
+      .max(32)
+      .optional()
+      .describe('Tasks in D state, runtime tasks first.'),
   })
   .describe('The latest IO reading for the node. A missing field is unknown, never zero.');
 export type IoReadingStatus = z.infer<typeof IoReadingSchema>;
@@ -83,7 +104,9 @@ export const RuntimeInfoSchema = z
     predatesMountFix: z
       .boolean()
       .optional()
-      .describe('True for containerd before 1.5.10 (1.5 line) or before 1.6.0, which lack the read-only temp mount fix.'),
+      .describe(
+        'True for containerd before 1.5.10 (1.5 line) or before 1.6.0, which lack the read-only temp mount fix.',
+      ),
     note: z.string().optional().describe('Advice about the runtime version.'),
   })
   .describe('The node container runtime and whether it predates the fixes for this incident.');
@@ -117,7 +140,12 @@ export const SandboxHealthStatusSchema = z
       .optional()
       .describe('The stuck pods, longest-waiting first, at most 50.'),
     causes: z
-      .array(z.object({ cause: FailureCauseSchema, count: z.int().min(0).describe('Stuck pods with this cause.') }))
+      .array(
+        z.object({
+          cause: FailureCauseSchema,
+          count: z.int().min(0).describe('Stuck pods with this cause.'),
+        }),
+      )
       .max(8)
       .optional()
       .meta({ [K8S_LIST_TYPE]: 'map', [K8S_LIST_MAP_KEYS]: ['cause'] })
@@ -130,7 +158,9 @@ export const SandboxHealthStatusSchema = z
     runtime: RuntimeInfoSchema.optional(),
     lastAction: z.string().optional().describe('The latest action, for kubectl get.'),
     actions: z.array(ActionRecordSchema).max(20).optional().describe('Recent actions, newest first.'),
-    conditions: ConditionsSchema.describe('SandboxCreationDegraded, IoPressureHigh, Cordoned, RolloutsThrottled.'),
+    conditions: ConditionsSchema.describe(
+      'SandboxCreationDegraded, IoPressureHigh, Cordoned, RolloutsThrottled.',
+    ),
   })
   .describe('What the operator knows about the node.');
 export type SandboxHealthStatus = z.infer<typeof SandboxHealthStatusSchema>;

@@ -8,7 +8,7 @@ export const IO_SOURCES = ['agent', 'prometheus', 'kubeletSummary', 'nodeConditi
 export type IoSourceKind = (typeof IO_SOURCES)[number];
 
 export const DetectionSpecSchema = z
-  .object({
+  .strictObject({
     stuckThresholdSeconds: seconds(1, 86_400)
       .default(180)
       .describe(
@@ -24,16 +24,22 @@ export const DetectionSpecSchema = z
   .describe('How stuck sandboxes are recognised.');
 
 export const IoThresholdsSchema = z
-  .object({
+  .strictObject({
     psiSomeAvg10Percent: percent()
       .default(40)
-      .describe('IO pressure when /proc/pressure/io "some avg10" (share of time at least one task stalled on IO) reaches this.'),
+      .describe(
+        'IO pressure when /proc/pressure/io "some avg10" (share of time at least one task stalled on IO) reaches this.',
+      ),
     psiFullAvg10Percent: percent()
       .default(20)
-      .describe('IO pressure when /proc/pressure/io "full avg10" (share of time all non-idle tasks stalled on IO) reaches this.'),
+      .describe(
+        'IO pressure when /proc/pressure/io "full avg10" (share of time all non-idle tasks stalled on IO) reaches this.',
+      ),
     diskBusyPercent: percent()
       .default(90)
-      .describe('IO pressure when the busiest disk was busy (io_ticks) at least this share of the sample interval.'),
+      .describe(
+        'IO pressure when the busiest disk was busy (io_ticks) at least this share of the sample interval.',
+      ),
     blockedProcesses: z
       .int()
       .min(1)
@@ -41,10 +47,12 @@ export const IoThresholdsSchema = z
       .default(8)
       .describe('IO pressure when at least this many tasks are blocked on IO (procs_blocked, D state).'),
   })
-  .describe('A node is under IO pressure when ANY known reading reaches its threshold; unknown readings never count.');
+  .describe(
+    'A node is under IO pressure when ANY known reading reaches its threshold; unknown readings never count.',
+  );
 
 export const PrometheusSourceSchema = z
-  .object({
+  .strictObject({
     url: z
       .string()
       .min(1)
@@ -57,28 +65,32 @@ export const PrometheusSourceSchema = z
     nodeLabelRegex: z
       .string()
       .default('^([^:]+)(:\\d+)?$')
-      .describe('Regular expression applied to the nodeLabel value; its first capture group is the node name.'),
+      .describe(
+        'Regular expression applied to the nodeLabel value; its first capture group is the node name.',
+      ),
     queryTimeoutSeconds: seconds(1, 60).default(5).describe('Timeout of one PromQL query.'),
   })
   .describe('Where and how to query node_exporter metrics; required when source is prometheus.');
 
 export const NodeConditionSourceSchema = z
-  .object({
+  .strictObject({
     type: z
       .string()
       .min(1)
       .default('IoPressure')
-      .describe('The node condition type that someone else (e.g. node-problem-detector) sets True under IO pressure.'),
+      .describe(
+        'The node condition type that someone else (e.g. node-problem-detector) sets True under IO pressure.',
+      ),
   })
   .describe('Which node condition reports IO pressure; used when source is nodeCondition.');
 
 export const IoPressureSpecSchema = z
-  .object({
+  .strictObject({
     source: z
       .enum(IO_SOURCES)
       .default('agent')
       .describe(
-        'Where IO readings come from: agent (this project\'s DaemonSet), prometheus (node_exporter via PromQL), kubeletSummary (PSI from the kubelet Summary API) or nodeCondition.',
+        "Where IO readings come from: agent (this project's DaemonSet), prometheus (node_exporter via PromQL), kubeletSummary (PSI from the kubelet Summary API) or nodeCondition.",
       ),
     prometheus: PrometheusSourceSchema.optional(),
     nodeCondition: NodeConditionSourceSchema.prefault({}),
@@ -88,7 +100,9 @@ export const IoPressureSpecSchema = z
       .describe('A threshold must be exceeded for this long before the node is IoPressureHigh.'),
     recoverySeconds: seconds(0, 86_400)
       .default(120)
-      .describe('Readings must stay below every threshold for this long before the node counts as recovered.'),
+      .describe(
+        'Readings must stay below every threshold for this long before the node counts as recovered.',
+      ),
     staleAfterSeconds: seconds(5, 3_600)
       .default(90)
       .describe('A reading older than this is unknown; the operator never acts on unknown readings.'),
@@ -96,7 +110,7 @@ export const IoPressureSpecSchema = z
   .describe('How IO pressure is read and judged.');
 
 export const TaintSpecSchema = z
-  .object({
+  .strictObject({
     key: z
       .string()
       .min(1)
@@ -111,7 +125,7 @@ export const TaintSpecSchema = z
   .describe('A taint to add to an IO-saturated node, removed again on recovery.');
 
 export const MigrateWorkloadsSchema = z
-  .object({
+  .strictObject({
     podSelector: LabelSelectorSchema.describe(
       'Selects the IO-heavy pods to move off a saturated node. Must not be empty: an empty selector would select every pod.',
     ),
@@ -125,11 +139,13 @@ export const MigrateWorkloadsSchema = z
   .describe('Moves IO-heavy pods (by label) off a saturated node through the Eviction API.');
 
 export const ThrottleRolloutsSchema = z
-  .object({
+  .strictObject({
     pauseDeployments: z
       .boolean()
       .default(true)
-      .describe('Pause rolling-out Deployments that have pods stuck on a saturated node; resumed on recovery.'),
+      .describe(
+        'Pause rolling-out Deployments that have pods stuck on a saturated node; resumed on recovery.',
+      ),
     maxConcurrentRollouts: z
       .int()
       .min(1)
@@ -140,13 +156,15 @@ export const ThrottleRolloutsSchema = z
   .describe('Slows rollouts so image pulls do not keep the disk saturated.');
 
 export const RemediationSpecSchema = z
-  .object({
+  .strictObject({
     cordon: z.boolean().default(true).describe('Mark an IO-saturated node unschedulable.'),
     taint: TaintSpecSchema.optional(),
     evictStuckPods: z
       .boolean()
       .default(true)
-      .describe('Evict pods stuck on the node (through the Eviction API, honouring PodDisruptionBudgets) so they are recreated elsewhere with a new sandbox name.'),
+      .describe(
+        'Evict pods stuck on the node (through the Eviction API, honouring PodDisruptionBudgets) so they are recreated elsewhere with a new sandbox name.',
+      ),
     migrateWorkloads: MigrateWorkloadsSchema.optional(),
     throttleRollouts: ThrottleRolloutsSchema.optional(),
     undoOnRecovery: z
@@ -157,7 +175,7 @@ export const RemediationSpecSchema = z
   .describe('What may be done to a node proven to be IO-saturated with stuck sandboxes.');
 
 export const SafetySpecSchema = z
-  .object({
+  .strictObject({
     maxUnhealthyNodes: IntOrPercentSchema.default('20%').describe(
       'Storm limit: when more selected nodes than this (a count, or a percentage of selected nodes rounded down) are degraded, nothing new is cordoned, tainted or evicted.',
     ),
@@ -175,17 +193,22 @@ export const SafetySpecSchema = z
       .describe('Evictions per minute across all nodes of this policy; 0 disables evictions.'),
     cooldownSeconds: seconds(0, 86_400)
       .default(300)
-      .describe('After remediating or undoing on a node, wait this long before the next change to that node.'),
+      .describe(
+        'After remediating or undoing on a node, wait this long before the next change to that node.',
+      ),
     dryRun: z
       .boolean()
       .default(false)
       .describe('Decide and report (logs, Events, metrics, status) but change nothing.'),
-    paused: z.boolean().default(false).describe('Detect and report but take no new actions and undo nothing.'),
+    paused: z
+      .boolean()
+      .default(false)
+      .describe('Detect and report but take no new actions and undo nothing.'),
   })
   .describe('Blast-radius limits, enforced in one place before any action.');
 
 export const SandboxPolicySpecSchema = z
-  .object({
+  .strictObject({
     nodeSelector: LabelSelectorSchema.optional().describe(
       'Nodes this policy watches. When absent: every node without the node-role.kubernetes.io/control-plane label. Nodes labelled sandbox.remediator.io/exclude=true are never selected.',
     ),
@@ -200,7 +223,7 @@ export type SandboxPolicySpec = z.infer<typeof SandboxPolicySpecSchema>;
 export type SandboxPolicySpecInput = z.input<typeof SandboxPolicySpecSchema>;
 
 export const PolicyProblemSchema = z
-  .object({
+  .strictObject({
     field: z.string().describe('Path of the offending field, e.g. spec.ioPressure.prometheus.url.'),
     message: z.string().describe('What is wrong with it.'),
   })
@@ -208,7 +231,7 @@ export const PolicyProblemSchema = z
 export type PolicyProblem = z.infer<typeof PolicyProblemSchema>;
 
 export const SandboxPolicyStatusSchema = z
-  .object({
+  .strictObject({
     observedGeneration: z.int().min(0).optional().describe('The .metadata.generation this status reflects.'),
     conditions: ConditionsSchema.describe('Valid, Active, StormDetected and Paused.'),
     problems: z
@@ -222,7 +245,7 @@ export const SandboxPolicyStatusSchema = z
     overlappingNodes: z
       .array(
         z
-          .object({
+          .strictObject({
             node: z.string().describe('Node name.'),
             ownedBy: z.string().describe('The policy that owns the node instead.'),
           })

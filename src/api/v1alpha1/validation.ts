@@ -1,14 +1,9 @@
 import type { z } from 'zod';
 import { labelValueProblem, qualifiedNameProblem, type LabelSelector } from './meta.js';
-import {
-  SandboxPolicySpecSchema,
-  type PolicyProblem,
-  type SandboxPolicySpec,
-} from './sandbox-policy.js';
+import { SandboxPolicySpecSchema, type PolicyProblem, type SandboxPolicySpec } from './sandbox-policy.js';
 
 export type PolicyValidation =
-  | { valid: true; spec: SandboxPolicySpec; problems: [] }
-  | { valid: false; problems: PolicyProblem[] };
+  { valid: true; spec: SandboxPolicySpec; problems: [] } | { valid: false; problems: PolicyProblem[] };
 
 /** Joins a zod issue path onto a field path: ['a', 0, 'b'] -> spec.a[0].b */
 function fieldPath(base: string, path: readonly PropertyKey[]): string {
@@ -19,7 +14,11 @@ function fieldPath(base: string, path: readonly PropertyKey[]): string {
 }
 
 function issueProblems(error: z.ZodError, base: string): PolicyProblem[] {
-  return error.issues.map((issue) => ({ field: fieldPath(base, issue.path), message: issue.message }));
+  return error.issues.flatMap((issue) =>
+    issue.code === 'unrecognized_keys'
+      ? issue.keys.map((key) => ({ field: fieldPath(base, [...issue.path, key]), message: 'unknown field' }))
+      : [{ field: fieldPath(base, issue.path), message: issue.message }],
+  );
 }
 
 /** Every problem with a label selector that the apiserver's own selector parsing would refuse. */
@@ -27,9 +26,11 @@ export function selectorProblems(selector: LabelSelector, field: string): Policy
   const problems: PolicyProblem[] = [];
   for (const [key, value] of Object.entries(selector.matchLabels ?? {})) {
     const keyProblem = qualifiedNameProblem(key);
-    if (keyProblem) problems.push({ field: `${field}.matchLabels`, message: `key ${JSON.stringify(key)}: ${keyProblem}` });
+    if (keyProblem)
+      problems.push({ field: `${field}.matchLabels`, message: `key ${JSON.stringify(key)}: ${keyProblem}` });
     const valueProblem = labelValueProblem(value);
-    if (valueProblem) problems.push({ field: `${field}.matchLabels.${key}`, message: `value ${valueProblem}` });
+    if (valueProblem)
+      problems.push({ field: `${field}.matchLabels.${key}`, message: `value ${valueProblem}` });
   }
   (selector.matchExpressions ?? []).forEach((requirement, i) => {
     const at = `${field}.matchExpressions[${i}]`;
@@ -38,7 +39,10 @@ export function selectorProblems(selector: LabelSelector, field: string): Policy
     const values = requirement.values ?? [];
     const needsValues = requirement.operator === 'In' || requirement.operator === 'NotIn';
     if (needsValues && values.length === 0) {
-      problems.push({ field: `${at}.values`, message: `must be non-empty for operator ${requirement.operator}` });
+      problems.push({
+        field: `${at}.values`,
+        message: `must be non-empty for operator ${requirement.operator}`,
+      });
     }
     if (!needsValues && values.length > 0) {
       problems.push({ field: `${at}.values`, message: `must be empty for operator ${requirement.operator}` });
@@ -52,7 +56,9 @@ export function selectorProblems(selector: LabelSelector, field: string): Policy
 }
 
 function isEmptySelector(selector: LabelSelector): boolean {
-  return Object.keys(selector.matchLabels ?? {}).length === 0 && (selector.matchExpressions ?? []).length === 0;
+  return (
+    Object.keys(selector.matchLabels ?? {}).length === 0 && (selector.matchExpressions ?? []).length === 0
+  );
 }
 
 function urlProblem(raw: string): string | undefined {
@@ -62,7 +68,8 @@ function urlProblem(raw: string): string | undefined {
   } catch {
     return `${JSON.stringify(raw)} is not a URL`;
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return `scheme must be http or https, not ${url.protocol}`;
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    return `scheme must be http or https, not ${url.protocol}`;
   return undefined;
 }
 
@@ -93,7 +100,10 @@ export function crossFieldProblems(spec: SandboxPolicySpec): PolicyProblem[] {
     const badRegex = regexProblem(io.prometheus.nodeLabelRegex);
     if (badRegex) problems.push({ field: 'spec.ioPressure.prometheus.nodeLabelRegex', message: badRegex });
   }
-  if (io.source === 'nodeCondition' && ['Ready', 'MemoryPressure', 'PIDPressure'].includes(io.nodeCondition.type)) {
+  if (
+    io.source === 'nodeCondition' &&
+    ['Ready', 'MemoryPressure', 'PIDPressure'].includes(io.nodeCondition.type)
+  ) {
     problems.push({
       field: 'spec.ioPressure.nodeCondition.type',
       message: `${io.nodeCondition.type} does not report IO pressure; name a condition that does (e.g. IoPressure)`,
@@ -136,7 +146,9 @@ export function validateSandboxPolicySpec(raw: unknown): PolicyValidation {
   const parsed = SandboxPolicySpecSchema.safeParse(raw ?? {});
   if (parsed.success) {
     const problems = crossFieldProblems(parsed.data);
-    return problems.length === 0 ? { valid: true, spec: parsed.data, problems: [] } : { valid: false, problems };
+    return problems.length === 0
+      ? { valid: true, spec: parsed.data, problems: [] }
+      : { valid: false, problems };
   }
   const problems = issueProblems(parsed.error, 'spec');
   const broken = new Set(parsed.error.issues.map((issue) => String(issue.path[0] ?? '')));

@@ -1,0 +1,56 @@
+# sandbox-remediator. `make help` lists the targets.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+NODES ?= 3
+export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
+
+##@ Everyday
+
+.PHONY: help
+help: ## Show the targets
+	@awk 'BEGIN {FS = ":.*##"} /^##@/ {printf "\n%s\n", substr($$0, 5)} /^[a-zA-Z_-]+:.*##/ {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	@touch $@
+
+.PHONY: deps
+deps: node_modules/.installed ## Install npm dependencies (npm ci) when package-lock.json changed
+
+.PHONY: build
+build: deps ## Compile TypeScript to dist/
+	tsc -p tsconfig.build.json
+
+.PHONY: fmt
+fmt: deps ## Format every file with prettier
+	prettier --write --log-level warn .
+
+.PHONY: lint
+lint: deps ## Run eslint (typescript-eslint, type-aware)
+	eslint .
+
+.PHONY: typecheck
+typecheck: deps ## Type-check sources, tests and scripts
+	tsc -p tsconfig.json --noEmit
+
+.PHONY: manifests
+manifests: deps ## Generate crds/ from the zod schemas in src/api
+	tsx hack/generate-crds.ts
+
+.PHONY: verify
+verify: deps ## Check formatting, lint, types and that crds/ matches src/api (run before every commit)
+	prettier --check --log-level warn .
+	eslint .
+	tsc -p tsconfig.json --noEmit
+	tsx hack/generate-crds.ts --check
+
+##@ Tests
+
+.PHONY: test-unit
+test-unit: deps ## Unit tests with coverage (no cluster, no network)
+	c8 --check-coverage --lines 90 mocha --config .mocharc.unit.json
+
+.PHONY: test
+test: test-unit ## Everything CI runs: unit and integration tests

@@ -1,0 +1,4 @@
+export * from './types.js';
+export * from './classify.js';
+export * from './stuck-pods.js';
+export * from './node-findings.js';

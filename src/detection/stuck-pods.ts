@@ -1,0 +1,106 @@
+import {
+  classifyFailureMessage,
+  isSandboxFailureEvent,
+  type Classification,
+  type FailureCause,
+} from './classify.js';
+import type { EventView, PodView } from './types.js';
+
+/** Container waiting reasons that mean the pod never got a working sandbox or container. */
+export const STUCK_WAITING_REASONS: ReadonlySet<string> = new Set([
+  'ContainerCreating',
+  'PodInitializing',
+  'CreateContainerError',
+  'RunContainerError',
+]);
+
+export interface StuckPod {
+  pod: PodView;
+  nodeName: string;
+  waitingReason: string;
+  waitingSince: Date;
+  waitedSeconds: number;
+  /** The latest failure's cause, or 'Unknown' when no failure event was seen (yet). */
+  cause: FailureCause | 'Unknown';
+  classification?: Classification;
+  failureCount: number;
+  lastFailureTime?: Date;
+  lastMessage?: string;
+}
+
+export interface StuckPodOptions {
+  stuckThresholdSeconds: number;
+  now: Date;
+}
+
+/** The reason a pod is waiting for its sandbox, or undefined when it is not waiting for one. */
+function waitingReasonOf(pod: PodView): string | undefined {
+  if (pod.containers.length === 0) return 'ContainerCreating'; // kubelet has not reported any container yet
+  let reason: string | undefined;
+  for (const container of pod.containers) {
+    if (container.state === 'running') return undefined;
+    if (container.state === 'waiting' && container.reason && STUCK_WAITING_REASONS.has(container.reason)) {
+      reason ??= container.reason;
+    }
+  }
+  return reason;
+}
+
+/** Failure events indexed by the pod they are about: involvedObject.uid, or the uid in a reserved name. */
+export function indexFailureEvents(events: Iterable<EventView>): Map<string, EventView[]> {
+  const byPodUid = new Map<string, EventView[]>();
+  for (const event of events) {
+    if (!isSandboxFailureEvent(event)) continue;
+    const uid = event.involvedUid ?? classifyFailureMessage(event.message).name?.uid;
+    if (!uid) continue;
+    const list = byPodUid.get(uid);
+    if (list) list.push(event);
+    else byPodUid.set(uid, [event]);
+  }
+  return byPodUid;
+}
+
+/**
+ * Pods scheduled to a node, still Pending, whose containers wait for a sandbox longer than the threshold,
+ * each joined with its failure events. Pure: the answer depends only on the arguments.
+ */
+export function detectStuckPods(
+  pods: Iterable<PodView>,
+  failureEvents: ReadonlyMap<string, readonly EventView[]>,
+  options: StuckPodOptions,
+): StuckPod[] {
+  const stuck: StuckPod[] = [];
+  for (const pod of pods) {
+    if (!pod.nodeName || pod.phase !== 'Pending' || pod.deleting) continue;
+    const waitingReason = waitingReasonOf(pod);
+    if (!waitingReason) continue;
+    const waitingSince = pod.scheduledAt ?? pod.createdAt;
+    const waitedSeconds = (options.now.getTime() - waitingSince.getTime()) / 1000;
+    if (waitedSeconds < options.stuckThresholdSeconds) continue;
+
+    const events = failureEvents.get(pod.uid) ?? [];
+    let latest: EventView | undefined;
+    let failureCount = 0;
+    for (const event of events) {
+      failureCount += event.count;
+      if (!latest || event.lastTime > latest.lastTime) latest = event;
+    }
+    const entry: StuckPod = {
+      pod,
+      nodeName: pod.nodeName,
+      waitingReason,
+      waitingSince,
+      waitedSeconds,
+      cause: 'Unknown',
+      failureCount,
+    };
+    if (latest) {
+      entry.classification = classifyFailureMessage(latest.message);
+      entry.cause = entry.classification.cause;
+      entry.lastFailureTime = latest.lastTime;
+      entry.lastMessage = latest.message;
+    }
+    stuck.push(entry);
+  }
+  return stuck;
+}

@@ -1,0 +1,40 @@
+/**
+ * The slices of Kubernetes objects that detection reads. src/kube converts API objects into these, so the
+ * pure core never sees client-node types and its tests build plain data.
+ */
+export interface ContainerView {
+  name: string;
+  init: boolean;
+  state: 'waiting' | 'running' | 'terminated';
+  /** The waiting or terminated reason as kubelet reports it, e.g. ContainerCreating. */
+  reason?: string;
+}
+
+export interface PodView {
+  uid: string;
+  namespace: string;
+  name: string;
+  nodeName?: string;
+  phase: string;
+  createdAt: Date;
+  /** When the PodScheduled condition became True. */
+  scheduledAt?: Date;
+  deleting: boolean;
+  labels: Readonly<Record<string, string>>;
+  containers: readonly ContainerView[];
+}
+
+export interface EventView {
+  uid: string;
+  type: string;
+  reason: string;
+  message: string;
+  involvedKind: string;
+  involvedNamespace: string;
+  involvedName: string;
+  involvedUid?: string;
+  /** Occurrences folded into this Event (count, or series.count). */
+  count: number;
+  /** Latest occurrence (lastTimestamp, series.lastObservedTime or eventTime). */
+  lastTime: Date;
+}

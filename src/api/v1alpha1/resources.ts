@@ -167,6 +167,11 @@ export function toStructuralSchema(node: unknown): JsonSchema {
     }
   }
   if (out.format === 'date-time') delete out.pattern;
+  // kubectl explain prints descriptions but not defaults; say the default in words.
+  const scalarDefault =
+    out.default !== undefined && (typeof out.default !== 'object' || out.default === null);
+  if (scalarDefault && typeof out.description === 'string')
+    out.description += ` Default: ${JSON.stringify(out.default)}.`;
   return out;
 }
 

@@ -1,0 +1,375 @@
+// Incident injector for the local kwok cluster: makes every pod bound to a node stay Pending with its
+// containers waiting in ContainerCreating, and repeats kubelet's Warning FailedCreatePodSandBox Event on
+// each such pod while the incident lasts, as kubelet keeps retrying in a real incident.
+//
+//   incident start --node NODE [--message MSG] [--interval-seconds N] [--max-duration-seconds N]
+//   incident stop --node NODE
+//   incident status
+//
+// How: a kwok Stage (weight 10000, so it beats the pod-running Stage) holds the node's pending pods in
+// ContainerCreating; a detached, bounded daemon posts the Events, with the message rendered per pod.
+import {
+  CoreV1Api,
+  KubeConfig,
+  KubernetesObjectApi,
+  PatchStrategy,
+  type CoreV1Event,
+  type KubernetesObject,
+  type V1Pod,
+} from '@kubernetes/client-node';
+import { Command, InvalidArgumentError } from 'commander';
+import { spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describeError, isConflict, isNotFound } from '../../src/kube/errors.js';
+
+const REPO = join(import.meta.dirname, '..', '..');
+const CLUSTER_DIR = process.env.CLUSTER_DIR ?? join(REPO, '.cluster');
+const FIELD_MANAGER = 'sandbox-remediator-incident';
+const INCIDENT_ANNOTATION = 'sandbox.remediator.io/test-incident';
+const ENDED_ANNOTATION = 'sandbox.remediator.io/test-incident-ended';
+
+export const DEFAULT_MESSAGE =
+  'Failed to create pod sandbox: rpc error: code = Unknown desc = failed to reserve sandbox name "{name}": name "{name}" is reserved for "{id}"';
+
+/** Renders {pod} {namespace} {uid} {name} (the sandbox name, attempt 0) and {id} (a 64-hex sandbox id). */
+export function renderMessage(
+  template: string,
+  pod: { name: string; namespace: string; uid: string },
+  id: string,
+) {
+  const name = `${pod.name}_${pod.namespace}_${pod.uid}_0`;
+  const values: Record<string, string> = { pod: pod.name, namespace: pod.namespace, uid: pod.uid, name, id };
+  return template.replace(/\{(pod|namespace|uid|name|id)\}/g, (_, key: string) => values[key] ?? '');
+}
+
+function kubeConfig(): KubeConfig {
+  const kc = new KubeConfig();
+  const file = process.env.KUBECONFIG ?? join(CLUSTER_DIR, 'kubeconfig');
+  kc.loadFromFile(file);
+  return kc;
+}
+
+const stageName = (node: string) => `sr-incident-${node}`;
+const pidFile = (node: string) => join(CLUSTER_DIR, 'pids', `incident-${node}.pid`);
+const logFile = (node: string) => join(CLUSTER_DIR, 'logs', `incident-${node}.log`);
+
+/** The Stage that holds the node's pending pods in ContainerCreating. Stable timestamps: it settles. */
+function incidentStage(node: string): KubernetesObject & { spec: unknown } {
+  return {
+    apiVersion: 'kwok.x-k8s.io/v1alpha1',
+    kind: 'Stage',
+    metadata: { name: stageName(node), labels: { [INCIDENT_ANNOTATION]: 'true' } },
+    spec: {
+      resourceRef: { apiGroup: 'v1', kind: 'Pod' },
+      selector: {
+        matchExpressions: [
+          { key: '.spec.nodeName', operator: 'In', values: [node] },
+          { key: '.metadata.deletionTimestamp', operator: 'DoesNotExist' },
+          { key: '.status.phase', operator: 'In', values: ['Pending'] },
+        ],
+      },
+      weight: 10000,
+      next: {
+        statusTemplate: `{{ $t := .metadata.creationTimestamp }}
+{{ $waiting := "ContainerCreating" }}{{ if .spec.initContainers }}{{ $waiting = "PodInitializing" }}{{ end }}
+conditions:
+  - { type: PodReadyToStartContainers, status: "False", lastTransitionTime: {{ $t | Quote }} }
+  - { type: Initialized, status: {{ if .spec.initContainers }}"False"{{ else }}"True"{{ end }}, lastTransitionTime: {{ $t | Quote }} }
+  - { type: Ready, status: "False", reason: ContainersNotReady, lastTransitionTime: {{ $t | Quote }} }
+  - { type: ContainersReady, status: "False", reason: ContainersNotReady, lastTransitionTime: {{ $t | Quote }} }
+initContainerStatuses:
+{{ range .spec.initContainers }}
+  - { name: {{ .name | Quote }}, image: {{ .image | Quote }}, imageID: "", ready: false, restartCount: 0, started: false, state: { waiting: { reason: ContainerCreating } } }
+{{ end }}
+containerStatuses:
+{{ range .spec.containers }}
+  - { name: {{ .name | Quote }}, image: {{ .image | Quote }}, imageID: "", ready: false, restartCount: 0, started: false, state: { waiting: { reason: {{ $waiting }} } } }
+{{ end }}
+{{ with NodeIPsWith .spec.nodeName }}
+hostIP: {{ index . 0 | Quote }}
+{{ end }}
+phase: Pending
+startTime: {{ $t | Quote }}
+`,
+      },
+    },
+  };
+}
+
+function isWaitingForSandbox(pod: V1Pod): boolean {
+  if (pod.metadata?.deletionTimestamp) return false;
+  const statuses = [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])];
+  return (
+    statuses.length > 0 &&
+    statuses.every(
+      (s) =>
+        s.state?.waiting?.reason === 'ContainerCreating' || s.state?.waiting?.reason === 'PodInitializing',
+    )
+  );
+}
+
+async function pendingPodsOn(core: CoreV1Api, node: string): Promise<V1Pod[]> {
+  const list = await core.listPodForAllNamespaces({
+    fieldSelector: `spec.nodeName=${node},status.phase=Pending`,
+  });
+  return list.items;
+}
+
+function isProcessAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function stopDaemon(node: string): void {
+  let pid: number;
+  try {
+    pid = Number(readFileSync(pidFile(node), 'utf8').trim());
+  } catch {
+    return;
+  }
+  if (pid > 0 && isProcessAlive(pid)) process.kill(pid, 'SIGTERM');
+  rmSync(pidFile(node), { force: true });
+}
+
+async function start(node: string, message: string, intervalSeconds: number, maxDurationSeconds: number) {
+  const kc = kubeConfig();
+  const core = kc.makeApiClient(CoreV1Api);
+  const objects = KubernetesObjectApi.makeApiClient(kc);
+  await core.readNode({ name: node }); // fail fast, with the API's message, on a node that does not exist
+  await objects.patch(
+    incidentStage(node),
+    undefined,
+    undefined,
+    FIELD_MANAGER,
+    true,
+    PatchStrategy.ServerSideApply,
+  );
+  await annotateNode(objects, node, JSON.stringify({ since: new Date().toISOString(), message }));
+  stopDaemon(node);
+  mkdirSync(join(CLUSTER_DIR, 'pids'), { recursive: true });
+  mkdirSync(join(CLUSTER_DIR, 'logs'), { recursive: true });
+  const out = openSync(logFile(node), 'a');
+  const child = spawn(
+    process.execPath,
+    [
+      '--import',
+      join(REPO, 'node_modules', 'tsx', 'dist', 'esm', 'index.mjs'),
+      import.meta.filename,
+      'daemon',
+      '--node',
+      node,
+      '--message',
+      message,
+      '--interval-seconds',
+      String(intervalSeconds),
+      '--max-duration-seconds',
+      String(maxDurationSeconds),
+    ],
+    { detached: true, stdio: ['ignore', out, out], cwd: REPO, env: process.env },
+  );
+  writeFileSync(pidFile(node), String(child.pid));
+  child.unref();
+  console.log(
+    `incident started on node/${node}: new pods there stay ContainerCreating; events every ${intervalSeconds}s (pid ${child.pid}, log ${logFile(node)}, stops by itself after ${maxDurationSeconds}s)`,
+  );
+}
+
+async function annotateNode(objects: KubernetesObjectApi, node: string, value: string | null) {
+  const patch = {
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: { name: node, annotations: { [INCIDENT_ANNOTATION]: value } },
+  };
+  await objects.patch(
+    patch as unknown as KubernetesObject,
+    undefined,
+    undefined,
+    FIELD_MANAGER,
+    undefined,
+    PatchStrategy.MergePatch,
+  );
+}
+
+async function stop(node: string) {
+  const kc = kubeConfig();
+  const core = kc.makeApiClient(CoreV1Api);
+  const objects = KubernetesObjectApi.makeApiClient(kc);
+  stopDaemon(node);
+  await objects
+    .delete({ apiVersion: 'kwok.x-k8s.io/v1alpha1', kind: 'Stage', metadata: { name: stageName(node) } })
+    .catch((err: unknown) => {
+      if (!isNotFound(err)) throw err;
+    });
+  await annotateNode(objects, node, null);
+  // kwok re-evaluates a pod only when it changes: touch the stuck ones so the pod-running Stage picks them up.
+  const stamp = new Date().toISOString();
+  let touched = 0;
+  for (const pod of await pendingPodsOn(core, node)) {
+    if (!pod.metadata?.name || !pod.metadata.namespace) continue;
+    await objects.patch(
+      {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: {
+          name: pod.metadata.name,
+          namespace: pod.metadata.namespace,
+          annotations: { [ENDED_ANNOTATION]: stamp },
+        },
+      },
+      undefined,
+      undefined,
+      FIELD_MANAGER,
+      undefined,
+      PatchStrategy.MergePatch,
+    );
+    touched++;
+  }
+  console.log(`incident stopped on node/${node}: ${touched} stuck pod(s) released`);
+}
+
+async function status() {
+  const kc = kubeConfig();
+  const core = kc.makeApiClient(CoreV1Api);
+  const nodes = await core.listNode();
+  let any = false;
+  for (const node of nodes.items) {
+    const raw = node.metadata?.annotations?.[INCIDENT_ANNOTATION];
+    if (!raw) continue;
+    any = true;
+    const name = node.metadata?.name ?? '?';
+    const stuck = (await pendingPodsOn(core, name)).filter(isWaitingForSandbox).length;
+    console.log(
+      `node/${name}: incident since ${(JSON.parse(raw) as { since: string }).since}, ${stuck} pod(s) stuck`,
+    );
+  }
+  if (!any) console.log('no incidents');
+}
+
+/** Posts and repeats the Warning events. Bounded: exits after maxDurationSeconds or on SIGTERM. */
+async function daemon(node: string, template: string, intervalSeconds: number, maxDurationSeconds: number) {
+  const kc = kubeConfig();
+  const core = kc.makeApiClient(CoreV1Api);
+  const deadline = Date.now() + maxDurationSeconds * 1000;
+  const seen = new Map<string, { id: string; eventName: string; count: number; first: Date; next: number }>();
+  const stop = new AbortController();
+  process.on('SIGTERM', () => {
+    stop.abort();
+  });
+  process.on('SIGINT', () => {
+    stop.abort();
+  });
+  console.log(`${new Date().toISOString()} daemon for node/${node} started`);
+  while (!stop.signal.aborted && Date.now() < deadline) {
+    try {
+      const now = Date.now();
+      const pods = (await pendingPodsOn(core, node)).filter(isWaitingForSandbox);
+      const live = new Set<string>();
+      for (const pod of pods) {
+        const { uid, name, namespace } = pod.metadata ?? {};
+        if (!uid || !name || !namespace) continue;
+        live.add(uid);
+        let entry = seen.get(uid);
+        if (!entry) {
+          const hash = createHash('sha256').update(uid).digest('hex').slice(0, 16);
+          entry = {
+            id: randomBytes(32).toString('hex'),
+            eventName: `${name}.${hash}`,
+            count: 0,
+            first: new Date(),
+            next: now,
+          };
+          seen.set(uid, entry);
+        }
+        if (now < entry.next) continue;
+        entry.count++;
+        entry.next = now + intervalSeconds * 1000;
+        const event: CoreV1Event = {
+          metadata: { name: entry.eventName, namespace },
+          involvedObject: { apiVersion: 'v1', kind: 'Pod', name, namespace, uid },
+          type: 'Warning',
+          reason: 'FailedCreatePodSandBox',
+          message: renderMessage(template, { name, namespace, uid }, entry.id),
+          source: { component: 'kubelet', host: node },
+          reportingComponent: 'kubelet',
+          reportingInstance: node,
+          count: entry.count,
+          firstTimestamp: entry.first,
+          lastTimestamp: new Date(),
+        };
+        if (entry.count === 1) {
+          await core.createNamespacedEvent({ namespace, body: event }).catch(async (err: unknown) => {
+            if (!isConflict(err)) throw err;
+            await core.replaceNamespacedEvent({ name: entry.eventName, namespace, body: event });
+          });
+        } else {
+          const current = await core.readNamespacedEvent({ name: entry.eventName, namespace });
+          if (current.metadata.resourceVersion)
+            event.metadata.resourceVersion = current.metadata.resourceVersion;
+          await core.replaceNamespacedEvent({ name: entry.eventName, namespace, body: event });
+        }
+      }
+      for (const uid of seen.keys()) if (!live.has(uid)) seen.delete(uid);
+    } catch (err) {
+      console.error(`${new Date().toISOString()} ${describeError(err)}`);
+    }
+    await sleep(500);
+  }
+  console.log(
+    `${new Date().toISOString()} daemon for node/${node} ${stop.signal.aborted ? 'stopped' : 'reached its time limit'}`,
+  );
+}
+
+const positiveInt = (value: string) => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n <= 0) throw new InvalidArgumentError('must be a positive integer');
+  return n;
+};
+
+const program = new Command('incident')
+  .description('Simulate the sandbox-creation incident on a kwok node')
+  .showHelpAfterError();
+program
+  .command('start')
+  .description(
+    'New pods bound to NODE stay ContainerCreating, with repeated Warning FailedCreatePodSandBox events',
+  )
+  .requiredOption('--node <node>', 'the kwok node')
+  .option(
+    '--message <msg>',
+    'event message; {pod} {namespace} {uid} {name} {id} are filled in per pod',
+    DEFAULT_MESSAGE,
+  )
+  .option('--interval-seconds <n>', 'seconds between repeated events per pod', positiveInt, 10)
+  .option('--max-duration-seconds <n>', 'the event daemon stops by itself after this long', positiveInt, 3600)
+  .action(async (o: { node: string; message: string; intervalSeconds: number; maxDurationSeconds: number }) =>
+    start(o.node, o.message, o.intervalSeconds, o.maxDurationSeconds),
+  );
+program
+  .command('stop')
+  .description('End the incident: stuck pods on NODE become Running')
+  .requiredOption('--node <node>', 'the kwok node')
+  .action(async (o: { node: string }) => stop(o.node));
+program.command('status').description('List nodes with an incident and their stuck pods').action(status);
+program
+  .command('daemon', { hidden: true })
+  .requiredOption('--node <node>')
+  .requiredOption('--message <msg>')
+  .requiredOption('--interval-seconds <n>', '', positiveInt)
+  .requiredOption('--max-duration-seconds <n>', '', positiveInt)
+  .action(async (o: { node: string; message: string; intervalSeconds: number; maxDurationSeconds: number }) =>
+    daemon(o.node, o.message, o.intervalSeconds, o.maxDurationSeconds),
+  );
+
+if (process.argv[1] === import.meta.filename) {
+  await program.parseAsync(process.argv).catch((err: unknown) => {
+    console.error(`incident: ${describeError(err)}`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,60 @@
+import { ApiException } from '@kubernetes/client-node';
+
+/** What the apiserver said, from client-node's ApiException or a Status body; undefined for other errors. */
+export interface ApiStatus {
+  code: number;
+  reason?: string;
+  message: string;
+  retryAfterSeconds?: number;
+}
+
+interface StatusBody {
+  reason?: string;
+  message?: string;
+  details?: { retryAfterSeconds?: number };
+}
+
+function parseBody(body: unknown): StatusBody | undefined {
+  if (typeof body === 'string') {
+    try {
+      return JSON.parse(body) as StatusBody;
+    } catch {
+      return undefined;
+    }
+  }
+  return typeof body === 'object' && body !== null ? body : undefined;
+}
+
+export function apiStatus(err: unknown): ApiStatus | undefined {
+  if (
+    !(err instanceof ApiException) &&
+    !(typeof err === 'object' && err !== null && 'code' in err && 'body' in err)
+  ) {
+    return undefined;
+  }
+  const { code, body } = err as { code: unknown; body: unknown };
+  if (typeof code !== 'number') return undefined;
+  const status = parseBody(body);
+  const result: ApiStatus = { code, message: status?.message ?? `HTTP ${code}` };
+  if (status?.reason) result.reason = status.reason;
+  if (status?.details?.retryAfterSeconds !== undefined)
+    result.retryAfterSeconds = status.details.retryAfterSeconds;
+  return result;
+}
+
+export const isNotFound = (err: unknown) => apiStatus(err)?.code === 404;
+export const isConflict = (err: unknown) => apiStatus(err)?.code === 409;
+export const isGone = (err: unknown) => apiStatus(err)?.code === 410;
+export const isTooManyRequests = (err: unknown) => apiStatus(err)?.code === 429;
+/** Refused for what it is, not for when it was sent: retrying the same request cannot succeed. */
+export const isInvalid = (err: unknown) => {
+  const code = apiStatus(err)?.code;
+  return code === 400 || code === 422;
+};
+
+/** One line for logs and CLI errors: the apiserver's own message when there is one. */
+export function describeError(err: unknown): string {
+  const status = apiStatus(err);
+  if (status) return `${status.message} (HTTP ${status.code}${status.reason ? ` ${status.reason}` : ''})`;
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,49 @@
+import { ApiException } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import {
+  apiStatus,
+  describeError,
+  isConflict,
+  isGone,
+  isInvalid,
+  isNotFound,
+  isTooManyRequests,
+} from '../../src/kube/errors.js';
+
+const status = (code: number, body: unknown) => new ApiException(code, 'HTTP-Code: noise', body, {});
+
+describe('kube/errors', () => {
+  it('reads the Status body the apiserver sends, as a string or an object', () => {
+    const err = status(
+      429,
+      JSON.stringify({ reason: 'TooManyRequests', message: 'slow down', details: { retryAfterSeconds: 3 } }),
+    );
+    expect(apiStatus(err)).to.deep.equal({
+      code: 429,
+      reason: 'TooManyRequests',
+      message: 'slow down',
+      retryAfterSeconds: 3,
+    });
+    expect(apiStatus(status(404, { message: 'gone fishing' }))?.message).to.equal('gone fishing');
+    expect(apiStatus(status(500, 'not json'))).to.deep.equal({ code: 500, message: 'HTTP 500' });
+  });
+
+  it('classifies by code', () => {
+    expect(isNotFound(status(404, ''))).to.equal(true);
+    expect(isConflict(status(409, ''))).to.equal(true);
+    expect(isGone(status(410, ''))).to.equal(true);
+    expect(isTooManyRequests(status(429, ''))).to.equal(true);
+    expect(isInvalid(status(422, ''))).to.equal(true);
+    expect(isInvalid(status(400, ''))).to.equal(true);
+    expect(isNotFound(new Error('x'))).to.equal(false);
+    expect(apiStatus({ code: 'nope', body: '' })).to.equal(undefined);
+  });
+
+  it('describes errors in one line, preferring the apiserver message', () => {
+    expect(describeError(status(404, { reason: 'NotFound', message: 'nodes "x" not found' }))).to.equal(
+      'nodes "x" not found (HTTP 404 NotFound)',
+    );
+    expect(describeError(new Error('boom'))).to.equal('boom');
+    expect(describeError('plain')).to.equal('plain');
+  });
+});

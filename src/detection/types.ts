@@ -38,3 +38,15 @@ export interface EventView {
   /** Latest occurrence (lastTimestamp, series.lastObservedTime or eventTime). */
   lastTime: Date;
 }
+
+export interface NodeView {
+  name: string;
+  uid: string;
+  labels: Readonly<Record<string, string>>;
+  unschedulable: boolean;
+  ready: boolean;
+  /** status.nodeInfo.containerRuntimeVersion, e.g. containerd://1.6.0 */
+  runtimeVersion?: string;
+  taints: readonly { key: string; value?: string; effect: string }[];
+  conditions: readonly { type: string; status: string; lastTransitionTime?: Date }[];
+}

@@ -112,3 +112,33 @@ export function resolveIntOrPercent(value: IntOrPercent, total: number): number 
   if (typeof value === 'number') return value;
   return Math.floor((Number.parseInt(value, 10) * total) / 100);
 }
+
+/** Whether labels satisfy a label selector (ANDed matchLabels and matchExpressions). Empty matches all. */
+export function matchesSelector(selector: LabelSelector, labels: Readonly<Record<string, string>>): boolean {
+  for (const [key, value] of Object.entries(selector.matchLabels ?? {})) {
+    if (labels[key] !== value) return false;
+  }
+  for (const { key, operator, values = [] } of selector.matchExpressions ?? []) {
+    const has = Object.hasOwn(labels, key);
+    const value = labels[key];
+    const ok =
+      operator === 'Exists'
+        ? has
+        : operator === 'DoesNotExist'
+          ? !has
+          : operator === 'In'
+            ? has && values.includes(value ?? '')
+            : !has || !values.includes(value ?? '');
+    if (!ok) return false;
+  }
+  return true;
+}
+
+/** How many requirements a selector has: more requirements select more specifically. */
+export function selectorSpecificity(selector: LabelSelector | undefined): number {
+  if (!selector) return 0;
+  return Object.keys(selector.matchLabels ?? {}).length + (selector.matchExpressions ?? []).length;
+}
+
+export const CONTROL_PLANE_LABEL = 'node-role.kubernetes.io/control-plane';
+export const EXCLUDE_LABEL = `${KEY_PREFIX}exclude`;

@@ -1,0 +1,46 @@
+import type { SandboxHealthStatus, SandboxPolicyStatus } from '../api/v1alpha1/index.js';
+import type { EventView, NodeView, PodView } from '../detection/index.js';
+import type { Transition } from '../status/health-status.js';
+
+export interface PolicyObject {
+  name: string;
+  uid: string;
+  generation: number;
+  createdAt: Date;
+  /** The spec as stored: validated by the reconciler, never trusted. */
+  spec: unknown;
+  status?: SandboxPolicyStatus;
+}
+
+export interface HealthObject {
+  name: string;
+  uid: string;
+  nodeName?: string;
+  status?: SandboxHealthStatus;
+}
+
+/** The read-only, synced cache the reconciler reads; implemented by informers, or in memory in tests. */
+export interface ClusterCache {
+  policies(): Iterable<PolicyObject>;
+  policy(name: string): PolicyObject | undefined;
+  nodes(): Iterable<NodeView>;
+  node(name: string): NodeView | undefined;
+  /** Scheduled, Pending pods on a node. */
+  pendingPodsOn(nodeName: string): readonly PodView[];
+  /** Sandbox failure events indexed by the pod uid they are about. */
+  failureEventsByPod(): ReadonlyMap<string, readonly EventView[]>;
+  healths(): Iterable<HealthObject>;
+  health(name: string): HealthObject | undefined;
+}
+
+/** Writes the operator's own objects. Implementations patch only what they are given. */
+export interface StatusWriter {
+  createHealth(node: NodeView): Promise<void>;
+  patchHealthStatus(name: string, status: Partial<SandboxHealthStatus>): Promise<void>;
+  deleteHealth(name: string): Promise<void>;
+  patchPolicyStatus(name: string, status: SandboxPolicyStatus): Promise<void>;
+}
+
+export interface EventRecorder {
+  record(transition: Transition): Promise<void>;
+}

@@ -1,0 +1,69 @@
+import type { WorkQueue } from './work-queue.js';
+
+/** What a reconcile asks of the queue when it succeeds. */
+export interface ReconcileResult {
+  /** Reconcile again after this long (a time-based wait, not an error). */
+  requeueAfterMs?: number;
+}
+
+/** An error that retrying cannot fix (bad input): logged, not retried, key forgotten. */
+export class TerminalError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = 'TerminalError';
+  }
+}
+
+export interface ControllerHooks<K> {
+  onSuccess?(key: K, durationMs: number): void;
+  onError?(key: K, err: unknown, retryInMs: number | undefined): void;
+}
+
+/**
+ * Runs reconcile for queued keys with `workers` concurrent workers. Because the queue hands a key to one
+ * worker at a time, two reconciles of the same key never interleave at an await.
+ */
+export class Controller<K> {
+  private running: Promise<void>[] = [];
+
+  constructor(
+    readonly name: string,
+    private readonly queue: WorkQueue<K>,
+    private readonly reconcile: (key: K) => Promise<ReconcileResult | undefined>,
+    private readonly hooks: ControllerHooks<K> = {},
+  ) {}
+
+  start(workers = 2): void {
+    for (let i = 0; i < workers; i++) this.running.push(this.work());
+  }
+
+  /** Stops taking keys and waits for the reconciles in flight to finish. */
+  async stop(): Promise<void> {
+    this.queue.shutDown();
+    await Promise.all(this.running);
+    this.running = [];
+  }
+
+  private async work(): Promise<void> {
+    for (;;) {
+      const key = await this.queue.get();
+      if (key === undefined) return;
+      const started = performance.now();
+      try {
+        const result = await this.reconcile(key);
+        this.queue.forget(key);
+        if (result?.requeueAfterMs !== undefined) this.queue.addAfter(key, result.requeueAfterMs);
+        this.hooks.onSuccess?.(key, performance.now() - started);
+      } catch (err) {
+        if (err instanceof TerminalError) {
+          this.queue.forget(key);
+          this.hooks.onError?.(key, err, undefined);
+        } else {
+          this.hooks.onError?.(key, err, this.queue.addRateLimited(key));
+        }
+      } finally {
+        this.queue.done(key);
+      }
+    }
+  }
+}

@@ -1,0 +1,82 @@
+import type { PolicyProblem, SandboxPolicyStatus } from '../api/v1alpha1/index.js';
+import { mergeConditions } from './conditions.js';
+
+export interface PolicyStatusInput {
+  generation: number;
+  previous: SandboxPolicyStatus | undefined;
+  now: Date;
+}
+
+/** Status of a policy that failed validation: Valid=False with every problem, nothing else claimed. Pure. */
+export function invalidPolicyStatus(
+  input: PolicyStatusInput,
+  problems: readonly PolicyProblem[],
+): SandboxPolicyStatus {
+  const summary = problems.map((p) => `${p.field}: ${p.message}`).join('; ');
+  return {
+    observedGeneration: input.generation,
+    conditions: mergeConditions(
+      input.previous?.conditions,
+      [
+        {
+          type: 'Valid',
+          status: 'False',
+          reason: 'InvalidSpec',
+          message: `${problems.length} problem(s): ${summary}`,
+        },
+        {
+          type: 'Active',
+          status: 'False',
+          reason: 'InvalidSpec',
+          message: 'Nothing is done for an invalid policy.',
+        },
+      ],
+      input.now,
+      input.generation,
+    ),
+    problems: [...problems],
+    matchedNodes: 0,
+    degradedNodes: 0,
+    remediatingNodes: 0,
+    overlappingNodes: [],
+  };
+}
+
+export interface ValidPolicyCounts {
+  matchedNodes: number;
+  degradedNodes: number;
+  remediatingNodes: number;
+  overlappingNodes: { node: string; ownedBy: string }[];
+  paused: boolean;
+  dryRun: boolean;
+}
+
+export function validPolicyStatus(input: PolicyStatusInput, counts: ValidPolicyCounts): SandboxPolicyStatus {
+  const active = counts.paused
+    ? {
+        type: 'Active',
+        status: 'False' as const,
+        reason: 'Paused',
+        message: 'spec.safety.paused: detecting and reporting only.',
+      }
+    : {
+        type: 'Active',
+        status: 'True' as const,
+        reason: counts.dryRun ? 'DryRun' : 'Watching',
+        message: `Watching ${counts.matchedNodes} node(s)${counts.dryRun ? '; actions are dry runs' : ''}.`,
+      };
+  return {
+    observedGeneration: input.generation,
+    conditions: mergeConditions(
+      input.previous?.conditions,
+      [{ type: 'Valid', status: 'True', reason: 'SpecValid', message: 'The spec is valid.' }, active],
+      input.now,
+      input.generation,
+    ),
+    problems: [],
+    matchedNodes: counts.matchedNodes,
+    degradedNodes: counts.degradedNodes,
+    remediatingNodes: counts.remediatingNodes,
+    overlappingNodes: counts.overlappingNodes,
+  };
+}

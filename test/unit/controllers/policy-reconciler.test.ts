@@ -1,0 +1,186 @@
+import { expect } from 'chai';
+import { PolicyReconciler } from '../../../src/controllers/policy-reconciler.js';
+import { FakeClock } from '../../../src/runtime/clock.js';
+import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
+import { aNode, MemoryCluster } from '../../support/memory-cluster.js';
+
+const quiet = { info: () => undefined, debug: () => undefined };
+
+function setup(cluster: MemoryCluster, startSeconds = 0) {
+  const clock = new FakeClock(secondsAfter(T0, startSeconds).getTime());
+  const reconciler = new PolicyReconciler({
+    cache: cluster,
+    writer: cluster,
+    recorder: cluster,
+    clock,
+    logger: quiet,
+  });
+  return { clock, reconciler };
+}
+
+const condition = (cluster: MemoryCluster, node: string, type: string) =>
+  cluster.health(node)?.status?.conditions?.find((c) => c.type === type);
+const policyCondition = (cluster: MemoryCluster, name: string, type: string) =>
+  cluster.policy(name)?.status?.conditions?.find((c) => c.type === type);
+
+describe('PolicyReconciler', () => {
+  it('reports stuck pods per node with their causes, once, and Events only on transitions', async () => {
+    const cluster = new MemoryCluster()
+      .addPolicy('p', { detection: { stuckThresholdSeconds: 30 } })
+      .addNodes(aNode('n1'), aNode('n2'), aNode('cp', { 'node-role.kubernetes.io/control-plane': '' }));
+    const stuck = aPod().named('web-1').onNode('n1').waitingSince(T0).build();
+    const fresh = aPod().named('web-2').onNode('n1').waitingSince(secondsAfter(T0, 50)).build();
+    cluster.pods = [stuck, fresh];
+    cluster.events = [anEvent().about(stuck).saying(nameReservedMessage(stuck)).times(4).build()];
+    const { clock, reconciler } = setup(cluster, 60);
+
+    const result = await reconciler.reconcile('p');
+    expect(cluster.takeWrites()).to.deep.equal([
+      'create health/n1',
+      'patch health/n1',
+      'create health/n2',
+      'patch health/n2',
+      'patch policy/p',
+    ]);
+    expect(cluster.takeEvents()).to.deep.equal([
+      'Node/n1 Warning SandboxCreationDegraded',
+      'Pod/web-1 Warning SandboxCreationStuck',
+    ]);
+    const n1 = cluster.health('n1')!.status!;
+    expect(n1).to.include({ policy: 'p', state: 'Degraded', stuckPodCount: 1, ioEvidence: 'IoSuspected' });
+    expect(n1.stuckPods![0]).to.include({
+      name: 'web-1',
+      cause: 'NameReserved',
+      failureCount: 4,
+      reservedFor: 'ab'.repeat(32),
+    });
+    expect(n1.causes).to.deep.equal([{ cause: 'NameReserved', count: 1 }]);
+    expect(n1.runtime).to.deep.include({ version: 'containerd://1.6.0', predatesMountFix: false });
+    expect(condition(cluster, 'n1', 'SandboxCreationDegraded')).to.include({
+      status: 'True',
+      reason: 'StuckPodsAboveThreshold',
+    });
+    expect(condition(cluster, 'n2', 'SandboxCreationDegraded')).to.include({
+      status: 'False',
+      reason: 'NoStuckPods',
+    });
+    expect(cluster.health('cp')).to.equal(undefined);
+    expect(cluster.policy('p')!.status).to.include({
+      matchedNodes: 2,
+      degradedNodes: 1,
+      observedGeneration: 1,
+    });
+    expect(policyCondition(cluster, 'p', 'Valid')).to.include({ status: 'True' });
+    // web-2 crosses the 30 s threshold at t=80 s: the reconciler asks to come back then.
+    expect(result.requeueAfterMs).to.equal(20_000);
+
+    // Nothing changed: no writes, no Events.
+    await reconciler.reconcile('p');
+    expect(cluster.takeWrites()).to.deep.equal([]);
+    expect(cluster.takeEvents()).to.deep.equal([]);
+
+    // web-2 becomes stuck too: one new pod Event, the node Event is not repeated, lastTransitionTime kept.
+    const since = condition(cluster, 'n1', 'SandboxCreationDegraded')!.lastTransitionTime;
+    clock.advance(20_000);
+    await reconciler.reconcile('p');
+    expect(cluster.takeEvents()).to.deep.equal(['Pod/web-2 Warning SandboxCreationStuck']);
+    expect(cluster.health('n1')!.status!.stuckPodCount).to.equal(2);
+    expect(cluster.health('n1')!.status!.ioEvidence).to.equal('IoSuspected');
+    expect(condition(cluster, 'n1', 'SandboxCreationDegraded')!.lastTransitionTime).to.equal(since);
+
+    // The incident ends: pods run, the condition clears, one recovery Event.
+    cluster.pods = [];
+    await reconciler.reconcile('p');
+    expect(cluster.takeEvents()).to.deep.equal(['Node/n1 Normal SandboxCreationRecovered']);
+    expect(cluster.health('n1')!.status).to.include({ state: 'Healthy', stuckPodCount: 0 });
+    expect(cluster.health('n1')!.status!.stuckPods).to.deep.equal([]);
+  });
+
+  it('does not call a CNI incident an IO suspect', async () => {
+    const cluster = new MemoryCluster()
+      .addPolicy('p', { detection: { stuckThresholdSeconds: 30 } })
+      .addNodes(aNode('n1'));
+    const pod = aPod().named('cni').onNode('n1').waitingSince(T0).build();
+    cluster.pods = [pod];
+    cluster.events = [
+      anEvent()
+        .about(pod)
+        .saying('failed to setup network for sandbox "x": no IP addresses available in range set')
+        .build(),
+    ];
+    await setup(cluster, 60).reconciler.reconcile('p');
+    expect(cluster.health('n1')!.status).to.include({ ioEvidence: 'NotIo', state: 'Degraded' });
+    expect(cluster.health('n1')!.status!.stuckPods![0]!.cause).to.equal('Network');
+  });
+
+  it('reports an invalid policy with every problem and acts on nothing for it', async () => {
+    const cluster = new MemoryCluster()
+      .addPolicy('bad', {
+        ioPressure: { source: 'prometheus' },
+        remediation: { migrateWorkloads: { podSelector: {} } },
+      })
+      .addNodes(aNode('n1'));
+    await setup(cluster).reconciler.reconcile('bad');
+    expect(cluster.takeWrites()).to.deep.equal(['patch policy/bad']);
+    const status = cluster.policy('bad')!.status!;
+    expect(status.problems!.map((p) => p.field)).to.deep.equal([
+      'spec.ioPressure.prometheus',
+      'spec.remediation.migrateWorkloads.podSelector',
+    ]);
+    expect(policyCondition(cluster, 'bad', 'Valid')).to.include({ status: 'False', reason: 'InvalidSpec' });
+    expect(policyCondition(cluster, 'bad', 'Valid')!.message).to.contain('spec.ioPressure.prometheus');
+    expect(cluster.health('n1')).to.equal(undefined);
+  });
+
+  it('gives a node to the more specific policy, then the older, and says so in the other status', async () => {
+    const cluster = new MemoryCluster()
+      .addPolicy('broad', {}, T0)
+      .addPolicy('zone-a', { nodeSelector: { matchLabels: { zone: 'a' } } }, secondsAfter(T0, 10))
+      .addPolicy('also-broad', {}, secondsAfter(T0, 5))
+      .addNodes(aNode('a1', { zone: 'a' }), aNode('b1', { zone: 'b' }));
+    const { reconciler } = setup(cluster);
+    for (const name of ['broad', 'zone-a', 'also-broad']) await reconciler.reconcile(name);
+    expect(cluster.health('a1')!.status!.policy).to.equal('zone-a');
+    expect(cluster.health('b1')!.status!.policy).to.equal('broad');
+    expect(cluster.policy('broad')!.status!.overlappingNodes).to.deep.equal([
+      { node: 'a1', ownedBy: 'zone-a' },
+    ]);
+    expect(cluster.policy('also-broad')!.status).to.deep.include({
+      matchedNodes: 0,
+      overlappingNodes: [
+        { node: 'a1', ownedBy: 'zone-a' },
+        { node: 'b1', ownedBy: 'broad' },
+      ],
+    });
+  });
+
+  it('deletes the SandboxHealth of a node no policy owns any more, but freezes those of an invalid policy', async () => {
+    const cluster = new MemoryCluster().addPolicy('p', {}).addNodes(aNode('n1'), aNode('n2'));
+    const { reconciler } = setup(cluster);
+    await reconciler.reconcile('p');
+    cluster.nodeMap.set('n2', aNode('n2', { 'sandbox.remediator.io/exclude': 'true' }));
+    cluster.takeWrites();
+    await reconciler.reconcile('p');
+    expect(cluster.takeWrites()).to.include('delete health/n2');
+
+    cluster.policyMap.get('p')!.spec = { detection: { stuckThresholdSeconds: -1 } };
+    await reconciler.reconcile('p');
+    expect(cluster.takeWrites()).to.deep.equal(['patch policy/p']);
+    expect(cluster.health('n1')).to.not.equal(undefined);
+
+    cluster.policyMap.delete('p');
+    await reconciler.reconcile('p');
+    expect(cluster.takeWrites()).to.deep.equal(['delete health/n1']);
+  });
+
+  it('reports a paused or dry-run policy in its Active condition', async () => {
+    const cluster = new MemoryCluster()
+      .addPolicy('paused', { safety: { paused: true } })
+      .addPolicy('dry', { safety: { dryRun: true } }, secondsAfter(T0, 1));
+    const { reconciler } = setup(cluster);
+    await reconciler.reconcile('paused');
+    await reconciler.reconcile('dry');
+    expect(policyCondition(cluster, 'paused', 'Active')).to.include({ status: 'False', reason: 'Paused' });
+    expect(policyCondition(cluster, 'dry', 'Active')).to.include({ status: 'True', reason: 'DryRun' });
+  });
+});

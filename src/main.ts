@@ -1,9 +1,11 @@
 #!/usr/bin/env node
 // Composition root: parses the command line and hands over to one subcommand.
-import { Command } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
 import { stringify } from 'yaml';
 import { buildCustomResourceDefinition, RESOURCE_KINDS } from './api/v1alpha1/index.js';
 import { runValidate } from './cli/validate.js';
+import { runOperator, type OperatorFlags } from './cli/operator.js';
+import { LOG_LEVELS } from './observability/logger.js';
 
 const program = new Command()
   .name('sandbox-remediator')
@@ -25,6 +27,41 @@ program
   )
   .action(async (files: string[]) => {
     process.exitCode = await runValidate(files);
+  });
+
+const positiveInt = (value: string) => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a positive integer');
+  return n;
+};
+
+program
+  .command('operator')
+  .description(
+    'Run the operator: watch pods, events and nodes; report SandboxHealth per node and SandboxPolicy status',
+  )
+  .option('--kubeconfig <path>', 'kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)')
+  .option(
+    '--leader-elect',
+    'use a Lease so only one replica acts (not available yet: run one replica)',
+    false,
+  )
+  .option('--metrics-bind-address <addr>', 'where /metrics is served; "0" disables', ':8080')
+  .option(
+    '--health-probe-bind-address <addr>',
+    'where /healthz and /readyz are served; "0" disables',
+    ':8081',
+  )
+  .option('--dry-run', 'decide and report, change nothing (also per policy: spec.safety.dryRun)', false)
+  .addOption(new Option('--log-level <level>', 'log verbosity').choices(LOG_LEVELS).default('info'))
+  .option('--workers <n>', 'policies reconciled concurrently', positiveInt, 2)
+  .option('--install-crds', 'create the CustomResourceDefinitions when missing (needs RBAC on CRDs)', false)
+  .addHelpText(
+    'after',
+    '\nLogs are JSON lines on stderr. SIGTERM or SIGINT stops it gracefully.\nExample: sandbox-remediator operator --kubeconfig .cluster/kubeconfig --metrics-bind-address 127.0.0.1:8080',
+  )
+  .action(async (flags: OperatorFlags) => {
+    process.exitCode = await runOperator(flags);
   });
 
 program

@@ -35,12 +35,20 @@ export interface PolicyReconcilerDeps {
 }
 
 /** Valid policies with their parsed specs; invalid ones are left out of node ownership. */
+// Informers replace a view object on every change, so the object identity keys the validation result.
+const validations = new WeakMap<PolicyObject, ReturnType<typeof validateSandboxPolicySpec>>();
+export function validatePolicy(object: PolicyObject): ReturnType<typeof validateSandboxPolicySpec> {
+  let result = validations.get(object);
+  if (!result) validations.set(object, (result = validateSandboxPolicySpec(object.spec)));
+  return result;
+}
+
 export function validPolicies(
   policies: Iterable<PolicyObject>,
 ): (PolicyCandidate & { object: PolicyObject })[] {
   const valid: (PolicyCandidate & { object: PolicyObject })[] = [];
   for (const object of policies) {
-    const result = validateSandboxPolicySpec(object.spec);
+    const result = validatePolicy(object);
     if (result.valid)
       valid.push({ name: object.name, createdAt: object.createdAt, spec: result.spec, object });
   }
@@ -89,7 +97,7 @@ export class PolicyReconciler {
     await this.deleteOrphanHealths(assignment);
     if (!policy) return {};
 
-    const validation = validateSandboxPolicySpec(policy.spec);
+    const validation = validatePolicy(policy);
     if (!validation.valid) {
       const status = invalidPolicyStatus(
         { generation: policy.generation, previous: policy.status, now },

@@ -163,7 +163,11 @@ describe('PolicyReconciler', () => {
     await reconciler.reconcile('p');
     expect(cluster.takeWrites()).to.include('delete health/n2');
 
-    cluster.policyMap.get('p')!.spec = { detection: { stuckThresholdSeconds: -1 } };
+    cluster.policyMap.set('p', {
+      ...cluster.policy('p')!,
+      generation: 2,
+      spec: { detection: { stuckThresholdSeconds: -1 } },
+    });
     await reconciler.reconcile('p');
     expect(cluster.takeWrites()).to.deep.equal(['patch policy/p']);
     expect(cluster.health('n1')).to.not.equal(undefined);

@@ -1,0 +1,84 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { Manager } from '../controllers/manager.js';
+import { loadKubeConfig, serverOf } from '../kube/client.js';
+import { OperatorLifecycle } from '../kube/lifecycle.js';
+import { createLogger, type LogLevel } from '../observability/logger.js';
+import { OperatorMetrics } from '../observability/metrics.js';
+import { serve } from '../observability/server.js';
+import { RESOURCE_KINDS, GROUP } from '../api/v1alpha1/index.js';
+
+export interface OperatorFlags {
+  kubeconfig?: string;
+  leaderElect: boolean;
+  metricsBindAddress: string;
+  healthProbeBindAddress: string;
+  dryRun: boolean;
+  logLevel: LogLevel;
+  workers: number;
+  installCrds: boolean;
+}
+
+const REPO_CRDS = join(import.meta.dirname, '..', '..', 'crds');
+
+/** Runs the operator until SIGTERM or SIGINT; resolves with the exit code. */
+export async function runOperator(flags: OperatorFlags): Promise<number> {
+  const logger = createLogger(flags.logLevel);
+  if (flags.leaderElect) {
+    logger.error('Refused --leader-elect: leader election is not available in this version; run one replica');
+    return 2;
+  }
+  // KUBECONFIG also steers the lifecycle adapter, which loads its own configuration.
+  if (flags.kubeconfig) process.env.KUBECONFIG = flags.kubeconfig;
+  const kc = loadKubeConfig();
+  logger.info('Starting sandbox-remediator operator', {
+    server: serverOf(kc),
+    dryRun: flags.dryRun,
+    workers: flags.workers,
+  });
+
+  const metrics = new OperatorMetrics();
+  const manager = new Manager({ kc, logger, metrics, workers: flags.workers });
+  const probes = await serve(flags.healthProbeBindAddress, {
+    probes: { healthy: () => true, ready: () => manager.ready() },
+  });
+  const metricsServer = await serve(flags.metricsBindAddress, { registry: metrics.registry });
+  const gauges = setInterval(() => {
+    manager.refreshGauges();
+  }, 5000);
+  gauges.unref();
+  logger.info('Serving probes and metrics', {
+    healthProbePort: probes?.port,
+    metricsPort: metricsServer?.port,
+  });
+
+  const crdFiles = flags.installCrds
+    ? RESOURCE_KINDS.map((k) => join(REPO_CRDS, `${k.plural}.${GROUP}.yaml`))
+    : [];
+  for (const file of crdFiles) if (!existsSync(file)) throw new Error(`CRD file ${file} not found`);
+  const lifecycle = new OperatorLifecycle({
+    crdFiles,
+    start: () => manager.start(),
+    stop: () => manager.stop(),
+    logger,
+  });
+
+  const stopped = new Promise<string>((resolve) => {
+    process.once('SIGTERM', () => {
+      resolve('SIGTERM');
+    });
+    process.once('SIGINT', () => {
+      resolve('SIGINT');
+    });
+  });
+  await Promise.race([lifecycle.start(), stopped]);
+  const signal = await stopped;
+  logger.info('Shutting down', { signal });
+  clearInterval(gauges);
+  await lifecycle.shutdown();
+  for (const bound of [probes, metricsServer]) {
+    if (bound) await new Promise((resolve) => bound.server.close(resolve));
+  }
+  logger.info('Stopped');
+  return 0;
+}

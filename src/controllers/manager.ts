@@ -1,0 +1,120 @@
+import type { KubeConfig } from '../kube/client.js';
+import { InformerCache } from '../kube/cluster-cache.js';
+import { describeError } from '../kube/errors.js';
+import { KubeEventRecorder, KubeStatusWriter } from '../kube/writer.js';
+import type { Logger } from '../observability/logger.js';
+import type { OperatorMetrics } from '../observability/metrics.js';
+import { realClock, type Clock } from '../runtime/clock.js';
+import { Controller } from '../runtime/controller.js';
+import { WorkQueue } from '../runtime/work-queue.js';
+import type { DetectionStatus } from '../status/health-status.js';
+import { policiesFor } from './mapper.js';
+import { PolicyReconciler } from './policy-reconciler.js';
+
+export interface ManagerOptions {
+  kc: KubeConfig;
+  logger: Logger;
+  metrics: OperatorMetrics;
+  clock?: Clock;
+  workers?: number;
+  resyncMs?: number;
+}
+
+/**
+ * Wires the pipeline: informers (read-only cache) -> mapper (policy keys) -> work queue -> policy reconciler
+ * -> status and Events. Nothing is reconciled before every cache has synced.
+ */
+export class Manager {
+  readonly cache: InformerCache;
+  readonly queue: WorkQueue<string>;
+  private readonly controller: Controller<string>;
+  private readonly stuckSeries = new Map<string, Set<string>>();
+  private started = false;
+
+  constructor(private readonly options: ManagerOptions) {
+    const { kc, logger, metrics } = options;
+    const clock = options.clock ?? realClock;
+    this.cache = new InformerCache({
+      kc,
+      logger,
+      onRestart: (informer, reason) => {
+        metrics.informerRestarts.inc({ informer, reason });
+      },
+    });
+    this.queue = new WorkQueue<string>({ clock });
+    const reconciler = new PolicyReconciler({
+      cache: this.cache,
+      writer: new KubeStatusWriter(kc),
+      recorder: new KubeEventRecorder(kc),
+      clock,
+      logger,
+      ...(options.resyncMs !== undefined ? { resyncMs: options.resyncMs } : {}),
+      onNodeStatus: (_policy, node, status) => {
+        this.recordStuckMetrics(node, status);
+      },
+    });
+    this.controller = new Controller('sandboxpolicy', this.queue, (key) => reconciler.reconcile(key), {
+      onSuccess: (_key, ms) => {
+        metrics.reconciles.inc({ result: 'success' });
+        metrics.reconcileSeconds.observe(ms / 1000);
+      },
+      onError: (key, err, retryInMs) => {
+        metrics.reconciles.inc({ result: retryInMs === undefined ? 'terminal' : 'error' });
+        logger.warn('Failed to reconcile SandboxPolicy', {
+          policy: key,
+          error: describeError(err),
+          ...(retryInMs !== undefined ? { retryInMs: Math.round(retryInMs) } : {}),
+        });
+      },
+    });
+    this.cache.onChange((change) => {
+      for (const policy of policiesFor(change, this.cache, (uid) => this.cache.podByUid(uid)))
+        this.queue.add(policy);
+      metrics.queueDepth.set(this.queue.length);
+    });
+  }
+
+  private recordStuckMetrics(node: string, status: DetectionStatus): void {
+    const { stuckPods } = this.options.metrics;
+    const previous = this.stuckSeries.get(node) ?? new Set<string>();
+    const current = new Set<string>(status.causes.map((c) => c.cause));
+    for (const cause of previous) if (!current.has(cause)) stuckPods.remove({ node, cause });
+    for (const { cause, count } of status.causes) stuckPods.set({ node, cause }, count);
+    this.stuckSeries.set(node, current);
+  }
+
+  async start(): Promise<void> {
+    const { logger, metrics } = this.options;
+    this.cache.start();
+    const progress = setInterval(() => {
+      logger.info('Waiting for caches to sync', { synced: this.cache.sizes() });
+    }, 5000);
+    try {
+      await this.cache.waitForSync();
+    } finally {
+      clearInterval(progress);
+    }
+    for (const [informer, size] of Object.entries(this.cache.sizes()))
+      metrics.cachedObjects.set({ informer }, size);
+    this.controller.start(this.options.workers ?? 2);
+    for (const policy of this.cache.policies()) this.queue.add(policy.name);
+    this.started = true;
+    logger.info('Started controller', { controller: 'sandboxpolicy', workers: this.options.workers ?? 2 });
+  }
+
+  ready(): boolean {
+    return this.started && this.cache.isSynced();
+  }
+
+  refreshGauges(): void {
+    for (const [informer, size] of Object.entries(this.cache.sizes()))
+      this.options.metrics.cachedObjects.set({ informer }, size);
+    this.options.metrics.queueDepth.set(this.queue.length);
+  }
+
+  async stop(): Promise<void> {
+    this.started = false;
+    await this.controller.stop();
+    await this.cache.stop();
+  }
+}

@@ -1,0 +1,53 @@
+import type { EventView, PodView } from '../detection/index.js';
+import type { HealthObject } from './ports.js';
+import { comparePolicies, selectsNode } from './ownership.js';
+import { validPolicies } from './policy-reconciler.js';
+import type { ClusterCache } from './ports.js';
+
+export type Change =
+  | { kind: 'SandboxPolicy' | 'Node'; type: 'add' | 'update' | 'delete'; key: string }
+  | { kind: 'Pod'; type: 'add' | 'update' | 'delete'; key: string; pod: PodView }
+  | { kind: 'Event'; type: 'add' | 'update' | 'delete'; key: string; event: EventView }
+  | { kind: 'SandboxHealth'; type: 'add' | 'update' | 'delete'; key: string; health: HealthObject };
+
+/** The valid policy that owns a node right now, if any. */
+export function ownerOf(cache: ClusterCache, nodeName: string): string | undefined {
+  const node = cache.node(nodeName);
+  if (!node) return undefined;
+  return validPolicies(cache.policies())
+    .filter((p) => selectsNode(p.spec, node))
+    .sort(comparePolicies)[0]?.name;
+}
+
+/**
+ * Maps a cache change to the policies to reconcile, dropping noise early (STYLE principle 2): pods and
+ * events enqueue the policy owning their node; node and policy changes can move ownership, so they enqueue
+ * every policy; SandboxHealth changes are the operator's own writes, except a deletion.
+ */
+export function policiesFor(
+  change: Change,
+  cache: ClusterCache,
+  podByUid: (uid: string) => PodView | undefined,
+): string[] {
+  const all = () => [
+    ...new Set([
+      ...[...cache.policies()].map((p) => p.name),
+      ...(change.kind === 'SandboxPolicy' ? [change.key] : []),
+    ]),
+  ];
+  const forNode = (node: string | undefined) => {
+    const owner = node ? ownerOf(cache, node) : undefined;
+    return owner ? [owner] : [];
+  };
+  switch (change.kind) {
+    case 'SandboxPolicy':
+    case 'Node':
+      return all();
+    case 'Pod':
+      return forNode(change.pod.nodeName);
+    case 'Event':
+      return forNode(change.event.involvedUid ? podByUid(change.event.involvedUid)?.nodeName : undefined);
+    case 'SandboxHealth':
+      return change.type === 'delete' ? forNode(change.health.nodeName ?? change.key) : [];
+  }
+}

@@ -1,0 +1,207 @@
+import type { KubeConfig } from '@kubernetes/client-node';
+import { GROUP, VERSION } from '../api/v1alpha1/index.js';
+import type { Change } from '../controllers/mapper.js';
+import type { ClusterCache, HealthObject, PolicyObject } from '../controllers/ports.js';
+import type { EventView, NodeView, PodView } from '../detection/index.js';
+import { Informer, type ChangeHandler, type InformerLogger } from './informer.js';
+import { eventView, healthView, nodeView, podView, policyView } from './views.js';
+
+export interface InformerCacheOptions {
+  kc: KubeConfig;
+  logger: InformerLogger;
+  onRestart?(informer: string, reason: string): void;
+}
+
+/**
+ * The operator's read-only view of the cluster, fed by informers that keep only what detection reads:
+ * scheduled Pending pods, sandbox-failure events, nodes, and the operator's own kinds.
+ */
+export class InformerCache implements ClusterCache {
+  readonly pods: Informer<PodView>;
+  readonly sandboxEvents: Informer<EventView>;
+  readonly failedEvents: Informer<EventView>;
+  readonly nodeInformer: Informer<NodeView>;
+  readonly policyInformer: Informer<PolicyObject>;
+  readonly healthInformer: Informer<HealthObject>;
+  private readonly podsByNode = new Map<string, Map<string, PodView>>();
+  private readonly podsByUid = new Map<string, PodView>();
+  private eventsByPod: Map<string, EventView[]> | undefined;
+
+  constructor(options: InformerCacheOptions) {
+    const common = (name: string) => ({
+      kc: options.kc,
+      logger: options.logger,
+      name,
+      onRestart: (reason: string) => options.onRestart?.(name, reason),
+    });
+    this.pods = new Informer({
+      ...common('pods'),
+      apiVersion: 'v1',
+      kind: 'Pod',
+      path: '/api/v1/pods',
+      // Running pods are not stuck: the apiserver filters them out (and sends a delete when a pod starts).
+      fieldSelector: 'status.phase=Pending,spec.nodeName!=',
+      transform: podView,
+    });
+    this.sandboxEvents = new Informer({
+      ...common('events-sandbox'),
+      apiVersion: 'v1',
+      kind: 'Event',
+      path: '/api/v1/events',
+      fieldSelector: 'reason=FailedCreatePodSandBox,involvedObject.kind=Pod',
+      transform: eventView,
+    });
+    this.failedEvents = new Informer({
+      ...common('events-failed'),
+      apiVersion: 'v1',
+      kind: 'Event',
+      path: '/api/v1/events',
+      fieldSelector: 'reason=Failed,involvedObject.kind=Pod',
+      transform: eventView, // keeps only container-creation failures
+    });
+    this.nodeInformer = new Informer({
+      ...common('nodes'),
+      apiVersion: 'v1',
+      kind: 'Node',
+      path: '/api/v1/nodes',
+      transform: nodeView,
+    });
+    const crPath = (plural: string) => `/apis/${GROUP}/${VERSION}/${plural}`;
+    this.policyInformer = new Informer({
+      ...common('sandboxpolicies'),
+      apiVersion: `${GROUP}/${VERSION}`,
+      kind: 'SandboxPolicy',
+      path: crPath('sandboxpolicies'),
+      transform: policyView,
+    });
+    this.healthInformer = new Informer({
+      ...common('sandboxhealths'),
+      apiVersion: `${GROUP}/${VERSION}`,
+      kind: 'SandboxHealth',
+      path: crPath('sandboxhealths'),
+      transform: healthView,
+    });
+
+    this.pods.onChange((_type, _key, pod, previous) => {
+      if (previous) this.unindexPod(previous);
+      if (pod) this.indexPod(pod);
+    });
+    const invalidateEvents: ChangeHandler<EventView> = () => (this.eventsByPod = undefined);
+    this.sandboxEvents.onChange(invalidateEvents);
+    this.failedEvents.onChange(invalidateEvents);
+  }
+
+  private informers(): Informer<unknown>[] {
+    return [
+      this.pods,
+      this.sandboxEvents,
+      this.failedEvents,
+      this.nodeInformer,
+      this.policyInformer,
+      this.healthInformer,
+    ] as Informer<unknown>[];
+  }
+
+  /** Calls back with every change to what the cache keeps; wire handlers before start(). */
+  onChange(handler: (change: Change) => void): void {
+    this.pods.onChange((type, key, now, before) => {
+      const pod = now ?? before;
+      if (pod) handler({ kind: 'Pod', type, key, pod });
+    });
+    const onEvent: ChangeHandler<EventView> = (type, key, now, before) => {
+      const event = now ?? before;
+      if (event) handler({ kind: 'Event', type, key, event });
+    };
+    this.sandboxEvents.onChange(onEvent);
+    this.failedEvents.onChange(onEvent);
+    this.nodeInformer.onChange((type, key) => {
+      handler({ kind: 'Node', type, key });
+    });
+    this.policyInformer.onChange((type, key) => {
+      handler({ kind: 'SandboxPolicy', type, key });
+    });
+    this.healthInformer.onChange((type, key, now, before) => {
+      const health = now ?? before;
+      if (health) handler({ kind: 'SandboxHealth', type, key, health });
+    });
+  }
+
+  start(): void {
+    for (const informer of this.informers()) informer.start();
+  }
+
+  async waitForSync(): Promise<void> {
+    await Promise.all(this.informers().map((i) => i.synced));
+  }
+
+  isSynced(): boolean {
+    return this.informers().every((i) => i.isSynced());
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.informers().map((i) => i.stop()));
+  }
+
+  sizes(): Record<string, number> {
+    return Object.fromEntries(this.informers().map((i) => [i.name, i.size]));
+  }
+
+  private indexPod(pod: PodView): void {
+    this.podsByUid.set(pod.uid, pod);
+    if (!pod.nodeName) return;
+    let onNode = this.podsByNode.get(pod.nodeName);
+    if (!onNode) this.podsByNode.set(pod.nodeName, (onNode = new Map<string, PodView>()));
+    onNode.set(pod.uid, pod);
+  }
+
+  private unindexPod(pod: PodView): void {
+    this.podsByUid.delete(pod.uid);
+    if (!pod.nodeName) return;
+    const onNode = this.podsByNode.get(pod.nodeName);
+    onNode?.delete(pod.uid);
+    if (onNode?.size === 0) this.podsByNode.delete(pod.nodeName);
+  }
+
+  podByUid(uid: string): PodView | undefined {
+    return this.podsByUid.get(uid);
+  }
+
+  policies(): Iterable<PolicyObject> {
+    return this.policyInformer.values();
+  }
+  policy(name: string): PolicyObject | undefined {
+    return this.policyInformer.get(name);
+  }
+  nodes(): Iterable<NodeView> {
+    return this.nodeInformer.values();
+  }
+  node(name: string): NodeView | undefined {
+    return this.nodeInformer.get(name);
+  }
+  pendingPodsOn(nodeName: string): readonly PodView[] {
+    return [...(this.podsByNode.get(nodeName)?.values() ?? [])];
+  }
+  failureEventsByPod(): ReadonlyMap<string, readonly EventView[]> {
+    if (!this.eventsByPod) {
+      const index = new Map<string, EventView[]>();
+      for (const event of [...this.sandboxEvents.values(), ...this.failedEvents.values()]) {
+        const uid = event.involvedUid;
+        if (!uid) continue;
+        const list = index.get(uid);
+        if (list) list.push(event);
+        else index.set(uid, [event]);
+      }
+      this.eventsByPod = index;
+    }
+    return this.eventsByPod;
+  }
+  eventView(key: string): EventView | undefined {
+    return this.sandboxEvents.get(key) ?? this.failedEvents.get(key);
+  }
+  healths(): Iterable<HealthObject> {
+    return this.healthInformer.values();
+  }
+  health(name: string): HealthObject | undefined {
+    return this.healthInformer.get(name);
+  }
+}

@@ -1,0 +1,260 @@
+import { KubernetesObjectApi, Watch, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import { isDeepStrictEqual } from 'node:util';
+import { jitteredDelay } from '../runtime/backoff.js';
+import { describeError, isGone } from './errors.js';
+
+/** An object as the API sends it: list results are deserialised by client-node, watch events are raw JSON. */
+export type RawObject = KubernetesObject & Record<string, unknown>;
+
+export type ChangeType = 'add' | 'update' | 'delete';
+export type ChangeHandler<T> = (
+  type: ChangeType,
+  key: string,
+  current: T | undefined,
+  previous: T | undefined,
+) => void;
+
+export interface InformerLogger {
+  info(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
+}
+
+export interface InformerOptions<T> {
+  /** Name for logs and metrics, e.g. "pods". */
+  name: string;
+  kc: KubeConfig;
+  apiVersion: string;
+  kind: string;
+  /** The collection path to watch, e.g. /api/v1/pods. */
+  path: string;
+  fieldSelector?: string;
+  labelSelector?: string;
+  /** The slim view kept in the cache; undefined drops the object (noise filtered before it is stored). */
+  transform(raw: RawObject): T | undefined;
+  logger: InformerLogger;
+  pageSize?: number;
+  watchTimeoutSeconds?: number;
+  onRestart?(reason: string): void;
+}
+
+class WatchExpired extends Error {}
+
+/**
+ * List + watch into a read-only cache of slim views. Resumes the watch from the last resourceVersion,
+ * relists when it has expired (410 Gone), and restarts itself with jittered backoff on any other error, which
+ * client-node 1.x's own informer does not do (it stops).
+ */
+export class Informer<T> {
+  private readonly store = new Map<string, T>();
+  private readonly handlers: ChangeHandler<T>[] = [];
+  private resourceVersion: string | undefined;
+  private abort: AbortController | undefined;
+  private stopped = false;
+  private wake: (() => void) | undefined;
+  private attempt = 0;
+  private markSynced!: () => void;
+  /** Resolves once the first list has been stored. */
+  readonly synced = new Promise<void>((resolve) => (this.markSynced = resolve));
+  private hasSynced = false;
+  private loop: Promise<void> | undefined;
+
+  constructor(private readonly options: InformerOptions<T>) {}
+
+  get name(): string {
+    return this.options.name;
+  }
+
+  isSynced(): boolean {
+    return this.hasSynced;
+  }
+
+  onChange(handler: ChangeHandler<T>): void {
+    this.handlers.push(handler);
+  }
+
+  get(key: string): T | undefined {
+    return this.store.get(key);
+  }
+
+  values(): IterableIterator<T> {
+    return this.store.values();
+  }
+
+  get size(): number {
+    return this.store.size;
+  }
+
+  start(): void {
+    this.loop ??= this.run();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.abort?.abort();
+    this.wake?.();
+    await this.loop;
+  }
+
+  private isStopped(): boolean {
+    return this.stopped;
+  }
+
+  private async run(): Promise<void> {
+    let relist = true;
+    while (!this.stopped) {
+      try {
+        if (relist) await this.list();
+        relist = false;
+        await this.watch();
+      } catch (err) {
+        if (this.isStopped()) break;
+        relist = err instanceof WatchExpired || isGone(err);
+        if (relist && err instanceof WatchExpired) {
+          this.options.logger.info('Relisting after the watch expired', { informer: this.name });
+          continue;
+        }
+        const delay = jitteredDelay(this.attempt++);
+        this.options.onRestart?.(relist ? 'expired' : 'error');
+        this.options.logger.warn('Restarting informer after an error', {
+          informer: this.name,
+          error: describeError(err),
+          retryInMs: Math.round(delay),
+        });
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, delay);
+          this.wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+      }
+    }
+  }
+
+  private async list(): Promise<void> {
+    const api = KubernetesObjectApi.makeApiClient(this.options.kc);
+    const fresh = new Map<string, T>();
+    let continueToken: string | undefined;
+    let resourceVersion: string | undefined;
+    do {
+      const page = await api.list<RawObject>(
+        this.options.apiVersion,
+        this.options.kind,
+        undefined,
+        undefined,
+        undefined,
+        undefined,
+        this.options.fieldSelector,
+        this.options.labelSelector,
+        this.options.pageSize ?? 500,
+        continueToken,
+      );
+      for (const item of page.items) {
+        const view = this.options.transform(item);
+        if (view !== undefined) fresh.set(keyOf(item), view);
+      }
+      continueToken = page.metadata?._continue || undefined;
+      resourceVersion = page.metadata?.resourceVersion;
+    } while (continueToken);
+
+    for (const [key, previous] of this.store) {
+      if (!fresh.has(key)) {
+        this.store.delete(key);
+        this.emit('delete', key, undefined, previous);
+      }
+    }
+    for (const [key, view] of fresh) this.upsert(key, view);
+    this.resourceVersion = resourceVersion;
+    this.attempt = 0;
+    if (!this.hasSynced) {
+      this.hasSynced = true;
+      this.markSynced();
+      this.options.logger.info('Synced informer', { informer: this.name, objects: this.store.size });
+    }
+  }
+
+  private watch(): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      let settled = false;
+      const finish = (err?: unknown) => {
+        if (settled) return;
+        settled = true;
+        if (err) reject(err instanceof Error ? err : new Error(describeError(err)));
+        else resolve();
+      };
+      const query: Record<string, string | number | boolean> = {
+        allowWatchBookmarks: true,
+        timeoutSeconds: this.options.watchTimeoutSeconds ?? 300,
+      };
+      if (this.resourceVersion) query.resourceVersion = this.resourceVersion;
+      if (this.options.fieldSelector) query.fieldSelector = this.options.fieldSelector;
+      if (this.options.labelSelector) query.labelSelector = this.options.labelSelector;
+      new Watch(this.options.kc)
+        .watch(
+          this.options.path,
+          query,
+          (phase: string, object: RawObject) => {
+            try {
+              this.onWatchEvent(phase, object);
+            } catch (err) {
+              this.abort?.abort();
+              finish(err);
+            }
+          },
+          (err: unknown) => {
+            finish(err ?? undefined);
+          },
+        )
+        .then((controller) => {
+          this.abort = controller;
+          if (this.stopped) controller.abort();
+          else this.attempt = 0;
+        })
+        .catch(finish);
+    });
+  }
+
+  private onWatchEvent(phase: string, object: RawObject): void {
+    if (phase === 'ERROR') {
+      const code = (object as { code?: unknown }).code;
+      if (code === 410) throw new WatchExpired(`watch of ${this.name} expired`);
+      throw new Error(`watch of ${this.name} failed: ${JSON.stringify(object)}`);
+    }
+    const rv = object.metadata?.resourceVersion;
+    if (rv) this.resourceVersion = rv;
+    if (phase === 'BOOKMARK') return;
+    const key = keyOf(object);
+    if (phase === 'DELETED') {
+      const previous = this.store.get(key);
+      if (previous === undefined) return;
+      this.store.delete(key);
+      this.emit('delete', key, undefined, previous);
+      return;
+    }
+    const view = this.options.transform(object);
+    if (view === undefined) {
+      const previous = this.store.get(key);
+      if (previous === undefined) return;
+      this.store.delete(key);
+      this.emit('delete', key, undefined, previous);
+      return;
+    }
+    this.upsert(key, view);
+  }
+
+  private upsert(key: string, view: T): void {
+    const previous = this.store.get(key);
+    if (previous !== undefined && isDeepStrictEqual(previous, view)) return; // nothing the cache keeps changed
+    this.store.set(key, view);
+    this.emit(previous === undefined ? 'add' : 'update', key, view, previous);
+  }
+
+  private emit(type: ChangeType, key: string, current: T | undefined, previous: T | undefined): void {
+    for (const handler of this.handlers) handler(type, key, current, previous);
+  }
+}
+
+export function keyOf(object: KubernetesObject): string {
+  const { namespace, name = '' } = object.metadata ?? {};
+  return namespace ? `${namespace}/${name}` : name;
+}

@@ -1,0 +1,160 @@
+// Converts API objects into the slim views the cache keeps. Lists arrive deserialised by client-node (dates as
+// Date), watch events as raw JSON (dates as strings): every reader here accepts both.
+import { SandboxHealthStatusSchema, SandboxPolicyStatusSchema } from '../api/v1alpha1/index.js';
+import {
+  isSandboxFailureEvent,
+  type ContainerView,
+  type EventView,
+  type NodeView,
+  type PodView,
+} from '../detection/index.js';
+import type { HealthObject, PolicyObject } from '../controllers/ports.js';
+import type { RawObject } from './informer.js';
+
+type Json = Record<string, unknown>;
+const obj = (v: unknown): Json =>
+  typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Json) : {};
+const arr = (v: unknown): Json[] => (Array.isArray(v) ? v.map(obj) : []);
+const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+const num = (v: unknown): number | undefined => (typeof v === 'number' ? v : undefined);
+const labels = (v: unknown): Record<string, string> =>
+  Object.fromEntries(Object.entries(obj(v)).filter((e): e is [string, string] => typeof e[1] === 'string'));
+
+export function toDate(v: unknown): Date | undefined {
+  if (v instanceof Date) return Number.isNaN(v.getTime()) ? undefined : v;
+  if (typeof v !== 'string' || v === '') return undefined;
+  const d = new Date(v);
+  return Number.isNaN(d.getTime()) ? undefined : d;
+}
+
+function containers(statuses: unknown, init: boolean): ContainerView[] {
+  return arr(statuses).map((s) => {
+    const state = obj(s.state);
+    const name = str(s.name) ?? '';
+    if (state.running) return { name, init, state: 'running' };
+    if (state.terminated) {
+      const reason = str(obj(state.terminated).reason);
+      return reason ? { name, init, state: 'terminated', reason } : { name, init, state: 'terminated' };
+    }
+    const reason = str(obj(state.waiting).reason);
+    return reason ? { name, init, state: 'waiting', reason } : { name, init, state: 'waiting' };
+  });
+}
+
+export function podView(raw: RawObject): PodView | undefined {
+  const meta = obj(raw.metadata);
+  const spec = obj(raw.spec);
+  const status = obj(raw.status);
+  const uid = str(meta.uid);
+  const name = str(meta.name);
+  const namespace = str(meta.namespace);
+  const createdAt = toDate(meta.creationTimestamp);
+  if (!uid || !name || !namespace || !createdAt) return undefined;
+  const view: PodView = {
+    uid,
+    name,
+    namespace,
+    phase: str(status.phase) ?? 'Pending',
+    createdAt,
+    deleting: meta.deletionTimestamp !== undefined && meta.deletionTimestamp !== null,
+    labels: labels(meta.labels),
+    containers: [
+      ...containers(status.initContainerStatuses, true),
+      ...containers(status.containerStatuses, false),
+    ],
+  };
+  const nodeName = str(spec.nodeName);
+  if (nodeName) view.nodeName = nodeName;
+  const scheduled = arr(status.conditions).find((c) => c.type === 'PodScheduled' && c.status === 'True');
+  const scheduledAt = toDate(scheduled?.lastTransitionTime);
+  if (scheduledAt) view.scheduledAt = scheduledAt;
+  return view;
+}
+
+/** Only sandbox-failure events are kept; everything else the selector let through is dropped here. */
+export function eventView(raw: RawObject): EventView | undefined {
+  const meta = obj(raw.metadata);
+  const involved = obj(raw.involvedObject);
+  const series = obj(raw.series);
+  const view: EventView = {
+    uid: str(meta.uid) ?? '',
+    type: str(raw.type) ?? 'Normal',
+    reason: str(raw.reason) ?? '',
+    message: str(raw.message) ?? '',
+    involvedKind: str(involved.kind) ?? '',
+    involvedNamespace: str(involved.namespace) ?? '',
+    involvedName: str(involved.name) ?? '',
+    count: num(series.count) ?? num(raw.count) ?? 1,
+    lastTime:
+      toDate(series.lastObservedTime) ??
+      toDate(raw.lastTimestamp) ??
+      toDate(raw.eventTime) ??
+      toDate(meta.creationTimestamp) ??
+      new Date(0),
+  };
+  const involvedUid = str(involved.uid);
+  if (involvedUid) view.involvedUid = involvedUid;
+  return isSandboxFailureEvent(view) ? view : undefined;
+}
+
+export function nodeView(raw: RawObject): NodeView | undefined {
+  const meta = obj(raw.metadata);
+  const spec = obj(raw.spec);
+  const status = obj(raw.status);
+  const name = str(meta.name);
+  if (!name) return undefined;
+  const conditions = arr(status.conditions).map((c) => {
+    const condition: NodeView['conditions'][number] = {
+      type: str(c.type) ?? '',
+      status: str(c.status) ?? 'Unknown',
+    };
+    const since = toDate(c.lastTransitionTime);
+    return since ? { ...condition, lastTransitionTime: since } : condition;
+  });
+  const view: NodeView = {
+    name,
+    uid: str(meta.uid) ?? '',
+    labels: labels(meta.labels),
+    unschedulable: spec.unschedulable === true,
+    ready: conditions.some((c) => c.type === 'Ready' && c.status === 'True'),
+    taints: arr(spec.taints).map((t) => {
+      const value = str(t.value);
+      return value === undefined
+        ? { key: str(t.key) ?? '', effect: str(t.effect) ?? '' }
+        : { key: str(t.key) ?? '', value, effect: str(t.effect) ?? '' };
+    }),
+    conditions,
+  };
+  const runtime = str(obj(status.nodeInfo).containerRuntimeVersion);
+  if (runtime) view.runtimeVersion = runtime;
+  return view;
+}
+
+export function policyView(raw: RawObject): PolicyObject | undefined {
+  const meta = obj(raw.metadata);
+  const name = str(meta.name);
+  if (!name) return undefined;
+  const view: PolicyObject = {
+    name,
+    uid: str(meta.uid) ?? '',
+    generation: num(meta.generation) ?? 0,
+    createdAt: toDate(meta.creationTimestamp) ?? new Date(0),
+    spec: raw.spec ?? {},
+  };
+  // Status is ours, but anyone with RBAC can patch it: a status that does not parse counts as none.
+  const status = SandboxPolicyStatusSchema.safeParse(raw.status);
+  if (status.success) view.status = status.data;
+  return view;
+}
+
+export function healthView(raw: RawObject): HealthObject | undefined {
+  const meta = obj(raw.metadata);
+  const name = str(meta.name);
+  if (!name) return undefined;
+  const view: HealthObject = { name, uid: str(meta.uid) ?? '' };
+  const nodeName = str(obj(raw.spec).nodeName);
+  if (nodeName) view.nodeName = nodeName;
+  const status = SandboxHealthStatusSchema.safeParse(raw.status);
+  if (status.success) view.status = status.data;
+  return view;
+}

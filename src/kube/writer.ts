@@ -1,0 +1,118 @@
+import {
+  CoreV1Api,
+  CustomObjectsApi,
+  PatchStrategy,
+  setHeaderOptions,
+  type KubeConfig,
+} from '@kubernetes/client-node';
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { GROUP, VERSION, type SandboxHealthStatus, type SandboxPolicyStatus } from '../api/v1alpha1/index.js';
+import type { EventRecorder, StatusWriter } from '../controllers/ports.js';
+import type { NodeView } from '../detection/index.js';
+import type { Transition } from '../status/health-status.js';
+import { isConflict, isNotFound } from './errors.js';
+
+export const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'sandbox-remediator' };
+const mergePatch = () => setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+/** Writes SandboxHealth objects and the status of both kinds, through /status with merge patches. */
+export class KubeStatusWriter implements StatusWriter {
+  private readonly custom: CustomObjectsApi;
+  constructor(kc: KubeConfig) {
+    this.custom = kc.makeApiClient(CustomObjectsApi);
+  }
+
+  async createHealth(node: NodeView): Promise<void> {
+    const body = {
+      apiVersion: `${GROUP}/${VERSION}`,
+      kind: 'SandboxHealth',
+      metadata: {
+        name: node.name,
+        labels: MANAGED_BY,
+        // The garbage collector removes it with its Node.
+        ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: node.name, uid: node.uid }],
+      },
+      spec: { nodeName: node.name },
+    };
+    try {
+      await this.custom.createClusterCustomObject({
+        group: GROUP,
+        version: VERSION,
+        plural: 'sandboxhealths',
+        body,
+      });
+    } catch (err) {
+      if (!isConflict(err)) throw err;
+    }
+  }
+
+  async patchHealthStatus(name: string, status: Partial<SandboxHealthStatus>): Promise<void> {
+    await this.custom.patchClusterCustomObjectStatus(
+      { group: GROUP, version: VERSION, plural: 'sandboxhealths', name, body: { status } },
+      mergePatch(),
+    );
+  }
+
+  async deleteHealth(name: string): Promise<void> {
+    try {
+      await this.custom.deleteClusterCustomObject({
+        group: GROUP,
+        version: VERSION,
+        plural: 'sandboxhealths',
+        name,
+      });
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+  }
+
+  async patchPolicyStatus(name: string, status: SandboxPolicyStatus): Promise<void> {
+    try {
+      await this.custom.patchClusterCustomObjectStatus(
+        { group: GROUP, version: VERSION, plural: 'sandboxpolicies', name, body: { status } },
+        mergePatch(),
+      );
+    } catch (err) {
+      if (!isNotFound(err)) throw err; // deleted meanwhile: nothing to report on
+    }
+  }
+}
+
+/** Records core/v1 Events that kubectl describe shows on the Node or Pod. */
+export class KubeEventRecorder implements EventRecorder {
+  private readonly core: CoreV1Api;
+  private readonly instance = hostname();
+  constructor(kc: KubeConfig) {
+    this.core = kc.makeApiClient(CoreV1Api);
+  }
+
+  async record(transition: Transition): Promise<void> {
+    const { target } = transition;
+    // Events about cluster-scoped objects live in "default", as kubelet's Node events do.
+    const namespace = target.kind === 'Pod' ? target.namespace : 'default';
+    const now = new Date();
+    await this.core.createNamespacedEvent({
+      namespace,
+      body: {
+        metadata: { name: `${target.name}.${randomBytes(8).toString('hex')}`, namespace },
+        involvedObject: {
+          apiVersion: 'v1',
+          kind: target.kind,
+          name: target.name,
+          uid: target.uid,
+          ...(target.kind === 'Pod' ? { namespace: target.namespace } : {}),
+        },
+        type: transition.type,
+        reason: transition.reason,
+        message: transition.message.slice(0, 1024),
+        source: { component: 'sandbox-remediator' },
+        reportingComponent: 'sandbox.remediator.io/operator',
+        reportingInstance: this.instance,
+        firstTimestamp: now,
+        lastTimestamp: now,
+        count: 1,
+      },
+    });
+  }
+}

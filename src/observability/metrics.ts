@@ -1,0 +1,51 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** The operator's Prometheus metrics, in their own registry (plus Node process metrics). */
+export class OperatorMetrics {
+  readonly registry = new Registry();
+  readonly reconciles = new Counter({
+    name: 'sandbox_remediator_reconcile_total',
+    help: 'Policy reconciles by result (success, error, terminal).',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+  readonly reconcileSeconds = new Histogram({
+    name: 'sandbox_remediator_reconcile_duration_seconds',
+    help: 'Time one policy reconcile took.',
+    buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5],
+    registers: [this.registry],
+  });
+  readonly informerRestarts = new Counter({
+    name: 'sandbox_remediator_informer_restarts_total',
+    help: 'Informer restarts after a watch error or expiry.',
+    labelNames: ['informer', 'reason'] as const,
+    registers: [this.registry],
+  });
+  readonly cachedObjects = new Gauge({
+    name: 'sandbox_remediator_cached_objects',
+    help: 'Objects held in each informer cache.',
+    labelNames: ['informer'] as const,
+    registers: [this.registry],
+  });
+  readonly queueDepth = new Gauge({
+    name: 'sandbox_remediator_workqueue_depth',
+    help: 'Keys waiting in the work queue.',
+    registers: [this.registry],
+  });
+  readonly stuckPods = new Gauge({
+    name: 'sandbox_remediator_stuck_pods',
+    help: 'Pods stuck creating their sandbox, by node and cause.',
+    labelNames: ['node', 'cause'] as const,
+    registers: [this.registry],
+  });
+  readonly degradedNodes = new Gauge({
+    name: 'sandbox_remediator_degraded_nodes',
+    help: 'Nodes whose SandboxCreationDegraded condition is True, by policy.',
+    labelNames: ['policy'] as const,
+    registers: [this.registry],
+  });
+
+  constructor(withProcessMetrics = true) {
+    if (withProcessMetrics) collectDefaultMetrics({ register: this.registry });
+  }
+}

@@ -16,7 +16,7 @@ if [ -f "$KUBECONFIG_FILE" ] && running; then
 else
   if [ -d "$CLUSTER_DIR" ]; then log "found a stopped or partial cluster; cleaning it up first"; "$here/down.sh"; fi
   "$here/build.sh" etcd kubernetes kwok
-  mkdir -p "$CLUSTER_DIR"/{pki,pids,logs,etcd}
+  mkdir -p "$CLUSTER_DIR"/{pki,pids,logs,etcd,cmd}
   pki=$CLUSTER_DIR/pki
 
   log "creating certificates"
@@ -60,8 +60,10 @@ ENV
   mkkubeconfig scheduler.kubeconfig kube-scheduler
   mkkubeconfig kwok.kubeconfig kwok
 
-  start() { # name command...
+  start() { # name command...: records the command line so component.sh can restart it
     local name=$1; shift
+    mkdir -p "$CLUSTER_DIR/cmd"
+    printf '%q ' "$@" >"$CLUSTER_DIR/cmd/$name"
     log "starting $name"
     nohup "$@" >"$CLUSTER_DIR/logs/$name.log" 2>&1 </dev/null &
     echo $! >"$CLUSTER_DIR/pids/$name.pid"

@@ -26,6 +26,10 @@ function parseBody(body: unknown): StatusBody | undefined {
 }
 
 export function apiStatus(err: unknown): ApiStatus | undefined {
+  // client-node's Watch rejects with a plain Error carrying statusCode.
+  const statusCode = (err as { statusCode?: unknown } | null)?.statusCode;
+  if (err instanceof Error && typeof statusCode === 'number')
+    return { code: statusCode, message: err.message };
   if (
     !(err instanceof ApiException) &&
     !(typeof err === 'object' && err !== null && 'code' in err && 'body' in err)

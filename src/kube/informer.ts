@@ -1,7 +1,7 @@
 import { KubernetesObjectApi, Watch, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import { isDeepStrictEqual } from 'node:util';
 import { jitteredDelay } from '../runtime/backoff.js';
-import { describeError, isGone } from './errors.js';
+import { describeError, isGone, isTooManyRequests } from './errors.js';
 
 /** An object as the API sends it: list results are deserialised by client-node, watch events are raw JSON. */
 export type RawObject = KubernetesObject & Record<string, unknown>;
@@ -113,7 +113,10 @@ export class Informer<T> {
           this.options.logger.info('Relisting after the watch expired', { informer: this.name });
           continue;
         }
-        const delay = jitteredDelay(this.attempt++);
+        // 429: the apiserver is busy (or still starting): come back soon rather than after a long backoff.
+        const delay = isTooManyRequests(err)
+          ? 500 + Math.random() * 1000
+          : jitteredDelay(this.attempt++, 500, 10_000);
         this.options.onRestart?.(relist ? 'expired' : 'error');
         this.options.logger.warn('Restarting informer after an error', {
           informer: this.name,
@@ -196,9 +199,10 @@ export class Informer<T> {
           (phase: string, object: RawObject) => {
             try {
               this.onWatchEvent(phase, object);
+              this.attempt = 0; // the stream delivers: the next failure starts the backoff afresh
             } catch (err) {
+              finish(err); // before abort(): aborting makes client-node call done() with an AbortError at once
               this.abort?.abort();
-              finish(err);
             }
           },
           (err: unknown) => {
@@ -208,7 +212,6 @@ export class Informer<T> {
         .then((controller) => {
           this.abort = controller;
           if (this.stopped) controller.abort();
-          else this.attempt = 0;
         })
         .catch(finish);
     });

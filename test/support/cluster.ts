@@ -205,5 +205,13 @@ export function podOn(name: string, node: string, labels: Record<string, string>
   };
 }
 
+/** A pod bound to a node directly, bypassing the scheduler. */
+export function podBoundTo(name: string, node: string): V1Pod {
+  return {
+    metadata: { name },
+    spec: { nodeName: node, containers: [{ name: 'app', image: 'registry.local/app:1' }] },
+  };
+}
+
 export const waitingReasons = (pod: V1Pod) =>
   (pod.status?.containerStatuses ?? []).map((s) => s.state?.waiting?.reason);

@@ -47,3 +47,13 @@ describe('kube/errors', () => {
     expect(describeError('plain')).to.equal('plain');
   });
 });
+
+describe('kube/errors on watch failures', () => {
+  it('reads the statusCode that client-node Watch attaches', () => {
+    const err = Object.assign(new Error('Gone'), { statusCode: 410 });
+    expect(isGone(err)).to.equal(true);
+    expect(describeError(Object.assign(new Error('Too Many Requests'), { statusCode: 429 }))).to.equal(
+      'Too Many Requests (HTTP 429)',
+    );
+  });
+});

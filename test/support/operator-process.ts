@@ -1,0 +1,103 @@
+// Runs `sandbox-remediator operator` as its own process against the local cluster, as a user would.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { KUBECONFIG } from './cluster.js';
+import { REPO_ROOT } from './manifests.js';
+
+export interface LogLine {
+  level: string;
+  message: string;
+  [field: string]: unknown;
+}
+
+export class OperatorProcess {
+  readonly logs: LogLine[] = [];
+  private child: ChildProcess | undefined;
+  healthPort = 0;
+  metricsPort = 0;
+  private exited: Promise<number | null> | undefined;
+
+  async start(extraArgs: string[] = []): Promise<void> {
+    const tsx = join(REPO_ROOT, 'node_modules', 'tsx', 'dist', 'esm', 'index.mjs');
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        tsx,
+        join(REPO_ROOT, 'src', 'main.ts'),
+        'operator',
+        `--kubeconfig=${KUBECONFIG}`,
+        '--metrics-bind-address=127.0.0.1:0',
+        '--health-probe-bind-address=127.0.0.1:0',
+        '--log-level=debug',
+        ...extraArgs,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    this.child = child;
+    this.exited = new Promise((resolve) =>
+      child.on('exit', (code) => {
+        resolve(code);
+      }),
+    );
+    let buffer = '';
+    child.stderr.on('data', (chunk: Buffer) => {
+      buffer += chunk.toString();
+      let newline;
+      while ((newline = buffer.indexOf('\n')) >= 0) {
+        const line = buffer.slice(0, newline);
+        buffer = buffer.slice(newline + 1);
+        try {
+          this.logs.push(JSON.parse(line) as LogLine);
+        } catch {
+          this.logs.push({ level: 'raw', message: line });
+        }
+      }
+    });
+    const serving = await this.waitForLog('Serving probes and metrics', 60_000);
+    this.healthPort = Number(serving.healthProbePort);
+    this.metricsPort = Number(serving.metricsPort);
+    await this.waitForLog('Started controller', 60_000);
+  }
+
+  async waitForLog(message: string, timeoutMs = 30_000, from = 0): Promise<LogLine> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const found = this.logs.slice(from).find((l) => l.message === message);
+      if (found) return found;
+      if (Date.now() > deadline) {
+        throw new Error(`operator did not log "${message}" in ${timeoutMs} ms; last lines:\n${this.tail()}`);
+      }
+      if (this.child?.exitCode !== null && this.child?.exitCode !== undefined) {
+        throw new Error(`operator exited with ${this.child.exitCode}:\n${this.tail()}`);
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+
+  tail(lines = 20): string {
+    return this.logs
+      .slice(-lines)
+      .map((l) => JSON.stringify(l))
+      .join('\n');
+  }
+
+  isRunning(): boolean {
+    return this.child !== undefined && this.child.exitCode === null;
+  }
+
+  async get(path: string, port = this.healthPort): Promise<{ status: number; text: string }> {
+    const res = await fetch(`http://127.0.0.1:${port}${path}`);
+    return { status: res.status, text: await res.text() };
+  }
+
+  /** SIGTERM, and the exit code (null if it had to be killed). */
+  async stop(timeoutMs = 20_000): Promise<number | null> {
+    if (!this.child || !this.exited) return null;
+    this.child.kill('SIGTERM');
+    const timer = setTimeout(() => this.child?.kill('SIGKILL'), timeoutMs);
+    const code = await this.exited;
+    clearTimeout(timer);
+    return code;
+  }
+}

@@ -64,6 +64,13 @@ test-integration: deps tools ## Integration tests against the real local cluster
 .PHONY: test
 test: test-unit test-integration ## Everything CI runs: unit and integration tests
 
+##@ Benchmarks
+
+.PHONY: bench
+bench: deps tools ## Detection latency (50 pods) and cache memory (5,000 pods, against client-node's informer); results in bench/results/
+	tsx bench/detection-latency.ts --pods 50
+	tsx bench/cache-memory.ts --pods 5000
+
 ##@ Local cluster
 
 .PHONY: cluster-up

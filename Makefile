@@ -46,6 +46,10 @@ verify: deps ## Check formatting, lint, types and that crds/ matches src/api (ru
 	tsc -p tsconfig.json --noEmit
 	tsx hack/generate-crds.ts --check
 
+.PHONY: demo
+demo: deps tools ## The main job on an embedded default: local cluster, the incident, detection, kubectl get sandboxhealth
+	hack/demo.sh
+
 ##@ Tests
 
 .PHONY: test-unit

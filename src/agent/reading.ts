@@ -1,0 +1,108 @@
+import type { IoReadingStatus } from '../api/v1alpha1/index.js';
+import { isKworker, isRuntimeTask, isWholeDisk } from './proc.js';
+import type { RawSample } from './sampler.js';
+
+const round = (n: number, digits = 1) => Number(n.toFixed(digits));
+const clampPercent = (n: number) => Math.min(100, Math.max(0, n));
+
+export const MAX_LISTED = 32;
+
+/**
+ * The IO reading between two samples. Pure. PSI and procs_blocked need one sample; disk busy and kworker CPU
+ * need two (they are rates). Whatever is missing stays undefined: unknown, never 0.
+ */
+export function computeReading(
+  previous: RawSample | undefined,
+  current: RawSample,
+  observedTime: Date,
+  clockTicksPerSecond = 100,
+): IoReadingStatus {
+  const reading: IoReadingStatus = { source: 'agent', observedTime: observedTime.toISOString() };
+  const some = current.pressure?.some;
+  const full = current.pressure?.full;
+  if (some) {
+    reading.psiSomeAvg10Percent = some.avg10;
+    reading.psiSomeAvg60Percent = some.avg60;
+  }
+  if (full) reading.psiFullAvg10Percent = full.avg10;
+  if (current.stat?.procsBlocked !== undefined) reading.blockedProcesses = current.stat.procsBlocked;
+
+  const elapsedMs = previous ? current.at - previous.at : 0;
+  if (previous?.disks && current.disks && elapsedMs > 0) {
+    const before = new Map(previous.disks.map((d) => [d.name, d]));
+    const devices = current.disks
+      .filter((d) => isWholeDisk(d.name))
+      .flatMap((d) => {
+        const b = before.get(d.name);
+        if (!b || d.ioTicks < b.ioTicks) return []; // new device or counter reset: no rate this time
+        const ios = d.reads - b.reads + (d.writes - b.writes);
+        const ticks = d.readTicks - b.readTicks + (d.writeTicks - b.writeTicks);
+        const device: NonNullable<IoReadingStatus['devices']>[number] = {
+          name: d.name,
+          busyPercent: round(clampPercent(((d.ioTicks - b.ioTicks) / elapsedMs) * 100)),
+          inFlight: d.inFlight,
+        };
+        if (ios > 0 && ticks >= 0) device.awaitMs = round(ticks / ios, 2);
+        return [device];
+      })
+      .sort((a, b) => b.busyPercent - a.busyPercent || a.name.localeCompare(b.name));
+    if (devices.length > 0) {
+      reading.devices = devices.slice(0, MAX_LISTED);
+      reading.diskBusyPercent = devices[0]!.busyPercent;
+    }
+  }
+
+  const dState = current.tasks
+    .filter((t) => t.state === 'D')
+    .map((t) => {
+      const task: NonNullable<IoReadingStatus['dStateTasks']>[number] = {
+        pid: t.pid,
+        comm: t.comm,
+        runtime: isRuntimeTask(t.comm),
+      };
+      if (t.wchan) task.wchan = t.wchan;
+      return task;
+    })
+    .sort((a, b) => Number(b.runtime) - Number(a.runtime) || a.pid - b.pid);
+  if (current.tasksKnown) reading.dStateTasks = dState.slice(0, MAX_LISTED);
+
+  if (previous && elapsedMs > 0) {
+    const before = new Map(
+      previous.tasks.filter((t) => isKworker(t.comm)).map((t) => [t.pid, t.utime + t.stime]),
+    );
+    let ticks = 0;
+    for (const task of current.tasks) {
+      const was = before.get(task.pid);
+      if (was !== undefined && isKworker(task.comm)) ticks += Math.max(0, task.utime + task.stime - was);
+    }
+    reading.kworkerCpuPercent = round((ticks / clockTicksPerSecond / (elapsedMs / 1000)) * 100);
+  }
+  return reading;
+}
+
+export interface ChangeBounds {
+  psiPoints: number;
+  diskBusyPoints: number;
+  blocked: number;
+}
+
+export const DEFAULT_CHANGE_BOUNDS: ChangeBounds = { psiPoints: 5, diskBusyPoints: 10, blocked: 2 };
+
+/** Whether a new reading differs enough from the last published one to be worth a write. Pure. */
+export function isMaterialChange(
+  published: IoReadingStatus | undefined,
+  next: IoReadingStatus,
+  bounds: ChangeBounds = DEFAULT_CHANGE_BOUNDS,
+): boolean {
+  if (!published) return true;
+  const moved = (a: number | undefined, b: number | undefined, limit: number) =>
+    (a === undefined) !== (b === undefined) ||
+    (a !== undefined && b !== undefined && Math.abs(a - b) >= limit);
+  return (
+    moved(published.psiSomeAvg10Percent, next.psiSomeAvg10Percent, bounds.psiPoints) ||
+    moved(published.psiFullAvg10Percent, next.psiFullAvg10Percent, bounds.psiPoints) ||
+    moved(published.diskBusyPercent, next.diskBusyPercent, bounds.diskBusyPoints) ||
+    moved(published.blockedProcesses, next.blockedProcesses, bounds.blocked) ||
+    (published.dStateTasks?.length ?? -1) !== (next.dStateTasks?.length ?? -1)
+  );
+}

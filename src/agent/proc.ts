@@ -83,15 +83,15 @@ export function parseDiskstats(text: string, file = 'diskstats'): DiskStat[] {
         `line ${index + 1} has fewer than 14 numeric columns: ${JSON.stringify(line)}`,
       );
     }
-    const [reads, , , readTicks, writes, , , writeTicks, inFlight, ioTicks] = numbers as number[];
+    const at = (i: number) => numbers[i] ?? 0; // checked above: all eleven are numbers
     disks.push({
       name,
-      reads: reads!,
-      readTicks: readTicks!,
-      writes: writes!,
-      writeTicks: writeTicks!,
-      inFlight: inFlight!,
-      ioTicks: ioTicks!,
+      reads: at(0),
+      readTicks: at(3),
+      writes: at(4),
+      writeTicks: at(7),
+      inFlight: at(8),
+      ioTicks: at(9),
     });
   }
   return disks;

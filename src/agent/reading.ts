@@ -46,9 +46,10 @@ export function computeReading(
         return [device];
       })
       .sort((a, b) => b.busyPercent - a.busyPercent || a.name.localeCompare(b.name));
-    if (devices.length > 0) {
+    const busiest = devices[0];
+    if (busiest) {
       reading.devices = devices.slice(0, MAX_LISTED);
-      reading.diskBusyPercent = devices[0]!.busyPercent;
+      reading.diskBusyPercent = busiest.busyPercent;
     }
   }
 

@@ -5,6 +5,7 @@ import { stringify } from 'yaml';
 import { buildCustomResourceDefinition, RESOURCE_KINDS } from './api/v1alpha1/index.js';
 import { runValidate } from './cli/validate.js';
 import { runOperator, type OperatorFlags } from './cli/operator.js';
+import { runAgent, type AgentFlags } from './cli/agent.js';
 import { LOG_LEVELS } from './observability/logger.js';
 
 const program = new Command()
@@ -62,6 +63,29 @@ program
   )
   .action(async (flags: OperatorFlags) => {
     process.exitCode = await runOperator(flags);
+  });
+
+program
+  .command('agent')
+  .description("Run the node agent: read IO pressure from /proc and publish it into the node's SandboxHealth")
+  .option('--node-name <name>', 'the node this agent runs on (default: $NODE_NAME)')
+  .option('--proc-root <dir>', "the host's /proc (mounted into the pod, e.g. /host/proc)", '/proc')
+  .option('--interval-seconds <n>', 'seconds between samples', positiveInt, 1)
+  .option('--heartbeat-seconds <n>', 'publish at least this often, even when nothing moved', positiveInt, 30)
+  .option('--kubeconfig <path>', 'kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)')
+  .option('--no-publish', 'only serve /metrics; write nothing to the API')
+  .option(
+    '--metrics-bind-address <addr>',
+    'where /metrics, /healthz and /readyz are served; "0" disables',
+    ':8082',
+  )
+  .addOption(new Option('--log-level <level>', 'log verbosity').choices(LOG_LEVELS).default('info'))
+  .addHelpText(
+    'after',
+    '\nReads pressure/io (PSI), diskstats (busy %, await, in flight), stat (procs_blocked), PID/stat and PID/wchan\n(D-state tasks, kworker CPU). A file that is missing or malformed makes its values unknown, never 0.\nExample: sandbox-remediator agent --node-name kwok-node-1 --kubeconfig .cluster/kubeconfig --metrics-bind-address 127.0.0.1:9102',
+  )
+  .action(async (flags: AgentFlags) => {
+    process.exitCode = await runAgent(flags);
   });
 
 program

@@ -1,0 +1,161 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { IoReadingStatus } from '../api/v1alpha1/index.js';
+import type { Logger } from '../observability/logger.js';
+import { computeReading, isMaterialChange } from './reading.js';
+import { takeSample, type RawSample } from './sampler.js';
+
+export interface Publisher {
+  publish(reading: IoReadingStatus): Promise<'published' | 'missing'>;
+}
+
+export interface AgentOptions {
+  nodeName: string;
+  procRoot: string;
+  intervalMs: number;
+  /** Publish at least this often even when nothing moved, so readers can tell fresh from stale. */
+  heartbeatMs: number;
+  publisher?: Publisher;
+  logger: Logger;
+  clockTicksPerSecond?: number;
+}
+
+export class AgentMetrics {
+  readonly registry = new Registry();
+  private readonly g = (name: string, help: string, labelNames: string[] = []) =>
+    new Gauge({ name: `sandbox_remediator_agent_${name}`, help, labelNames, registers: [this.registry] });
+  readonly psiSome = this.g('io_pressure_some_avg10_percent', 'PSI io some avg10 (absent when unknown).');
+  readonly psiFull = this.g('io_pressure_full_avg10_percent', 'PSI io full avg10 (absent when unknown).');
+  readonly diskBusy = this.g(
+    'disk_busy_percent',
+    'Share of the last interval each whole disk had IO in flight.',
+    ['device'],
+  );
+  readonly blocked = this.g('procs_blocked', 'Tasks blocked on IO (procs_blocked).');
+  readonly dState = this.g(
+    'dstate_tasks',
+    'Tasks in D state, by whether they belong to the container runtime.',
+    ['runtime'],
+  );
+  readonly kworker = this.g(
+    'kworker_cpu_percent',
+    'CPU used by kworker threads over the last interval (100 = one core).',
+  );
+  readonly publishes = new Counter({
+    name: 'sandbox_remediator_agent_publishes_total',
+    help: 'Readings written to SandboxHealth, by result.',
+    labelNames: ['result'],
+    registers: [this.registry],
+  });
+  readonly readProblems = new Counter({
+    name: 'sandbox_remediator_agent_read_problems_total',
+    help: 'Samples in which a /proc part could not be read or parsed.',
+    registers: [this.registry],
+  });
+  readonly sampleSeconds = new Histogram({
+    name: 'sandbox_remediator_agent_sample_duration_seconds',
+    help: 'Time one /proc sample took.',
+    buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5],
+    registers: [this.registry],
+  });
+  constructor() {
+    collectDefaultMetrics({ register: this.registry });
+  }
+
+  record(reading: IoReadingStatus): void {
+    const set = (gauge: Gauge, value: number | undefined) => {
+      if (value === undefined) gauge.reset();
+      else gauge.set(value);
+    };
+    set(this.psiSome, reading.psiSomeAvg10Percent);
+    set(this.psiFull, reading.psiFullAvg10Percent);
+    set(this.blocked, reading.blockedProcesses);
+    set(this.kworker, reading.kworkerCpuPercent);
+    this.diskBusy.reset();
+    for (const device of reading.devices ?? [])
+      this.diskBusy.set({ device: device.name }, device.busyPercent);
+    this.dState.reset();
+    if (reading.dStateTasks) {
+      const runtime = reading.dStateTasks.filter((t) => t.runtime).length;
+      this.dState.set({ runtime: 'true' }, runtime);
+      this.dState.set({ runtime: 'false' }, reading.dStateTasks.length - runtime);
+    }
+  }
+}
+
+/** Samples /proc every interval; publishes a reading when it moved materially or the heartbeat is due. */
+export class NodeAgent {
+  readonly metrics = new AgentMetrics();
+  private previous: RawSample | undefined;
+  private published: IoReadingStatus | undefined;
+  private publishedAt = -Infinity;
+  private reportedProblems = '';
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  latest: IoReadingStatus | undefined;
+
+  constructor(private readonly options: AgentOptions) {}
+
+  /** One sample; returns the reading it produced. */
+  async tick(): Promise<IoReadingStatus> {
+    const { logger } = this.options;
+    const end = this.metrics.sampleSeconds.startTimer();
+    const sample = await takeSample(this.options.procRoot);
+    end();
+    if (sample.problems.length > 0) {
+      this.metrics.readProblems.inc();
+      const text = sample.problems.join('; ');
+      if (text !== this.reportedProblems)
+        logger.warn('Read /proc partially: the rest is unknown', { problems: sample.problems });
+      this.reportedProblems = text;
+    }
+    const reading = computeReading(this.previous, sample, new Date(), this.options.clockTicksPerSecond);
+    this.previous = sample;
+    this.latest = reading;
+    this.metrics.record(reading);
+    const now = performance.now();
+    const heartbeatDue = now - this.publishedAt >= this.options.heartbeatMs;
+    if (this.options.publisher && (heartbeatDue || isMaterialChange(this.published, reading))) {
+      try {
+        const result = await this.options.publisher.publish(reading);
+        this.metrics.publishes.inc({ result });
+        if (result === 'published') {
+          this.published = reading;
+          this.publishedAt = now;
+        } else if (heartbeatDue) {
+          logger.info(
+            'Found no SandboxHealth for this node yet: no policy selects it, or the operator is not running',
+            {
+              node: this.options.nodeName,
+            },
+          );
+          this.publishedAt = now; // say it once per heartbeat, not every second
+        }
+      } catch (err) {
+        this.metrics.publishes.inc({ result: 'error' });
+        logger.warn('Failed to publish IO reading', {
+          node: this.options.nodeName,
+          error: (err as Error).message,
+        });
+      }
+    }
+    return reading;
+  }
+
+  start(): void {
+    const loop = async () => {
+      await this.tick().catch((err: unknown) => {
+        this.options.logger.error('Failed to sample', { error: (err as Error).message });
+      });
+      this.timer = setTimeout(() => {
+        this.running = loop();
+      }, this.options.intervalMs);
+    };
+    this.running = loop();
+  }
+
+  async stop(): Promise<void> {
+    clearTimeout(this.timer);
+    await this.running;
+    clearTimeout(this.timer);
+  }
+}

@@ -1,0 +1,60 @@
+import { NodeAgent } from '../agent/agent.js';
+import { loadKubeConfig } from '../kube/client.js';
+import { ReadingPublisher } from '../kube/reading-publisher.js';
+import { createLogger, type LogLevel } from '../observability/logger.js';
+import { serve } from '../observability/server.js';
+
+export interface AgentFlags {
+  nodeName?: string;
+  procRoot: string;
+  intervalSeconds: number;
+  heartbeatSeconds: number;
+  kubeconfig?: string;
+  publish: boolean;
+  metricsBindAddress: string;
+  logLevel: LogLevel;
+}
+
+export async function runAgent(flags: AgentFlags): Promise<number> {
+  const logger = createLogger(flags.logLevel, 'agent');
+  const nodeName = flags.nodeName ?? process.env.NODE_NAME;
+  if (!nodeName) {
+    logger.error('Refused to start: --node-name (or NODE_NAME) is required');
+    return 2;
+  }
+  const publisher = flags.publish
+    ? new ReadingPublisher(loadKubeConfig(flags.kubeconfig), nodeName)
+    : undefined;
+  const agent = new NodeAgent({
+    nodeName,
+    procRoot: flags.procRoot,
+    intervalMs: flags.intervalSeconds * 1000,
+    heartbeatMs: flags.heartbeatSeconds * 1000,
+    logger,
+    ...(publisher ? { publisher } : {}),
+  });
+  const server = await serve(flags.metricsBindAddress, {
+    registry: agent.metrics.registry,
+    probes: { healthy: () => true, ready: () => agent.latest !== undefined },
+  });
+  logger.info('Started node agent', {
+    node: nodeName,
+    procRoot: flags.procRoot,
+    intervalSeconds: flags.intervalSeconds,
+    publish: flags.publish,
+    metricsPort: server?.port,
+  });
+  agent.start();
+  const signal = await new Promise<string>((resolve) => {
+    process.once('SIGTERM', () => {
+      resolve('SIGTERM');
+    });
+    process.once('SIGINT', () => {
+      resolve('SIGINT');
+    });
+  });
+  logger.info('Shutting down', { signal });
+  await agent.stop();
+  if (server) await new Promise((resolve) => server.server.close(resolve));
+  return 0;
+}

@@ -1,7 +1,9 @@
 import type { KubeConfig } from '../kube/client.js';
 import { InformerCache } from '../kube/cluster-cache.js';
 import { describeError } from '../kube/errors.js';
+import { kubeletSummaryFetcher } from '../kube/kubelet-summary.js';
 import { KubeEventRecorder, KubeStatusWriter } from '../kube/writer.js';
+import { SourceRegistry } from '../signals/factory.js';
 import type { Logger } from '../observability/logger.js';
 import type { OperatorMetrics } from '../observability/metrics.js';
 import { realClock, type Clock } from '../runtime/clock.js';
@@ -42,7 +44,15 @@ export class Manager {
       },
     });
     this.queue = new WorkQueue<string>({ clock });
+    const sources = new SourceRegistry({
+      cache: this.cache,
+      fetchKubeletSummary: kubeletSummaryFetcher(kc),
+      onSourceError: (node, err) => {
+        logger.debug('Failed to read the kubelet Summary API', { node, error: describeError(err) });
+      },
+    });
     const reconciler = new PolicyReconciler({
+      sources: (policy, spec) => sources.forPolicy(policy, spec),
       cache: this.cache,
       writer: new KubeStatusWriter(kc),
       recorder: new KubeEventRecorder(kc),

@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util';
 import type { EventView, PodView } from '../detection/index.js';
 import type { HealthObject } from './ports.js';
 import { comparePolicies, selectsNode } from './ownership.js';
@@ -8,7 +9,13 @@ export type Change =
   | { kind: 'SandboxPolicy' | 'Node'; type: 'add' | 'update' | 'delete'; key: string }
   | { kind: 'Pod'; type: 'add' | 'update' | 'delete'; key: string; pod: PodView }
   | { kind: 'Event'; type: 'add' | 'update' | 'delete'; key: string; event: EventView }
-  | { kind: 'SandboxHealth'; type: 'add' | 'update' | 'delete'; key: string; health: HealthObject };
+  | {
+      kind: 'SandboxHealth';
+      type: 'add' | 'update' | 'delete';
+      key: string;
+      health: HealthObject;
+      previous?: HealthObject;
+    };
 
 /** The valid policy that owns a node right now, if any. */
 export function ownerOf(cache: ClusterCache, nodeName: string): string | undefined {
@@ -48,6 +55,10 @@ export function policiesFor(
     case 'Event':
       return forNode(change.event.involvedUid ? podByUid(change.event.involvedUid)?.nodeName : undefined);
     case 'SandboxHealth':
-      return change.type === 'delete' ? forNode(change.health.nodeName ?? change.key) : [];
+      // The operator's own writes are noise; a deletion (recreate it) or a new agent reading are not.
+      if (change.type === 'delete') return forNode(change.health.nodeName ?? change.key);
+      return isDeepStrictEqual(change.health.status?.ioReading, change.previous?.status?.ioReading)
+        ? []
+        : forNode(change.health.nodeName ?? change.key);
   }
 }

@@ -6,10 +6,14 @@ import {
   STUCK_WAITING_REASONS,
   type PodView,
 } from '../detection/index.js';
+import { decideIoPressure, judgeReading } from '../policy/io-pressure.js';
 import type { ReconcileResult } from '../runtime/controller.js';
+import type { IoSource } from '../signals/types.js';
 import type { Clock } from '../runtime/clock.js';
+import { conditionStatus } from '../status/conditions.js';
 import {
   desiredDetectionStatus,
+  type HealthInput,
   detectionTransitions,
   storedDetectionStatus,
   type DetectionStatus,
@@ -20,6 +24,7 @@ import type { ClusterCache, EventRecorder, PolicyObject, StatusWriter } from './
 
 export interface ReconcileLogger {
   info(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
   debug(message: string, fields?: Record<string, unknown>): void;
 }
 
@@ -31,6 +36,8 @@ export interface PolicyReconcilerDeps {
   logger: ReconcileLogger;
   /** Safety net: reconcile every policy at least this often. */
   resyncMs?: number;
+  /** The IO-pressure source a policy's spec asks for. */
+  sources?(policyName: string, spec: SandboxPolicySpec): IoSource;
   onNodeStatus?(policy: string, node: string, status: DetectionStatus): void;
 }
 
@@ -111,7 +118,7 @@ export class PolicyReconciler {
     }
     const spec = validation.spec;
     const owned = [...assignment.owner].filter(([, owner]) => owner === name).map(([node]) => node);
-    const degraded = await this.reconcileNodes(name, spec, owned, now);
+    const { degraded, recheckAfterMs } = await this.reconcileNodes(name, spec, owned, now);
 
     const status = validPolicyStatus(
       { generation: policy.generation, previous: policy.status, now },
@@ -131,7 +138,7 @@ export class PolicyReconciler {
       spec.detection.stuckThresholdSeconds,
       now.getTime(),
     );
-    return { requeueAfterMs: Math.min(this.resyncMs, crossing ?? Infinity) };
+    return { requeueAfterMs: Math.min(this.resyncMs, crossing ?? Infinity, recheckAfterMs ?? Infinity) };
   }
 
   private async reconcileNodes(
@@ -139,8 +146,22 @@ export class PolicyReconciler {
     spec: SandboxPolicySpec,
     nodeNames: string[],
     now: Date,
-  ): Promise<number> {
+  ): Promise<{ degraded: number; recheckAfterMs: number | undefined }> {
     const { cache, writer, recorder, logger } = this.deps;
+    const source = this.deps.sources?.(policyName, spec);
+    let recheckAfterMs = source?.pollMs;
+    if (source) {
+      try {
+        await source.refresh(nodeNames);
+      } catch (err) {
+        // Readings stay unknown (and so act on nothing); the Unknown condition says why in each node's status.
+        logger.warn('Failed to read IO pressure', {
+          policy: policyName,
+          source: source.kind,
+          error: (err as Error).message,
+        });
+      }
+    }
     const pods = nodeNames.flatMap((node) => cache.pendingPodsOn(node));
     const stuck = detectStuckPods(pods, cache.failureEventsByPod(), {
       stuckThresholdSeconds: spec.detection.stuckThresholdSeconds,
@@ -155,6 +176,25 @@ export class PolicyReconciler {
       const existing = cache.health(nodeName);
       const previous = existing?.status; // read before writing: a cache may update in place
       if (!existing) await writer.createHealth(node);
+      let io: HealthInput['io'];
+      if (source) {
+        const reading = source.read(nodeName);
+        const io_ = spec.ioPressure;
+        const decision = decideIoPressure({
+          previousStatus: conditionStatus(previous?.conditions, 'IoPressureHigh'),
+          previousTracking: previous?.ioPressure
+            ? { observation: previous.ioPressure.observation, since: new Date(previous.ioPressure.since) }
+            : undefined,
+          judgement: judgeReading(reading, io_.thresholds, now, io_.staleAfterSeconds),
+          now,
+          sustainSeconds: io_.sustainSeconds,
+          recoverySeconds: io_.recoverySeconds,
+        });
+        if (decision.recheckAfterMs !== undefined)
+          recheckAfterMs = Math.min(recheckAfterMs ?? Infinity, decision.recheckAfterMs);
+        io = { decision };
+        if (reading && source.kind !== 'agent') io.readingToWrite = reading;
+      }
       const desired = desiredDetectionStatus({
         policyName,
         node,
@@ -163,9 +203,10 @@ export class PolicyReconciler {
         thresholdSeconds: spec.detection.stuckThresholdSeconds,
         previous,
         now,
+        ...(io ? { io } : {}),
       });
       this.deps.onNodeStatus?.(policyName, nodeName, desired);
-      if (isDeepStrictEqual(storedDetectionStatus(previous), withoutUndefined(desired))) continue;
+      if (isDeepStrictEqual(storedDetectionStatus(previous, desired), withoutUndefined(desired))) continue;
       await writer.patchHealthStatus(nodeName, desired);
       for (const transition of detectionTransitions(node, previous, desired)) {
         logger.info(
@@ -183,7 +224,7 @@ export class PolicyReconciler {
         await recorder.record(transition);
       }
     }
-    return degraded;
+    return { degraded, recheckAfterMs };
   }
 
   /** SandboxHealths of nodes no valid policy owns, unless their policy still exists but is invalid (frozen). */

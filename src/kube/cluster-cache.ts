@@ -122,7 +122,8 @@ export class InformerCache implements ClusterCache {
     });
     this.healthInformer.onChange((type, key, now, before) => {
       const health = now ?? before;
-      if (health) handler({ kind: 'SandboxHealth', type, key, health });
+      if (health)
+        handler({ kind: 'SandboxHealth', type, key, health, ...(now && before ? { previous: before } : {}) });
     });
   }
 

@@ -1,16 +1,25 @@
-import type { SandboxHealthStatus, StuckPodStatus } from '../api/v1alpha1/index.js';
+import type {
+  Condition,
+  IoReadingStatus,
+  NodeState,
+  SandboxHealthStatus,
+  StuckPodStatus,
+} from '../api/v1alpha1/index.js';
 import { assessRuntimeVersion, type NodeFindings, type NodeView, type StuckPod } from '../detection/index.js';
-import { conditionStatus, mergeConditions } from './conditions.js';
+import type { IoPressureDecision } from '../policy/io-pressure.js';
+import { conditionStatus, mergeConditions, type ConditionInput } from './conditions.js';
 
 export const MAX_LISTED_STUCK_PODS = 50;
 const MAX_MESSAGE = 1024;
 
-/** The part of SandboxHealth status that the operator's detection owns (the agent owns ioReading). */
-type DetectionKeys =
-  'policy' | 'state' | 'stuckPodCount' | 'stuckPods' | 'causes' | 'ioEvidence' | 'conditions';
-export type DetectionStatus = { [K in DetectionKeys]-?: NonNullable<SandboxHealthStatus[K]> } & Pick<
+type OwnedKeys = 'policy' | 'state' | 'stuckPodCount' | 'stuckPods' | 'causes' | 'ioEvidence' | 'conditions';
+/**
+ * The part of SandboxHealth status the operator writes. ioReading only when the policy's source is not the
+ * agent (the agent owns it, by server-side apply, when it is).
+ */
+export type DetectionStatus = { [K in OwnedKeys]-?: NonNullable<SandboxHealthStatus[K]> } & Pick<
   SandboxHealthStatus,
-  'runtime'
+  'runtime' | 'ioPressure' | 'ioReading'
 >;
 
 export interface HealthInput {
@@ -21,6 +30,7 @@ export interface HealthInput {
   thresholdSeconds: number;
   previous: SandboxHealthStatus | undefined;
   now: Date;
+  io?: { decision: IoPressureDecision; readingToWrite?: IoReadingStatus };
 }
 
 const truncate = (text: string) => (text.length > MAX_MESSAGE ? `${text.slice(0, MAX_MESSAGE - 1)}…` : text);
@@ -54,64 +64,89 @@ const EVIDENCE_TEXT = {
   Inconclusive: 'the failure messages do not say why yet',
 } as const;
 
-/** Desired detection status of one node's SandboxHealth. Pure. */
+function degradedCondition(input: HealthInput): ConditionInput {
+  const { findings } = input;
+  const count = findings.stuckPods.length;
+  if (findings.degraded) {
+    return {
+      type: 'SandboxCreationDegraded',
+      status: 'True',
+      reason: 'StuckPodsAboveThreshold',
+      message: `${count} pod(s) waiting over ${input.thresholdSeconds}s for a sandbox (${describeCauses(findings)}); ${EVIDENCE_TEXT[findings.evidence]}.`,
+    };
+  }
+  return {
+    type: 'SandboxCreationDegraded',
+    status: 'False',
+    reason: count === 0 ? 'NoStuckPods' : 'BelowMinStuckPods',
+    message:
+      count === 0
+        ? 'No pod is stuck creating its sandbox.'
+        : `${count} stuck pod(s), fewer than minStuckPods (${input.minStuckPods}).`,
+  };
+}
+
+function nodeState(degraded: boolean, io: IoPressureDecision | undefined): NodeState {
+  if (io?.condition.status === 'True' && io.condition.reason === 'RecoveryPending') return 'Recovering';
+  const high = io?.condition.status === 'True';
+  if (degraded && high) return 'IoPressure';
+  return degraded ? 'Degraded' : 'Healthy';
+}
+
+const OWN_CONDITIONS = new Set(['SandboxCreationDegraded', 'IoPressureHigh']);
+
+/** Desired operator-owned status of one node's SandboxHealth. Pure. */
 export function desiredDetectionStatus(input: HealthInput): DetectionStatus {
   const { findings, now } = input;
-  const count = findings.stuckPods.length;
-  const degraded = findings.degraded;
-  const degradedCondition = degraded
-    ? {
-        type: 'SandboxCreationDegraded',
-        status: 'True' as const,
-        reason: 'StuckPodsAboveThreshold',
-        message: `${count} pod(s) waiting over ${input.thresholdSeconds}s for a sandbox (${describeCauses(findings)}); ${EVIDENCE_TEXT[findings.evidence]}.`,
-      }
-    : {
-        type: 'SandboxCreationDegraded',
-        status: 'False' as const,
-        reason: count === 0 ? 'NoStuckPods' : 'BelowMinStuckPods',
-        message:
-          count === 0
-            ? 'No pod is stuck creating its sandbox.'
-            : `${count} stuck pod(s), fewer than minStuckPods (${input.minStuckPods}).`,
-      };
+  const desired: ConditionInput[] = [degradedCondition(input)];
+  if (input.io) desired.push(input.io.decision.condition);
+  const conditions: Condition[] = [
+    ...mergeConditions(
+      input.previous?.conditions?.filter((c) => OWN_CONDITIONS.has(c.type)),
+      desired,
+      now,
+    ),
+    // Conditions owned by other parts (remediation) are kept as they are.
+    ...(input.previous?.conditions?.filter((c) => !OWN_CONDITIONS.has(c.type)) ?? []),
+  ];
   const status: DetectionStatus = {
     policy: input.policyName,
-    state: degraded ? 'Degraded' : 'Healthy',
-    stuckPodCount: count,
+    state: nodeState(findings.degraded, input.io?.decision),
+    stuckPodCount: findings.stuckPods.length,
     stuckPods: findings.stuckPods.slice(0, MAX_LISTED_STUCK_PODS).map(stuckPodStatus),
     causes: [...findings.causes]
       .map(([cause, n]) => ({ cause, count: n }))
       .sort((a, b) => b.count - a.count || a.cause.localeCompare(b.cause)),
     ioEvidence: findings.evidence,
-    conditions: mergeConditions(
-      input.previous?.conditions?.filter((c) => c.type === 'SandboxCreationDegraded'),
-      [degradedCondition],
-      now,
-    ),
+    conditions,
   };
+  if (input.io) {
+    const { tracking } = input.io.decision;
+    const previousTracking = input.previous?.ioPressure;
+    status.ioPressure = {
+      observation: tracking.observation,
+      // Keep the stored text when the instant is the same (the API keeps what we wrote).
+      since:
+        previousTracking && new Date(previousTracking.since).getTime() === tracking.since.getTime()
+          ? previousTracking.since
+          : tracking.since.toISOString(),
+    };
+    if (input.io.readingToWrite) status.ioReading = input.io.readingToWrite;
+  }
   if (input.node.runtimeVersion) status.runtime = assessRuntimeVersion(input.node.runtimeVersion);
-  // Conditions owned by other parts (IO pressure, remediation) are kept as they are.
-  const others = input.previous?.conditions?.filter((c) => c.type !== 'SandboxCreationDegraded') ?? [];
-  status.conditions = [...status.conditions, ...others];
   return status;
 }
 
 /** The subset of a stored status that desiredDetectionStatus computes, for change detection. */
-export function storedDetectionStatus(previous: SandboxHealthStatus | undefined): Partial<DetectionStatus> {
+export function storedDetectionStatus(
+  previous: SandboxHealthStatus | undefined,
+  desired: DetectionStatus,
+): Partial<DetectionStatus> {
   if (!previous) return {};
-  const { policy, state, stuckPodCount, stuckPods, causes, ioEvidence, conditions, runtime } = previous;
   return Object.fromEntries(
-    Object.entries({
-      policy,
-      state,
-      stuckPodCount,
-      stuckPods,
-      causes,
-      ioEvidence,
-      conditions,
-      runtime,
-    }).filter(([, v]) => v !== undefined),
+    (Object.keys(desired) as (keyof DetectionStatus)[])
+      .filter((k) => previous[k] !== undefined)
+      .map((k) => [k, previous[k]]),
   );
 }
 
@@ -132,13 +167,42 @@ export function detectionTransitions(
 ): Transition[] {
   const transitions: Transition[] = [];
   const nodeRef = { kind: 'Node' as const, name: node.name, uid: node.uid };
-  const was = conditionStatus(previous?.conditions, 'SandboxCreationDegraded') === 'True';
-  const is = conditionStatus(desired.conditions, 'SandboxCreationDegraded') === 'True';
-  const message = desired.conditions.find((c) => c.type === 'SandboxCreationDegraded')?.message ?? '';
-  if (!was && is)
-    transitions.push({ target: nodeRef, type: 'Warning', reason: 'SandboxCreationDegraded', message });
-  if (was && !is)
-    transitions.push({ target: nodeRef, type: 'Normal', reason: 'SandboxCreationRecovered', message });
+  const messageOf = (type: string) => desired.conditions.find((c) => c.type === type)?.message ?? '';
+  const rose = (type: string) =>
+    conditionStatus(previous?.conditions, type) !== 'True' &&
+    conditionStatus(desired.conditions, type) === 'True';
+  const fell = (type: string) =>
+    conditionStatus(previous?.conditions, type) === 'True' &&
+    conditionStatus(desired.conditions, type) === 'False';
+
+  if (rose('SandboxCreationDegraded'))
+    transitions.push({
+      target: nodeRef,
+      type: 'Warning',
+      reason: 'SandboxCreationDegraded',
+      message: messageOf('SandboxCreationDegraded'),
+    });
+  if (fell('SandboxCreationDegraded'))
+    transitions.push({
+      target: nodeRef,
+      type: 'Normal',
+      reason: 'SandboxCreationRecovered',
+      message: messageOf('SandboxCreationDegraded'),
+    });
+  if (rose('IoPressureHigh'))
+    transitions.push({
+      target: nodeRef,
+      type: 'Warning',
+      reason: 'IoPressureHigh',
+      message: messageOf('IoPressureHigh'),
+    });
+  if (fell('IoPressureHigh'))
+    transitions.push({
+      target: nodeRef,
+      type: 'Normal',
+      reason: 'IoPressureRecovered',
+      message: messageOf('IoPressureHigh'),
+    });
 
   const known = new Set((previous?.stuckPods ?? []).map((p) => p.uid));
   for (const pod of desired.stuckPods) {

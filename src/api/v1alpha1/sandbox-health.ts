@@ -98,6 +98,18 @@ export const IoReadingSchema = z
   .describe('The latest IO reading for the node. A missing field is unknown, never zero.');
 export type IoReadingStatus = z.infer<typeof IoReadingSchema>;
 
+export const IoPressureTrackingSchema = z
+  .object({
+    observation: z
+      .enum(['Over', 'Under', 'Unknown'])
+      .describe('What the latest reading says: over a threshold, under all, or unknown (missing or stale).'),
+    since: time().describe('Since when the readings have said so without interruption.'),
+    exceeded: z.array(z.string()).max(8).optional().describe('The thresholds the latest reading reached.'),
+  })
+  .describe(
+    'How long the readings have been over or under the thresholds: the basis of sustainSeconds and recoverySeconds.',
+  );
+
 export const RuntimeInfoSchema = z
   .object({
     version: z.string().describe('containerRuntimeVersion from the node status, e.g. containerd://1.6.0.'),
@@ -155,6 +167,7 @@ export const SandboxHealthStatusSchema = z
       .optional()
       .describe('Whether the failure messages point at IO (NameReserved, DeadlineExceeded) or elsewhere.'),
     ioReading: IoReadingSchema.optional(),
+    ioPressure: IoPressureTrackingSchema.optional(),
     runtime: RuntimeInfoSchema.optional(),
     lastAction: z.string().optional().describe('The latest action, for kubectl get.'),
     actions: z.array(ActionRecordSchema).max(20).optional().describe('Recent actions, newest first.'),

@@ -4,7 +4,7 @@ import { FakeClock } from '../../../src/runtime/clock.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
 import { aNode, MemoryCluster } from '../../support/memory-cluster.js';
 
-const quiet = { info: () => undefined, debug: () => undefined };
+const quiet = { info: () => undefined, warn: () => undefined, debug: () => undefined };
 
 function setup(cluster: MemoryCluster, startSeconds = 0) {
   const clock = new FakeClock(secondsAfter(T0, startSeconds).getTime());
@@ -186,5 +186,85 @@ describe('PolicyReconciler', () => {
     await reconciler.reconcile('dry');
     expect(policyCondition(cluster, 'paused', 'Active')).to.include({ status: 'False', reason: 'Paused' });
     expect(policyCondition(cluster, 'dry', 'Active')).to.include({ status: 'True', reason: 'DryRun' });
+  });
+});
+
+describe('PolicyReconciler with IO readings', () => {
+  function setupWithSource(readings: Map<string, Record<string, unknown>>) {
+    const cluster = new MemoryCluster()
+      .addPolicy('p', {
+        detection: { stuckThresholdSeconds: 30 },
+        ioPressure: { sustainSeconds: 30, recoverySeconds: 60 },
+      })
+      .addNodes(aNode('n1'));
+    const stuck = aPod().named('web').onNode('n1').waitingSince(T0).build();
+    cluster.pods = [stuck];
+    cluster.events = [anEvent().about(stuck).saying(nameReservedMessage(stuck)).build()];
+    const clock = new FakeClock(secondsAfter(T0, 60).getTime());
+    const reconciler = new PolicyReconciler({
+      cache: cluster,
+      writer: cluster,
+      recorder: cluster,
+      clock,
+      logger: quiet,
+      sources: () => ({
+        kind: 'prometheus',
+        pollMs: 10_000,
+        refresh: () => Promise.resolve(),
+        read: (node: string) => {
+          const r = readings.get(node);
+          return r
+            ? { source: 'prometheus', observedTime: new Date(clock.now()).toISOString(), ...r }
+            : undefined;
+        },
+      }),
+    });
+    return { cluster, clock, reconciler };
+  }
+
+  it('raises IoPressureHigh after sustainSeconds, reports state IoPressure, and recovers after recoverySeconds', async () => {
+    const readings = new Map([['n1', { psiSomeAvg10Percent: 55 }]]);
+    const { cluster, clock, reconciler } = setupWithSource(readings);
+    const first = await reconciler.reconcile('p');
+    expect(condition(cluster, 'n1', 'IoPressureHigh')).to.include({
+      status: 'False',
+      reason: 'ThresholdNotSustained',
+    });
+    expect(cluster.health('n1')!.status!.ioReading).to.include({
+      source: 'prometheus',
+      psiSomeAvg10Percent: 55,
+    });
+    expect(first.requeueAfterMs).to.equal(10_000); // the poll interval comes before the 30 s sustain
+    cluster.takeEvents();
+
+    clock.advance(30_000);
+    await reconciler.reconcile('p');
+    expect(condition(cluster, 'n1', 'IoPressureHigh')).to.include({
+      status: 'True',
+      reason: 'ThresholdSustained',
+    });
+    expect(cluster.health('n1')!.status!.state).to.equal('IoPressure');
+    expect(cluster.takeEvents()).to.deep.equal(['Node/n1 Warning IoPressureHigh']);
+
+    readings.set('n1', { psiSomeAvg10Percent: 2 });
+    clock.advance(10_000);
+    await reconciler.reconcile('p');
+    expect(cluster.health('n1')!.status!.state).to.equal('Recovering');
+    clock.advance(60_000);
+    await reconciler.reconcile('p');
+    expect(condition(cluster, 'n1', 'IoPressureHigh')).to.include({ status: 'False', reason: 'Recovered' });
+    expect(cluster.takeEvents()).to.deep.equal(['Node/n1 Normal IoPressureRecovered']);
+    expect(cluster.health('n1')!.status!.state).to.equal('Degraded');
+  });
+
+  it('reports Unknown, not Under, when the source has no reading', async () => {
+    const { cluster, reconciler } = setupWithSource(new Map());
+    await reconciler.reconcile('p');
+    expect(condition(cluster, 'n1', 'IoPressureHigh')).to.include({
+      status: 'Unknown',
+      reason: 'ReadingUnknown',
+    });
+    expect(cluster.health('n1')!.status!.ioPressure).to.include({ observation: 'Unknown' });
+    expect(cluster.health('n1')!.status!.state).to.equal('Degraded');
   });
 });

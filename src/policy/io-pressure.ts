@@ -1,0 +1,158 @@
+// PURE: judges IO readings against a policy's thresholds, and turns a run of judgements into the
+// IoPressureHigh condition with sustainSeconds before it rises and recoverySeconds before it falls.
+import type { ConditionStatus, IoReadingStatus } from '../api/v1alpha1/index.js';
+
+export interface IoThresholds {
+  psiSomeAvg10Percent: number;
+  psiFullAvg10Percent: number;
+  diskBusyPercent: number;
+  blockedProcesses: number;
+}
+
+export type IoObservation = 'Over' | 'Under' | 'Unknown';
+
+export interface Judgement {
+  observation: IoObservation;
+  /** What reached its threshold ("PSI some avg10 42.1% >= 40%"), or why the reading is unknown. */
+  details: string[];
+}
+
+/** Any known value at or over its threshold is Over; unknown or stale readings are Unknown, never Under. */
+export function judgeReading(
+  reading: IoReadingStatus | undefined,
+  thresholds: IoThresholds,
+  now: Date,
+  staleAfterSeconds: number,
+): Judgement {
+  if (!reading) return { observation: 'Unknown', details: ['no reading'] };
+  const age = (now.getTime() - new Date(reading.observedTime).getTime()) / 1000;
+  if (!Number.isFinite(age) || age > staleAfterSeconds) {
+    return {
+      observation: 'Unknown',
+      details: [`reading from ${reading.observedTime} is older than ${staleAfterSeconds}s`],
+    };
+  }
+  if (reading.conditionTrue !== undefined) {
+    return reading.conditionTrue
+      ? { observation: 'Over', details: ['the node condition reports IO pressure'] }
+      : { observation: 'Under', details: [] };
+  }
+  const checks: [string, number | undefined, number, string][] = [
+    ['PSI some avg10', reading.psiSomeAvg10Percent, thresholds.psiSomeAvg10Percent, '%'],
+    ['PSI full avg10', reading.psiFullAvg10Percent, thresholds.psiFullAvg10Percent, '%'],
+    ['disk busy', reading.diskBusyPercent, thresholds.diskBusyPercent, '%'],
+    ['blocked tasks', reading.blockedProcesses, thresholds.blockedProcesses, ''],
+  ];
+  const known = checks.filter(([, value]) => value !== undefined);
+  if (known.length === 0) return { observation: 'Unknown', details: ['the reading has no known value'] };
+  const over = known.filter(([, value, limit]) => (value ?? 0) >= limit);
+  if (over.length === 0) return { observation: 'Under', details: [] };
+  return {
+    observation: 'Over',
+    details: over.map(([name, value, limit, unit]) => `${name} ${value}${unit} >= ${limit}${unit}`),
+  };
+}
+
+export interface Tracking {
+  observation: IoObservation;
+  since: Date;
+}
+
+export interface IoPressureDecision {
+  tracking: Tracking;
+  condition: { type: 'IoPressureHigh'; status: ConditionStatus; reason: string; message: string };
+  /** When the condition may change next without a new reading (sustain or recovery elapsing). */
+  recheckAfterMs?: number;
+}
+
+/**
+ * IoPressureHigh rises after readings stay Over for sustainSeconds and falls after they stay Under for
+ * recoverySeconds. Unknown readings make it Unknown: nothing acts on, or undoes because of, what is unknown.
+ */
+export function decideIoPressure(input: {
+  previousStatus: ConditionStatus | undefined;
+  previousTracking: Tracking | undefined;
+  judgement: Judgement;
+  now: Date;
+  sustainSeconds: number;
+  recoverySeconds: number;
+}): IoPressureDecision {
+  const { judgement, now } = input;
+  const tracking: Tracking =
+    input.previousTracking?.observation === judgement.observation
+      ? input.previousTracking
+      : { observation: judgement.observation, since: now };
+  const elapsedMs = now.getTime() - tracking.since.getTime();
+  const wasHigh = input.previousStatus === 'True';
+  const detail = judgement.details.join('; ');
+  const since = tracking.since.toISOString();
+
+  if (judgement.observation === 'Unknown') {
+    return {
+      tracking,
+      condition: {
+        type: 'IoPressureHigh',
+        status: 'Unknown',
+        reason: 'ReadingUnknown',
+        message: `IO pressure is unknown: ${detail}.`,
+      },
+    };
+  }
+  if (judgement.observation === 'Over') {
+    const sustainMs = input.sustainSeconds * 1000;
+    if (wasHigh || elapsedMs >= sustainMs) {
+      return {
+        tracking,
+        condition: {
+          type: 'IoPressureHigh',
+          status: 'True',
+          reason: 'ThresholdSustained',
+          message: `Over threshold since ${since}: ${detail}.`,
+        },
+      };
+    }
+    return {
+      tracking,
+      condition: {
+        type: 'IoPressureHigh',
+        status: 'False',
+        reason: 'ThresholdNotSustained',
+        message: `Over threshold since ${since}, not yet for ${input.sustainSeconds}s: ${detail}.`,
+      },
+      recheckAfterMs: sustainMs - elapsedMs,
+    };
+  }
+  const recoveryMs = input.recoverySeconds * 1000;
+  if (!wasHigh) {
+    return {
+      tracking,
+      condition: {
+        type: 'IoPressureHigh',
+        status: 'False',
+        reason: 'BelowThresholds',
+        message: 'Every known reading is below its threshold.',
+      },
+    };
+  }
+  if (elapsedMs >= recoveryMs) {
+    return {
+      tracking,
+      condition: {
+        type: 'IoPressureHigh',
+        status: 'False',
+        reason: 'Recovered',
+        message: `Below every threshold since ${since} (${input.recoverySeconds}s).`,
+      },
+    };
+  }
+  return {
+    tracking,
+    condition: {
+      type: 'IoPressureHigh',
+      status: 'True',
+      reason: 'RecoveryPending',
+      message: `Below every threshold since ${since}; recovered after ${input.recoverySeconds}s.`,
+    },
+    recheckAfterMs: recoveryMs - elapsedMs,
+  };
+}

@@ -1,0 +1,56 @@
+import type { SandboxPolicySpec } from '../api/v1alpha1/index.js';
+import type { ClusterCache } from '../controllers/ports.js';
+import { AgentSource, NodeConditionSource } from './cache-sources.js';
+import { KubeletSummarySource } from './kubelet-summary.js';
+import { PrometheusSource } from './prometheus.js';
+import type { IoSource } from './types.js';
+
+export interface SourceDeps {
+  cache: ClusterCache;
+  fetchKubeletSummary: (nodeName: string) => Promise<unknown>;
+  onSourceError?: (nodeName: string, err: unknown) => void;
+}
+
+/**
+ * One source per policy, kept while the policy's ioPressure settings stay the same (polled sources keep their
+ * last readings between reconciles), and rebuilt when they change.
+ */
+export class SourceRegistry {
+  private readonly sources = new Map<string, { key: string; source: IoSource }>();
+  constructor(private readonly deps: SourceDeps) {}
+
+  forPolicy(policyName: string, spec: SandboxPolicySpec): IoSource {
+    const io = spec.ioPressure;
+    const key = JSON.stringify([io.source, io.prometheus, io.nodeCondition]);
+    const existing = this.sources.get(policyName);
+    if (existing?.key === key) return existing.source;
+    const source = this.build(spec);
+    this.sources.set(policyName, { key, source });
+    return source;
+  }
+
+  forget(policyName: string): void {
+    this.sources.delete(policyName);
+  }
+
+  private build(spec: SandboxPolicySpec): IoSource {
+    const io = spec.ioPressure;
+    switch (io.source) {
+      case 'agent':
+        return new AgentSource(this.deps.cache);
+      case 'nodeCondition':
+        return new NodeConditionSource(this.deps.cache, io.nodeCondition.type);
+      case 'prometheus':
+        // Validation guarantees the settings exist for this source.
+        if (!io.prometheus)
+          throw new Error('spec.ioPressure.prometheus is required when source is prometheus');
+        return new PrometheusSource(io.prometheus);
+      case 'kubeletSummary':
+        return new KubeletSummarySource(
+          (node) => this.deps.fetchKubeletSummary(node),
+          undefined,
+          (node, err) => this.deps.onSourceError?.(node, err),
+        );
+    }
+  }
+}

@@ -1,0 +1,13 @@
+import type { IoReadingStatus } from '../api/v1alpha1/index.js';
+
+/**
+ * A source of IO readings per node. refresh() fetches what it needs for these nodes (a no-op for sources fed
+ * by the cache); read() returns the latest reading or undefined when unknown. Never 0 for unknown.
+ */
+export interface IoSource {
+  readonly kind: string;
+  refresh(nodeNames: readonly string[]): Promise<void>;
+  read(nodeName: string): IoReadingStatus | undefined;
+  /** How often to come back for fresh readings when the source is polled rather than pushed. */
+  readonly pollMs?: number;
+}

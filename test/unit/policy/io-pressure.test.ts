@@ -1,0 +1,151 @@
+import { expect } from 'chai';
+import { decideIoPressure, judgeReading, type Judgement } from '../../../src/policy/io-pressure.js';
+import { secondsAfter, T0 } from '../../support/builders.js';
+
+const thresholds = {
+  psiSomeAvg10Percent: 40,
+  psiFullAvg10Percent: 20,
+  diskBusyPercent: 90,
+  blockedProcesses: 8,
+};
+const reading = (fields: Record<string, unknown>, at = T0) => ({
+  source: 'agent',
+  observedTime: at.toISOString(),
+  ...fields,
+});
+
+describe('judgeReading', () => {
+  const table: {
+    name: string;
+    reading: ReturnType<typeof reading> | undefined;
+    observation: string;
+    detail?: RegExp;
+  }[] = [
+    { name: 'no reading', reading: undefined, observation: 'Unknown', detail: /no reading/ },
+    {
+      name: 'a reading with nothing known',
+      reading: reading({}),
+      observation: 'Unknown',
+      detail: /no known value/,
+    },
+    {
+      name: 'everything low',
+      reading: reading({ psiSomeAvg10Percent: 3, diskBusyPercent: 10, blockedProcesses: 0 }),
+      observation: 'Under',
+    },
+    {
+      name: 'PSI some at its threshold',
+      reading: reading({ psiSomeAvg10Percent: 40 }),
+      observation: 'Over',
+      detail: /PSI some avg10 40% >= 40%/,
+    },
+    {
+      name: 'PSI full over',
+      reading: reading({ psiSomeAvg10Percent: 10, psiFullAvg10Percent: 25 }),
+      observation: 'Over',
+      detail: /PSI full/,
+    },
+    {
+      name: 'a busy disk',
+      reading: reading({ diskBusyPercent: 99 }),
+      observation: 'Over',
+      detail: /disk busy 99% >= 90%/,
+    },
+    {
+      name: 'many blocked tasks',
+      reading: reading({ blockedProcesses: 12 }),
+      observation: 'Over',
+      detail: /blocked tasks 12 >= 8/,
+    },
+    { name: 'a true node condition', reading: reading({ conditionTrue: true }), observation: 'Over' },
+    { name: 'a false node condition', reading: reading({ conditionTrue: false }), observation: 'Under' },
+    {
+      name: 'a stale high reading',
+      reading: reading({ psiSomeAvg10Percent: 90 }, secondsAfter(T0, -120)),
+      observation: 'Unknown',
+      detail: /older than 90s/,
+    },
+  ];
+  for (const row of table) {
+    it(`says ${row.observation} for ${row.name}`, () => {
+      const judged = judgeReading(row.reading, thresholds, T0, 90);
+      expect(judged.observation).to.equal(row.observation);
+      if (row.detail) expect(judged.details.join('; ')).to.match(row.detail);
+    });
+  }
+});
+
+describe('decideIoPressure', () => {
+  const over: Judgement = { observation: 'Over', details: ['PSI some avg10 50% >= 40%'] };
+  const under: Judgement = { observation: 'Under', details: [] };
+  const unknown: Judgement = { observation: 'Unknown', details: ['no reading'] };
+
+  /** Plays judgements at the given seconds, carrying status and tracking along as the stored status would. */
+  function play(steps: [number, Judgement][]) {
+    let status: 'True' | 'False' | 'Unknown' | undefined;
+    let tracking: { observation: 'Over' | 'Under' | 'Unknown'; since: Date } | undefined;
+    return steps.map(([at, judgement]) => {
+      const d = decideIoPressure({
+        previousStatus: status,
+        previousTracking: tracking,
+        judgement,
+        now: secondsAfter(T0, at),
+        sustainSeconds: 30,
+        recoverySeconds: 120,
+      });
+      status = d.condition.status;
+      tracking = d.tracking;
+      return [at, d.condition.status, d.condition.reason, d.recheckAfterMs] as const;
+    });
+  }
+
+  it('rises only after sustainSeconds over, and falls only after recoverySeconds under', () => {
+    expect(
+      play([
+        [0, under],
+        [10, over],
+        [25, over],
+        [40, over],
+        [60, under],
+        [100, under],
+        [180, under],
+      ]),
+    ).to.deep.equal([
+      [0, 'False', 'BelowThresholds', undefined],
+      [10, 'False', 'ThresholdNotSustained', 30_000],
+      [25, 'False', 'ThresholdNotSustained', 15_000],
+      [40, 'True', 'ThresholdSustained', undefined],
+      [60, 'True', 'RecoveryPending', 120_000],
+      [100, 'True', 'RecoveryPending', 80_000],
+      [180, 'False', 'Recovered', undefined],
+    ]);
+  });
+
+  it('restarts the sustain window when a reading dips under', () => {
+    const steps = play([
+      [0, over],
+      [20, under],
+      [25, over],
+      [50, over],
+      [55, over],
+    ]);
+    expect(steps.map((s) => s[1])).to.deep.equal(['False', 'False', 'False', 'False', 'True']);
+  });
+
+  it('goes Unknown on unknown readings and neither rises nor recovers through them', () => {
+    const steps = play([
+      [0, over],
+      [40, over],
+      [50, unknown],
+      [300, unknown],
+      [310, under],
+    ]);
+    expect(steps.map((s) => `${s[1]}/${s[2]}`)).to.deep.equal([
+      'False/ThresholdNotSustained',
+      'True/ThresholdSustained',
+      'Unknown/ReadingUnknown',
+      'Unknown/ReadingUnknown',
+      'False/BelowThresholds',
+    ]);
+  });
+});

@@ -7,6 +7,7 @@ import { existsSync, realpathSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
+import { describeError } from '../../src/kube/errors.js';
 import { REPO_ROOT } from './manifests.js';
 
 const run = promisify(execFile);
@@ -114,7 +115,7 @@ export async function eventually<T>(
     }
     if (Date.now() > deadline) {
       throw new Error(
-        `timed out after ${timeoutMs} ms waiting for ${what}${lastError instanceof Error ? `: ${lastError.message}` : ''}`,
+        `timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `: ${describeError(lastError)}` : ''}`,
       );
     }
     await sleep(intervalMs);

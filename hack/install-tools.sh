@@ -9,6 +9,9 @@ log() { printf '[install-tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 declare -A wanted=(
   [openssl]=openssl
   [curl]=curl
+  [stress-ng]=stress-ng
+  [prometheus]=prometheus
+  [prometheus-node-exporter]=prometheus-node-exporter
 )
 missing=()
 for cmd in "${!wanted[@]}"; do command -v "$cmd" >/dev/null || missing+=("${wanted[$cmd]}"); done

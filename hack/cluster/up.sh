@@ -102,7 +102,7 @@ ENV
   kc apply --server-side -f "$here/stages/" >/dev/null
   start kwok "$KWOK_BIN/kwok" --kubeconfig="$CLUSTER_DIR/kwok.kubeconfig" --enable-crds=Stage \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-    --node-lease-duration-seconds=40 --cidr=10.244.0.0/16 --node-ip=10.244.0.1
+    --node-lease-duration-seconds=40 --cidr=10.244.0.0/16 --node-ip=127.0.0.1
   wait_for "service account default/default" 120 kc get serviceaccount default -n default
 fi
 

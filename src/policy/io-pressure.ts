@@ -67,7 +67,8 @@ export interface IoPressureDecision {
 
 /**
  * IoPressureHigh rises after readings stay Over for sustainSeconds and falls after they stay Under for
- * recoverySeconds. Unknown readings make it Unknown: nothing acts on, or undoes because of, what is unknown.
+ * recoverySeconds. Unknown readings make it Unknown, or keep it True when it was: nothing acts on, or undoes
+ * because of, what is unknown.
  */
 export function decideIoPressure(input: {
   previousStatus: ConditionStatus | undefined;
@@ -88,13 +89,17 @@ export function decideIoPressure(input: {
   const since = tracking.since.toISOString();
 
   if (judgement.observation === 'Unknown') {
+    // A node known to be under pressure stays so until readings prove otherwise for recoverySeconds:
+    // unknown readings neither raise nor clear the condition, so nothing is undone on what was not verified.
+    const status = wasHigh ? 'True' : 'Unknown';
+    const lastKnown = wasHigh ? ' Last known: over threshold.' : '';
     return {
       tracking,
       condition: {
         type: 'IoPressureHigh',
-        status: 'Unknown',
+        status,
         reason: 'ReadingUnknown',
-        message: `IO pressure is unknown: ${detail}.`,
+        message: `IO pressure is unknown since ${since}: ${detail}.${lastKnown}`,
       },
     };
   }

@@ -1,6 +1,5 @@
 import { expect } from 'chai';
 import { join } from 'node:path';
-import type { SandboxHealthStatus, SandboxPolicyStatus } from '../../src/api/v1alpha1/index.js';
 import {
   api,
   Cleanup,
@@ -15,46 +14,7 @@ import {
 } from '../support/cluster.js';
 import { REPO_ROOT } from '../support/manifests.js';
 import { OperatorProcess } from '../support/operator-process.js';
-
-const GROUP = 'sandbox.remediator.io';
-
-async function getHealth(node: string): Promise<SandboxHealthStatus | undefined> {
-  const { objects } = api();
-  try {
-    const h = await objects.read<{
-      apiVersion: string;
-      kind: string;
-      metadata: { name: string };
-      status?: SandboxHealthStatus;
-    }>({
-      apiVersion: `${GROUP}/v1alpha1`,
-      kind: 'SandboxHealth',
-      metadata: { name: node },
-    });
-    return h.status;
-  } catch {
-    return undefined;
-  }
-}
-
-async function getPolicyStatus(name: string): Promise<SandboxPolicyStatus | undefined> {
-  const result = await kubectl(['get', 'sandboxpolicy', name, '-o', 'json']);
-  return result.code === 0
-    ? (JSON.parse(result.stdout) as { status?: SandboxPolicyStatus }).status
-    : undefined;
-}
-
-const condition = (
-  conditions: { type: string; status: string; message: string }[] | undefined,
-  type: string,
-) => conditions?.find((c) => c.type === type);
-
-async function applyPolicy(cleanup: Cleanup, name: string, spec: Record<string, unknown>) {
-  const manifest = { apiVersion: `${GROUP}/v1alpha1`, kind: 'SandboxPolicy', metadata: { name }, spec };
-  const result = await kubectl(['apply', '-f', '-'], JSON.stringify(manifest));
-  expect(result.code, result.stderr).to.equal(0);
-  cleanup.add(() => kubectl(['delete', 'sandboxpolicy', name, '--ignore-not-found']));
-}
+import { applyPolicy, condition, getHealth, getPolicyStatus } from '../support/resources.js';
 
 describe('operator against the real cluster', function () {
   const operator = new OperatorProcess();
@@ -296,9 +256,9 @@ describe('operator against the real cluster', function () {
       // Always bring the apiserver back, even when the assertion above failed.
       const startedApi = await hack('component.sh', ['start', 'kube-apiserver']);
       expect(startedApi.code, startedApi.stderr).to.equal(0);
-      // controller-manager and scheduler got 403s while the new apiserver's RBAC cache warmed up and sit in
+      // controller-manager, scheduler and kwok got 403s while the new apiserver's RBAC cache warmed up and sit in
       // client-go backoff for about a minute; fresh ones leave a healthy control plane to the tests after this.
-      for (const component of ['kube-controller-manager', 'kube-scheduler']) {
+      for (const component of ['kube-controller-manager', 'kube-scheduler', 'kwok']) {
         const restarted = await hack('component.sh', ['restart', component]);
         expect(restarted.code, restarted.stderr).to.equal(0);
       }

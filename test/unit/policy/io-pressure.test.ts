@@ -132,20 +132,38 @@ describe('decideIoPressure', () => {
     expect(steps.map((s) => s[1])).to.deep.equal(['False', 'False', 'False', 'False', 'True']);
   });
 
-  it('goes Unknown on unknown readings and neither rises nor recovers through them', () => {
-    const steps = play([
+  it('neither rises nor recovers through unknown readings', () => {
+    const wasHigh = play([
       [0, over],
       [40, over],
       [50, unknown],
       [300, unknown],
       [310, under],
+      [429, under],
+      [430, under],
     ]);
-    expect(steps.map((s) => `${s[1]}/${s[2]}`)).to.deep.equal([
+    expect(wasHigh.map((s) => `${s[1]}/${s[2]}`)).to.deep.equal([
       'False/ThresholdNotSustained',
       'True/ThresholdSustained',
-      'Unknown/ReadingUnknown',
-      'Unknown/ReadingUnknown',
+      'True/ReadingUnknown', // still known to be high: nothing may be undone on unknown readings
+      'True/ReadingUnknown',
+      'True/RecoveryPending', // recovery counts from the first verified reading under the thresholds
+      'True/RecoveryPending',
+      'False/Recovered',
+    ]);
+    const wasLow = play([
+      [0, under],
+      [10, unknown],
+      [20, over],
+      [45, over],
+      [50, over],
+    ]);
+    expect(wasLow.map((s) => `${s[1]}/${s[2]}`)).to.deep.equal([
       'False/BelowThresholds',
+      'Unknown/ReadingUnknown',
+      'False/ThresholdNotSustained',
+      'False/ThresholdNotSustained',
+      'True/ThresholdSustained',
     ]);
   });
 });

@@ -1,0 +1,34 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { KUBECONFIG } from './cluster.js';
+import { REPO_ROOT } from './manifests.js';
+
+/** `sandbox-remediator agent` as its own process, reading this machine's /proc for a kwok node. */
+export class AgentProcess {
+  private child: ChildProcess | undefined;
+  output = '';
+  start(nodeName: string, extra: string[] = []): void {
+    this.child = spawn(
+      process.execPath,
+      [
+        '--import',
+        join(REPO_ROOT, 'node_modules', 'tsx', 'dist', 'esm', 'index.mjs'),
+        join(REPO_ROOT, 'src', 'main.ts'),
+        'agent',
+        `--node-name=${nodeName}`,
+        `--kubeconfig=${KUBECONFIG}`,
+        '--metrics-bind-address=127.0.0.1:0',
+        ...extra,
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
+    this.child.stderr?.on('data', (d: Buffer) => (this.output += d.toString()));
+  }
+  async stop(): Promise<number | null> {
+    const child = this.child;
+    if (!child || child.exitCode !== null) return child?.exitCode ?? null;
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+    child.kill('SIGTERM');
+    return exited;
+  }
+}

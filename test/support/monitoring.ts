@@ -1,0 +1,117 @@
+// node_exporter and Prometheus (Debian packages) on 127.0.0.1 for tests: node_exporter's series carry a
+// `node` label naming a kwok node, as a relabel rule in a real cluster would.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { eventually } from './cluster.js';
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => {
+        resolve(typeof address === 'object' && address ? address.port : 0);
+      });
+    });
+  });
+}
+
+export class Monitoring {
+  private children: ChildProcess[] = [];
+  private dir = '';
+  prometheusUrl = '';
+  nodeExporterUrl = '';
+
+  async start(nodeName: string): Promise<void> {
+    this.dir = await mkdtemp(join(tmpdir(), 'prom-'));
+    const exporterPort = await freePort();
+    const prometheusPort = await freePort();
+    this.nodeExporterUrl = `http://127.0.0.1:${exporterPort}`;
+    this.prometheusUrl = `http://127.0.0.1:${prometheusPort}`;
+    this.children.push(
+      spawn(
+        'prometheus-node-exporter',
+        [
+          `--web.listen-address=127.0.0.1:${exporterPort}`,
+          '--collector.disable-defaults',
+          '--collector.pressure',
+          '--collector.diskstats',
+          '--collector.stat',
+        ],
+        {
+          stdio: 'ignore',
+        },
+      ),
+    );
+    await writeFile(
+      join(this.dir, 'prometheus.yml'),
+      [
+        'global: { scrape_interval: 2s, evaluation_interval: 2s }',
+        'scrape_configs:',
+        '  - job_name: node',
+        '    static_configs:',
+        `      - targets: ['127.0.0.1:${exporterPort}']`,
+        `        labels: { node: '${nodeName}' }`,
+      ].join('\n'),
+    );
+    this.children.push(
+      spawn(
+        'prometheus',
+        [
+          `--config.file=${join(this.dir, 'prometheus.yml')}`,
+          `--storage.tsdb.path=${join(this.dir, 'data')}`,
+          `--web.listen-address=127.0.0.1:${prometheusPort}`,
+          '--storage.tsdb.retention.time=1h',
+        ],
+        { stdio: 'ignore' },
+      ),
+    );
+    await eventually(
+      'node_exporter to serve metrics',
+      async () => (await fetch(`${this.nodeExporterUrl}/metrics`)).ok,
+    );
+    await eventually(
+      'Prometheus to have scraped node_exporter',
+      async () => {
+        const res = await fetch(
+          `${this.prometheusUrl}/api/v1/query?query=${encodeURIComponent('node_procs_blocked')}`,
+        );
+        const body = (await res.json()) as { data?: { result?: unknown[] } };
+        return (body.data?.result?.length ?? 0) > 0;
+      },
+      { timeoutMs: 60_000, intervalMs: 1000 },
+    );
+  }
+
+  async stop(): Promise<void> {
+    for (const child of this.children) child.kill('SIGTERM');
+    this.children = [];
+    if (this.dir) await rm(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** A bounded stress-ng disk load in a temporary directory; stops by itself after `seconds`. */
+export class DiskLoad {
+  private child: ChildProcess | undefined;
+  private dir = '';
+  async start(seconds: number): Promise<void> {
+    this.dir = await mkdtemp(join(tmpdir(), 'stress-'));
+    this.child = spawn(
+      'stress-ng',
+      ['--io', '4', '--hdd', '2', '--timeout', `${seconds}s`, '--temp-path', this.dir],
+      { stdio: 'ignore' },
+    );
+  }
+  async stop(): Promise<void> {
+    if (this.child && this.child.exitCode === null) {
+      const exited = new Promise((resolve) => this.child?.once('exit', resolve));
+      this.child.kill('SIGINT');
+      await exited;
+    }
+    if (this.dir) await rm(this.dir, { recursive: true, force: true });
+  }
+}

@@ -1,7 +1,8 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { IoReadingStatus } from '../api/v1alpha1/index.js';
 import type { Logger } from '../observability/logger.js';
-import { computeReading, isMaterialChange } from './reading.js';
+import { isMaterialChange } from '../signals/material-change.js';
+import { computeReading } from './reading.js';
 import { takeSample, type RawSample } from './sampler.js';
 
 export interface Publisher {

@@ -57,8 +57,10 @@ export function policiesFor(
     case 'SandboxHealth':
       // The operator's own writes are noise; a deletion (recreate it) or a new agent reading are not.
       if (change.type === 'delete') return forNode(change.health.nodeName ?? change.key);
-      return isDeepStrictEqual(change.health.status?.ioReading, change.previous?.status?.ioReading)
-        ? []
-        : forNode(change.health.nodeName ?? change.key);
+      // Readings of polled sources are the operator's own writes too: only the agent's arrive this way.
+      return change.health.status?.ioReading?.source === 'agent' &&
+        !isDeepStrictEqual(change.health.status.ioReading, change.previous?.status?.ioReading)
+        ? forNode(change.health.nodeName ?? change.key)
+        : [];
   }
 }

@@ -8,6 +8,7 @@ import {
 } from '../detection/index.js';
 import { decideIoPressure, judgeReading } from '../policy/io-pressure.js';
 import type { ReconcileResult } from '../runtime/controller.js';
+import { isMaterialChange } from '../signals/material-change.js';
 import type { IoSource } from '../signals/types.js';
 import type { Clock } from '../runtime/clock.js';
 import { conditionStatus } from '../status/conditions.js';
@@ -193,7 +194,13 @@ export class PolicyReconciler {
         if (decision.recheckAfterMs !== undefined)
           recheckAfterMs = Math.min(recheckAfterMs ?? Infinity, decision.recheckAfterMs);
         io = { decision };
-        if (reading && source.kind !== 'agent') io.readingToWrite = reading;
+        if (reading && source.kind !== 'agent') {
+          // Polled readings are written when they moved, or before the stored one goes stale: not every poll.
+          const stored = previous?.ioReading;
+          const ageMs = stored ? now.getTime() - new Date(stored.observedTime).getTime() : Infinity;
+          const refresh = isMaterialChange(stored, reading) || ageMs >= (io_.staleAfterSeconds * 1000) / 2;
+          io.readingToWrite = refresh || !stored ? reading : stored;
+        }
       }
       const desired = desiredDetectionStatus({
         policyName,

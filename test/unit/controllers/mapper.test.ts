@@ -1,0 +1,73 @@
+import { expect } from 'chai';
+import { policiesFor } from '../../../src/controllers/mapper.js';
+import { aPod, anEvent } from '../../support/builders.js';
+import { aNode, MemoryCluster } from '../../support/memory-cluster.js';
+
+describe('policiesFor', () => {
+  const cluster = new MemoryCluster()
+    .addPolicy('zone-a', { nodeSelector: { matchLabels: { zone: 'a' } } })
+    .addPolicy('rest', {})
+    .addNodes(aNode('a1', { zone: 'a' }), aNode('b1', { zone: 'b' }));
+  const pod = aPod().named('p').onNode('a1').build();
+  const byUid = (uid: string) => (uid === pod.uid ? pod : undefined);
+  const reading = (source: string, psi: number) => ({
+    source,
+    observedTime: '2026-11-30T10:00:00Z',
+    psiSomeAvg10Percent: psi,
+  });
+  const health = (source: string, psi: number) => ({
+    name: 'a1',
+    uid: 'h',
+    nodeName: 'a1',
+    status: { ioReading: reading(source, psi) },
+  });
+
+  it('maps pods and their events to the policy owning their node', () => {
+    expect(policiesFor({ kind: 'Pod', type: 'add', key: 'default/p', pod }, cluster, byUid)).to.deep.equal([
+      'zone-a',
+    ]);
+    const event = anEvent().about(pod).build();
+    expect(
+      policiesFor({ kind: 'Event', type: 'update', key: 'default/e', event }, cluster, byUid),
+    ).to.deep.equal(['zone-a']);
+    const stray = anEvent().about(aPod().build()).build();
+    expect(
+      policiesFor({ kind: 'Event', type: 'add', key: 'default/x', event: stray }, cluster, byUid),
+    ).to.deep.equal([]);
+  });
+
+  it('maps node and policy changes to every policy, a deleted policy included', () => {
+    expect(policiesFor({ kind: 'Node', type: 'update', key: 'b1' }, cluster, byUid).sort()).to.deep.equal([
+      'rest',
+      'zone-a',
+    ]);
+    expect(
+      policiesFor({ kind: 'SandboxPolicy', type: 'delete', key: 'gone' }, cluster, byUid).sort(),
+    ).to.deep.equal(['gone', 'rest', 'zone-a']);
+  });
+
+  it("reacts to a new agent reading or a deleted SandboxHealth, not to the operator's own writes", () => {
+    const change = (source: string, before: number, after: number) =>
+      policiesFor(
+        {
+          kind: 'SandboxHealth',
+          type: 'update',
+          key: 'a1',
+          health: health(source, after),
+          previous: health(source, before),
+        },
+        cluster,
+        byUid,
+      );
+    expect(change('agent', 1, 50)).to.deep.equal(['zone-a']);
+    expect(change('agent', 50, 50)).to.deep.equal([]);
+    expect(change('prometheus', 1, 50)).to.deep.equal([]);
+    expect(
+      policiesFor(
+        { kind: 'SandboxHealth', type: 'delete', key: 'a1', health: health('agent', 1) },
+        cluster,
+        byUid,
+      ),
+    ).to.deep.equal(['zone-a']);
+  });
+});

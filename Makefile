@@ -71,9 +71,10 @@ test: test-unit test-integration ## Everything CI runs: unit and integration tes
 ##@ Benchmarks
 
 .PHONY: bench
-bench: deps tools ## Detection latency (50 pods) and cache memory (5,000 pods, against client-node's informer); results in bench/results/
+bench: deps tools ## Detection latency, cache memory (vs client-node's informer), agent overhead (vs node_exporter); results in bench/results/
 	tsx bench/detection-latency.ts --pods 50
 	tsx bench/cache-memory.ts --pods 5000
+	tsx bench/agent-overhead.ts --seconds 60
 
 ##@ Local cluster
 

@@ -25,7 +25,7 @@ export default tseslint.config(
   },
   {
     // Chai's property assertions (expect(x).to.be.true) read as unused expressions.
-    files: ['test/**/*.ts'],
+    files: ['test/**/*.ts', 'bench/**/*.ts'],
     rules: {
       '@typescript-eslint/no-unused-expressions': 'off',
       '@typescript-eslint/no-non-null-assertion': 'off',

@@ -22,7 +22,9 @@ import { REPO_ROOT } from '../test/support/manifests.js';
 
 const arg = (name: string) => process.argv[process.argv.indexOf(name) + 1];
 const FIELD_SELECTOR = 'status.phase=Pending,spec.nodeName!=';
-const log = (msg: string) => console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}`);
+const log = (msg: string) => {
+  console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}`);
+};
 
 const heapAfterGc = () => {
   (globalThis as { gc?: () => void }).gc?.();

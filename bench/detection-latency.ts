@@ -27,7 +27,9 @@ import { percentile } from './stats.js';
 
 const PODS = Number(process.argv[process.argv.indexOf('--pods') + 1]) || 50;
 const THRESHOLD_SECONDS = 1;
-const log = (msg: string) => console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}`);
+const log = (msg: string) => {
+  console.error(`[bench ${new Date().toISOString().slice(11, 19)}] ${msg}`);
+};
 
 if (!(await isClusterUp())) await startCluster();
 await kubectl(['apply', '--server-side', '--force-conflicts', '-f', join(REPO_ROOT, 'crds')]);

@@ -1,12 +1,15 @@
 #!/usr/bin/env node
 // Composition root: parses the command line and hands over to one subcommand.
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { stringify } from 'yaml';
-import { buildCustomResourceDefinition, RESOURCE_KINDS } from './api/v1alpha1/index.js';
-import { runValidate } from './cli/validate.js';
-import { runOperator, type OperatorFlags } from './cli/operator.js';
-import { runAgent, type AgentFlags } from './cli/agent.js';
+import type { OperatorFlags } from './cli/operator.js';
+import type { AgentFlags } from './cli/agent.js';
 import { LOG_LEVELS } from './observability/logger.js';
+
+// `sandbox-remediator crds | head` closes the pipe early: that is not an error.
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code === 'EPIPE') process.exit(0);
+  throw err;
+});
 
 const program = new Command()
   .name('sandbox-remediator')
@@ -27,6 +30,8 @@ program
     '\nExit status: 0 when every policy is valid, 1 otherwise.\nExample: sandbox-remediator validate config/samples/*.yaml',
   )
   .action(async (files: string[]) => {
+    // Subcommands load their own dependencies: the agent on every node should not carry the operator's.
+    const { runValidate } = await import('./cli/validate.js');
     process.exitCode = await runValidate(files);
   });
 
@@ -62,6 +67,7 @@ program
     '\nLogs are JSON lines on stderr. SIGTERM or SIGINT stops it gracefully.\nExample: sandbox-remediator operator --kubeconfig .cluster/kubeconfig --metrics-bind-address 127.0.0.1:8080',
   )
   .action(async (flags: OperatorFlags) => {
+    const { runOperator } = await import('./cli/operator.js');
     process.exitCode = await runOperator(flags);
   });
 
@@ -85,13 +91,16 @@ program
     '\nReads pressure/io (PSI), diskstats (busy %, await, in flight), stat (procs_blocked), PID/stat and PID/wchan\n(D-state tasks, kworker CPU). A file that is missing or malformed makes its values unknown, never 0.\nExample: sandbox-remediator agent --node-name kwok-node-1 --kubeconfig .cluster/kubeconfig --metrics-bind-address 127.0.0.1:9102',
   )
   .action(async (flags: AgentFlags) => {
+    const { runAgent } = await import('./cli/agent.js');
     process.exitCode = await runAgent(flags);
   });
 
 program
   .command('crds')
   .description('Print the CustomResourceDefinitions (the same as crds/), e.g. for kubectl apply -f -')
-  .action(() => {
+  .action(async () => {
+    const { stringify } = await import('yaml');
+    const { buildCustomResourceDefinition, RESOURCE_KINDS } = await import('./api/v1alpha1/index.js');
     for (const kind of RESOURCE_KINDS)
       process.stdout.write(`---\n${stringify(buildCustomResourceDefinition(kind), { lineWidth: 0 })}`);
   });

@@ -1,6 +1,4 @@
-import { NodeAgent } from '../agent/agent.js';
-import { loadKubeConfig } from '../kube/client.js';
-import { ReadingPublisher } from '../kube/reading-publisher.js';
+import { NodeAgent, type Publisher } from '../agent/agent.js';
 import { createLogger, type LogLevel } from '../observability/logger.js';
 import { serve } from '../observability/server.js';
 
@@ -22,9 +20,15 @@ export async function runAgent(flags: AgentFlags): Promise<number> {
     logger.error('Refused to start: --node-name (or NODE_NAME) is required');
     return 2;
   }
-  const publisher = flags.publish
-    ? new ReadingPublisher(loadKubeConfig(flags.kubeconfig), nodeName)
-    : undefined;
+  let publisher: Publisher | undefined;
+  if (flags.publish) {
+    // client-node is loaded only when the agent writes to the API.
+    const [{ loadKubeConfig }, { ReadingPublisher }] = await Promise.all([
+      import('../kube/client.js'),
+      import('../kube/reading-publisher.js'),
+    ]);
+    publisher = new ReadingPublisher(loadKubeConfig(flags.kubeconfig), nodeName);
+  }
   const agent = new NodeAgent({
     nodeName,
     procRoot: flags.procRoot,

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { readManifests, REPO_ROOT } from '../support/manifests.js';
 import { Cleanup, eventually, kubectl, uniqueName } from '../support/cluster.js';
+import { applyCrds } from '../support/operator-process.js';
 
 const fixture = (name: string) =>
   readFileSync(join(REPO_ROOT, 'test/fixtures/invalid-policies', name), 'utf8');
@@ -14,22 +15,8 @@ describe('CRDs on the real apiserver', function () {
   after(() => cleanup.run());
 
   before(async function () {
-    const applied = await kubectl([
-      'apply',
-      '--server-side',
-      '--force-conflicts',
-      '-f',
-      join(REPO_ROOT, 'crds'),
-    ]);
-    expect(applied.code, applied.stderr).to.equal(0);
-    const established = await kubectl([
-      'wait',
-      '--for=condition=Established',
-      '--timeout=60s',
-      'crd/sandboxpolicies.sandbox.remediator.io',
-      'crd/sandboxhealths.sandbox.remediator.io',
-    ]);
-    expect(established.code, established.stderr).to.equal(0);
+    this.timeout(120_000);
+    await applyCrds();
   });
 
   it('accepts every sample, applying the schema defaults', async () => {

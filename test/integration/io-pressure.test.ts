@@ -6,9 +6,8 @@ import type { AddressInfo } from 'node:net';
 import { KubeletSummarySource } from '../../src/signals/kubelet-summary.js';
 import { AgentProcess } from '../support/agent-process.js';
 import { Cleanup, CLUSTER_DIR, createNodes, eventually, kubectl, uniqueName } from '../support/cluster.js';
-import { REPO_ROOT } from '../support/manifests.js';
 import { DiskLoad, Monitoring } from '../support/monitoring.js';
-import { OperatorProcess } from '../support/operator-process.js';
+import { useOperator } from '../support/operator-process.js';
 import { applyPolicy, condition, getHealth } from '../support/resources.js';
 
 const log = (msg: string) => {
@@ -17,26 +16,10 @@ const log = (msg: string) => {
 const poolSelector = (pool: string) => ({ matchLabels: { 'sandbox.remediator.io/test-pool': pool } });
 
 describe('IO-pressure evidence on the real cluster', function () {
-  const operator = new OperatorProcess();
+  useOperator();
   const cleanup = new Cleanup();
 
-  before(async function () {
-    this.timeout(120_000);
-    const crds = await kubectl([
-      'apply',
-      '--server-side',
-      '--force-conflicts',
-      '-f',
-      join(REPO_ROOT, 'crds'),
-    ]);
-    expect(crds.code, crds.stderr).to.equal(0);
-    await operator.start();
-  });
   afterEach(() => cleanup.run());
-  after(async function () {
-    this.timeout(30_000);
-    expect(await operator.stop()).to.equal(0);
-  });
 
   it('sees real stress-ng disk load through the agent and through Prometheus, and sees it end', async function () {
     this.timeout(420_000);

@@ -1,5 +1,4 @@
 import { expect } from 'chai';
-import { join } from 'node:path';
 import {
   api,
   Cleanup,
@@ -12,39 +11,14 @@ import {
   podOn,
   uniqueName,
 } from '../support/cluster.js';
-import { REPO_ROOT } from '../support/manifests.js';
-import { OperatorProcess } from '../support/operator-process.js';
+import { useOperator } from '../support/operator-process.js';
 import { applyPolicy, condition, getHealth, getPolicyStatus } from '../support/resources.js';
 
 describe('operator against the real cluster', function () {
-  const operator = new OperatorProcess();
+  const operator = useOperator();
   const cleanup = new Cleanup();
 
-  before(async function () {
-    this.timeout(180_000);
-    const crds = await kubectl([
-      'apply',
-      '--server-side',
-      '--force-conflicts',
-      '-f',
-      join(REPO_ROOT, 'crds'),
-    ]);
-    expect(crds.code, crds.stderr).to.equal(0);
-    await kubectl([
-      'wait',
-      '--for=condition=Established',
-      'crd/sandboxpolicies.sandbox.remediator.io',
-      'crd/sandboxhealths.sandbox.remediator.io',
-    ]);
-    await operator.start();
-  });
   afterEach(() => cleanup.run());
-  after(async function () {
-    this.timeout(30_000);
-    const code = await operator.stop();
-    expect(code, 'graceful exit on SIGTERM').to.equal(0);
-    expect(operator.logs.some((l) => l.message === 'Stopped')).to.equal(true);
-  });
 
   it('serves /healthz, /readyz and /metrics', async () => {
     expect((await operator.get('/healthz')).status).to.equal(200);

@@ -1,7 +1,7 @@
 // Runs `sandbox-remediator operator` as its own process against the local cluster, as a user would.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
-import { KUBECONFIG } from './cluster.js';
+import { KUBECONFIG, kubectl } from './cluster.js';
 import { REPO_ROOT } from './manifests.js';
 
 export interface LogLine {
@@ -100,4 +100,44 @@ export class OperatorProcess {
     clearTimeout(timer);
     return code;
   }
+}
+
+/**
+ * Mocha hooks for a describe block that needs the CRDs applied and one operator process running: started
+ * before its tests, stopped after them, and required to exit 0 on SIGTERM.
+ */
+export function useOperator(extraArgs: string[] = []): OperatorProcess {
+  const operator = new OperatorProcess();
+  before(async function () {
+    this.timeout(180_000);
+    await applyCrds();
+    await operator.start(extraArgs);
+  });
+  after(async function () {
+    this.timeout(30_000);
+    const code = await operator.stop();
+    if (code !== 0) throw new Error(`operator exited with ${code} on SIGTERM:\n${operator.tail()}`);
+    if (!operator.logs.some((l) => l.message === 'Stopped'))
+      throw new Error('operator did not log "Stopped"');
+  });
+  return operator;
+}
+
+export async function applyCrds(): Promise<void> {
+  const applied = await kubectl([
+    'apply',
+    '--server-side',
+    '--force-conflicts',
+    '-f',
+    join(REPO_ROOT, 'crds'),
+  ]);
+  if (applied.code !== 0) throw new Error(`kubectl apply -f crds/ failed: ${applied.stderr}`);
+  const established = await kubectl([
+    'wait',
+    '--for=condition=Established',
+    '--timeout=60s',
+    'crd/sandboxpolicies.sandbox.remediator.io',
+    'crd/sandboxhealths.sandbox.remediator.io',
+  ]);
+  if (established.code !== 0) throw new Error(`CRDs not established: ${established.stderr}`);
 }

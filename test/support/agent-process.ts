@@ -7,7 +7,7 @@ import { REPO_ROOT } from './manifests.js';
 export class AgentProcess {
   private child: ChildProcess | undefined;
   output = '';
-  start(nodeName: string, extra: string[] = []): void {
+  start(nodeName: string, extraArgs: string[] = []): void {
     this.child = spawn(
       process.execPath,
       [
@@ -16,9 +16,9 @@ export class AgentProcess {
         join(REPO_ROOT, 'src', 'main.ts'),
         'agent',
         `--node-name=${nodeName}`,
-        `--kubeconfig=${KUBECONFIG}`,
+        ...(extraArgs.some((a) => a.startsWith('--kubeconfig')) ? [] : [`--kubeconfig=${KUBECONFIG}`]),
         '--metrics-bind-address=127.0.0.1:0',
-        ...extra,
+        ...extraArgs,
       ],
       { stdio: ['ignore', 'ignore', 'pipe'] },
     );

@@ -26,7 +26,7 @@ export class OperatorProcess {
         tsx,
         join(REPO_ROOT, 'src', 'main.ts'),
         'operator',
-        `--kubeconfig=${KUBECONFIG}`,
+        ...(extraArgs.some((a) => a.startsWith('--kubeconfig')) ? [] : [`--kubeconfig=${KUBECONFIG}`]),
         '--metrics-bind-address=127.0.0.1:0',
         '--health-probe-bind-address=127.0.0.1:0',
         '--log-level=debug',

@@ -1,0 +1,175 @@
+import { expect } from 'chai';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AgentProcess } from '../support/agent-process.js';
+import {
+  Cleanup,
+  createNamespace,
+  createNodes,
+  eventually,
+  hack,
+  kubectl,
+  podOn,
+  api,
+  CLUSTER_DIR,
+  uniqueName,
+} from '../support/cluster.js';
+import { REPO_ROOT } from '../support/manifests.js';
+import { applyCrds, OperatorProcess } from '../support/operator-process.js';
+import { applyPolicy, condition, getHealth } from '../support/resources.js';
+
+const NAMESPACE = 'sandbox-remediator-system';
+const sa = (name: string) => `system:serviceaccount:${NAMESPACE}:${name}`;
+
+/** A kubeconfig for a ServiceAccount: the local cluster's server and CA, and a token for the account. */
+async function kubeconfigFor(serviceAccount: string, dir: string): Promise<string> {
+  const token = await kubectl(['create', 'token', serviceAccount, '-n', NAMESPACE, '--duration=1h']);
+  expect(token.code, token.stderr).to.equal(0);
+  const server = (
+    await kubectl(['config', 'view', '--minify', '-o', 'jsonpath={.clusters[0].cluster.server}'])
+  ).stdout;
+  const file = join(dir, `${serviceAccount}.kubeconfig`);
+  const kc = (...args: string[]) => kubectl([...args, `--kubeconfig=${file}`]);
+  const ca = join(CLUSTER_DIR, 'pki', 'ca.crt');
+  for (const args of [
+    [
+      'config',
+      'set-cluster',
+      'local',
+      `--server=${server}`,
+      `--certificate-authority=${ca}`,
+      '--embed-certs',
+    ],
+    ['config', 'set-credentials', serviceAccount, `--token=${token.stdout.trim()}`],
+    ['config', 'set-context', 'local', '--cluster=local', `--user=${serviceAccount}`],
+    ['config', 'use-context', 'local'],
+  ]) {
+    // kubectl() pins the admin kubeconfig first; the later --kubeconfig wins for these config commands.
+    const result = await kc(...args);
+    expect(result.code, result.stderr).to.equal(0);
+  }
+  return file;
+}
+
+describe('config/: manifests and least-privilege RBAC on the real cluster', function () {
+  const cleanup = new Cleanup();
+  let dir = '';
+  before(async function () {
+    this.timeout(120_000);
+    await applyCrds();
+    dir = await mkdtemp(join(tmpdir(), 'rbac-'));
+    const ns = await kubectl(['apply', '-f', join(REPO_ROOT, 'config/default/namespace.yaml')]);
+    expect(ns.code, ns.stderr).to.equal(0);
+    const rbac = await kubectl(['apply', '-k', join(REPO_ROOT, 'config/rbac')]);
+    expect(rbac.code, rbac.stderr).to.equal(0);
+  });
+  afterEach(() => cleanup.run());
+  after(async () => {
+    await kubectl(['delete', '-k', join(REPO_ROOT, 'config/rbac'), '--ignore-not-found']);
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('accepts the whole of config/default (server-side dry run)', async () => {
+    const result = await kubectl(['apply', '-k', join(REPO_ROOT, 'config/default'), '--dry-run=server']);
+    expect(result.code, result.stderr).to.equal(0);
+    for (const kind of [
+      'deployment.apps/sandbox-remediator-operator',
+      'daemonset.apps/sandbox-remediator-agent',
+    ]) {
+      expect(result.stdout).to.contain(kind);
+    }
+  });
+
+  it('grants the operator and the agent nothing beyond what they use', async () => {
+    const can = async (who: string, ...what: string[]) =>
+      (await kubectl(['auth', 'can-i', ...what, `--as=${sa(who)}`])).stdout.trim();
+    expect(await can('sandbox-remediator-operator', 'watch', 'pods')).to.equal('yes');
+    expect(await can('sandbox-remediator-operator', 'delete', 'pods')).to.equal('no');
+    expect(await can('sandbox-remediator-operator', 'patch', 'nodes')).to.equal('no');
+    expect(await can('sandbox-remediator-operator', 'get', 'secrets')).to.equal('no');
+    expect(
+      await can(
+        'sandbox-remediator-agent',
+        'patch',
+        'sandboxhealths.sandbox.remediator.io',
+        '--subresource=status',
+      ),
+    ).to.equal('yes');
+    expect(await can('sandbox-remediator-agent', 'list', 'pods')).to.equal('no');
+    expect(await can('sandbox-remediator-agent', 'delete', 'sandboxhealths.sandbox.remediator.io')).to.equal(
+      'no',
+    );
+  });
+
+  it('is enough: the operator and the agent do their whole job under their own ServiceAccounts', async function () {
+    this.timeout(180_000);
+    const operatorConfig = await kubeconfigFor('sandbox-remediator-operator', dir);
+    const agentConfig = await kubeconfigFor('sandbox-remediator-agent', dir);
+    const operator = new OperatorProcess();
+    cleanup.add(() => operator.stop());
+    await operator.start([`--kubeconfig=${operatorConfig}`]);
+
+    const namespace = await createNamespace(cleanup);
+    const { pool, names } = await createNodes(cleanup, 1);
+    const node = names[0]!;
+    const policy = uniqueName('it-rbac');
+    await applyPolicy(cleanup, policy, {
+      nodeSelector: { matchLabels: { 'sandbox.remediator.io/test-pool': pool } },
+      detection: { stuckThresholdSeconds: 2 },
+    });
+    const started = await hack('incident', ['start', '--node', node, '--interval-seconds', '2']);
+    expect(started.code, started.stderr).to.equal(0);
+    cleanup.add(() => hack('incident', ['stop', '--node', node]));
+    await api().core.createNamespacedPod({ namespace, body: podOn('p', node) });
+    await eventually(
+      'the stuck pod reported, the Event recorded',
+      async () => {
+        const health = await getHealth(node);
+        const events = await kubectl([
+          'get',
+          'events',
+          '-n',
+          namespace,
+          '--field-selector',
+          'reason=SandboxCreationStuck',
+          '-o',
+          'name',
+        ]);
+        return health?.stuckPodCount === 1 && events.stdout.trim() !== '';
+      },
+      { timeoutMs: 60_000 },
+    );
+    const status = JSON.parse((await kubectl(['get', 'sandboxpolicy', policy, '-o', 'json'])).stdout) as {
+      status?: {
+        conditions?: {
+          type: string;
+          status: 'True' | 'False' | 'Unknown';
+          reason: string;
+          message: string;
+          lastTransitionTime: string;
+        }[];
+      };
+    };
+    expect(condition(status.status?.conditions, 'Valid')?.status).to.equal('True');
+
+    const agent = new AgentProcess();
+    cleanup.add(() => agent.stop());
+    agent.start(node, [`--kubeconfig=${agentConfig}`, '--interval-seconds=1']);
+    await eventually(
+      'the agent reading published',
+      async () => (await getHealth(node))?.ioReading?.source === 'agent',
+      { timeoutMs: 30_000 },
+    );
+
+    await kubectl(['delete', 'sandboxpolicy', policy]);
+    await eventually(
+      'the unowned SandboxHealth deleted by the operator',
+      async () => (await getHealth(node)) === undefined,
+      { timeoutMs: 30_000 },
+    );
+    expect(
+      operator.logs.filter((l) => l.level === 'warn' && /forbidden/i.test(JSON.stringify(l))),
+    ).to.deep.equal([]);
+  });
+});

@@ -240,12 +240,8 @@ export class PolicyReconciler {
     for (const health of cache.healths()) {
       if (assignment.owner.has(health.name)) continue;
       const recorded = health.status?.policy;
-      if (
-        recorded &&
-        cache.policy(recorded) &&
-        !validateSandboxPolicySpec(cache.policy(recorded)?.spec).valid
-      )
-        continue;
+      const recordedPolicy = recorded ? cache.policy(recorded) : undefined;
+      if (recordedPolicy && !validatePolicy(recordedPolicy).valid) continue;
       logger.info('Deleted SandboxHealth of an unowned Node', { node: health.name, policy: recorded });
       await writer.deleteHealth(health.name);
     }

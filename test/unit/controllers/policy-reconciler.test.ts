@@ -1,12 +1,12 @@
 import { expect } from 'chai';
-import { PolicyReconciler } from '../../../src/controllers/policy-reconciler.js';
+import { PolicyReconciler, type PolicyReconcilerDeps } from '../../../src/controllers/policy-reconciler.js';
 import { FakeClock } from '../../../src/runtime/clock.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
 import { aNode, MemoryCluster } from '../../support/memory-cluster.js';
 
 const quiet = { info: () => undefined, warn: () => undefined, debug: () => undefined };
 
-function setup(cluster: MemoryCluster, startSeconds = 0) {
+function setup(cluster: MemoryCluster, startSeconds = 0, sources?: PolicyReconcilerDeps['sources']) {
   const clock = new FakeClock(secondsAfter(T0, startSeconds).getTime());
   const reconciler = new PolicyReconciler({
     cache: cluster,
@@ -14,6 +14,7 @@ function setup(cluster: MemoryCluster, startSeconds = 0) {
     recorder: cluster,
     clock,
     logger: quiet,
+    ...(sources ? { sources } : {}),
   });
   return { clock, reconciler };
 }
@@ -200,25 +201,20 @@ describe('PolicyReconciler with IO readings', () => {
     const stuck = aPod().named('web').onNode('n1').waitingSince(T0).build();
     cluster.pods = [stuck];
     cluster.events = [anEvent().about(stuck).saying(nameReservedMessage(stuck)).build()];
-    const clock = new FakeClock(secondsAfter(T0, 60).getTime());
-    const reconciler = new PolicyReconciler({
-      cache: cluster,
-      writer: cluster,
-      recorder: cluster,
-      clock,
-      logger: quiet,
-      sources: () => ({
-        kind: 'prometheus',
-        pollMs: 10_000,
-        refresh: () => Promise.resolve(),
-        read: (node: string) => {
-          const r = readings.get(node);
-          return r
-            ? { source: 'prometheus', observedTime: new Date(clock.now()).toISOString(), ...r }
-            : undefined;
-        },
-      }),
-    });
+    // The source reads the clock setup() creates: bound late, after setup returns it.
+    const ref: { clock?: FakeClock } = {};
+    const { clock, reconciler } = setup(cluster, 60, () => ({
+      kind: 'prometheus',
+      pollMs: 10_000,
+      refresh: () => Promise.resolve(),
+      read: (node: string) => {
+        const r = readings.get(node);
+        return r
+          ? { source: 'prometheus', observedTime: new Date(ref.clock!.now()).toISOString(), ...r }
+          : undefined;
+      },
+    }));
+    ref.clock = clock;
     return { cluster, clock, reconciler };
   }
 

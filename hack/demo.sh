@@ -28,7 +28,7 @@ spec:
     stuckThresholdSeconds: $THRESHOLD
 POLICY
 
-step "3/6 The operator (logs: .cluster/logs/operator.log)"
+step "3/6 The operator and the node agent for $NODE (logs: .cluster/logs/operator.log, agent.log)"
 if [ -f "$CLUSTER_DIR/pids/operator.pid" ] && kill -0 "$(cat "$CLUSTER_DIR/pids/operator.pid")" 2>/dev/null; then
   log "operator already running"
 else
@@ -38,6 +38,12 @@ else
   echo $! >"$CLUSTER_DIR/pids/operator.pid"
 fi
 wait_for "operator /readyz" 60 curl -fsS http://127.0.0.1:18081/readyz
+# The node agent for $NODE reads this machine's /proc: IO-PSI and DISK-BUSY in kubectl get sandboxhealth.
+if ! { [ -f "$CLUSTER_DIR/pids/agent.pid" ] && kill -0 "$(cat "$CLUSTER_DIR/pids/agent.pid")" 2>/dev/null; }; then
+  nohup node --import "$repo/node_modules/tsx/dist/esm/index.mjs" src/main.ts agent --node-name "$NODE" \
+    --kubeconfig "$KUBECONFIG" --metrics-bind-address 127.0.0.1:18082 >"$CLUSTER_DIR/logs/agent.log" 2>&1 </dev/null &
+  echo $! >"$CLUSTER_DIR/pids/agent.pid"
+fi
 
 step "4/6 The incident on $NODE: containerd cannot create sandboxes in time (failed to reserve sandbox name)"
 "$here/incident" start --node "$NODE" --interval-seconds 5 --max-duration-seconds 900
@@ -47,6 +53,7 @@ show k get pods -o wide
 
 step "5/6 Waiting ${THRESHOLD}s for the stuck pods to cross the threshold"
 wait_for "SandboxCreationDegraded on $NODE" $((THRESHOLD + 60)) bash -c "[ \"\$('$KUBECTL' get sandboxhealth $NODE -o jsonpath='{.status.state}')\" = Degraded ]"
+wait_for "the agent's reading on $NODE" 30 bash -c "[ -n \"\$('$KUBECTL' get sandboxhealth $NODE -o jsonpath='{.status.ioReading.source}')\" ]"
 show k get sandboxhealth
 show k get sandboxpolicies
 show k get sandboxhealth "$NODE" -o jsonpath='{range .status.stuckPods[*]}{.namespace}/{.name}: {.cause} x{.failureCount}, reserved for {.reservedFor}{"\n"}{end}'

@@ -58,7 +58,11 @@ program
     'where /healthz and /readyz are served; "0" disables',
     ':8081',
   )
-  .option('--dry-run', 'decide and report, change nothing (also per policy: spec.safety.dryRun)', false)
+  .option(
+    '--dry-run',
+    'decide and report, change nothing; no effect until remediation exists (also per policy: spec.safety.dryRun)',
+    false,
+  )
   .addOption(new Option('--log-level <level>', 'log verbosity').choices(LOG_LEVELS).default('info'))
   .option('--workers <n>', 'policies reconciled concurrently', positiveInt, 2)
   .option('--install-crds', 'create the CustomResourceDefinitions when missing (needs RBAC on CRDs)', false)

@@ -6,7 +6,7 @@ LOG_TAG=cluster-down
 . "$(dirname "$0")/lib.sh"
 [ -d "$CLUSTER_DIR" ] || { log "no cluster at $CLUSTER_DIR"; exit 0; }
 # The demo's operator and incident daemons first, then the control plane in reverse start order.
-for pidfile in "$CLUSTER_DIR"/pids/operator.pid "$CLUSTER_DIR"/pids/incident-*.pid; do
+for pidfile in "$CLUSTER_DIR"/pids/operator.pid "$CLUSTER_DIR"/pids/agent.pid "$CLUSTER_DIR"/pids/incident-*.pid; do
   [ -f "$pidfile" ] || continue
   pid=$(cat "$pidfile"); kill "$pid" 2>/dev/null && log "stopped $(basename "$pidfile" .pid) (pid $pid)" || true
 done

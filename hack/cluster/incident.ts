@@ -10,10 +10,10 @@
 // ContainerCreating; a detached, bounded daemon posts the Events, with the message rendered per pod.
 import {
   CoreV1Api,
-  KubeConfig,
   KubernetesObjectApi,
   PatchStrategy,
   type CoreV1Event,
+  type KubeConfig,
   type KubernetesObject,
   type V1Pod,
 } from '@kubernetes/client-node';
@@ -23,6 +23,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { loadKubeConfig } from '../../src/kube/client.js';
 import { describeError, isConflict, isNotFound } from '../../src/kube/errors.js';
 
 const REPO = join(import.meta.dirname, '..', '..');
@@ -46,10 +47,7 @@ export function renderMessage(
 }
 
 function kubeConfig(): KubeConfig {
-  const kc = new KubeConfig();
-  const file = process.env.KUBECONFIG ?? join(CLUSTER_DIR, 'kubeconfig');
-  kc.loadFromFile(file);
-  return kc;
+  return loadKubeConfig(process.env.KUBECONFIG ?? join(CLUSTER_DIR, 'kubeconfig'));
 }
 
 const stageName = (node: string) => `sr-incident-${node}`;

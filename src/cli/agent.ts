@@ -1,4 +1,5 @@
 import { NodeAgent, type Publisher } from '../agent/agent.js';
+import { closeServers, untilStopSignal } from './process.js';
 import { createLogger, type LogLevel } from '../observability/logger.js';
 import { serve } from '../observability/server.js';
 
@@ -49,16 +50,9 @@ export async function runAgent(flags: AgentFlags): Promise<number> {
     metricsPort: server?.port,
   });
   agent.start();
-  const signal = await new Promise<string>((resolve) => {
-    process.once('SIGTERM', () => {
-      resolve('SIGTERM');
-    });
-    process.once('SIGINT', () => {
-      resolve('SIGINT');
-    });
-  });
+  const signal = await untilStopSignal();
   logger.info('Shutting down', { signal });
   await agent.stop();
-  if (server) await new Promise((resolve) => server.server.close(resolve));
+  await closeServers(server);
   return 0;
 }

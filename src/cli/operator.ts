@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Manager } from '../controllers/manager.js';
+import { closeServers, untilStopSignal } from './process.js';
 import { loadKubeConfig, serverOf } from '../kube/client.js';
 import { OperatorLifecycle } from '../kube/lifecycle.js';
 import { createLogger, type LogLevel } from '../observability/logger.js';
@@ -63,22 +64,13 @@ export async function runOperator(flags: OperatorFlags): Promise<number> {
     logger,
   });
 
-  const stopped = new Promise<string>((resolve) => {
-    process.once('SIGTERM', () => {
-      resolve('SIGTERM');
-    });
-    process.once('SIGINT', () => {
-      resolve('SIGINT');
-    });
-  });
+  const stopped = untilStopSignal();
   await Promise.race([lifecycle.start(), stopped]);
   const signal = await stopped;
   logger.info('Shutting down', { signal });
   clearInterval(gauges);
   await lifecycle.shutdown();
-  for (const bound of [probes, metricsServer]) {
-    if (bound) await new Promise((resolve) => bound.server.close(resolve));
-  }
+  await closeServers(probes, metricsServer);
   logger.info('Stopped');
   return 0;
 }

@@ -94,7 +94,7 @@ export class Manager {
   }
 
   async start(): Promise<void> {
-    const { logger, metrics } = this.options;
+    const { logger } = this.options;
     this.cache.start();
     const progress = setInterval(() => {
       logger.info('Waiting for caches to sync', { synced: this.cache.sizes() });
@@ -104,8 +104,7 @@ export class Manager {
     } finally {
       clearInterval(progress);
     }
-    for (const [informer, size] of Object.entries(this.cache.sizes()))
-      metrics.cachedObjects.set({ informer }, size);
+    this.refreshGauges();
     this.controller.start(this.options.workers ?? 2);
     for (const policy of this.cache.policies()) this.queue.add(policy.name);
     this.started = true;

@@ -56,6 +56,7 @@ export class Informer<T> {
   /** Resolves once the first list has been stored. */
   readonly synced = new Promise<void>((resolve) => (this.markSynced = resolve));
   private hasSynced = false;
+  private api: KubernetesObjectApi | undefined;
   private loop: Promise<void> | undefined;
 
   constructor(private readonly options: InformerOptions<T>) {}
@@ -135,7 +136,7 @@ export class Informer<T> {
   }
 
   private async list(): Promise<void> {
-    const api = KubernetesObjectApi.makeApiClient(this.options.kc);
+    const api = (this.api ??= KubernetesObjectApi.makeApiClient(this.options.kc));
     const fresh = new Map<string, T>();
     let continueToken: string | undefined;
     let resourceVersion: string | undefined;

@@ -1,12 +1,19 @@
 // The real local control plane for integration tests: reuse a running one or start one, and give each test
 // its own namespace and kwok nodes, removed afterwards.
-import { AppsV1Api, CoreV1Api, KubeConfig, KubernetesObjectApi, type V1Pod } from '@kubernetes/client-node';
+import {
+  AppsV1Api,
+  CoreV1Api,
+  KubernetesObjectApi,
+  type KubeConfig,
+  type V1Pod,
+} from '@kubernetes/client-node';
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, realpathSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
+import { loadKubeConfig } from '../../src/kube/client.js';
 import { describeError } from '../../src/kube/errors.js';
 import { REPO_ROOT } from './manifests.js';
 
@@ -83,9 +90,7 @@ export async function startCluster(): Promise<void> {
 }
 
 export function kubeConfig(): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromFile(KUBECONFIG);
-  return kc;
+  return loadKubeConfig(KUBECONFIG);
 }
 
 export const api = () => {

@@ -60,7 +60,7 @@ program
   )
   .option(
     '--dry-run',
-    'decide and report, change nothing; no effect until remediation exists (also per policy: spec.safety.dryRun)',
+    'every policy decides and reports (logs, Events, metrics, status) but changes no Node or Pod (per policy: spec.safety.dryRun)',
     false,
   )
   .addOption(new Option('--log-level <level>', 'log verbosity').choices(LOG_LEVELS).default('info'))

@@ -39,7 +39,7 @@ export async function runOperator(flags: OperatorFlags): Promise<number> {
   });
 
   const metrics = new OperatorMetrics();
-  const manager = new Manager({ kc, logger, metrics, workers: flags.workers });
+  const manager = new Manager({ kc, logger, metrics, workers: flags.workers, dryRun: flags.dryRun });
   const probes = await serve(flags.healthProbeBindAddress, {
     probes: { healthy: () => true, ready: () => manager.ready() },
   });

@@ -2,6 +2,8 @@ import type { KubeConfig } from '../kube/client.js';
 import { InformerCache } from '../kube/cluster-cache.js';
 import { describeError } from '../kube/errors.js';
 import { kubeletSummaryFetcher } from '../kube/kubelet-summary.js';
+import { DryRunActuator } from '../actuation/actuator.js';
+import { KubeActuator, KubeWorkloadReader } from '../kube/actuator.js';
 import { KubeEventRecorder, KubeStatusWriter } from '../kube/writer.js';
 import { SourceRegistry } from '../signals/factory.js';
 import type { Logger } from '../observability/logger.js';
@@ -20,6 +22,8 @@ export interface ManagerOptions {
   clock?: Clock;
   workers?: number;
   resyncMs?: number;
+  /** --dry-run: every policy runs dry, whatever its spec says. */
+  dryRun?: boolean;
 }
 
 /**
@@ -56,6 +60,15 @@ export class Manager {
       cache: this.cache,
       writer: new KubeStatusWriter(kc),
       recorder: new KubeEventRecorder(kc),
+      actuators: { real: new KubeActuator(kc), dryRun: new DryRunActuator() },
+      workloads: new KubeWorkloadReader(kc),
+      dryRun: options.dryRun === true,
+      onAction: (action, result, dryRun) => {
+        metrics.actions.inc({ action, result, dry_run: String(dryRun) });
+      },
+      onBlocked: (guard) => {
+        metrics.actionsBlocked.inc({ guard });
+      },
       clock,
       logger,
       ...(options.resyncMs !== undefined ? { resyncMs: options.resyncMs } : {}),

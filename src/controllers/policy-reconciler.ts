@@ -1,27 +1,53 @@
 import { isDeepStrictEqual } from 'node:util';
-import { validateSandboxPolicySpec, type SandboxPolicySpec } from '../api/v1alpha1/index.js';
+import type { Actuator, NodeChange } from '../actuation/actuator.js';
+import {
+  MAX_EVICTIONS_PER_MINUTE,
+  sameTaint,
+  stampAnnotations,
+  validateSandboxPolicySpec,
+  type ActionKind,
+  type IoReadingStatus,
+  type NodeStamps,
+  type SandboxHealthStatus,
+  type SandboxPolicySpec,
+} from '../api/v1alpha1/index.js';
 import {
   detectNodeFindings,
   detectStuckPods,
   STUCK_WAITING_REASONS,
+  type NodeFindings,
+  type NodeView,
   type PodView,
 } from '../detection/index.js';
-import { decideIoPressure, judgeReading } from '../policy/io-pressure.js';
-import type { ReconcileResult } from '../runtime/controller.js';
+import { decideIoPressure, judgeReading, type IoPressureDecision } from '../policy/io-pressure.js';
+import {
+  decideRemediation,
+  type Action,
+  type BlockedAction,
+  type RemediationDecision,
+} from '../policy/remediation.js';
+import type { Clock } from '../runtime/clock.js';
+import { TerminalError, type ReconcileResult } from '../runtime/controller.js';
+import { Expectations } from '../runtime/expectations.js';
 import { isMaterialChange } from '../signals/material-change.js';
 import type { IoSource } from '../signals/types.js';
-import type { Clock } from '../runtime/clock.js';
 import { conditionStatus } from '../status/conditions.js';
 import {
   desiredDetectionStatus,
-  type HealthInput,
   detectionTransitions,
   storedDetectionStatus,
   type DetectionStatus,
 } from '../status/health-status.js';
 import { invalidPolicyStatus, validPolicyStatus } from '../status/policy-status.js';
+import {
+  desiredHealthStatus,
+  remediationTransitions,
+  type ActionResult,
+  type RemediationStatusInput,
+} from '../status/remediation-status.js';
+import { ioState, observeNode } from './observe.js';
 import { assignNodes, type NodeAssignment, type PolicyCandidate } from './ownership.js';
-import type { ClusterCache, EventRecorder, PolicyObject, StatusWriter } from './ports.js';
+import type { ClusterCache, EventRecorder, PolicyObject, StatusWriter, WorkloadReader } from './ports.js';
 
 export interface ReconcileLogger {
   info(message: string, fields?: Record<string, unknown>): void;
@@ -40,6 +66,14 @@ export interface PolicyReconcilerDeps {
   /** The IO-pressure source a policy's spec asks for. */
   sources?(policyName: string, spec: SandboxPolicySpec): IoSource;
   onNodeStatus?(policy: string, node: string, status: DetectionStatus): void;
+  /** Carry out decisions: the real actuator, and the one used for dry runs (spec.safety.dryRun or --dry-run). */
+  actuators: { real: Actuator; dryRun: Actuator };
+  /** --dry-run: every policy runs dry. */
+  dryRun?: boolean;
+  workloads?: WorkloadReader;
+  onAction?(kind: ActionKind, outcome: 'Succeeded' | 'Failed', dryRun: boolean): void;
+  /** Called once for each newly blocked action, with the guard that holds it. */
+  onBlocked?(guard: string): void;
 }
 
 /** Valid policies with their parsed specs; invalid ones are left out of node ownership. */
@@ -82,14 +116,56 @@ export function nextThresholdCrossing(
   return earliest;
 }
 
+const SETTLE_RETRY_MS = 500;
+const EVICTION_IN_FLIGHT_MS = 60_000;
+
+interface NodeObservation {
+  node: NodeView;
+  previous: SandboxHealthStatus | undefined;
+  exists: boolean;
+  findings: NodeFindings;
+  io: IoPressureDecision | undefined;
+  detection: DetectionStatus;
+  ioHeavyPods: PodView[];
+}
+
+/** What one reconcile could not do; terminal failures are reported and not retried. */
+class Failures {
+  readonly retriable: unknown[] = [];
+  constructor(
+    private readonly logger: ReconcileLogger,
+    private readonly policy: string,
+  ) {}
+  add(what: string, err: unknown): void {
+    if (err instanceof TerminalError) {
+      this.logger.warn('Gave up on a refused write', { policy: this.policy, what, error: err.message });
+      return;
+    }
+    this.retriable.push(err);
+    this.logger.warn('Failed a write; will retry', { policy: this.policy, what, error: describe(err) });
+  }
+  throwIfAny(): void {
+    if (this.retriable.length === 0) return;
+    const [first] = this.retriable;
+    throw new Error(`${this.retriable.length} write(s) failed, first: ${describe(first)}`, { cause: first });
+  }
+}
+
+const describe = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
 /**
- * Reconciles one SandboxPolicy, level-based: from the cache it computes what every owned node's SandboxHealth
- * and the policy's status should say, writes only what differs, and records Events only for transitions.
+ * Reconciles one SandboxPolicy, level-based, in one pass down and one pass up: observe every owned node from
+ * the cache, decide (pure) what to do about all of them, act, then write each SandboxHealth and the policy's
+ * status where they changed, with Events only for transitions.
  */
 export class PolicyReconciler {
   private readonly resyncMs: number;
+  private readonly expectations: Expectations;
+  /** Pods evicted by this process that the cache still shows, by uid, with when to stop waiting. */
+  private readonly evictionsInFlight = new Map<string, number>();
   constructor(private readonly deps: PolicyReconcilerDeps) {
     this.resyncMs = deps.resyncMs ?? 5 * 60_000;
+    this.expectations = new Expectations(deps.clock);
   }
 
   /** The owning policy of each node, over all valid policies in the cache. */
@@ -102,8 +178,12 @@ export class PolicyReconciler {
     const now = new Date(clock.now());
     const policy = cache.policy(name);
     const assignment = this.assignment();
-    await this.deleteOrphanHealths(assignment);
-    if (!policy) return {};
+    const failures = new Failures(logger, name);
+    await this.deleteOrphanHealths(assignment, failures);
+    if (!policy) {
+      failures.throwIfAny();
+      return {};
+    }
 
     const validation = validatePolicy(policy);
     if (!validation.valid) {
@@ -115,40 +195,114 @@ export class PolicyReconciler {
         logger.info('Refused invalid SandboxPolicy', { policy: name, problems: validation.problems });
         await writer.patchPolicyStatus(name, status);
       }
+      failures.throwIfAny();
       return {};
     }
     const spec = validation.spec;
+    const dryRun = spec.safety.dryRun || this.deps.dryRun === true;
     const owned = [...assignment.owner].filter(([, owner]) => owner === name).map(([node]) => node);
-    const { degraded, recheckAfterMs } = await this.reconcileNodes(name, spec, owned, now);
 
+    // Observe.
+    const { observations, unsettled, recheckAfterMs } = await this.observe(name, spec, owned, now);
+    // Decide, on every owned node or not at all: a node still settling could hide a cordon from the limits.
+    const decision =
+      unsettled === 0
+        ? decideRemediation({
+            policy: name,
+            spec,
+            nodes: observations.map((o) => this.facts(o, dryRun)),
+            now,
+            recentEvictions: (policy.status?.recentEvictions ?? []).map((t) => new Date(t)),
+            cacheReady: cache.watchesHealthy(),
+          })
+        : undefined;
+    // Act.
+    const actuator = dryRun ? this.deps.actuators.dryRun : this.deps.actuators.real;
+    const recentEvictions = this.evictionLog(policy.status?.recentEvictions, decision, now);
+    const outcome = decision
+      ? await this.act(name, decision, actuator, recentEvictions, policy, failures)
+      : { results: new Map<string, ActionResult[]>(), blocked: new Map<string, BlockedAction[]>() };
+    // Report, node by node; one node's failure does not stop the others.
+    let degraded = 0;
+    let remediating = 0;
+    let blockedNew = 0;
+    for (const observation of observations) {
+      const nodeName = observation.node.name;
+      if (observation.findings.degraded) degraded++;
+      const stamps = decision ? decision.stampsAfter.get(nodeName) : this.facts(observation, dryRun).stamps;
+      if (stamps) remediating++;
+      try {
+        blockedNew += await this.report(name, observation, {
+          results: outcome.results.get(nodeName) ?? [],
+          blocked: [
+            ...(decision?.blocked.filter((b) => b.node === nodeName) ?? []),
+            ...(outcome.blocked.get(nodeName) ?? []),
+          ],
+          stampsAfter: stamps,
+          simulated: stamps !== undefined && !observation.node.stamps,
+          dryRun,
+          now,
+        });
+      } catch (err) {
+        failures.add(`status of sandboxhealth/${nodeName}`, err);
+      }
+    }
+
+    const previousStorm = policy.status?.conditions?.find((c) => c.type === 'StormDetected')?.status;
     const status = validPolicyStatus(
       { generation: policy.generation, previous: policy.status, now },
       {
         matchedNodes: owned.length,
         degradedNodes: degraded,
-        remediatingNodes: 0,
+        remediatingNodes: remediating,
         overlappingNodes: assignment.overlaps.get(name) ?? [],
         paused: spec.safety.paused,
-        dryRun: spec.safety.dryRun,
+        dryRun,
+        storm: decision?.storm,
+        actionCount:
+          (policy.status?.actionCount ?? 0) +
+          [...outcome.results.values()].reduce((n, r) => n + r.filter((x) => x.outcome === 'Succeeded').length, 0),
+        blockedActionCount: (policy.status?.blockedActionCount ?? 0) + blockedNew,
+        recentEvictions,
       },
     );
-    if (!this.sameStatus(policy.status, status)) await writer.patchPolicyStatus(name, status);
+    if (!this.sameStatus(policy.status, status)) {
+      try {
+        await writer.patchPolicyStatus(name, status);
+        if (decision?.storm.detected && previousStorm !== 'True') {
+          logger.warn('Detected a storm: starting nothing new', { policy: name, ...decision.storm });
+          await this.deps.recorder.record({
+            target: { kind: 'SandboxPolicy', name, uid: policy.uid },
+            type: 'Warning',
+            reason: 'StormDetected',
+            message: status.conditions?.find((c) => c.type === 'StormDetected')?.message ?? '',
+          });
+        }
+      } catch (err) {
+        failures.add(`status of sandboxpolicy/${name}`, err);
+      }
+    }
+    failures.throwIfAny();
 
     const crossing = nextThresholdCrossing(
       owned.flatMap((node) => cache.pendingPodsOn(node)),
       spec.detection.stuckThresholdSeconds,
       now.getTime(),
     );
-    return { requeueAfterMs: Math.min(this.resyncMs, crossing ?? Infinity, recheckAfterMs ?? Infinity) };
+    const waits = [this.resyncMs, crossing ?? Infinity, recheckAfterMs ?? Infinity];
+    if (unsettled > 0) waits.push(SETTLE_RETRY_MS);
+    // A cordon is followed by evictions once the cache shows it; undo waits for cooldown.
+    if (decision && (decision.actions.length > 0 || decision.blocked.length > 0)) waits.push(5_000);
+    return { requeueAfterMs: Math.min(...waits) };
   }
 
-  private async reconcileNodes(
+  private async observe(
     policyName: string,
     spec: SandboxPolicySpec,
     nodeNames: string[],
     now: Date,
-  ): Promise<{ degraded: number; recheckAfterMs: number | undefined }> {
-    const { cache, writer, recorder, logger } = this.deps;
+  ): Promise<{ observations: NodeObservation[]; unsettled: number; recheckAfterMs: number | undefined }> {
+    const { cache, logger } = this.deps;
     const source = this.deps.sources?.(policyName, spec);
     let recheckAfterMs = source?.pollMs;
     if (source) {
@@ -164,24 +318,35 @@ export class PolicyReconciler {
       }
     }
     const pods = nodeNames.flatMap((node) => cache.pendingPodsOn(node));
+    for (const [uid, until] of this.evictionsInFlight) {
+      const pod = cache.podByUid(uid);
+      if (until <= now.getTime() || !pod || pod.deleting) this.evictionsInFlight.delete(uid);
+    }
     const stuck = detectStuckPods(pods, cache.failureEventsByPod(), {
       stuckThresholdSeconds: spec.detection.stuckThresholdSeconds,
       now,
     });
     const findings = detectNodeFindings(stuck, nodeNames, spec.detection.minStuckPods);
-    let degraded = 0;
+    const observations: NodeObservation[] = [];
+    let unsettled = 0;
     for (const [nodeName, nodeFindings] of findings) {
       const node = cache.node(nodeName);
       if (!node) continue;
-      if (nodeFindings.degraded) degraded++;
-      const existing = cache.health(nodeName);
-      const previous = existing?.status; // read before writing: a cache may update in place
-      if (!existing) await writer.createHealth(node);
-      let io: HealthInput['io'];
+      if (
+        !this.expectations.isSettled(`Node/${nodeName}`, cache.observedVersion('Node', nodeName)) ||
+        !this.expectations.isSettled(`SandboxHealth/${nodeName}`, cache.observedVersion('SandboxHealth', nodeName))
+      ) {
+        unsettled++; // our own write has not come back through the watch yet: decide nothing on the old state
+        continue;
+      }
+      const health = cache.health(nodeName);
+      const previous = health?.status; // read before writing: a cache may update in place
+      let io: IoPressureDecision | undefined;
+      let readingToWrite: IoReadingStatus | undefined;
       if (source) {
         const reading = source.read(nodeName);
         const io_ = spec.ioPressure;
-        const decision = decideIoPressure({
+        io = decideIoPressure({
           previousStatus: conditionStatus(previous?.conditions, 'IoPressureHigh'),
           previousTracking: previous?.ioPressure
             ? { observation: previous.ioPressure.observation, since: new Date(previous.ioPressure.since) }
@@ -191,18 +356,17 @@ export class PolicyReconciler {
           sustainSeconds: io_.sustainSeconds,
           recoverySeconds: io_.recoverySeconds,
         });
-        if (decision.recheckAfterMs !== undefined)
-          recheckAfterMs = Math.min(recheckAfterMs ?? Infinity, decision.recheckAfterMs);
-        io = { decision };
+        if (io.recheckAfterMs !== undefined)
+          recheckAfterMs = Math.min(recheckAfterMs ?? Infinity, io.recheckAfterMs);
         if (reading && source.kind !== 'agent') {
           // Polled readings are written when they moved, or before the stored one goes stale: not every poll.
           const stored = previous?.ioReading;
           const ageMs = stored ? now.getTime() - new Date(stored.observedTime).getTime() : Infinity;
           const refresh = isMaterialChange(stored, reading) || ageMs >= (io_.staleAfterSeconds * 1000) / 2;
-          io.readingToWrite = refresh || !stored ? reading : stored;
+          readingToWrite = refresh || !stored ? reading : stored;
         }
       }
-      const desired = desiredDetectionStatus({
+      const detection = desiredDetectionStatus({
         policyName,
         node,
         findings: nodeFindings,
@@ -210,32 +374,198 @@ export class PolicyReconciler {
         thresholdSeconds: spec.detection.stuckThresholdSeconds,
         previous,
         now,
-        ...(io ? { io } : {}),
+        ...(io ? { io: { decision: io, ...(readingToWrite ? { readingToWrite } : {}) } } : {}),
       });
-      this.deps.onNodeStatus?.(policyName, nodeName, desired);
-      if (isDeepStrictEqual(storedDetectionStatus(previous, desired), withoutUndefined(desired))) continue;
-      await writer.patchHealthStatus(nodeName, desired);
-      for (const transition of detectionTransitions(node, previous, desired)) {
-        logger.info(
-          transition.reason === 'SandboxCreationStuck' ? 'Detected stuck Pod' : 'Changed Node state',
-          {
-            policy: policyName,
-            node: nodeName,
-            ...(transition.target.kind === 'Pod'
-              ? { pod: `${transition.target.namespace}/${transition.target.name}` }
-              : {}),
-            reason: transition.reason,
-            message: transition.message,
-          },
-        );
-        await recorder.record(transition);
+      observations.push({
+        node,
+        previous,
+        exists: health !== undefined,
+        findings: nodeFindings,
+        io,
+        detection,
+        ioHeavyPods: [],
+      });
+    }
+    await this.readIoHeavyPods(policyName, spec, observations);
+    return { observations, unsettled, recheckAfterMs };
+  }
+
+  /** Running pods to migrate: a live read, only for nodes under our remediation with verified pressure. */
+  private async readIoHeavyPods(
+    policyName: string,
+    spec: SandboxPolicySpec,
+    observations: NodeObservation[],
+  ): Promise<void> {
+    const selector = spec.remediation.migrateWorkloads?.podSelector;
+    const reader = this.deps.workloads;
+    if (!selector || !reader) return;
+    for (const observation of observations) {
+      if (ioState(observation.io) !== 'High' || (!observation.node.stamps && !observation.previous?.remediation))
+        continue;
+      try {
+        observation.ioHeavyPods = await reader.runningPodsOn(observation.node.name, selector);
+      } catch (err) {
+        this.deps.logger.warn('Failed to list IO-heavy pods', {
+          policy: policyName,
+          node: observation.node.name,
+          error: describe(err),
+        });
       }
     }
-    return { degraded, recheckAfterMs };
+  }
+
+  private facts(observation: NodeObservation, dryRun: boolean) {
+    const inFlight = new Set(this.evictionsInFlight.keys());
+    return observeNode({ ...observation, dryRun, evictionsInFlight: inFlight });
+  }
+
+  /** The policy's eviction log after this pass: the last minute, plus the evictions about to be made. */
+  private evictionLog(
+    previous: readonly string[] | undefined,
+    decision: { actions: readonly { kind: string }[] } | undefined,
+    now: Date,
+  ): string[] {
+    const windowStart = now.getTime() - 60_000;
+    const kept = (previous ?? []).filter((t) => new Date(t).getTime() > windowStart);
+    const planned = decision?.actions.filter((a) => a.kind === 'Evict' || a.kind === 'Migrate').length ?? 0;
+    return [...kept, ...Array.from({ length: planned }, () => now.toISOString())].slice(-MAX_EVICTIONS_PER_MINUTE);
+  }
+
+  private async act(
+    policyName: string,
+    decision: RemediationDecision,
+    actuator: Actuator,
+    recentEvictions: string[],
+    policy: PolicyObject,
+    failures: Failures,
+  ): Promise<{ results: Map<string, ActionResult[]>; blocked: Map<string, BlockedAction[]> }> {
+    const { cache, logger } = this.deps;
+    const results = new Map<string, ActionResult[]>();
+    const blocked = new Map<string, BlockedAction[]>();
+    const push = <T>(map: Map<string, T[]>, node: string, value: T) => {
+      const list = map.get(node);
+      if (list) list.push(value);
+      else map.set(node, [value]);
+    };
+    const report = (result: ActionResult) => {
+      push(results, result.action.node, result);
+      const { action } = result;
+      const fields = {
+        policy: policyName,
+        node: action.node,
+        target: action.target,
+        reason: action.reason,
+        dryRun: actuator.dryRun,
+        ...(result.detail ? { error: result.detail } : {}),
+      };
+      if (result.outcome === 'Succeeded') logger.info(`${PAST_TENSE[action.kind]}${actuator.dryRun ? ' (dry run)' : ''}`, fields);
+      else logger.warn(`Failed to ${action.kind.toLowerCase()}`, fields);
+      this.deps.onAction?.(action.kind, result.outcome, actuator.dryRun);
+    };
+
+    // The eviction budget is spent in status before any eviction, so a crash right after cannot reset it.
+    const evictions = decision.actions.filter((a) => a.kind === 'Evict' || a.kind === 'Migrate');
+    if (evictions.length > 0) {
+      try {
+        await this.deps.writer.patchPolicyStatus(policyName, { ...(policy.status ?? {}), recentEvictions });
+      } catch (err) {
+        failures.add(`eviction log of sandboxpolicy/${policyName}`, err);
+        return { results, blocked }; // unrecorded budget: evict nothing
+      }
+    }
+
+    const failedNodes = new Set<string>();
+    const nodeActions = new Map<string, Action[]>();
+    for (const action of decision.actions)
+      if (action.kind !== 'Evict' && action.kind !== 'Migrate') push(nodeActions, action.node, action);
+    for (const [nodeName, actions] of nodeActions) {
+      const node = cache.node(nodeName);
+      if (!node) continue;
+      const change = nodeChange(node, actions, decision.stampsAfter.get(nodeName), cache.observedVersion('Node', nodeName));
+      try {
+        const version = await actuator.patchNode(change);
+        this.expectations.expect(`Node/${nodeName}`, version);
+        for (const action of actions) report({ action, outcome: 'Succeeded' });
+      } catch (err) {
+        failedNodes.add(nodeName);
+        failures.add(`patch of node/${nodeName}`, err);
+        for (const action of actions) report({ action, outcome: 'Failed', detail: describe(err) });
+      }
+    }
+    for (const action of evictions) {
+      if (action.kind !== 'Evict' && action.kind !== 'Migrate') continue;
+      if (failedNodes.has(action.node)) continue;
+      try {
+        const outcome = await actuator.evict(action.pod);
+        if (outcome.result === 'Blocked') {
+          push(blocked, action.node, {
+            kind: action.kind,
+            node: action.node,
+            target: action.target,
+            guard: 'DisruptionBudget',
+            message: outcome.message,
+          });
+          continue;
+        }
+        if (!actuator.dryRun) this.evictionsInFlight.set(action.pod.uid, this.deps.clock.now() + EVICTION_IN_FLIGHT_MS);
+        report({ action, outcome: 'Succeeded' });
+      } catch (err) {
+        failures.add(`eviction of ${action.target}`, err);
+        report({ action, outcome: 'Failed', detail: describe(err) });
+      }
+    }
+    return { results, blocked };
+  }
+
+  /** Writes one node's SandboxHealth where it changed, then its Events; returns how many blocks are new. */
+  private async report(
+    policyName: string,
+    observation: NodeObservation,
+    remediation: Omit<RemediationStatusInput, 'detection' | 'previous' | 'node'>,
+  ): Promise<number> {
+    const { writer, recorder, logger } = this.deps;
+    const { node, previous } = observation;
+    const input: RemediationStatusInput = {
+      ...remediation,
+      detection: observation.detection,
+      previous,
+      node,
+    };
+    const desired = desiredHealthStatus(input);
+    this.deps.onNodeStatus?.(policyName, node.name, desired);
+    if (!observation.exists) await writer.createHealth(node);
+    if (isDeepStrictEqual(storedDetectionStatus(previous, desired), withoutUndefined(desired)) && !(previous?.remediation && !desired.remediation))
+      return 0;
+    const patch: Parameters<StatusWriter['patchHealthStatus']>[1] = { ...desired };
+    if (previous?.remediation && !desired.remediation) patch.remediation = null;
+    const version = await writer.patchHealthStatus(node.name, patch);
+    this.expectations.expect(`SandboxHealth/${node.name}`, version);
+    const transitions = [
+      ...detectionTransitions(node, previous, desired),
+      ...remediationTransitions(input, desired),
+    ];
+    for (const transition of transitions) {
+      if (transition.reason === 'SandboxCreationStuck' || transition.reason === 'SandboxCreationDegraded' || transition.reason.endsWith('Recovered') || transition.reason === 'IoPressureHigh') {
+        logger.info(transition.reason === 'SandboxCreationStuck' ? 'Detected stuck Pod' : 'Changed Node state', {
+          policy: policyName,
+          node: node.name,
+          ...(transition.target.kind === 'Pod'
+            ? { pod: `${transition.target.namespace}/${transition.target.name}` }
+            : {}),
+          reason: transition.reason,
+          message: transition.message,
+        });
+      }
+      await recorder.record(transition);
+    }
+    const previousBlocked = new Set((previous?.blocked ?? []).map((b) => `${b.kind} ${b.target} ${b.guard}`));
+    const fresh = (desired.blocked ?? []).filter((b) => !previousBlocked.has(`${b.kind} ${b.target} ${b.guard}`));
+    for (const b of fresh) this.deps.onBlocked?.(b.guard);
+    return fresh.length;
   }
 
   /** SandboxHealths of nodes no valid policy owns, unless their policy still exists but is invalid (frozen). */
-  private async deleteOrphanHealths(assignment: NodeAssignment): Promise<void> {
+  private async deleteOrphanHealths(assignment: NodeAssignment, failures: Failures): Promise<void> {
     const { cache, writer, logger } = this.deps;
     for (const health of cache.healths()) {
       if (assignment.owner.has(health.name)) continue;
@@ -243,13 +573,54 @@ export class PolicyReconciler {
       const recordedPolicy = recorded ? cache.policy(recorded) : undefined;
       if (recordedPolicy && !validatePolicy(recordedPolicy).valid) continue;
       logger.info('Deleted SandboxHealth of an unowned Node', { node: health.name, policy: recorded });
-      await writer.deleteHealth(health.name);
+      try {
+        await writer.deleteHealth(health.name);
+      } catch (err) {
+        failures.add(`deletion of sandboxhealth/${health.name}`, err);
+      }
     }
   }
 
   private sameStatus(a: unknown, b: unknown): boolean {
     return isDeepStrictEqual(withoutUndefined(a), withoutUndefined(b));
   }
+}
+
+const PAST_TENSE: Record<Action['kind'], string> = {
+  Cordon: 'Cordoned Node',
+  Taint: 'Tainted Node',
+  Uncordon: 'Uncordoned Node',
+  Untaint: 'Untainted Node',
+  Evict: 'Evicted stuck Pod',
+  Migrate: 'Migrated IO-heavy Pod',
+};
+
+/** One patch for everything decided on a node: spec changes, taint list, and the stamps that record them. */
+export function nodeChange(
+  node: NodeView,
+  actions: readonly Action[],
+  stampsAfter: NodeStamps | undefined,
+  resourceVersion: string | undefined,
+): NodeChange {
+  const change: NodeChange = { node: node.name, annotations: stampAnnotations(stampsAfter) };
+  if (resourceVersion) change.resourceVersion = resourceVersion;
+  let taints = [...node.taints];
+  let taintsChanged = false;
+  for (const action of actions) {
+    if (action.kind === 'Cordon') change.unschedulable = true;
+    if (action.kind === 'Uncordon' && action.reason !== 'UncordonedByOthers') change.unschedulable = false;
+    if (action.kind === 'Taint' && !taints.some((t) => sameTaint(t, action.taint))) {
+      taints.push(action.taint);
+      taintsChanged = true;
+    }
+    if (action.kind === 'Untaint') {
+      const before = taints.length;
+      taints = taints.filter((t) => !sameTaint(t, action.taint));
+      taintsChanged ||= taints.length !== before;
+    }
+  }
+  if (taintsChanged) change.taints = taints;
+  return change;
 }
 
 /** JSON round trip: what the apiserver would store (no undefined fields). */

@@ -1,4 +1,4 @@
-import type { SandboxHealthStatus, SandboxPolicyStatus } from '../api/v1alpha1/index.js';
+import type { LabelSelector, SandboxHealthStatus, SandboxPolicyStatus } from '../api/v1alpha1/index.js';
 import type { EventView, NodeView, PodView } from '../detection/index.js';
 import type { Transition } from '../status/health-status.js';
 
@@ -27,16 +27,30 @@ export interface ClusterCache {
   node(name: string): NodeView | undefined;
   /** Scheduled, Pending pods on a node. */
   pendingPodsOn(nodeName: string): readonly PodView[];
+  podByUid(uid: string): PodView | undefined;
   /** Sandbox failure events indexed by the pod uid they are about. */
   failureEventsByPod(): ReadonlyMap<string, readonly EventView[]>;
   healths(): Iterable<HealthObject>;
   health(name: string): HealthObject | undefined;
+  /** The resourceVersion the cache holds for an object: what read-your-writes fences compare against. */
+  observedVersion(kind: 'Node' | 'SandboxHealth', name: string): string | undefined;
+  /** Synced, and no watch known to be broken: the operator acts only then. */
+  watchesHealthy(): boolean;
+}
+
+/** Live reads the cache does not keep: running pods are not cached (only Pending ones are). */
+export interface WorkloadReader {
+  runningPodsOn(node: string, selector: LabelSelector): Promise<PodView[]>;
 }
 
 /** Writes the operator's own objects. Implementations patch only what they are given. */
 export interface StatusWriter {
   createHealth(node: NodeView): Promise<void>;
-  patchHealthStatus(name: string, status: Partial<SandboxHealthStatus>): Promise<void>;
+  /** Resolves with the object's new resourceVersion when the API returned one. */
+  patchHealthStatus(
+    name: string,
+    status: { [K in keyof SandboxHealthStatus]?: SandboxHealthStatus[K] | null },
+  ): Promise<string | undefined>;
   deleteHealth(name: string): Promise<void>;
   patchPolicyStatus(name: string, status: SandboxPolicyStatus): Promise<void>;
 }

@@ -1,3 +1,5 @@
+import type { NodeStamps } from '../api/v1alpha1/index.js';
+
 /**
  * The slices of Kubernetes objects that detection reads. src/kube converts API objects into these, so the
  * pure core never sees client-node types and its tests build plain data.
@@ -22,6 +24,10 @@ export interface PodView {
   deleting: boolean;
   labels: Readonly<Record<string, string>>;
   containers: readonly ContainerView[];
+  /** Kind of the controlling owner (ReplicaSet, StatefulSet, DaemonSet, Job, ...); absent for a bare pod. */
+  controllerKind?: string;
+  /** A static pod's mirror (kubernetes.io/config.mirror): the API cannot delete the real one. */
+  mirror?: boolean;
 }
 
 export interface EventView {
@@ -49,4 +55,6 @@ export interface NodeView {
   runtimeVersion?: string;
   taints: readonly { key: string; value?: string; effect: string }[];
   conditions: readonly { type: string; status: string; lastTransitionTime?: Date }[];
+  /** The operator's ownership stamps, read from the node's annotations; absent: nothing on it is ours. */
+  stamps?: NodeStamps;
 }

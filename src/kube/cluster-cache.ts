@@ -139,6 +139,11 @@ export class InformerCache implements ClusterCache {
     return this.informers().every((i) => i.isSynced());
   }
 
+  /** Every informer synced and none failing now: a failing one's part of the cache may be going stale. */
+  watchesHealthy(): boolean {
+    return this.informers().every((i) => i.isWatching());
+  }
+
   async stop(): Promise<void> {
     await Promise.all(this.informers().map((i) => i.stop()));
   }
@@ -198,6 +203,9 @@ export class InformerCache implements ClusterCache {
   }
   eventView(key: string): EventView | undefined {
     return this.sandboxEvents.get(key) ?? this.failedEvents.get(key);
+  }
+  observedVersion(kind: 'Node' | 'SandboxHealth', name: string): string | undefined {
+    return (kind === 'Node' ? this.nodeInformer : this.healthInformer).versionOf(name);
   }
   healths(): Iterable<HealthObject> {
     return this.healthInformer.values();

@@ -1,4 +1,5 @@
 import { ApiException } from '@kubernetes/client-node';
+import { TerminalError } from '../runtime/controller.js';
 
 /** What the apiserver said, from client-node's ApiException or a Status body; undefined for other errors. */
 export interface ApiStatus {
@@ -61,4 +62,9 @@ export function describeError(err: unknown): string {
   const status = apiStatus(err);
   if (status) return `${status.message} (HTTP ${status.code}${status.reason ? ` ${status.reason}` : ''})`;
   return err instanceof Error ? err.message : String(err);
+}
+
+/** A 400 or 422 becomes a TerminalError: the queue must not retry what the apiserver refused for what it is. */
+export function terminalIfInvalid(err: unknown, what: string): unknown {
+  return isInvalid(err) ? new TerminalError(`${what} refused: ${describeError(err)}`, { cause: err }) : err;
 }

@@ -35,6 +35,9 @@ export interface InformerOptions<T> {
   pageSize?: number;
   watchTimeoutSeconds?: number;
   onRestart?(reason: string): void;
+  /** Stand-ins for the API calls, for tests that fail them without a network. */
+  api?: Pick<KubernetesObjectApi, 'list'>;
+  watcher?: Pick<Watch, 'watch'>;
 }
 
 class WatchExpired extends Error {}
@@ -46,6 +49,8 @@ class WatchExpired extends Error {}
  */
 export class Informer<T> {
   private readonly store = new Map<string, T>();
+  /** resourceVersion of each stored object, kept beside the views so an unchanged view stays silent. */
+  private readonly versions = new Map<string, string>();
   private readonly handlers: ChangeHandler<T>[] = [];
   private resourceVersion: string | undefined;
   private abort: AbortController | undefined;
@@ -56,7 +61,8 @@ export class Informer<T> {
   /** Resolves once the first list has been stored. */
   readonly synced = new Promise<void>((resolve) => (this.markSynced = resolve));
   private hasSynced = false;
-  private api: KubernetesObjectApi | undefined;
+  private watching = false;
+  private api: Pick<KubernetesObjectApi, 'list'> | undefined;
   private loop: Promise<void> | undefined;
 
   constructor(private readonly options: InformerOptions<T>) {}
@@ -69,12 +75,22 @@ export class Informer<T> {
     return this.hasSynced;
   }
 
+  /** Synced, and not failed since: false from a caught error until the next list or watch gets through. */
+  isWatching(): boolean {
+    return this.hasSynced && this.watching;
+  }
+
   onChange(handler: ChangeHandler<T>): void {
     this.handlers.push(handler);
   }
 
   get(key: string): T | undefined {
     return this.store.get(key);
+  }
+
+  /** The resourceVersion of the object as last seen, for read-your-writes fences. */
+  versionOf(key: string): string | undefined {
+    return this.versions.get(key);
   }
 
   values(): IterableIterator<T> {
@@ -109,8 +125,11 @@ export class Informer<T> {
         await this.watch();
       } catch (err) {
         if (this.isStopped()) break;
-        relist = err instanceof WatchExpired || isGone(err);
-        if (relist && err instanceof WatchExpired) {
+        this.watching = false;
+        const expired = err instanceof WatchExpired || isGone(err);
+        // A failed list is retried as a list: a watch alone never syncs the cache, so /readyz would stay 503.
+        relist ||= expired;
+        if (err instanceof WatchExpired) {
           this.options.logger.info('Relisting after the watch expired', { informer: this.name });
           continue;
         }
@@ -118,7 +137,7 @@ export class Informer<T> {
         const delay = isTooManyRequests(err)
           ? 500 + Math.random() * 1000
           : jitteredDelay(this.attempt++, 500, 10_000);
-        this.options.onRestart?.(relist ? 'expired' : 'error');
+        this.options.onRestart?.(expired ? 'expired' : 'error');
         this.options.logger.warn('Restarting informer after an error', {
           informer: this.name,
           error: describeError(err),
@@ -136,8 +155,9 @@ export class Informer<T> {
   }
 
   private async list(): Promise<void> {
-    const api = (this.api ??= KubernetesObjectApi.makeApiClient(this.options.kc));
+    const api = (this.api ??= this.options.api ?? KubernetesObjectApi.makeApiClient(this.options.kc));
     const fresh = new Map<string, T>();
+    const freshVersions = new Map<string, string | undefined>();
     let continueToken: string | undefined;
     let resourceVersion: string | undefined;
     do {
@@ -155,12 +175,16 @@ export class Informer<T> {
       );
       for (const item of page.items) {
         const view = this.options.transform(item);
-        if (view !== undefined) fresh.set(keyOf(item), view);
+        if (view === undefined) continue;
+        fresh.set(keyOf(item), view);
+        freshVersions.set(keyOf(item), item.metadata?.resourceVersion);
       }
       continueToken = page.metadata?._continue || undefined;
       resourceVersion = page.metadata?.resourceVersion;
     } while (continueToken);
 
+    this.versions.clear();
+    for (const [key, version] of freshVersions) if (version) this.versions.set(key, version);
     for (const [key, previous] of this.store) {
       if (!fresh.has(key)) {
         this.store.delete(key);
@@ -170,6 +194,7 @@ export class Informer<T> {
     for (const [key, view] of fresh) this.upsert(key, view);
     this.resourceVersion = resourceVersion;
     this.attempt = 0;
+    this.watching = true;
     if (!this.hasSynced) {
       this.hasSynced = true;
       this.markSynced();
@@ -193,7 +218,7 @@ export class Informer<T> {
       if (this.resourceVersion) query.resourceVersion = this.resourceVersion;
       if (this.options.fieldSelector) query.fieldSelector = this.options.fieldSelector;
       if (this.options.labelSelector) query.labelSelector = this.options.labelSelector;
-      new Watch(this.options.kc)
+      (this.options.watcher ?? new Watch(this.options.kc))
         .watch(
           this.options.path,
           query,
@@ -212,6 +237,8 @@ export class Informer<T> {
         )
         .then((controller) => {
           this.abort = controller;
+          // client-node resolves even when the request failed, after calling done(): that is no watch.
+          if (!settled) this.watching = true;
           if (this.stopped) controller.abort();
         })
         .catch(finish);
@@ -228,6 +255,8 @@ export class Informer<T> {
     if (rv) this.resourceVersion = rv;
     if (phase === 'BOOKMARK') return;
     const key = keyOf(object);
+    if (rv && phase !== 'DELETED') this.versions.set(key, rv);
+    else this.versions.delete(key);
     if (phase === 'DELETED') {
       const previous = this.store.get(key);
       if (previous === undefined) return;

@@ -1,6 +1,10 @@
 // Converts API objects into the slim views the cache keeps. Lists arrive deserialised by client-node (dates as
 // Date), watch events as raw JSON (dates as strings): every reader here accepts both.
-import { SandboxHealthStatusSchema, SandboxPolicyStatusSchema } from '../api/v1alpha1/index.js';
+import {
+  readStamps,
+  SandboxHealthStatusSchema,
+  SandboxPolicyStatusSchema,
+} from '../api/v1alpha1/index.js';
 import {
   isSandboxFailureEvent,
   type ContainerView,
@@ -65,6 +69,10 @@ export function podView(raw: RawObject): PodView | undefined {
   };
   const nodeName = str(spec.nodeName);
   if (nodeName) view.nodeName = nodeName;
+  const controller = arr(meta.ownerReferences).find((o) => o.controller === true);
+  const controllerKind = str(controller?.kind);
+  if (controllerKind) view.controllerKind = controllerKind;
+  if (obj(meta.annotations)['kubernetes.io/config.mirror'] !== undefined) view.mirror = true;
   const scheduled = arr(status.conditions).find((c) => c.type === 'PodScheduled' && c.status === 'True');
   const scheduledAt = toDate(scheduled?.lastTransitionTime);
   if (scheduledAt) view.scheduledAt = scheduledAt;
@@ -127,6 +135,8 @@ export function nodeView(raw: RawObject): NodeView | undefined {
   };
   const runtime = str(obj(status.nodeInfo).containerRuntimeVersion);
   if (runtime) view.runtimeVersion = runtime;
+  const stamps = readStamps(labels(meta.annotations));
+  if (stamps) view.stamps = stamps;
   return view;
 }
 

@@ -7,11 +7,11 @@ import {
 } from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { GROUP, VERSION, type SandboxHealthStatus, type SandboxPolicyStatus } from '../api/v1alpha1/index.js';
+import { API_VERSION, GROUP, VERSION, type SandboxPolicyStatus } from '../api/v1alpha1/index.js';
 import type { EventRecorder, StatusWriter } from '../controllers/ports.js';
 import type { NodeView } from '../detection/index.js';
 import type { Transition } from '../status/health-status.js';
-import { isConflict, isNotFound } from './errors.js';
+import { isConflict, isNotFound, terminalIfInvalid } from './errors.js';
 
 export const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'sandbox-remediator' };
 const mergePatch = () => setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -47,11 +47,19 @@ export class KubeStatusWriter implements StatusWriter {
     }
   }
 
-  async patchHealthStatus(name: string, status: Partial<SandboxHealthStatus>): Promise<void> {
-    await this.custom.patchClusterCustomObjectStatus(
-      { group: GROUP, version: VERSION, plural: 'sandboxhealths', name, body: { status } },
-      mergePatch(),
-    );
+  async patchHealthStatus(
+    name: string,
+    status: Parameters<StatusWriter['patchHealthStatus']>[1],
+  ): Promise<string | undefined> {
+    try {
+      const updated = (await this.custom.patchClusterCustomObjectStatus(
+        { group: GROUP, version: VERSION, plural: 'sandboxhealths', name, body: { status } },
+        mergePatch(),
+      )) as { metadata?: { resourceVersion?: string } };
+      return updated.metadata?.resourceVersion;
+    } catch (err) {
+      throw terminalIfInvalid(err, `status patch of sandboxhealth/${name}`);
+    }
   }
 
   async deleteHealth(name: string): Promise<void> {
@@ -74,7 +82,7 @@ export class KubeStatusWriter implements StatusWriter {
         mergePatch(),
       );
     } catch (err) {
-      if (!isNotFound(err)) throw err; // deleted meanwhile: nothing to report on
+      if (!isNotFound(err)) throw terminalIfInvalid(err, `status patch of sandboxpolicy/${name}`); // 404: deleted meanwhile
     }
   }
 }
@@ -91,13 +99,14 @@ export class KubeEventRecorder implements EventRecorder {
     const { target } = transition;
     // Events about cluster-scoped objects live in "default", as kubelet's Node events do.
     const namespace = target.kind === 'Pod' ? target.namespace : 'default';
+    const apiVersion = target.kind === 'SandboxPolicy' ? API_VERSION : 'v1';
     const now = new Date();
     await this.core.createNamespacedEvent({
       namespace,
       body: {
         metadata: { name: `${target.name}.${randomBytes(8).toString('hex')}`, namespace },
         involvedObject: {
-          apiVersion: 'v1',
+          apiVersion,
           kind: target.kind,
           name: target.name,
           uid: target.uid,

@@ -45,6 +45,19 @@ export class OperatorMetrics {
     registers: [this.registry],
   });
 
+  readonly actions = new Counter({
+    name: 'sandbox_remediator_actions_total',
+    help: 'Remediation actions carried out, by action (Cordon, Taint, Evict, Migrate, Uncordon, Untaint), result and whether it was a dry run.',
+    labelNames: ['action', 'result', 'dry_run'] as const,
+    registers: [this.registry],
+  });
+  readonly actionsBlocked = new Counter({
+    name: 'sandbox_remediator_actions_blocked_total',
+    help: 'Actions newly held back, by the guard that held them (StormLimit, EvictionRate, DisruptionBudget, ...).',
+    labelNames: ['guard'] as const,
+    registers: [this.registry],
+  });
+
   constructor(withProcessMetrics = true) {
     if (withProcessMetrics) collectDefaultMetrics({ register: this.registry });
   }

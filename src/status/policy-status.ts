@@ -1,5 +1,5 @@
-import type { PolicyProblem, SandboxPolicyStatus } from '../api/v1alpha1/index.js';
-import { mergeConditions } from './conditions.js';
+import { MAX_LISTED_OVERLAPS, type PolicyProblem, type SandboxPolicyStatus } from '../api/v1alpha1/index.js';
+import { mergeConditions, type ConditionInput } from './conditions.js';
 
 export interface PolicyStatusInput {
   generation: number;
@@ -39,6 +39,7 @@ export function invalidPolicyStatus(
     degradedNodes: 0,
     remediatingNodes: 0,
     overlappingNodes: [],
+    overlappingNodeCount: 0,
   };
 }
 
@@ -49,6 +50,33 @@ export interface ValidPolicyCounts {
   overlappingNodes: { node: string; ownedBy: string }[];
   paused: boolean;
   dryRun: boolean;
+  /** Absent when no decision was made in this pass: the stored condition is kept. */
+  storm?: { detected: boolean; unhealthy: number; limit: number } | undefined;
+  actionCount: number;
+  blockedActionCount: number;
+  recentEvictions: string[];
+}
+
+function stormCondition(
+  storm: ValidPolicyCounts['storm'],
+  previous: SandboxPolicyStatus | undefined,
+): ConditionInput {
+  const stored = previous?.conditions?.find((c) => c.type === 'StormDetected');
+  if (!storm)
+    return stored ?? { type: 'StormDetected', status: 'Unknown', reason: 'NotEvaluated', message: 'Not evaluated yet.' };
+  return storm.detected
+    ? {
+        type: 'StormDetected',
+        status: 'True',
+        reason: 'StormLimitReached',
+        message: `${storm.unhealthy} unhealthy node(s) exceed maxUnhealthyNodes (${storm.limit}): no new cordons or evictions.`,
+      }
+    : {
+        type: 'StormDetected',
+        status: 'False',
+        reason: 'WithinLimit',
+        message: `${storm.unhealthy} unhealthy node(s), within maxUnhealthyNodes (${storm.limit}).`,
+      };
 }
 
 export function validPolicyStatus(input: PolicyStatusInput, counts: ValidPolicyCounts): SandboxPolicyStatus {
@@ -69,7 +97,11 @@ export function validPolicyStatus(input: PolicyStatusInput, counts: ValidPolicyC
     observedGeneration: input.generation,
     conditions: mergeConditions(
       input.previous?.conditions,
-      [{ type: 'Valid', status: 'True', reason: 'SpecValid', message: 'The spec is valid.' }, active],
+      [
+        { type: 'Valid', status: 'True', reason: 'SpecValid', message: 'The spec is valid.' },
+        active,
+        stormCondition(counts.storm, input.previous),
+      ],
       input.now,
       input.generation,
     ),
@@ -77,6 +109,10 @@ export function validPolicyStatus(input: PolicyStatusInput, counts: ValidPolicyC
     matchedNodes: counts.matchedNodes,
     degradedNodes: counts.degradedNodes,
     remediatingNodes: counts.remediatingNodes,
-    overlappingNodes: counts.overlappingNodes,
+    overlappingNodes: counts.overlappingNodes.slice(0, MAX_LISTED_OVERLAPS),
+    overlappingNodeCount: counts.overlappingNodes.length,
+    actionCount: counts.actionCount,
+    blockedActionCount: counts.blockedActionCount,
+    recentEvictions: counts.recentEvictions,
   };
 }

@@ -1,9 +1,14 @@
 // An in-memory ClusterCache + StatusWriter + EventRecorder for reconcile tests: the writer applies what it
 // is given to the same store the cache reads, and records every call.
-import type {
-  SandboxHealthStatus,
-  SandboxPolicySpecInput,
-  SandboxPolicyStatus,
+import type { Actuator, EvictionOutcome, NodeChange } from '../../src/actuation/actuator.js';
+import {
+  matchesSelector,
+  readStamps,
+  stampAnnotations,
+  type LabelSelector,
+  type SandboxHealthStatus,
+  type SandboxPolicySpecInput,
+  type SandboxPolicyStatus,
 } from '../../src/api/v1alpha1/index.js';
 import type {
   ClusterCache,
@@ -11,7 +16,9 @@ import type {
   HealthObject,
   PolicyObject,
   StatusWriter,
+  WorkloadReader,
 } from '../../src/controllers/ports.js';
+import type { PodRef } from '../../src/policy/remediation.js';
 import {
   indexFailureEvents,
   type EventView,
@@ -34,14 +41,32 @@ export function aNode(name: string, labels: Record<string, string> = {}): NodeVi
   };
 }
 
-export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder {
+/**
+ * The API and the cache in one. With `lagging`, writes reach the API (`apiNodes`, `apiHealths`) at once but the
+ * cache only on deliver(), as a watch delivers them later: the read-your-writes race, on demand.
+ */
+export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder, Actuator, WorkloadReader {
+  readonly dryRun = false;
   readonly policyMap = new Map<string, PolicyObject>();
   readonly nodeMap = new Map<string, NodeView>();
   pods: PodView[] = [];
+  /** Running pods (the cache keeps only Pending ones; migration reads these live). */
+  running: PodView[] = [];
   events: EventView[] = [];
   readonly healthMap = new Map<string, HealthObject>();
   readonly writes: string[] = [];
   readonly recorded: Transition[] = [];
+  readonly evicted: string[] = [];
+  /** Pods (namespace/name) whose eviction answers 429, as a PodDisruptionBudget would. */
+  readonly protectedPods = new Set<string>();
+  lagging = false;
+  watching = true;
+  private version = 100;
+  private readonly versions = new Map<string, number>();
+  private readonly undelivered: (() => void)[] = [];
+  /** Fails the next patch of this node with this error, once. */
+  failNextNodePatch = new Map<string, Error>();
+  failNextHealthPatch = new Map<string, Error>();
 
   addPolicy(name: string, spec: SandboxPolicySpecInput | Record<string, unknown>, createdAt = T0): this {
     this.policyMap.set(name, { name, uid: `uid-${name}`, generation: 1, createdAt, spec });
@@ -67,6 +92,73 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder 
   pendingPodsOn(nodeName: string) {
     return this.pods.filter((p) => p.nodeName === nodeName && p.phase === 'Pending');
   }
+  podByUid(uid: string) {
+    return this.pods.find((p) => p.uid === uid);
+  }
+  observedVersion(kind: 'Node' | 'SandboxHealth', name: string) {
+    const v = this.versions.get(`${kind}/${name}`);
+    return v === undefined ? undefined : String(v);
+  }
+  watchesHealthy() {
+    return this.watching;
+  }
+  runningPodsOn(node: string, selector: LabelSelector) {
+    return Promise.resolve(this.running.filter((p) => p.nodeName === node && matchesSelector(selector, p.labels)));
+  }
+  /** Applies to the cache what the API already has (a watch catching up). */
+  deliver(): void {
+    for (const apply of this.undelivered.splice(0)) apply();
+  }
+  private commit(key: string, apply: () => void): string {
+    const version = ++this.version;
+    const visible = () => {
+      apply();
+      this.versions.set(key, version);
+    };
+    if (this.lagging) this.undelivered.push(visible);
+    else visible();
+    return String(version);
+  }
+
+  patchNode(change: NodeChange): Promise<string | undefined> {
+    this.writes.push(`patch node/${change.node}`);
+    const failure = this.failNextNodePatch.get(change.node);
+    if (failure) {
+      this.failNextNodePatch.delete(change.node);
+      return Promise.reject(failure);
+    }
+    const node = this.nodeMap.get(change.node);
+    if (!node) return Promise.reject(new Error(`no node ${change.node}`));
+    const annotations: Record<string, string> = Object.fromEntries(
+      Object.entries(stampAnnotations(node.stamps)).filter((e): e is [string, string] => e[1] !== null),
+    );
+    for (const [k, v] of Object.entries(change.annotations)) {
+      if (v === null) delete annotations[k];
+      else annotations[k] = v;
+    }
+    const updated: NodeView = {
+      ...node,
+      unschedulable: change.unschedulable ?? node.unschedulable,
+      taints: change.taints ?? node.taints,
+    };
+    const stamps = readStamps(annotations);
+    if (stamps) updated.stamps = stamps;
+    else delete updated.stamps;
+    return Promise.resolve(this.commit(`Node/${change.node}`, () => this.nodeMap.set(change.node, updated)));
+  }
+  evict(pod: PodRef): Promise<EvictionOutcome> {
+    if (this.protectedPods.has(`${pod.namespace}/${pod.name}`))
+      return Promise.resolve({ result: 'Blocked', message: 'Cannot evict pod as it would violate the pod\'s disruption budget.' });
+    this.writes.push(`evict pod/${pod.namespace}/${pod.name}`);
+    this.evicted.push(`${pod.namespace}/${pod.name}`);
+    const remove = () => {
+      this.pods = this.pods.filter((p) => p.uid !== pod.uid);
+      this.running = this.running.filter((p) => p.uid !== pod.uid);
+    };
+    if (this.lagging) this.undelivered.push(remove);
+    else remove();
+    return Promise.resolve({ result: 'Evicted' });
+  }
   failureEventsByPod() {
     return indexFailureEvents(this.events);
   }
@@ -82,12 +174,23 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder 
     this.healthMap.set(node.name, { name: node.name, uid: `h-${node.name}`, nodeName: node.name });
     return Promise.resolve();
   }
-  patchHealthStatus(name: string, status: Partial<SandboxHealthStatus>): Promise<void> {
+  patchHealthStatus(
+    name: string,
+    status: Parameters<StatusWriter['patchHealthStatus']>[1],
+  ): Promise<string | undefined> {
     this.writes.push(`patch health/${name}`);
+    const failure = this.failNextHealthPatch.get(name);
+    if (failure) {
+      this.failNextHealthPatch.delete(name);
+      return Promise.reject(failure);
+    }
     const health = this.healthMap.get(name);
     if (!health) throw new Error(`no health ${name}`);
-    health.status = JSON.parse(JSON.stringify({ ...health.status, ...status })) as SandboxHealthStatus;
-    return Promise.resolve();
+    const merged = JSON.parse(JSON.stringify({ ...health.status, ...status })) as Record<string, unknown>;
+    for (const [k, v] of Object.entries(status)) if (v === null) delete merged[k];
+    // A new object, as an informer replaces its view: a reconcile holding the old one still sees the old status.
+    const updated: HealthObject = { ...health, status: merged as SandboxHealthStatus };
+    return Promise.resolve(this.commit(`SandboxHealth/${name}`, () => this.healthMap.set(name, updated)));
   }
   deleteHealth(name: string): Promise<void> {
     this.writes.push(`delete health/${name}`);

@@ -17,7 +17,8 @@ export class OperatorProcess {
   metricsPort = 0;
   private exited: Promise<number | null> | undefined;
 
-  async start(extraArgs: string[] = []): Promise<void> {
+  /** Resolves once it serves probes and, unless waitForStarted is false, once its controller has started. */
+  async start(extraArgs: string[] = [], { waitForStarted = true } = {}): Promise<void> {
     const tsx = join(REPO_ROOT, 'node_modules', 'tsx', 'dist', 'esm', 'index.mjs');
     const child = spawn(
       process.execPath,
@@ -57,7 +58,7 @@ export class OperatorProcess {
     const serving = await this.waitForLog('Serving probes and metrics', 60_000);
     this.healthPort = Number(serving.healthProbePort);
     this.metricsPort = Number(serving.metricsPort);
-    await this.waitForLog('Started controller', 60_000);
+    if (waitForStarted) await this.waitForLog('Started controller', 60_000);
   }
 
   async waitForLog(message: string, timeoutMs = 30_000, from = 0): Promise<LogLine> {

@@ -3,3 +3,4 @@ export * from './sandbox-policy.js';
 export * from './sandbox-health.js';
 export * from './resources.js';
 export * from './validation.js';
+export * from './stamps.js';

@@ -142,3 +142,14 @@ export function selectorSpecificity(selector: LabelSelector | undefined): number
 
 export const CONTROL_PLANE_LABEL = 'node-role.kubernetes.io/control-plane';
 export const EXCLUDE_LABEL = `${KEY_PREFIX}exclude`;
+
+/** A label selector in the apiserver's query syntax (labelSelector=...), the same set matchesSelector picks. */
+export function formatSelector(selector: LabelSelector): string {
+  const parts = Object.entries(selector.matchLabels ?? {}).map(([key, value]) => `${key}=${value}`);
+  for (const { key, operator, values = [] } of selector.matchExpressions ?? []) {
+    if (operator === 'Exists') parts.push(key);
+    else if (operator === 'DoesNotExist') parts.push(`!${key}`);
+    else parts.push(`${key} ${operator === 'In' ? 'in' : 'notin'} (${values.join(',')})`);
+  }
+  return parts.join(',');
+}

@@ -33,6 +33,9 @@ export type NodeState = z.infer<typeof NodeStateSchema>;
 
 const time = () => z.iso.datetime();
 
+/** Recent actions and blocked actions kept in a SandboxHealth status. */
+export const MAX_RECORDED_ACTIONS = 20;
+
 export const StuckPodSchema = z
   .object({
     namespace: z.string().describe('Pod namespace.'),
@@ -123,17 +126,64 @@ export const RuntimeInfoSchema = z
   })
   .describe('The node container runtime and whether it predates the fixes for this incident.');
 
+export const ACTION_KINDS = ['Cordon', 'Taint', 'Evict', 'Migrate', 'Uncordon', 'Untaint'] as const;
+export type ActionKind = (typeof ACTION_KINDS)[number];
+
 export const ActionRecordSchema = z
   .object({
-    kind: z.string().describe('Cordon, Taint, Evict, PauseRollout, Uncordon, Untaint, ResumeRollout.'),
+    kind: z
+      .enum(ACTION_KINDS)
+      .describe(
+        'Cordon, Taint, Evict (a stuck pod), Migrate (an IO-heavy running pod), Uncordon or Untaint.',
+      ),
     target: z.string().describe('What was acted on, e.g. node/n1 or pod/ns/name.'),
+    uid: z.string().optional().describe('The UID of the pod acted on (a replacement of the same name is another pod).'),
     time: time().describe('When the action was attempted.'),
-    outcome: z.enum(['Succeeded', 'Failed', 'Blocked', 'Skipped']).describe('What happened.'),
+    outcome: z
+      .enum(['Succeeded', 'Failed', 'Blocked'])
+      .describe('Succeeded; Failed (the API refused it); Blocked (a guard or a PodDisruptionBudget held it).'),
     dryRun: z.boolean().describe('Whether this was a dry run (nothing changed).'),
-    reason: z.string().describe('One CamelCase word: why the action was taken or blocked.'),
+    reason: z
+      .string()
+      .describe('One CamelCase word: why the action was taken, or the guard that blocked it.'),
     message: z.string().max(1024).optional().describe('Detail.'),
   })
   .describe('One remediation action.');
+export type ActionRecord = z.infer<typeof ActionRecordSchema>;
+
+export const RemediationRecordSchema = z
+  .object({
+    policy: z.string().describe('The SandboxPolicy that acted.'),
+    since: time().describe('When the remediation started.'),
+    cordoned: z.boolean().describe('Whether the operator cordoned the node.'),
+    taint: z
+      .string()
+      .optional()
+      .describe('The taint the operator added, as key=value:effect.'),
+    reason: z.string().max(1024).describe('Why the node was remediated.'),
+    dryRun: z
+      .boolean()
+      .describe('True: nothing was changed; this records what a dry run would have changed.'),
+  })
+  .describe(
+    'What the operator changed on the node and has not undone. The Node annotations sandbox.remediator.io/* are the source of truth; this mirrors them (or, in a dry run, holds what would have been changed).',
+  );
+export type RemediationRecord = z.infer<typeof RemediationRecordSchema>;
+
+export const BlockedActionSchema = z
+  .object({
+    kind: z.enum(ACTION_KINDS).describe('The action that was held back.'),
+    target: z.string().describe('What it would have acted on.'),
+    guard: z
+      .string()
+      .describe(
+        'The guard that holds it: StormLimit, MinSchedulableNodes, EvictionRate, Cooldown, Paused, NodeNotReady, ReadingNotVerified, CacheNotSynced, NodeStillSchedulable, NoController, DaemonSetPod, MirrorPod, DisruptionBudget.',
+      ),
+    message: z.string().max(1024).describe('Why, with the numbers.'),
+    since: time().describe('Since when it has been blocked.'),
+  })
+  .describe('An action a guard holds back now.');
+export type BlockedAction = z.infer<typeof BlockedActionSchema>;
 
 export const SandboxHealthSpecSchema = z
   .object({
@@ -169,8 +219,18 @@ export const SandboxHealthStatusSchema = z
     ioReading: IoReadingSchema.optional(),
     ioPressure: IoPressureTrackingSchema.optional(),
     runtime: RuntimeInfoSchema.optional(),
-    lastAction: z.string().optional().describe('The latest action, for kubectl get.'),
-    actions: z.array(ActionRecordSchema).max(20).optional().describe('Recent actions, newest first.'),
+    lastAction: z.string().optional().describe('The latest action, for kubectl get, e.g. "Cordon Succeeded".'),
+    actions: z
+      .array(ActionRecordSchema)
+      .max(MAX_RECORDED_ACTIONS)
+      .optional()
+      .describe('Recent actions, newest first, at most 20.'),
+    remediation: RemediationRecordSchema.optional(),
+    blocked: z
+      .array(BlockedActionSchema)
+      .max(MAX_RECORDED_ACTIONS)
+      .optional()
+      .describe('Actions held back by a guard right now, at most 20.'),
     conditions: ConditionsSchema.describe(
       'SandboxCreationDegraded, IoPressureHigh, Cordoned, RolloutsThrottled.',
     ),

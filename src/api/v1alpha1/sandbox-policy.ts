@@ -1,6 +1,11 @@
 import { z } from 'zod';
 import { ConditionsSchema, IntOrPercentSchema, LabelSelectorSchema } from './meta.js';
 
+/** Upper bound of safety.maxEvictionsPerMinute, and so of the eviction log kept in status. */
+export const MAX_EVICTIONS_PER_MINUTE = 600;
+/** Nodes listed in status.overlappingNodes; status.overlappingNodeCount has the full count. */
+export const MAX_LISTED_OVERLAPS = 100;
+
 const seconds = (min: number, max: number) => z.int().min(min).max(max);
 const percent = () => z.number().min(0).max(100);
 
@@ -167,6 +172,12 @@ export const RemediationSpecSchema = z
       ),
     migrateWorkloads: MigrateWorkloadsSchema.optional(),
     throttleRollouts: ThrottleRolloutsSchema.optional(),
+    requireIoPressure: z
+      .boolean()
+      .default(true)
+      .describe(
+        'Act only on a node that is both SandboxCreationDegraded from an IO cause and IoPressureHigh. False acts on the stuck-pod evidence alone (IO-caused stuck pods), for clusters with no IO source; recovery is then judged on stuck pods alone. Network, ImagePull and RuntimeHandler causes never trigger an action.',
+      ),
     undoOnRecovery: z
       .boolean()
       .default(true)
@@ -188,9 +199,11 @@ export const SafetySpecSchema = z
     maxEvictionsPerMinute: z
       .int()
       .min(0)
-      .max(10_000)
+      .max(MAX_EVICTIONS_PER_MINUTE)
       .default(10)
-      .describe('Evictions per minute across all nodes of this policy; 0 disables evictions.'),
+      .describe(
+        'Evictions (stuck and migrated pods) in any 60-second window across all nodes of this policy; 0 disables evictions. Counted from status.recentEvictions, so the limit holds across restarts.',
+      ),
     cooldownSeconds: seconds(0, 86_400)
       .default(300)
       .describe(
@@ -233,7 +246,7 @@ export type PolicyProblem = z.infer<typeof PolicyProblemSchema>;
 export const SandboxPolicyStatusSchema = z
   .strictObject({
     observedGeneration: z.int().min(0).optional().describe('The .metadata.generation this status reflects.'),
-    conditions: ConditionsSchema.describe('Valid, Active, StormDetected and Paused.'),
+    conditions: ConditionsSchema.describe('Valid, Active and StormDetected.'),
     problems: z
       .array(PolicyProblemSchema)
       .max(100)
@@ -251,9 +264,33 @@ export const SandboxPolicyStatusSchema = z
           })
           .describe('A node this policy selects but another policy owns.'),
       )
-      .max(100)
+      .max(MAX_LISTED_OVERLAPS)
       .optional()
-      .describe('Nodes this policy also selects but another, more specific or older, policy owns.'),
+      .describe(
+        'Nodes this policy also selects but another, more specific or older, policy owns (at most 100 listed).',
+      ),
+    overlappingNodeCount: z
+      .int()
+      .min(0)
+      .optional()
+      .describe('How many nodes overlap, including those not listed in overlappingNodes.'),
+    actionCount: z
+      .int()
+      .min(0)
+      .optional()
+      .describe('Remediation actions taken (or, in a dry run, that would have been taken) since the policy was created.'),
+    blockedActionCount: z
+      .int()
+      .min(0)
+      .optional()
+      .describe('Actions a safety guard newly blocked since the policy was created.'),
+    recentEvictions: z
+      .array(z.iso.datetime())
+      .max(MAX_EVICTIONS_PER_MINUTE)
+      .optional()
+      .describe(
+        'When this policy evicted pods in the last 60 seconds, oldest first: the basis of maxEvictionsPerMinute across restarts.',
+      ),
   })
   .describe('What the operator observed for this policy.');
 export type SandboxPolicyStatus = z.infer<typeof SandboxPolicyStatusSchema>;

@@ -20,6 +20,7 @@ describe('validateSandboxPolicySpec', () => {
     expect(result.spec.remediation).to.deep.equal({
       cordon: true,
       evictStuckPods: true,
+      requireIoPressure: true,
       undoOnRecovery: true,
     });
     expect(result.spec.safety).to.deep.equal({

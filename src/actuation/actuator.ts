@@ -1,0 +1,45 @@
+import type { Taint } from '../api/v1alpha1/index.js';
+import type { PodRef } from '../policy/remediation.js';
+
+/** One change to a Node: everything decided for it in a pass, applied as one patch. */
+export interface NodeChange {
+  node: string;
+  /** The resourceVersion the decision was made on: the write fails (409) if the node changed since. */
+  resourceVersion?: string;
+  unschedulable?: boolean;
+  /** The node's whole taint list after the change (absent: unchanged). */
+  taints?: Taint[];
+  /** Annotations to set; null removes one. */
+  annotations: Record<string, string | null>;
+}
+
+export type EvictionOutcome =
+  | { result: 'Evicted' }
+  /** The pod was already gone. */
+  | { result: 'Gone' }
+  /** The API refused for now (429: a PodDisruptionBudget): retry later. */
+  | { result: 'Blocked'; message: string };
+
+/**
+ * Carries out decided actions. The real implementation (src/kube) changes the cluster; the dry-run one changes
+ * nothing. Logs, Events, metrics and status are produced by the caller for both alike, so a dry run reports
+ * exactly what a real run would.
+ */
+export interface Actuator {
+  readonly dryRun: boolean;
+  /** Applies the change; resolves with the node's new resourceVersion when one is known. */
+  patchNode(change: NodeChange): Promise<string | undefined>;
+  /** Evicts through the Eviction API (policy/v1), which honours PodDisruptionBudgets. */
+  evict(pod: PodRef): Promise<EvictionOutcome>;
+}
+
+/** Mutates nothing; what a real run would have done is reported by the caller, marked as a dry run. */
+export class DryRunActuator implements Actuator {
+  readonly dryRun = true;
+  patchNode(): Promise<string | undefined> {
+    return Promise.resolve(undefined);
+  }
+  evict(): Promise<EvictionOutcome> {
+    return Promise.resolve({ result: 'Evicted' });
+  }
+}

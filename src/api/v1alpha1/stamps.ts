@@ -1,0 +1,73 @@
+import { KEY_PREFIX } from './meta.js';
+
+/**
+ * Ownership stamps: the annotations the operator writes on a Node it changed. Undo reads these and nothing
+ * else, so it survives restarts, leader changes and a deleted SandboxHealth; what carries no stamp is not ours.
+ */
+export const STAMP = {
+  policy: `${KEY_PREFIX}remediated-by`,
+  since: `${KEY_PREFIX}remediated-since`,
+  reason: `${KEY_PREFIX}remediation-reason`,
+  cordoned: `${KEY_PREFIX}cordoned`,
+  taint: `${KEY_PREFIX}taint`,
+} as const;
+
+export interface Taint {
+  key: string;
+  value?: string;
+  effect: string;
+}
+
+export interface NodeStamps {
+  policy: string;
+  since: Date;
+  reason: string;
+  /** We set spec.unschedulable. */
+  cordoned: boolean;
+  /** The taint we added. */
+  taint?: Taint;
+}
+
+export function formatTaint(taint: Taint): string {
+  return `${taint.key}=${taint.value ?? ''}:${taint.effect}`;
+}
+
+export function parseTaint(text: string): Taint | undefined {
+  const match = /^([^=:]+)=([^:]*):(NoSchedule|PreferNoSchedule|NoExecute)$/.exec(text);
+  if (!match) return undefined;
+  const [, key = '', value = '', effect = ''] = match;
+  return value === '' ? { key, effect } : { key, value, effect };
+}
+
+export const sameTaint = (a: Taint, b: Taint) =>
+  a.key === b.key && (a.value ?? '') === (b.value ?? '') && a.effect === b.effect;
+
+/** Our stamps from a Node's annotations, or undefined when the node carries none (it is not ours). */
+export function readStamps(annotations: Readonly<Record<string, string>>): NodeStamps | undefined {
+  const policy = annotations[STAMP.policy];
+  if (!policy) return undefined;
+  const since = new Date(annotations[STAMP.since] ?? '');
+  const stamps: NodeStamps = {
+    policy,
+    // A mangled time must not hold a cooldown forever: it counts as long ago.
+    since: Number.isNaN(since.getTime()) ? new Date(0) : since,
+    reason: annotations[STAMP.reason] ?? '',
+    cordoned: annotations[STAMP.cordoned] === 'true',
+  };
+  const taintText = annotations[STAMP.taint];
+  const taint = taintText ? parseTaint(taintText) : undefined;
+  if (taint) stamps.taint = taint;
+  return stamps;
+}
+
+/** The annotation values that record `stamps`; null removes a key (merge-patch semantics). */
+export function stampAnnotations(stamps: NodeStamps | undefined): Record<string, string | null> {
+  if (!stamps) return Object.fromEntries(Object.values(STAMP).map((key) => [key, null]));
+  return {
+    [STAMP.policy]: stamps.policy,
+    [STAMP.since]: stamps.since.toISOString(),
+    [STAMP.reason]: stamps.reason.slice(0, 1024),
+    [STAMP.cordoned]: stamps.cordoned ? 'true' : null,
+    [STAMP.taint]: stamps.taint ? formatTaint(stamps.taint) : null,
+  };
+}

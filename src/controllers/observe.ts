@@ -1,0 +1,104 @@
+// PURE: turns what the cache and this pass's detection say about a node into the facts decideRemediation reads.
+import {
+  CONTROL_PLANE_LABEL,
+  parseTaint,
+  type ActionRecord,
+  type NodeStamps,
+  type SandboxHealthStatus,
+} from '../api/v1alpha1/index.js';
+import { isIoCause, type NodeFindings, type NodeView, type PodView } from '../detection/index.js';
+import type { IoPressureDecision } from '../policy/io-pressure.js';
+import type { CandidatePod, IoState, NodeFacts } from '../policy/remediation.js';
+import type { DetectionStatus } from '../status/health-status.js';
+
+/** The IoPressureHigh decision reduced to what acting needs; no source at all is Unknown. */
+export function ioState(decision: IoPressureDecision | undefined): IoState {
+  if (!decision) return 'Unknown';
+  const { status, reason } = decision.condition;
+  if (status === 'True') {
+    if (reason === 'ThresholdSustained') return 'High';
+    return reason === 'RecoveryPending' ? 'Recovering' : 'Unknown';
+  }
+  if (status === 'False') return reason === 'ThresholdNotSustained' ? 'Rising' : 'Low';
+  return 'Unknown';
+}
+
+const candidate = (pod: PodView): CandidatePod => {
+  const c: CandidatePod = { namespace: pod.namespace, name: pod.name, uid: pod.uid };
+  if (pod.controllerKind) c.controllerKind = pod.controllerKind;
+  if (pod.mirror) c.mirror = true;
+  return c;
+};
+
+/** The stamps a dry run would have written, kept in status since nothing was written to the node. */
+function simulatedStamps(previous: SandboxHealthStatus | undefined): NodeStamps | undefined {
+  const record = previous?.remediation;
+  if (!record?.dryRun) return undefined;
+  const stamps: NodeStamps = {
+    policy: record.policy,
+    since: new Date(record.since),
+    reason: record.reason,
+    cordoned: record.cordoned,
+  };
+  const taint = record.taint ? parseTaint(record.taint) : undefined;
+  if (taint) stamps.taint = taint;
+  return stamps;
+}
+
+/** Pods an earlier pass already evicted (or, in a dry run, reported as evicted): never evicted twice. */
+export function evictedUids(actions: readonly ActionRecord[] | undefined): Set<string> {
+  return new Set(
+    (actions ?? [])
+      .filter((a) => (a.kind === 'Evict' || a.kind === 'Migrate') && a.outcome === 'Succeeded' && a.uid)
+      .map((a) => a.uid!),
+  );
+}
+
+export interface ObserveInput {
+  node: NodeView;
+  findings: NodeFindings;
+  io: IoPressureDecision | undefined;
+  detection: DetectionStatus;
+  previous: SandboxHealthStatus | undefined;
+  dryRun: boolean;
+  /** Running pods selected by migrateWorkloads (read only for nodes being remediated). */
+  ioHeavyPods: readonly PodView[];
+  /** Pods this process evicted whose removal the cache has not shown yet. */
+  evictionsInFlight: ReadonlySet<string>;
+}
+
+export function observeNode(input: ObserveInput): NodeFacts {
+  const { node, findings, previous, detection } = input;
+  const simulated = input.dryRun && !node.stamps ? simulatedStamps(previous) : undefined;
+  const stamps = node.stamps ?? simulated;
+  const evicted = evictedUids(previous?.actions);
+  const skip = (pod: PodView) => evicted.has(pod.uid) || input.evictionsInFlight.has(pod.uid);
+  const degradedCondition = detection.conditions.find((c) => c.type === 'SandboxCreationDegraded');
+  const taints = [...node.taints];
+  if (simulated?.taint && !taints.some((t) => t.key === simulated.taint!.key)) taints.push(simulated.taint);
+  const facts: NodeFacts = {
+    name: node.name,
+    ready: node.ready,
+    controlPlane: Object.hasOwn(node.labels, CONTROL_PLANE_LABEL),
+    unschedulable: node.unschedulable || simulated?.cordoned === true,
+    taints,
+    degradedByIo: findings.degraded && findings.evidence === 'IoSuspected',
+    io: ioState(input.io),
+    ioStuckPods: findings.stuckPods
+      .filter((s) => s.cause !== 'Unknown' && isIoCause(s.cause) && !skip(s.pod))
+      .map((s) => candidate(s.pod)),
+    ioHeavyPods: input.ioHeavyPods.filter((p) => !skip(p)).map(candidate),
+    migrated: stamps
+      ? (previous?.actions ?? []).filter(
+          (a) => a.kind === 'Migrate' && a.outcome === 'Succeeded' && new Date(a.time) >= stamps.since,
+        ).length
+      : 0,
+  };
+  if (stamps) facts.stamps = stamps;
+  if (degradedCondition?.status === 'False') facts.quietSince = new Date(degradedCondition.lastTransitionTime);
+  const lastUndo = (previous?.actions ?? []).find(
+    (a) => (a.kind === 'Uncordon' || a.kind === 'Untaint') && a.outcome === 'Succeeded' && a.reason === 'Recovered',
+  );
+  if (lastUndo) facts.lastUndoAt = new Date(lastUndo.time);
+  return facts;
+}

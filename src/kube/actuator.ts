@@ -1,0 +1,90 @@
+import {
+  CoreV1Api,
+  PatchStrategy,
+  setHeaderOptions,
+  type KubeConfig,
+  type V1Taint,
+} from '@kubernetes/client-node';
+import type { Actuator, EvictionOutcome, NodeChange } from '../actuation/actuator.js';
+import { formatSelector, type LabelSelector } from '../api/v1alpha1/index.js';
+import type { WorkloadReader } from '../controllers/ports.js';
+import type { PodView } from '../detection/index.js';
+import type { PodRef } from '../policy/remediation.js';
+import { describeError, isNotFound, isTooManyRequests, terminalIfInvalid } from './errors.js';
+import type { RawObject } from './informer.js';
+import { podView } from './views.js';
+
+const FIELD_MANAGER = 'sandbox-remediator';
+const mergePatch = () => setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+/** Changes Nodes and evicts Pods through the API. */
+export class KubeActuator implements Actuator {
+  readonly dryRun = false;
+  private readonly core: CoreV1Api;
+  constructor(kc: KubeConfig) {
+    this.core = kc.makeApiClient(CoreV1Api);
+  }
+
+  async patchNode(change: NodeChange): Promise<string | undefined> {
+    const body: { metadata: Record<string, unknown>; spec?: Record<string, unknown> } = {
+      // With a resourceVersion the apiserver refuses (409) a patch made on a stale view of the node.
+      metadata: {
+        annotations: change.annotations,
+        ...(change.resourceVersion ? { resourceVersion: change.resourceVersion } : {}),
+      },
+    };
+    const spec: Record<string, unknown> = {};
+    if (change.unschedulable !== undefined) spec.unschedulable = change.unschedulable ? true : null;
+    if (change.taints !== undefined) spec.taints = change.taints.map((t): V1Taint => ({ ...t }));
+    if (Object.keys(spec).length > 0) body.spec = spec;
+    try {
+      const node = await this.core.patchNode(
+        { name: change.node, body, fieldManager: FIELD_MANAGER },
+        mergePatch(),
+      );
+      return node.metadata?.resourceVersion;
+    } catch (err) {
+      throw terminalIfInvalid(err, `patch of node/${change.node}`);
+    }
+  }
+
+  async evict(pod: PodRef): Promise<EvictionOutcome> {
+    try {
+      await this.core.createNamespacedPodEviction({
+        name: pod.name,
+        namespace: pod.namespace,
+        body: {
+          apiVersion: 'policy/v1',
+          kind: 'Eviction',
+          metadata: { name: pod.name, namespace: pod.namespace },
+          // The uid precondition: never evict a same-named replacement of the pod we decided on.
+          deleteOptions: { preconditions: { uid: pod.uid } },
+        },
+      });
+      return { result: 'Evicted' };
+    } catch (err) {
+      if (isNotFound(err)) return { result: 'Gone' };
+      if (isTooManyRequests(err)) return { result: 'Blocked', message: describeError(err) };
+      throw terminalIfInvalid(err, `eviction of pod/${pod.namespace}/${pod.name}`);
+    }
+  }
+}
+
+/** Running pods on a node that a selector picks: a live read, made only for nodes being remediated. */
+export class KubeWorkloadReader implements WorkloadReader {
+  private readonly core: CoreV1Api;
+  constructor(kc: KubeConfig) {
+    this.core = kc.makeApiClient(CoreV1Api);
+  }
+
+  async runningPodsOn(node: string, selector: LabelSelector): Promise<PodView[]> {
+    const list = await this.core.listPodForAllNamespaces({
+    fieldSelector: `spec.nodeName=${node},status.phase=Running`,
+      labelSelector: formatSelector(selector),
+    });
+    return list.items.flatMap((pod) => {
+      const view = podView(pod as unknown as RawObject);
+      return view && !view.deleting ? [view] : [];
+    });
+  }
+}

@@ -1,0 +1,303 @@
+// PURE: decides what to do about a policy's nodes. Every safety guard is enforced here and nowhere else; the
+// actuators only carry out what this returns.
+import {
+  resolveIntOrPercent,
+  type ActionKind,
+  type NodeStamps,
+  type SandboxPolicySpec,
+  type Taint,
+} from '../api/v1alpha1/index.js';
+
+export interface PodRef {
+  namespace: string;
+  name: string;
+  uid: string;
+}
+
+export interface CandidatePod extends PodRef {
+  /** Kind of the controlling owner; absent for a bare pod. */
+  controllerKind?: string;
+  mirror?: boolean;
+}
+
+/**
+ * What IoPressureHigh says, reduced to what acting needs. High: over a threshold for sustainSeconds on verified
+ * readings. Low: verified under every threshold (for recoverySeconds if it was high). Rising: over, not yet
+ * sustained. Recovering: under, recoverySeconds not yet elapsed. Unknown: no verified reading.
+ */
+export type IoState = 'High' | 'Rising' | 'Recovering' | 'Low' | 'Unknown';
+
+export interface NodeFacts {
+  name: string;
+  ready: boolean;
+  controlPlane: boolean;
+  /** spec.unschedulable as the node has it (in a dry run, as it would have it). */
+  unschedulable: boolean;
+  taints: readonly Taint[];
+  /** Our ownership stamps (in a dry run, the simulated ones); absent: nothing on the node is ours. */
+  stamps?: NodeStamps;
+  /** SandboxCreationDegraded with failures pointing at IO (NameReserved, DeadlineExceeded). */
+  degradedByIo: boolean;
+  io: IoState;
+  /** Pods stuck creating their sandbox from an IO cause, longest-waiting first, not yet evicted. */
+  ioStuckPods: readonly CandidatePod[];
+  /** Since when fewer than minStuckPods pods have been stuck (SandboxCreationDegraded False); absent while degraded. */
+  quietSince?: Date;
+  /** Running pods the policy's migrateWorkloads.podSelector selects, not yet evicted. */
+  ioHeavyPods: readonly CandidatePod[];
+  /** Pods migrated off this node during the current remediation. */
+  migrated: number;
+  /** When the operator last undid a remediation on this node (cooldown). */
+  lastUndoAt?: Date;
+}
+
+export type Guard =
+  | 'CacheNotSynced'
+  | 'Paused'
+  | 'ControlPlaneNode'
+  | 'NodeNotReady'
+  | 'ReadingNotVerified'
+  | 'Cooldown'
+  | 'StormLimit'
+  | 'MinSchedulableNodes'
+  | 'NodeStillSchedulable'
+  | 'EvictionRate'
+  | 'NoController'
+  | 'DaemonSetPod'
+  | 'MirrorPod'
+  /** Not decided here: the Eviction API answered 429 for a PodDisruptionBudget. */
+  | 'DisruptionBudget';
+
+interface ActionBase {
+  node: string;
+  /** node/NAME or pod/NAMESPACE/NAME */
+  target: string;
+  /** One CamelCase word. */
+  reason: string;
+  message: string;
+}
+export type Action =
+  | (ActionBase & { kind: 'Cordon' | 'Uncordon' })
+  | (ActionBase & { kind: 'Taint' | 'Untaint'; taint: Taint })
+  | (ActionBase & { kind: 'Evict' | 'Migrate'; pod: PodRef });
+
+export interface BlockedAction {
+  kind: ActionKind;
+  node: string;
+  target: string;
+  guard: Guard;
+  message: string;
+}
+
+export interface RemediationInput {
+  policy: string;
+  spec: SandboxPolicySpec;
+  /** Every node the policy owns. */
+  nodes: readonly NodeFacts[];
+  now: Date;
+  /** When the policy evicted pods recently (any age; only the last 60 s count). */
+  recentEvictions: readonly Date[];
+  /** Caches synced and no watch known to be broken. */
+  cacheReady: boolean;
+}
+
+export interface RemediationDecision {
+  actions: Action[];
+  blocked: BlockedAction[];
+  storm: { detected: boolean; unhealthy: number; limit: number };
+  /** Per node, the stamps it carries once the actions are carried out. */
+  stampsAfter: Map<string, NodeStamps | undefined>;
+}
+
+const EVICTION_WINDOW_MS = 60_000;
+
+/** Whether a node's evidence calls for remediation under this policy. */
+export function isTriggered(facts: NodeFacts, spec: SandboxPolicySpec): boolean {
+  if (!facts.degradedByIo) return false;
+  return !spec.remediation.requireIoPressure || facts.io === 'High';
+}
+
+/** Whether a node we remediated has verifiably recovered, so what we did may be undone. */
+export function hasRecovered(facts: NodeFacts, spec: SandboxPolicySpec, now: Date): boolean {
+  if (facts.degradedByIo || facts.ioStuckPods.length > 0 || !facts.quietSince) return false;
+  const quietMs = now.getTime() - facts.quietSince.getTime();
+  if (!spec.remediation.requireIoPressure) {
+    // No IO source required: the stuck pods alone judge recovery, but known pressure still holds it.
+    return quietMs >= spec.ioPressure.recoverySeconds * 1000 && facts.io !== 'High' && facts.io !== 'Rising';
+  }
+  return facts.io === 'Low'; // Low after High already took recoverySeconds of verified readings
+}
+
+const nodeTarget = (node: string) => `node/${node}`;
+const podTarget = (pod: PodRef) => `pod/${pod.namespace}/${pod.name}`;
+
+/** Why a pod must not be evicted, or undefined when it may be. */
+function podGuard(pod: CandidatePod): { guard: Guard; message: string } | undefined {
+  if (pod.mirror) return { guard: 'MirrorPod', message: 'a static pod: the API cannot move it' };
+  if (!pod.controllerKind)
+    return { guard: 'NoController', message: 'a bare pod: nothing would recreate it elsewhere' };
+  if (pod.controllerKind === 'DaemonSet')
+    return { guard: 'DaemonSetPod', message: 'a DaemonSet pod belongs on this node' };
+  return undefined;
+}
+
+/** Whether new pods can no longer land on the node: unschedulable, or a NoSchedule/NoExecute taint of ours. */
+function isFenced(facts: NodeFacts, taint: Taint | undefined): boolean {
+  if (facts.unschedulable) return true;
+  return taint !== undefined && taint.effect !== 'PreferNoSchedule' && facts.taints.some((t) => t.key === taint.key);
+}
+
+/**
+ * Decides the actions for one policy's nodes. Order per node: cordon and taint; evict stuck pods once the node
+ * is seen fenced (so replacements land elsewhere); migrate IO-heavy pods; undo in reverse after recovery.
+ */
+export function decideRemediation(input: RemediationInput): RemediationDecision {
+  const { spec, now, policy } = input;
+  const { remediation, safety } = spec;
+  const actions: Action[] = [];
+  const blocked: BlockedAction[] = [];
+  const stampsAfter = new Map<string, NodeStamps | undefined>();
+  const block = (kind: ActionKind, node: string, target: string, guard: Guard, message: string) =>
+    blocked.push({ kind, node, target, guard, message });
+
+  const triggered = new Set(input.nodes.filter((n) => isTriggered(n, spec)).map((n) => n.name));
+  const ours = input.nodes.filter((n) => n.stamps !== undefined);
+  const unhealthy = new Set([...triggered, ...ours.map((n) => n.name)]).size;
+  const limit = resolveIntOrPercent(safety.maxUnhealthyNodes, input.nodes.length);
+  const storm = { detected: unhealthy > limit, unhealthy, limit };
+  let schedulable = input.nodes.filter((n) => n.ready && !n.unschedulable).length;
+  const windowStart = now.getTime() - EVICTION_WINDOW_MS;
+  let evictionBudget = Math.max(
+    0,
+    safety.maxEvictionsPerMinute - input.recentEvictions.filter((t) => t.getTime() > windowStart).length,
+  );
+
+  // The most degraded nodes first, so limits go to the worst; names break ties deterministically.
+  const ordered = [...input.nodes].sort(
+    (a, b) => b.ioStuckPods.length - a.ioStuckPods.length || a.name.localeCompare(b.name),
+  );
+  for (const facts of ordered) {
+    const { name } = facts;
+    const target = nodeTarget(name);
+    stampsAfter.set(name, facts.stamps);
+    const isOurs = facts.stamps !== undefined;
+    const wants = triggered.has(name);
+    if (!wants && !isOurs) continue;
+
+    // Guards that hold every change to the node, new or undo.
+    const held = (kind: ActionKind): { guard: Guard; message: string } | undefined => {
+      if (!input.cacheReady)
+        return { guard: 'CacheNotSynced', message: 'the cache is not synced or a watch is broken' };
+      if (safety.paused) return { guard: 'Paused', message: 'spec.safety.paused is true' };
+      if (facts.controlPlane) return { guard: 'ControlPlaneNode', message: 'control-plane nodes are never acted on' };
+      if (!facts.ready && kind !== 'Uncordon' && kind !== 'Untaint')
+        return { guard: 'NodeNotReady', message: 'the node is not Ready: a different failure' };
+      return undefined;
+    };
+
+    if (isOurs) {
+      const stamps = facts.stamps!;
+      // Someone else reverted what we did: drop our claim rather than fight them or later undo their choice.
+      const cordonGone = stamps.cordoned && !facts.unschedulable;
+      const taintGone =
+        stamps.taint !== undefined && !facts.taints.some((t) => t.key === stamps.taint!.key);
+      if (cordonGone || taintGone) {
+        const next: NodeStamps = { ...stamps, cordoned: stamps.cordoned && !cordonGone };
+        if (taintGone) delete next.taint;
+        if (cordonGone)
+          actions.push({ kind: 'Uncordon', node: name, target, reason: 'UncordonedByOthers', message: 'Someone else made the node schedulable again; dropped our cordon stamp.' });
+        if (taintGone)
+          actions.push({ kind: 'Untaint', node: name, target, taint: stamps.taint!, reason: 'UntaintedByOthers', message: 'Someone else removed our taint; dropped our taint stamp.' });
+        stampsAfter.set(name, next.cordoned || next.taint ? next : undefined);
+        continue;
+      }
+      if (!wants && hasRecovered(facts, spec, now)) {
+        if (!remediation.undoOnRecovery) continue;
+        const kind: ActionKind = stamps.cordoned ? 'Uncordon' : 'Untaint';
+        const reason = held(kind);
+        if (reason) {
+          block(kind, name, target, reason.guard, reason.message);
+          continue;
+        }
+        const cooldownEnds = stamps.since.getTime() + safety.cooldownSeconds * 1000;
+        if (now.getTime() < cooldownEnds) {
+          block(kind, name, target, 'Cooldown', `remediated at ${stamps.since.toISOString()}; cooldownSeconds ${safety.cooldownSeconds} not over`);
+          continue;
+        }
+        const message = `The node recovered (IO pressure and stuck pods gone); undoing what policy ${stamps.policy} did.`;
+        if (stamps.taint)
+          actions.push({ kind: 'Untaint', node: name, target, taint: stamps.taint, reason: 'Recovered', message });
+        if (stamps.cordoned) actions.push({ kind: 'Uncordon', node: name, target, reason: 'Recovered', message });
+        stampsAfter.set(name, undefined);
+        continue;
+      }
+    }
+    if (!wants) continue; // ours, not recovered yet, nothing new called for: hold
+
+    // New changes: cordon/taint, then evictions and migrations.
+    const newHeld = held('Cordon');
+    const firstKind: ActionKind = remediation.cordon ? 'Cordon' : remediation.taint ? 'Taint' : 'Evict';
+    if (newHeld) {
+      block(firstKind, name, target, newHeld.guard, newHeld.message);
+      continue;
+    }
+    if (storm.detected) {
+      block(firstKind, name, target, 'StormLimit', `${unhealthy} unhealthy nodes exceed maxUnhealthyNodes (${limit}): starting nothing new`);
+      continue;
+    }
+    let stamps = facts.stamps;
+    const reason = `Sandbox creation stuck from IO${remediation.requireIoPressure ? ' under verified IO pressure' : ''} (${facts.ioStuckPods.length} pod(s)).`;
+    const needCordon = remediation.cordon && !facts.unschedulable;
+    const taint = remediation.taint;
+    const needTaint = taint !== undefined && !facts.taints.some((t) => t.key === taint.key);
+    if (needCordon || needTaint) {
+      if (!isOurs && facts.lastUndoAt && now.getTime() < facts.lastUndoAt.getTime() + safety.cooldownSeconds * 1000) {
+        block(firstKind, name, target, 'Cooldown', `undone at ${facts.lastUndoAt.toISOString()}; cooldownSeconds ${safety.cooldownSeconds} not over`);
+        continue;
+      }
+      const fencesNow = needCordon || (taint !== undefined && taint.effect !== 'PreferNoSchedule');
+      if (needCordon && facts.ready && schedulable - 1 < safety.minSchedulableNodes) {
+        block('Cordon', name, target, 'MinSchedulableNodes', `cordoning would leave ${schedulable - 1} schedulable node(s), fewer than minSchedulableNodes (${safety.minSchedulableNodes})`);
+        continue;
+      }
+      stamps = stamps ?? { policy, since: now, reason, cordoned: false };
+      if (needCordon) {
+        schedulable--;
+        stamps = { ...stamps, cordoned: true };
+        actions.push({ kind: 'Cordon', node: name, target, reason: 'SandboxCreationStuckOnIo', message: reason });
+      }
+      if (needTaint) {
+        stamps = { ...stamps, taint: { key: taint.key, value: taint.value, effect: taint.effect } };
+        actions.push({ kind: 'Taint', node: name, target, taint: stamps.taint!, reason: 'SandboxCreationStuckOnIo', message: reason });
+      }
+      stampsAfter.set(name, stamps);
+      // Evictions wait until the fence is seen in the cache, so replacements cannot land here again.
+      if (fencesNow) continue;
+    }
+    if (!isFenced(facts, taint)) {
+      if (remediation.evictStuckPods && facts.ioStuckPods.length > 0)
+        block('Evict', name, target, 'NodeStillSchedulable', 'neither cordon nor a NoSchedule taint is allowed: a replacement could land on this node again');
+      continue;
+    }
+    const evict = (kind: 'Evict' | 'Migrate', pod: CandidatePod, why: string, message: string) => {
+      const guard = podGuard(pod);
+      if (guard) return block(kind, name, podTarget(pod), guard.guard, guard.message);
+      if (evictionBudget <= 0)
+        return block(kind, name, podTarget(pod), 'EvictionRate', `maxEvictionsPerMinute (${safety.maxEvictionsPerMinute}) reached`);
+      evictionBudget--;
+      const { namespace, name: podName, uid } = pod;
+      actions.push({ kind, node: name, target: podTarget(pod), pod: { namespace, name: podName, uid }, reason: why, message });
+    };
+    if (remediation.evictStuckPods) {
+      for (const pod of facts.ioStuckPods)
+        evict('Evict', pod, 'SandboxCreationStuckOnIo', `Stuck creating its sandbox on ${name}: a replacement gets a new sandbox name on another node.`);
+    }
+    const migrate = remediation.migrateWorkloads;
+    if (migrate && facts.io === 'High') {
+      const room = Math.max(0, migrate.maxPodsPerNode - facts.migrated);
+      for (const pod of facts.ioHeavyPods.slice(0, room))
+        evict('Migrate', pod, 'IoHeavyWorkload', `IO-heavy pod moved off ${name}, which is IO-saturated.`);
+    }
+  }
+  return { actions, blocked, storm, stampsAfter };
+}

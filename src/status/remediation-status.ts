@@ -1,0 +1,171 @@
+// PURE: the remediation part of a node's SandboxHealth (recent actions, what is blocked, the Cordoned condition,
+// the stamp mirror) and the Events its transitions call for.
+import {
+  formatTaint,
+  MAX_RECORDED_ACTIONS,
+  type ActionRecord,
+  type BlockedAction as BlockedRecord,
+  type NodeStamps,
+  type RemediationRecord,
+  type SandboxHealthStatus,
+} from '../api/v1alpha1/index.js';
+import type { NodeView } from '../detection/index.js';
+import type { Action, BlockedAction } from '../policy/remediation.js';
+import { mergeConditions } from './conditions.js';
+import type { DetectionStatus, Transition } from './health-status.js';
+
+export interface ActionResult {
+  action: Action;
+  outcome: 'Succeeded' | 'Failed';
+  /** Why it failed or was refused (the API's words). */
+  detail?: string;
+}
+
+export type HealthStatus = DetectionStatus &
+  Pick<SandboxHealthStatus, 'actions' | 'lastAction' | 'blocked' | 'remediation'>;
+
+export function actionRecord(result: ActionResult, now: Date, dryRun: boolean): ActionRecord {
+  const { action } = result;
+  const record: ActionRecord = {
+    kind: action.kind,
+    target: action.target,
+    time: now.toISOString(),
+    outcome: result.outcome,
+    dryRun,
+    reason: action.reason,
+    message: (result.detail ?? action.message).slice(0, 1024),
+  };
+  if (action.kind === 'Evict' || action.kind === 'Migrate') record.uid = action.pod.uid;
+  return record;
+}
+
+const blockKey = (b: { kind: string; target: string; guard: string }) => `${b.kind} ${b.target} ${b.guard}`;
+
+function mirror(stamps: NodeStamps | undefined, dryRun: boolean): RemediationRecord | undefined {
+  if (!stamps) return undefined;
+  const record: RemediationRecord = {
+    policy: stamps.policy,
+    since: stamps.since.toISOString(),
+    cordoned: stamps.cordoned,
+    reason: stamps.reason.slice(0, 1024),
+    dryRun,
+  };
+  if (stamps.taint) record.taint = formatTaint(stamps.taint);
+  return record;
+}
+
+export interface RemediationStatusInput {
+  detection: DetectionStatus;
+  previous: SandboxHealthStatus | undefined;
+  node: NodeView;
+  /** What was carried out on this node in this pass, in order. */
+  results: readonly ActionResult[];
+  /** What guards (and PodDisruptionBudgets) hold back on this node now. */
+  blocked: readonly BlockedAction[];
+  stampsAfter: NodeStamps | undefined;
+  /** Whether stampsAfter exist only in status (a dry run). */
+  simulated: boolean;
+  dryRun: boolean;
+  now: Date;
+}
+
+/** The node's whole desired status: detection plus remediation. */
+export function desiredHealthStatus(input: RemediationStatusInput): HealthStatus {
+  const { previous, now, dryRun } = input;
+  const previousBlocked = new Map((previous?.blocked ?? []).map((b) => [blockKey(b), b]));
+  const blocked: BlockedRecord[] = input.blocked.slice(0, MAX_RECORDED_ACTIONS).map((b) => ({
+    kind: b.kind,
+    target: b.target,
+    guard: b.guard,
+    message: b.message.slice(0, 1024),
+    since: previousBlocked.get(blockKey(b))?.since ?? now.toISOString(),
+  }));
+  const newlyBlocked: ActionRecord[] = input.blocked
+    .filter((b) => !previousBlocked.has(blockKey(b)))
+    .map((b) => ({
+      kind: b.kind,
+      target: b.target,
+      time: now.toISOString(),
+      outcome: 'Blocked',
+      dryRun,
+      reason: b.guard,
+      message: b.message.slice(0, 1024),
+    }));
+  const fresh = [...input.results.map((r) => actionRecord(r, now, dryRun)), ...newlyBlocked].reverse();
+  const actions = [...fresh, ...(previous?.actions ?? [])].slice(0, MAX_RECORDED_ACTIONS);
+  const stamps = input.stampsAfter;
+  const cordoned = stamps?.cordoned
+    ? {
+        type: 'Cordoned',
+        status: 'True' as const,
+        reason: dryRun ? 'DryRun' : 'CordonedForIoPressure',
+        message: `${dryRun ? 'Dry run: would have cordoned' : 'Cordoned'} by policy ${stamps.policy} since ${stamps.since.toISOString()}: ${stamps.reason}`,
+      }
+    : input.node.unschedulable
+      ? {
+          type: 'Cordoned',
+          status: 'False' as const,
+          reason: 'CordonedByOthers',
+          message: 'The node is unschedulable, but not by this operator: it is never uncordoned here.',
+        }
+      : { type: 'Cordoned', status: 'False' as const, reason: 'NotCordoned', message: 'Not cordoned.' };
+  const conditions = [
+    ...input.detection.conditions.filter((c) => c.type !== 'Cordoned'),
+    ...mergeConditions(input.detection.conditions.filter((c) => c.type === 'Cordoned'), [cordoned], now),
+  ];
+  const status: HealthStatus = {
+    ...input.detection,
+    conditions,
+    state: stamps && input.detection.state !== 'Recovering' ? 'Remediating' : input.detection.state,
+    actions,
+    blocked,
+  };
+  const latest = actions[0];
+  if (latest) status.lastAction = `${latest.kind} ${latest.outcome}${latest.dryRun ? ' (dry run)' : ''}`;
+  const record = mirror(stamps, input.simulated);
+  if (record) status.remediation = record;
+  return status;
+}
+
+const EVENT_REASON: Record<Action['kind'], string> = {
+  Cordon: 'Cordoned',
+  Taint: 'Tainted',
+  Evict: 'EvictedStuckPod',
+  Migrate: 'MigratedIoHeavyPod',
+  Uncordon: 'Uncordoned',
+  Untaint: 'Untainted',
+};
+
+/** Events for what was done in this pass and for each newly blocked action; a standing block repeats none. */
+export function remediationTransitions(
+  input: RemediationStatusInput,
+  desired: HealthStatus,
+): Transition[] {
+  const { node, dryRun } = input;
+  const nodeRef = { kind: 'Node' as const, name: node.name, uid: node.uid };
+  const prefix = dryRun ? 'Dry run, nothing changed: ' : '';
+  const transitions: Transition[] = [];
+  for (const result of input.results) {
+    const { action } = result;
+    const target =
+      action.kind === 'Evict' || action.kind === 'Migrate'
+        ? { kind: 'Pod' as const, namespace: action.pod.namespace, name: action.pod.name, uid: action.pod.uid }
+        : nodeRef;
+    if (result.outcome === 'Succeeded') {
+      transitions.push({ target, type: 'Normal', reason: EVENT_REASON[action.kind], message: `${prefix}${action.message}` });
+    } else if (result.outcome === 'Failed') {
+      transitions.push({ target, type: 'Warning', reason: 'RemediationFailed', message: `${action.kind} ${action.target} failed: ${result.detail ?? ''}` });
+    }
+  }
+  const previousBlocked = new Set((input.previous?.blocked ?? []).map(blockKey));
+  for (const b of desired.blocked ?? []) {
+    if (previousBlocked.has(blockKey(b))) continue;
+    transitions.push({
+      target: nodeRef,
+      type: 'Warning',
+      reason: 'RemediationBlocked',
+      message: `${prefix}${b.kind} ${b.target} blocked by ${b.guard}: ${b.message}`,
+    });
+  }
+  return transitions;
+}

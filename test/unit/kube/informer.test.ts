@@ -1,0 +1,204 @@
+import {
+  ApiException,
+  KubeConfig,
+  type KubernetesListObject,
+  type KubernetesObject,
+  type KubernetesObjectApi,
+  type Watch,
+} from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Informer, type RawObject } from '../../../src/kube/informer.js';
+
+const refused = () =>
+  Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6443'), { code: 'ECONNREFUSED' });
+const reset = () => Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
+const tooMany = () => new ApiException(429, 'Too Many Requests', '{"reason":"TooManyRequests"}', {});
+// client-node's Watch reports a failed request as a plain Error carrying statusCode.
+const gone = () => Object.assign(new Error('Gone'), { statusCode: 410 });
+
+const pod = (name: string, resourceVersion = '1'): RawObject => ({
+  apiVersion: 'v1',
+  kind: 'Pod',
+  metadata: { name, namespace: 'ns', resourceVersion },
+});
+
+interface Page {
+  resourceVersion: string;
+  items: RawObject[];
+}
+
+function deferred<T>() {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+interface WatchHandle {
+  resourceVersion: string | undefined;
+  send(phase: string, object: unknown): void;
+  end(err?: unknown): void;
+  /** Lets a request that was told to 'hang' get its response. */
+  establish(): void;
+}
+
+/**
+ * The apiserver as the informer's two calls see it, scripted per call: a list answers with a page, an error or a
+ * page the test hands over later; a watch is established, hangs until the test establishes it, or fails the way
+ * client-node's Watch fails a request (done(err) after the response, then it resolves anyway).
+ */
+class FakeApiServer {
+  readonly calls: string[] = [];
+  readonly watches: WatchHandle[] = [];
+  readonly lists: (Page | Error | Promise<Page>)[] = [];
+  /** How each watch request goes; unscripted ones are established at once. */
+  readonly watchRequests: ('establish' | 'hang' | Error)[] = [];
+
+  readonly api: Pick<KubernetesObjectApi, 'list'> = {
+    list: async <T extends KubernetesObject>(): Promise<KubernetesListObject<T>> => {
+      this.calls.push('list');
+      const step = this.lists.shift();
+      if (step === undefined) throw new Error('unscripted list');
+      if (step instanceof Error) throw step;
+      const page = await step;
+      return { metadata: { resourceVersion: page.resourceVersion }, items: page.items as unknown as T[] };
+    },
+  };
+
+  readonly watcher: Pick<Watch, 'watch'> = {
+    watch: async (_path, query, callback, done) => {
+      const resourceVersion = query.resourceVersion as string | undefined;
+      this.calls.push(`watch from ${resourceVersion ?? 'now'}`);
+      const controller = new AbortController();
+      let ended = false;
+      const end = (err?: unknown) => {
+        if (ended) return;
+        ended = true;
+        done(err ?? null);
+      };
+      controller.signal.addEventListener('abort', () => {
+        end(new Error('aborted'));
+      });
+      const established = deferred<undefined>();
+      this.watches.push({
+        resourceVersion,
+        send: (phase, object) => {
+          callback(phase, object);
+        },
+        end,
+        establish: () => {
+          established.resolve(undefined);
+        },
+      });
+      const request = this.watchRequests.shift();
+      if (request === 'hang') await established.promise;
+      else await Promise.resolve(); // the response arrives after watch() was called, as fetch's does
+      if (request instanceof Error) end(request);
+      return controller;
+    },
+  };
+}
+
+async function until(what: string, check: () => boolean, server: FakeApiServer): Promise<void> {
+  const deadline = Date.now() + 3000;
+  while (!check()) {
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${what}; calls: ${server.calls.join(', ')}`);
+    await sleep(1);
+  }
+}
+
+describe('Informer', () => {
+  const random = Math.random;
+  let server: FakeApiServer;
+  let informer: Informer<RawObject>;
+  let restarts: string[];
+
+  // No jitter: a retry after an error comes at once (a 429 still waits its 500 ms).
+  before(() => (Math.random = () => 0));
+  after(() => (Math.random = random));
+
+  beforeEach(() => {
+    server = new FakeApiServer();
+    restarts = [];
+    informer = new Informer({
+      name: 'pods',
+      kc: new KubeConfig(),
+      apiVersion: 'v1',
+      kind: 'Pod',
+      path: '/api/v1/pods',
+      transform: (raw) => raw,
+      logger: { info: () => undefined, warn: () => undefined },
+      onRestart: (reason) => restarts.push(reason),
+      api: server.api,
+      watcher: server.watcher,
+    });
+  });
+
+  afterEach(async () => {
+    for (const watch of server.watches) watch.establish();
+    await informer.stop();
+  });
+
+  it('retries a failed first list as a list until one succeeds, then syncs and watches from it', async () => {
+    server.lists.push(refused(), tooMany(), { resourceVersion: '5', items: [pod('a')] });
+    informer.start();
+
+    await until('the first watch', () => server.watches.length === 1, server);
+    expect(server.calls).to.deep.equal(['list', 'list', 'list', 'watch from 5']);
+    expect(restarts).to.deep.equal(['error', 'error']);
+    expect(informer.isSynced()).to.equal(true);
+    expect(informer.get('ns/a')).to.not.equal(undefined);
+  });
+
+  it('resumes a failed watch from the last resourceVersion and relists when it expired', async () => {
+    server.lists.push(
+      { resourceVersion: '5', items: [pod('a')] },
+      { resourceVersion: '9', items: [pod('a'), pod('b', '6')] },
+      { resourceVersion: '12', items: [pod('b', '6')] },
+    );
+    informer.start();
+    await until('the first watch', () => server.watches.length === 1, server);
+
+    server.watches[0]!.send('ADDED', pod('b', '6'));
+    server.watches[0]!.end(reset());
+    await until('the resumed watch', () => server.watches.length === 2, server);
+    server.watches[1]!.send('ERROR', { kind: 'Status', code: 410, reason: 'Expired' });
+    await until('the watch after the relist', () => server.watches.length === 3, server);
+    server.watches[2]!.end(gone());
+    await until('the watch after the second relist', () => server.watches.length === 4, server);
+
+    expect(server.calls).to.deep.equal([
+      'list',
+      'watch from 5',
+      'watch from 6',
+      'list',
+      'watch from 9',
+      'list',
+      'watch from 12',
+    ]);
+    expect(restarts).to.deep.equal(['error', 'expired']);
+    expect([...informer.values()].map((p) => p.metadata?.name)).to.deep.equal(['b']);
+  });
+
+  it('watches only once synced, and not from a caught error until a list or a watch gets through again', async () => {
+    const relist = deferred<Page>();
+    server.lists.push(refused(), relist.promise);
+    server.watchRequests.push('establish', refused(), 'hang');
+    expect(informer.isWatching(), 'before start').to.equal(false);
+    informer.start();
+
+    await until('the second list', () => server.calls.length === 2, server);
+    expect(informer.isWatching(), 'while the first list fails').to.equal(false);
+    relist.resolve({ resourceVersion: '5', items: [] });
+    await until('the first watch request', () => server.watches.length === 1, server);
+    expect(informer.isWatching(), 'once listed').to.equal(true);
+
+    server.watches[0]!.end(reset());
+    await until('the third watch request', () => server.watches.length === 3, server);
+    expect(informer.isWatching(), 'while its watch request fails and the next hangs').to.equal(false);
+    server.watches[2]!.establish();
+    await until('the watch to be established', () => informer.isWatching(), server);
+    expect(server.calls).to.deep.equal(['list', 'list', 'watch from 5', 'watch from 5', 'watch from 5']);
+  });
+});

@@ -36,6 +36,7 @@ export class Manager {
   private readonly controller: Controller<string>;
   private readonly stuckSeries = new Map<string, Set<string>>();
   private started = false;
+  private abortStart: (() => void) | undefined;
 
   constructor(private readonly options: ManagerOptions) {
     const { kc, logger, metrics } = options;
@@ -112,8 +113,10 @@ export class Manager {
     const progress = setInterval(() => {
       logger.info('Waiting for caches to sync', { synced: this.cache.sizes() });
     }, 5000);
+    // A stop before the caches sync (the apiserver never came up) ends the wait, or the process would hang.
+    const stopping = new Promise<'stopped'>((resolve) => (this.abortStart = () => resolve('stopped')));
     try {
-      await this.cache.waitForSync();
+      if ((await Promise.race([this.cache.waitForSync(), stopping])) === 'stopped') return;
     } finally {
       clearInterval(progress);
     }
@@ -136,6 +139,7 @@ export class Manager {
 
   async stop(): Promise<void> {
     this.started = false;
+    this.abortStart?.();
     await this.controller.stop();
     await this.cache.stop();
   }

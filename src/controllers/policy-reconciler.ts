@@ -25,6 +25,7 @@ import {
   type Action,
   type BlockedAction,
   type RemediationDecision,
+  whyNotTriggered,
 } from '../policy/remediation.js';
 import type { Clock } from '../runtime/clock.js';
 import { TerminalError, type ReconcileResult } from '../runtime/controller.js';
@@ -229,7 +230,8 @@ export class PolicyReconciler {
     for (const observation of observations) {
       const nodeName = observation.node.name;
       if (observation.findings.degraded) degraded++;
-      const stamps = decision ? decision.stampsAfter.get(nodeName) : this.facts(observation, dryRun).stamps;
+      const facts = this.facts(observation, dryRun);
+      const stamps = decision ? decision.stampsAfter.get(nodeName) : facts.stamps;
       if (stamps) remediating++;
       try {
         blockedNew += await this.report(name, observation, {
@@ -239,6 +241,7 @@ export class PolicyReconciler {
             ...(outcome.blocked.get(nodeName) ?? []),
           ],
           stampsAfter: stamps,
+          notTriggered: whyNotTriggered(facts, observation.findings.degraded, spec),
           simulated: stamps !== undefined && !observation.node.stamps,
           dryRun,
           now,

@@ -117,6 +117,24 @@ export function isTriggered(facts: NodeFacts, spec: SandboxPolicySpec): boolean 
   return !spec.remediation.requireIoPressure || facts.io === 'High';
 }
 
+/** Why a degraded node does not call for remediation, in words for status; undefined when it does, or is healthy. */
+export function whyNotTriggered(
+  facts: NodeFacts,
+  degraded: boolean,
+  spec: SandboxPolicySpec,
+): { reason: string; message: string } | undefined {
+  if (!degraded || isTriggered(facts, spec)) return undefined;
+  if (!facts.degradedByIo)
+    return {
+      reason: 'NotIoCaused',
+      message: 'Pods are stuck, but their failures do not point at disk IO (network, image, runtime configuration or not yet known): nothing to remediate here.',
+    };
+  return {
+    reason: 'IoPressureNotVerified',
+    message: `Pods are stuck from an IO cause, but IO pressure is ${facts.io === 'Unknown' ? 'unknown (no verified reading)' : `not sustained (${facts.io})`}; spec.remediation.requireIoPressure is true.`,
+  };
+}
+
 /** Whether a node we remediated has verifiably recovered, so what we did may be undone. */
 export function hasRecovered(facts: NodeFacts, spec: SandboxPolicySpec, now: Date): boolean {
   if (facts.degradedByIo || facts.ioStuckPods.length > 0 || !facts.quietSince) return false;

@@ -63,6 +63,8 @@ export interface RemediationStatusInput {
   /** What guards (and PodDisruptionBudgets) hold back on this node now. */
   blocked: readonly BlockedAction[];
   stampsAfter: NodeStamps | undefined;
+  /** Why nothing was started on a degraded node that is not ours, for the Cordoned condition. */
+  notTriggered?: { reason: string; message: string } | undefined;
   /** Whether stampsAfter exist only in status (a dry run). */
   simulated: boolean;
   dryRun: boolean;
@@ -108,7 +110,12 @@ export function desiredHealthStatus(input: RemediationStatusInput): HealthStatus
           reason: 'CordonedByOthers',
           message: 'The node is unschedulable, but not by this operator: it is never uncordoned here.',
         }
-      : { type: 'Cordoned', status: 'False' as const, reason: 'NotCordoned', message: 'Not cordoned.' };
+      : {
+          type: 'Cordoned',
+          status: 'False' as const,
+          reason: input.notTriggered?.reason ?? 'NotCordoned',
+          message: input.notTriggered?.message ?? 'Not cordoned.',
+        };
   const conditions = [
     ...input.detection.conditions.filter((c) => c.type !== 'Cordoned'),
     ...mergeConditions(input.detection.conditions.filter((c) => c.type === 'Cordoned'), [cordoned], now),

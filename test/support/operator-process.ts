@@ -15,7 +15,7 @@ export class OperatorProcess {
   private child: ChildProcess | undefined;
   healthPort = 0;
   metricsPort = 0;
-  private exited: Promise<number | null> | undefined;
+  exited: Promise<number | null> | undefined;
 
   /** Resolves once it serves probes and, unless waitForStarted is false, once its controller has started. */
   async start(extraArgs: string[] = [], { waitForStarted = true } = {}): Promise<void> {
@@ -90,6 +90,11 @@ export class OperatorProcess {
   async get(path: string, port = this.healthPort): Promise<{ status: number; text: string }> {
     const res = await fetch(`http://127.0.0.1:${port}${path}`);
     return { status: res.status, text: await res.text() };
+  }
+
+  /** SIGKILL: a crash, with no chance to clean up. */
+  kill(): void {
+    this.child?.kill('SIGKILL');
   }
 
   /** SIGTERM, and the exit code (null if it had to be killed). */

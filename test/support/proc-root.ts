@@ -1,0 +1,31 @@
+// A crafted /proc for the node agent (--proc-root): the recorded idle and stress-ng fixtures, switchable at run
+// time, so a kwok node can be put under IO pressure and taken out of it on cue.
+import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { REPO_ROOT } from './manifests.js';
+
+const FIXTURES = join(REPO_ROOT, 'test', 'fixtures', 'proc');
+
+export class ProcRoot {
+  dir = '';
+
+  /** A copy of the idle fixtures: PSI some avg10 0.72 %. */
+  async create(): Promise<string> {
+    this.dir = await mkdtemp(join(tmpdir(), 'proc-'));
+    await cp(join(FIXTURES, 'idle'), this.dir, { recursive: true });
+    await mkdir(join(this.dir, 'pressure'));
+    await this.setPressure('idle');
+    return this.dir;
+  }
+
+  /** `load` is the PSI recorded under stress-ng (some avg10 38.24 %); `idle` the one recorded at rest. */
+  async setPressure(which: 'idle' | 'load'): Promise<void> {
+    const text = await readFile(join(FIXTURES, which, 'pressure-io'), 'utf8');
+    await writeFile(join(this.dir, 'pressure', 'io'), text);
+  }
+
+  async remove(): Promise<void> {
+    if (this.dir) await rm(this.dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,109 @@
+// Workloads and readings for remediation tests on the real cluster: Deployments spread over a kwok pool, and
+// small readers for nodes, pods and Events.
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { STAMP } from '../../src/api/v1alpha1/index.js';
+import { api, eventually, kubectl, type Cleanup } from './cluster.js';
+
+/**
+ * A Deployment of `replicas` pods spread evenly (maxSkew 1) over the pool's nodes, or, with `pinTo`, bound to
+ * one node past the scheduler (even a cordoned one).
+ */
+export async function createSpreadDeployment(
+  cleanup: Cleanup,
+  namespace: string,
+  name: string,
+  pool: string,
+  replicas: number,
+  { labels = {}, pinTo }: { labels?: Record<string, string>; pinTo?: string } = {},
+): Promise<void> {
+  const { apps } = api();
+  const match = { app: name };
+  await apps.createNamespacedDeployment({
+    namespace,
+    body: {
+      metadata: { name },
+      spec: {
+        replicas,
+        selector: { matchLabels: match },
+        template: {
+          metadata: { labels: { ...match, ...labels } },
+          spec: {
+            nodeSelector: { 'sandbox.remediator.io/test-pool': pool },
+            ...(pinTo ? { nodeName: pinTo } : {}),
+            topologySpreadConstraints: pinTo
+              ? []
+              : [
+                  {
+                    maxSkew: 1,
+                    topologyKey: 'kubernetes.io/hostname',
+                    whenUnsatisfiable: 'DoNotSchedule',
+                    // A cordoned node (tainted unschedulable) is no spread domain, as for any node drain.
+                    nodeTaintsPolicy: 'Honor',
+                    labelSelector: { matchLabels: match },
+                  },
+                ],
+            terminationGracePeriodSeconds: 0,
+            containers: [{ name: 'app', image: 'registry.local/app:1' }],
+          },
+        },
+      },
+    },
+  });
+  cleanup.add(() => apps.deleteNamespacedDeployment({ name, namespace }).catch(() => undefined));
+}
+
+export async function podsOf(namespace: string, app: string): Promise<V1Pod[]> {
+  const list = await api().core.listNamespacedPod({ namespace, labelSelector: `app=${app}` });
+  return list.items.filter((p) => !p.metadata?.deletionTimestamp);
+}
+
+export const isRunning = (pod: V1Pod) => pod.status?.phase === 'Running';
+
+export async function readNode(name: string): Promise<V1Node> {
+  return api().core.readNode({ name });
+}
+
+/** Our stamps on a node, as raw annotations (empty when none). */
+export function stampsOf(node: V1Node): Record<string, string> {
+  const stampKeys = new Set<string>(Object.values(STAMP));
+  return Object.fromEntries(
+    Object.entries(node.metadata?.annotations ?? {}).filter(([key]) => stampKeys.has(key)),
+  );
+}
+
+/** Events with this reason, in a namespace ('default' holds Node and SandboxPolicy Events). */
+export async function eventsWithReason(
+  reason: string,
+  namespace: string,
+  involvedName?: string,
+): Promise<{ message: string; involvedObject: { kind: string; name: string } }[]> {
+  const selector = [`reason=${reason}`, ...(involvedName ? [`involvedObject.name=${involvedName}`] : [])];
+  const result = await kubectl([
+    'get',
+    'events',
+    '-n',
+    namespace,
+    '--field-selector',
+    selector.join(','),
+    '-o',
+    'json',
+  ]);
+  if (result.code !== 0) throw new Error(result.stderr);
+  return (
+    JSON.parse(result.stdout) as {
+      items: { message: string; involvedObject: { kind: string; name: string } }[];
+    }
+  ).items;
+}
+
+/** Waits until the Deployment has `count` Running pods and returns them. */
+export async function waitForRunning(namespace: string, app: string, count: number, timeoutMs = 90_000) {
+  return eventually(
+    `${count} Running pods of ${app}`,
+    async () => {
+      const pods = (await podsOf(namespace, app)).filter(isRunning);
+      return pods.length === count ? pods : undefined;
+    },
+    { timeoutMs, intervalMs: 500 },
+  );
+}

@@ -1,0 +1,705 @@
+// Reconcile tests of remediation: cordon, evict, migrate and undo over an in-memory cluster, asserting the exact
+// writes and Events of each pass. Pressure is immediate (sustainSeconds 0) so each pass is one decision.
+import { expect } from 'chai';
+import { DryRunActuator } from '../../../src/actuation/actuator.js';
+import type { SandboxHealthStatus } from '../../../src/api/v1alpha1/index.js';
+import { PolicyReconciler, type PolicyReconcilerDeps } from '../../../src/controllers/policy-reconciler.js';
+import type { NodeView, PodView } from '../../../src/detection/index.js';
+import { FakeClock } from '../../../src/runtime/clock.js';
+import { TerminalError } from '../../../src/runtime/controller.js';
+import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
+import { aNode, MemoryCluster } from '../../support/memory-cluster.js';
+
+const quiet = { info: () => undefined, warn: () => undefined, debug: () => undefined };
+const NODES = ['n1', 'n2', 'n3', 'n4', 'n5', 'n6'];
+const HIGH = { psiSomeAvg10Percent: 55 };
+const LOW = { psiSomeAvg10Percent: 2 };
+/** The first pass runs 60 s after T0: pods waiting since T0 are past the 30 s threshold. */
+const START = secondsAfter(T0, 60);
+const at = (seconds: number) => secondsAfter(START, seconds).toISOString();
+const IO_REASON = 'Sandbox creation stuck from IO under verified IO pressure';
+
+/** Pressure is immediate; cooldown (120 s) outlasts recovery (30 s), so both visibly hold an undo. */
+function policySpec(
+  safety: Record<string, unknown> = {},
+  remediation: Record<string, unknown> = {},
+): Record<string, unknown> {
+  return {
+    detection: { stuckThresholdSeconds: 30 },
+    ioPressure: { sustainSeconds: 0, recoverySeconds: 30, staleAfterSeconds: 3600 },
+    remediation,
+    safety: { maxUnhealthyNodes: 1, cooldownSeconds: 120, maxEvictionsPerMinute: 10, ...safety },
+  };
+}
+
+interface WorldOptions {
+  nodes?: NodeView[];
+  /** Nodes whose IO reading is over the threshold; every other node reads low. */
+  saturated?: string[];
+  /** Without an IO source the nodes' IoPressureHigh is absent (detection only). */
+  source?: boolean;
+}
+
+/** Six nodes, policy p, a polled IO source over `readings`; start() builds a reconciler (again: a restart). */
+function world(spec: Record<string, unknown>, options: WorldOptions = {}) {
+  const nodes = options.nodes ?? NODES.map((n) => aNode(n));
+  const saturated = new Set(options.saturated ?? ['n1']);
+  const cluster = new MemoryCluster().addPolicy('p', spec).addNodes(...nodes);
+  const readings = new Map<string, { psiSomeAvg10Percent: number }>(
+    nodes.map((n) => [n.name, saturated.has(n.name) ? HIGH : LOW]),
+  );
+  const clock = new FakeClock(START.getTime());
+  const sources: PolicyReconcilerDeps['sources'] = () => ({
+    kind: 'prometheus',
+    pollMs: 10_000,
+    refresh: () => Promise.resolve(),
+    read: (node: string) => {
+      const r = readings.get(node);
+      return r
+        ? { source: 'prometheus', observedTime: new Date(clock.now()).toISOString(), ...r }
+        : undefined;
+    },
+  });
+  const start = () =>
+    new PolicyReconciler({
+      cache: cluster,
+      writer: cluster,
+      recorder: cluster,
+      actuators: { real: cluster, dryRun: new DryRunActuator() },
+      workloads: cluster,
+      clock,
+      logger: quiet,
+      ...(options.source === false ? {} : { sources }),
+    });
+  return { cluster, clock, readings, reconciler: start(), start };
+}
+
+/** Pods stuck in ContainerCreating on `node` since T0, each with a NameReserved failure Event. */
+function stuckOn(cluster: MemoryCluster, node: string, names: string[], controllerKind?: string): PodView[] {
+  const pods = names.map((name) => {
+    const pod = aPod().named(name).onNode(node).waitingSince(T0).build();
+    return controllerKind ? { ...pod, controllerKind } : pod;
+  });
+  cluster.pods.push(...pods);
+  cluster.events.push(...pods.map((p) => anEvent().about(p).saying(nameReservedMessage(p)).build()));
+  return pods;
+}
+const replicaSetPodsOn = (cluster: MemoryCluster, node: string, ...names: string[]) =>
+  stuckOn(cluster, node, names, 'ReplicaSet');
+
+const health = (cluster: MemoryCluster, node: string): SandboxHealthStatus => cluster.health(node)!.status!;
+const condition = (cluster: MemoryCluster, node: string, type: string) =>
+  cluster.health(node)?.status?.conditions?.find((c) => c.type === type);
+const policyCondition = (cluster: MemoryCluster, type: string) =>
+  cluster.policy('p')?.status?.conditions?.find((c) => c.type === type);
+/** Recorded actions, newest first, as "Kind target Outcome". */
+const actionsOf = (cluster: MemoryCluster, node: string) =>
+  (health(cluster, node).actions ?? []).map((a) => `${a.kind} ${a.target} ${a.outcome}`);
+const blockedOf = (cluster: MemoryCluster, node: string) =>
+  (health(cluster, node).blocked ?? []).map((b) => `${b.kind} ${b.target} ${b.guard}`);
+const evictionWrites = (cluster: MemoryCluster) => cluster.writes.filter((w) => w.startsWith('evict '));
+
+/** First-pass writes when only n1 changes its node: every SandboxHealth is created and written once. */
+const allHealthsCreated = NODES.flatMap((n) => [`create health/${n}`, `patch health/${n}`]);
+/** First-pass Events for n1 with its stuck pods, before any remediation Event. */
+const detectedOnN1 = (...pods: string[]) => [
+  'Node/n1 Warning SandboxCreationDegraded',
+  'Node/n1 Warning IoPressureHigh',
+  ...pods.map((p) => `Pod/${p} Warning SandboxCreationStuck`),
+];
+
+async function rejection(promise: Promise<unknown>): Promise<Error> {
+  try {
+    await promise;
+  } catch (err) {
+    return err as Error;
+  }
+  throw new Error('expected the reconcile to reject');
+}
+
+describe('PolicyReconciler remediation', () => {
+  it('cordons a saturated node, evicts its stuck pods once the cordon is seen, and uncordons after recovery and cooldown', async () => {
+    const { cluster, clock, readings, reconciler } = world(policySpec());
+    const [web1, web2] = replicaSetPodsOn(cluster, 'n1', 'web-1', 'web-2');
+
+    // Pass 1: one patch of the node (spec and stamps together), no eviction before the cordon is seen.
+    const first = await reconciler.reconcile('p');
+    expect(cluster.takeWrites()).to.deep.equal(['patch node/n1', ...allHealthsCreated, 'patch policy/p']);
+    expect(cluster.takeEvents()).to.deep.equal([
+      ...detectedOnN1('web-1', 'web-2'),
+      'Node/n1 Normal Cordoned',
+    ]);
+    const n1 = cluster.nodeMap.get('n1')!;
+    expect(n1.unschedulable).to.equal(true);
+    expect(n1.stamps).to.deep.equal({
+      policy: 'p',
+      since: START,
+      reason: `${IO_REASON} (2 pod(s)).`,
+      cordoned: true,
+    });
+    expect(cluster.evicted).to.deep.equal([]);
+    expect(actionsOf(cluster, 'n1')).to.deep.equal(['Cordon node/n1 Succeeded']);
+    expect(first.requeueAfterMs).to.equal(5_000);
+
+    // Pass 2: the cache shows the cordon. The eviction budget is written to the policy before any eviction.
+    await reconciler.reconcile('p');
+    expect(cluster.takeWrites()).to.deep.equal([
+      'patch policy/p',
+      'evict pod/default/web-1',
+      'evict pod/default/web-2',
+      'patch health/n1',
+      'patch policy/p',
+    ]);
+    expect(cluster.takeEvents()).to.deep.equal([
+      'Pod/web-1 Normal EvictedStuckPod',
+      'Pod/web-2 Normal EvictedStuckPod',
+    ]);
+    expect(cluster.evicted).to.deep.equal(['default/web-1', 'default/web-2']);
+    const status = health(cluster, 'n1');
+    expect(
+      status.actions!.map((a) => ({ kind: a.kind, target: a.target, uid: a.uid, outcome: a.outcome })),
+    ).to.deep.equal([
+      { kind: 'Evict', target: 'pod/default/web-2', uid: web2!.uid, outcome: 'Succeeded' },
+      { kind: 'Evict', target: 'pod/default/web-1', uid: web1!.uid, outcome: 'Succeeded' },
+      { kind: 'Cordon', target: 'node/n1', uid: undefined, outcome: 'Succeeded' },
+    ]);
+    expect(status.actions![0]).to.include({ time: at(0), dryRun: false, reason: 'SandboxCreationStuckOnIo' });
+    expect(status.lastAction).to.equal('Evict Succeeded');
+    expect(status.remediation).to.deep.equal({
+      policy: 'p',
+      since: at(0),
+      cordoned: true,
+      reason: `${IO_REASON} (2 pod(s)).`,
+      dryRun: false,
+    });
+    expect(condition(cluster, 'n1', 'Cordoned')).to.include({
+      status: 'True',
+      reason: 'CordonedForIoPressure',
+    });
+    expect(status.state).to.equal('Remediating');
+    expect(status.blocked).to.deep.equal([]);
+    expect(cluster.policy('p')!.status).to.deep.include({
+      recentEvictions: [at(0), at(0)],
+      actionCount: 3,
+      remediatingNodes: 1,
+      degradedNodes: 1,
+    });
+
+    // Pass 3: the evicted pods have left the cache; the node is no longer degraded but stays ours.
+    await reconciler.reconcile('p');
+    expect(cluster.takeWrites()).to.deep.equal(['patch health/n1', 'patch policy/p']);
+    expect(cluster.takeEvents()).to.deep.equal(['Node/n1 Normal SandboxCreationRecovered']);
+    expect(health(cluster, 'n1').state).to.equal('Remediating');
+
+    // Pass 4: nothing new: no writes, no Events.
+    await reconciler.reconcile('p');
+    expect(cluster.takeWrites()).to.deep.equal([]);
+    expect(cluster.takeEvents()).to.deep.equal([]);
+
+    // Pressure ends: Recovering for recoverySeconds (30 s), nothing undone yet.
+    readings.set('n1', LOW);
+    clock.advance(10_000);
+    await reconciler.reconcile('p');
+    expect(cluster.takeWrites()).to.deep.equal(['patch health/n1']);
+    expect(cluster.takeEvents()).to.deep.equal([]);
+    expect(health(cluster, 'n1').state).to.equal('Recovering');
+    expect(cluster.nodeMap.get('n1')!.unschedulable).to.equal(true);
+
+    // Recovered at 40 s, but the cooldown (120 s from the cordon) holds the undo.
+    clock.advance(30_000);
+    await reconciler.reconcile('p');
+    expect(cluster.takeWrites()).to.deep.equal(['patch health/n1', 'patch policy/p']);
+    expect(cluster.takeEvents()).to.deep.equal([
+      'Node/n1 Normal IoPressureRecovered',
+      'Node/n1 Warning RemediationBlocked',
+    ]);
+    expect(blockedOf(cluster, 'n1')).to.deep.equal(['Uncordon node/n1 Cooldown']);
+    expect(cluster.nodeMap.get('n1')!.unschedulable).to.equal(true);
+
+    // Cooldown over: uncordoned, stamps removed, status.remediation removed.
+    clock.advance(81_000);
+    await reconciler.reconcile('p');
+    expect(cluster.takeWrites()).to.deep.equal(['patch node/n1', 'patch health/n1', 'patch policy/p']);
+    expect(cluster.takeEvents()).to.deep.equal(['Node/n1 Normal Uncordoned']);
+    expect(cluster.nodeMap.get('n1')!.unschedulable).to.equal(false);
+    expect(cluster.nodeMap.get('n1')!.stamps).to.equal(undefined);
+    const after = health(cluster, 'n1');
+    expect(after).to.not.have.property('remediation');
+    expect(after.state).to.equal('Healthy');
+    expect(after.blocked).to.deep.equal([]);
+    expect(after.lastAction).to.equal('Uncordon Succeeded');
+    expect(after.actions![0]).to.include({
+      kind: 'Uncordon',
+      target: 'node/n1',
+      reason: 'Recovered',
+      time: at(121),
+    });
+    expect(cluster.policy('p')!.status).to.include({ remediatingNodes: 0, degradedNodes: 0 });
+    // The node it has just made schedulable is neither cordoned nor "cordoned by others".
+    expect(condition(cluster, 'n1', 'Cordoned')).to.include({ status: 'False', reason: 'NotCordoned' });
+  });
+
+  it('mirrors a real cordon in status.remediation with dryRun false from the pass that made it', async () => {
+    const { cluster, reconciler } = world(policySpec());
+    replicaSetPodsOn(cluster, 'n1', 'web-1');
+    await reconciler.reconcile('p');
+    expect(cluster.nodeMap.get('n1')!.stamps).to.not.equal(undefined);
+    expect(health(cluster, 'n1').remediation).to.deep.equal({
+      policy: 'p',
+      since: at(0),
+      cordoned: true,
+      reason: `${IO_REASON} (1 pod(s)).`,
+      dryRun: false,
+    });
+  });
+
+  it('never stamps or uncordons a node someone else cordoned, but evicts the stuck pods on it', async () => {
+    const { cluster, clock, readings, reconciler } = world(policySpec(), {
+      nodes: NODES.map((n) => (n === 'n1' ? { ...aNode(n), unschedulable: true } : aNode(n))),
+    });
+    replicaSetPodsOn(cluster, 'n1', 'web-1', 'web-2');
+
+    // Already fenced: the stuck pods go in the first pass, and the node is not patched.
+    await reconciler.reconcile('p');
+    expect(cluster.takeWrites()).to.deep.equal([
+      'patch policy/p',
+      'evict pod/default/web-1',
+      'evict pod/default/web-2',
+      ...allHealthsCreated,
+      'patch policy/p',
+    ]);
+    expect(cluster.takeEvents()).to.deep.equal([
+      ...detectedOnN1('web-1', 'web-2'),
+      'Pod/web-1 Normal EvictedStuckPod',
+      'Pod/web-2 Normal EvictedStuckPod',
+    ]);
+    expect(cluster.nodeMap.get('n1')!.stamps).to.equal(undefined);
+    expect(health(cluster, 'n1')).to.not.have.property('remediation');
+    expect(condition(cluster, 'n1', 'Cordoned')).to.include({ status: 'False', reason: 'CordonedByOthers' });
+    expect(cluster.policy('p')!.status).to.include({ remediatingNodes: 0 });
+
+    // Recovery and more than the cooldown later: still theirs, still unschedulable, never patched.
+    readings.set('n1', LOW);
+    for (const seconds of [10, 30, 200]) {
+      clock.advance(seconds * 1000);
+      await reconciler.reconcile('p');
+    }
+    expect(cluster.writes.filter((w) => w.startsWith('patch node/'))).to.deep.equal([]);
+    expect(cluster.takeEvents()).to.deep.equal([
+      'Node/n1 Normal SandboxCreationRecovered',
+      'Node/n1 Normal IoPressureRecovered',
+    ]);
+    expect(cluster.nodeMap.get('n1')!.unschedulable).to.equal(true);
+    expect(cluster.nodeMap.get('n1')!.stamps).to.equal(undefined);
+    expect(health(cluster, 'n1').state).to.equal('Healthy');
+    expect(condition(cluster, 'n1', 'Cordoned')).to.include({ status: 'False', reason: 'CordonedByOthers' });
+  });
+
+  describe('read-your-writes', () => {
+    it('decides nothing twice while its own cordon and evictions have not come back through the watch', async () => {
+      const { cluster, reconciler } = world(policySpec());
+      replicaSetPodsOn(cluster, 'n1', 'web-1', 'web-2');
+      cluster.lagging = true;
+
+      await reconciler.reconcile('p');
+      expect(cluster.takeWrites()).to.deep.equal(['patch node/n1', ...allHealthsCreated, 'patch policy/p']);
+      expect(cluster.takeEvents()).to.deep.equal([
+        ...detectedOnN1('web-1', 'web-2'),
+        'Node/n1 Normal Cordoned',
+      ]);
+      expect(cluster.nodeMap.get('n1')!.unschedulable).to.equal(false); // the cache has not seen it yet
+
+      // Before the watch delivers: no second cordon, no SandboxHealth rewritten, no Event repeated.
+      const early = await reconciler.reconcile('p');
+      const writes = cluster.takeWrites();
+      // Policy status writes are the subject of the next test.
+      expect(writes.filter((w) => !w.startsWith('patch policy/'))).to.deep.equal([]);
+      expect(cluster.takeEvents()).to.deep.equal([]);
+      expect(early.requeueAfterMs).to.be.at.most(500);
+
+      cluster.deliver();
+      expect(cluster.nodeMap.get('n1')!.unschedulable).to.equal(true);
+      await reconciler.reconcile('p');
+      expect(cluster.takeWrites()).to.deep.equal([
+        'patch policy/p',
+        'evict pod/default/web-1',
+        'evict pod/default/web-2',
+        'patch health/n1',
+        'patch policy/p',
+      ]);
+      expect(cluster.takeEvents()).to.deep.equal([
+        'Pod/web-1 Normal EvictedStuckPod',
+        'Pod/web-2 Normal EvictedStuckPod',
+      ]);
+
+      // The evicted pods and the new status are still on their way: nothing is evicted twice.
+      const again = await reconciler.reconcile('p');
+      expect(evictionWrites(cluster)).to.deep.equal([]);
+      expect(cluster.takeWrites().filter((w) => !w.startsWith('patch policy/'))).to.deep.equal([]);
+      expect(cluster.takeEvents()).to.deep.equal([]);
+      expect(again.requeueAfterMs).to.be.at.most(500);
+
+      cluster.deliver();
+      await reconciler.reconcile('p');
+      expect(cluster.takeWrites()).to.deep.equal(['patch health/n1', 'patch policy/p']);
+      expect(cluster.takeEvents()).to.deep.equal(['Node/n1 Normal SandboxCreationRecovered']);
+      expect(cluster.evicted).to.deep.equal(['default/web-1', 'default/web-2']);
+    });
+
+    it('keeps the policy status as it was while its own writes are in flight', async () => {
+      const { cluster, reconciler } = world(policySpec());
+      replicaSetPodsOn(cluster, 'n1', 'web-1');
+      cluster.lagging = true;
+      await reconciler.reconcile('p');
+      cluster.takeWrites();
+      const before = cluster.policy('p')!.status;
+      expect(before).to.include({ matchedNodes: 6, degradedNodes: 1, remediatingNodes: 1 });
+
+      // Every node is unsettled: there is nothing new to report, least of all "0 degraded".
+      await reconciler.reconcile('p');
+      expect(cluster.takeWrites()).to.deep.equal([]);
+      expect(cluster.policy('p')!.status).to.include({
+        matchedNodes: 6,
+        degradedNodes: 1,
+        remediatingNodes: 1,
+      });
+    });
+
+    it('records SandboxCreationDegraded once when the next reconcile runs before the watch delivers', async () => {
+      const { cluster, reconciler } = world(policySpec(), { source: false });
+      replicaSetPodsOn(cluster, 'n1', 'web-1');
+      cluster.lagging = true;
+
+      await reconciler.reconcile('p');
+      expect(cluster.takeWrites()).to.deep.equal([...allHealthsCreated, 'patch policy/p']);
+      expect(cluster.takeEvents()).to.deep.equal([
+        'Node/n1 Warning SandboxCreationDegraded',
+        'Pod/web-1 Warning SandboxCreationStuck',
+      ]);
+
+      const early = await reconciler.reconcile('p');
+      expect(cluster.takeWrites().filter((w) => w.startsWith('patch health/'))).to.deep.equal([]);
+      expect(cluster.takeEvents()).to.deep.equal([]);
+      expect(early.requeueAfterMs).to.be.at.most(500);
+
+      // Policy status writes are the subject of the test above.
+      cluster.deliver();
+      await reconciler.reconcile('p');
+      expect(cluster.takeWrites().filter((w) => !w.startsWith('patch policy/'))).to.deep.equal([]);
+      expect(cluster.takeEvents()).to.deep.equal([]);
+      expect(condition(cluster, 'n1', 'SandboxCreationDegraded')).to.include({ status: 'True' });
+    });
+  });
+
+  describe('failure isolation', () => {
+    it("writes every other node's status when one SandboxHealth patch fails, then rejects so the queue retries", async () => {
+      const { cluster, reconciler } = world(policySpec(), { saturated: [] });
+      cluster.failNextHealthPatch.set('n2', new Error('boom'));
+
+      const err = await rejection(reconciler.reconcile('p'));
+      expect(err.message).to.contain('boom');
+      expect(cluster.takeWrites()).to.deep.equal([...allHealthsCreated, 'patch policy/p']);
+      expect(cluster.health('n2')!.status).to.equal(undefined);
+      for (const n of ['n1', 'n3', 'n4', 'n5', 'n6']) expect(cluster.health(n)!.status!.policy).to.equal('p');
+
+      // The retry writes what is missing and nothing else.
+      await reconciler.reconcile('p');
+      expect(cluster.takeWrites()).to.deep.equal(['patch health/n2']);
+      expect(cluster.health('n2')!.status!.policy).to.equal('p');
+    });
+
+    it('resolves (no retry) when the failed SandboxHealth patch is terminal, still writing the other nodes', async () => {
+      const { cluster, reconciler } = world(policySpec(), { saturated: [] });
+      cluster.failNextHealthPatch.set('n2', new TerminalError('422 Unprocessable'));
+
+      await reconciler.reconcile('p');
+      expect(cluster.takeWrites()).to.deep.equal([...allHealthsCreated, 'patch policy/p']);
+      expect(cluster.health('n2')!.status).to.equal(undefined);
+      for (const n of ['n1', 'n3', 'n4', 'n5', 'n6']) expect(cluster.health(n)!.status!.policy).to.equal('p');
+    });
+
+    it('records a failed cordon as Failed with a RemediationFailed Event, reports the other nodes, then rejects', async () => {
+      const { cluster, reconciler } = world(policySpec());
+      replicaSetPodsOn(cluster, 'n1', 'web-1');
+      cluster.failNextNodePatch.set('n1', new Error('conflict'));
+
+      const err = await rejection(reconciler.reconcile('p'));
+      expect(err.message).to.contain('conflict');
+      expect(cluster.takeWrites()).to.deep.equal(['patch node/n1', ...allHealthsCreated, 'patch policy/p']);
+      expect(cluster.takeEvents()).to.deep.equal([
+        ...detectedOnN1('web-1'),
+        'Node/n1 Warning RemediationFailed',
+      ]);
+      expect(actionsOf(cluster, 'n1')).to.deep.equal(['Cordon node/n1 Failed']);
+      expect(health(cluster, 'n1').actions![0]!.message).to.contain('conflict');
+      expect(health(cluster, 'n1').lastAction).to.equal('Cordon Failed');
+      for (const n of ['n2', 'n3', 'n4', 'n5', 'n6']) expect(cluster.health(n)!.status!.policy).to.equal('p');
+      expect(cluster.nodeMap.get('n1')!.unschedulable).to.equal(false);
+      expect(cluster.policy('p')!.status).to.include({ actionCount: 0 });
+
+      // The retry cordons, once.
+      await reconciler.reconcile('p');
+      expect(cluster.takeWrites()).to.deep.equal(['patch node/n1', 'patch health/n1', 'patch policy/p']);
+      expect(cluster.takeEvents()).to.deep.equal(['Node/n1 Normal Cordoned']);
+      expect(actionsOf(cluster, 'n1')).to.deep.equal(['Cordon node/n1 Succeeded', 'Cordon node/n1 Failed']);
+    });
+
+    it('claims no cordon in status when the cordon failed', async () => {
+      const { cluster, reconciler } = world(policySpec());
+      replicaSetPodsOn(cluster, 'n1', 'web-1');
+      cluster.failNextNodePatch.set('n1', new Error('conflict'));
+      await rejection(reconciler.reconcile('p'));
+
+      expect(cluster.nodeMap.get('n1')!.stamps).to.equal(undefined);
+      const status = health(cluster, 'n1');
+      expect(status).to.not.have.property('remediation');
+      expect(condition(cluster, 'n1', 'Cordoned')).to.include({ status: 'False', reason: 'NotCordoned' });
+      expect(status.state).to.equal('IoPressure');
+      expect(cluster.policy('p')!.status).to.include({ remediatingNodes: 0 });
+    });
+
+    it('resolves (no retry) when the failed cordon is terminal, reporting it and the other nodes', async () => {
+      const { cluster, reconciler } = world(policySpec());
+      replicaSetPodsOn(cluster, 'n1', 'web-1');
+      cluster.failNextNodePatch.set('n1', new TerminalError('422 Unprocessable'));
+
+      await reconciler.reconcile('p');
+      expect(cluster.takeWrites()).to.deep.equal(['patch node/n1', ...allHealthsCreated, 'patch policy/p']);
+      expect(cluster.takeEvents()).to.deep.equal([
+        ...detectedOnN1('web-1'),
+        'Node/n1 Warning RemediationFailed',
+      ]);
+      expect(actionsOf(cluster, 'n1')).to.deep.equal(['Cordon node/n1 Failed']);
+    });
+  });
+
+  describe('PodDisruptionBudget', () => {
+    const migrating = policySpec({}, { migrateWorkloads: { podSelector: { matchLabels: { io: 'heavy' } } } });
+    function heavyOn(cluster: MemoryCluster, node: string, name: string): PodView {
+      const pod = {
+        ...aPod().named(name).onNode(node).running().labelled({ io: 'heavy' }).build(),
+        controllerKind: 'ReplicaSet',
+      };
+      cluster.running.push(pod);
+      return pod;
+    }
+
+    it('lists a migration the budget refuses as blocked with one Event, and migrates once it allows', async () => {
+      const { cluster, reconciler } = world(migrating);
+      replicaSetPodsOn(cluster, 'n1', 'web-1');
+      stuckOn(cluster, 'n1', ['bare']); // no controller: never evicted, so the node stays degraded
+      heavyOn(cluster, 'n1', 'db-0');
+      cluster.protectedPods.add('default/db-0');
+
+      await reconciler.reconcile('p'); // cordon
+      cluster.takeWrites();
+      cluster.takeEvents();
+
+      await reconciler.reconcile('p');
+      expect(evictionWrites(cluster)).to.deep.equal(['evict pod/default/web-1']);
+      expect(cluster.takeEvents()).to.deep.equal([
+        'Pod/web-1 Normal EvictedStuckPod',
+        'Node/n1 Warning RemediationBlocked',
+        'Node/n1 Warning RemediationBlocked',
+      ]);
+      expect(blockedOf(cluster, 'n1')).to.deep.equal([
+        'Evict pod/default/bare NoController',
+        'Migrate pod/default/db-0 DisruptionBudget',
+      ]);
+      const refused = health(cluster, 'n1').blocked!.find((b) => b.guard === 'DisruptionBudget')!;
+      expect(refused.message).to.contain('disruption budget');
+      expect(cluster.running.map((p) => p.name)).to.deep.equal(['db-0']);
+      cluster.takeWrites();
+
+      // Still refused on the next passes: listed, not announced again, nothing evicted.
+      for (let pass = 0; pass < 2; pass++) {
+        await reconciler.reconcile('p');
+        expect(cluster.takeEvents()).to.deep.equal([]);
+        expect(blockedOf(cluster, 'n1')).to.deep.equal([
+          'Evict pod/default/bare NoController',
+          'Migrate pod/default/db-0 DisruptionBudget',
+        ]);
+      }
+      expect(evictionWrites(cluster)).to.deep.equal([]);
+      expect(refused.since).to.equal(health(cluster, 'n1').blocked![1]!.since);
+
+      // The budget allows it now.
+      cluster.protectedPods.delete('default/db-0');
+      await reconciler.reconcile('p');
+      expect(evictionWrites(cluster)).to.deep.equal(['evict pod/default/db-0']);
+      expect(cluster.takeEvents()).to.deep.equal(['Pod/db-0 Normal MigratedIoHeavyPod']);
+      expect(blockedOf(cluster, 'n1')).to.deep.equal(['Evict pod/default/bare NoController']);
+      expect(actionsOf(cluster, 'n1')[0]).to.equal('Migrate pod/default/db-0 Succeeded');
+      expect(cluster.running).to.deep.equal([]);
+    });
+
+    it('retries a refused migration while the node is still saturated and cordoned, after its stuck pods are gone', async () => {
+      const { cluster, reconciler } = world(migrating);
+      replicaSetPodsOn(cluster, 'n1', 'web-1');
+      heavyOn(cluster, 'n1', 'db-0');
+      cluster.protectedPods.add('default/db-0');
+
+      await reconciler.reconcile('p'); // cordon
+      await reconciler.reconcile('p'); // evict web-1; db-0 refused
+      expect(blockedOf(cluster, 'n1')).to.deep.equal(['Migrate pod/default/db-0 DisruptionBudget']);
+      cluster.takeWrites();
+
+      cluster.protectedPods.delete('default/db-0');
+      await reconciler.reconcile('p');
+      await reconciler.reconcile('p');
+      expect(evictionWrites(cluster)).to.deep.equal(['evict pod/default/db-0']);
+    });
+
+    it('spends no eviction budget on an eviction the budget refused', async () => {
+      const { cluster, reconciler } = world(migrating);
+      replicaSetPodsOn(cluster, 'n1', 'web-1');
+      stuckOn(cluster, 'n1', ['bare']);
+      heavyOn(cluster, 'n1', 'db-0');
+      cluster.protectedPods.add('default/db-0');
+
+      for (let pass = 0; pass < 4; pass++) await reconciler.reconcile('p');
+      // One pod left the node; the refused attempts at db-0 evicted nothing.
+      expect(cluster.evicted).to.deep.equal(['default/web-1']);
+      expect(cluster.policy('p')!.status!.recentEvictions).to.deep.equal([at(0)]);
+    });
+  });
+
+  it('honours maxEvictionsPerMinute across a restart, from status.recentEvictions', async () => {
+    const { cluster, clock, start, reconciler } = world(policySpec({ maxEvictionsPerMinute: 2 }));
+    replicaSetPodsOn(cluster, 'n1', 'web-1', 'web-2', 'web-3', 'web-4', 'web-5');
+
+    await reconciler.reconcile('p'); // cordon
+    await reconciler.reconcile('p');
+    expect(cluster.evicted).to.deep.equal(['default/web-1', 'default/web-2']);
+    expect(blockedOf(cluster, 'n1')).to.deep.equal([
+      'Evict pod/default/web-3 EvictionRate',
+      'Evict pod/default/web-4 EvictionRate',
+      'Evict pod/default/web-5 EvictionRate',
+    ]);
+    expect(cluster.policy('p')!.status!.recentEvictions).to.deep.equal([at(0), at(0)]);
+    cluster.takeWrites();
+    cluster.takeEvents();
+
+    // A restarted process remembers nothing in memory; the policy status still holds the budget.
+    const restarted = start();
+    clock.advance(30_000);
+    await restarted.reconcile('p');
+    expect(evictionWrites(cluster)).to.deep.equal([]);
+    expect(cluster.takeEvents()).to.deep.equal([]);
+    expect(cluster.evicted).to.have.length(2);
+
+    // A minute after the first evictions, two more.
+    clock.advance(31_000);
+    await restarted.reconcile('p');
+    expect(evictionWrites(cluster)).to.deep.equal(['evict pod/default/web-3', 'evict pod/default/web-4']);
+    expect(cluster.policy('p')!.status!.recentEvictions).to.deep.equal([at(61), at(61)]);
+    expect(blockedOf(cluster, 'n1')).to.deep.equal(['Evict pod/default/web-5 EvictionRate']);
+    cluster.takeWrites();
+
+    const again = start();
+    clock.advance(61_000);
+    await again.reconcile('p');
+    expect(evictionWrites(cluster)).to.deep.equal(['evict pod/default/web-5']);
+    expect(cluster.evicted).to.have.length(5);
+  });
+
+  it('in a dry run decides, reports and records the same as a real run, and changes nothing', async () => {
+    const run = async (dryRun: boolean) => {
+      const w = world(policySpec({ dryRun }));
+      replicaSetPodsOn(w.cluster, 'n1', 'web-1', 'web-2');
+      await w.reconciler.reconcile('p');
+      const firstWrites = w.cluster.takeWrites();
+      await w.reconciler.reconcile('p');
+      return { ...w, firstWrites, secondWrites: w.cluster.takeWrites() };
+    };
+    const real = await run(false);
+    const dry = await run(true);
+
+    expect(dry.cluster.recorded.map((t) => `${t.target.kind}/${t.target.name} ${t.reason}`)).to.deep.equal(
+      real.cluster.recorded.map((t) => `${t.target.kind}/${t.target.name} ${t.reason}`),
+    );
+    const acted = dry.cluster.recorded.filter((t) => ['Cordoned', 'EvictedStuckPod'].includes(t.reason));
+    expect(acted.map((t) => t.reason)).to.deep.equal(['Cordoned', 'EvictedStuckPod', 'EvictedStuckPod']);
+    for (const t of acted) expect(t.message).to.match(/^Dry run/);
+
+    expect(actionsOf(dry.cluster, 'n1')).to.deep.equal(actionsOf(real.cluster, 'n1'));
+    expect(health(dry.cluster, 'n1').actions!.every((a) => a.dryRun)).to.equal(true);
+    expect(health(dry.cluster, 'n1').lastAction).to.equal('Evict Succeeded (dry run)');
+    expect(health(dry.cluster, 'n1').remediation).to.deep.include({
+      policy: 'p',
+      cordoned: true,
+      dryRun: true,
+    });
+    expect(condition(dry.cluster, 'n1', 'Cordoned')).to.include({ status: 'True', reason: 'DryRun' });
+    expect(health(dry.cluster, 'n1').state).to.equal('Remediating');
+
+    expect(dry.firstWrites).to.deep.equal([...allHealthsCreated, 'patch policy/p']);
+    expect(dry.secondWrites).to.deep.equal(['patch policy/p', 'patch health/n1', 'patch policy/p']);
+    expect(dry.cluster.nodeMap.get('n1')).to.deep.equal(aNode('n1'));
+    expect(dry.cluster.evicted).to.deep.equal([]);
+    expect(dry.cluster.pods.map((p) => p.name)).to.deep.equal(['web-1', 'web-2']);
+
+    // The pods are still there (nothing was evicted), yet neither the cordon nor the evictions are repeated.
+    dry.cluster.takeEvents();
+    await dry.reconciler.reconcile('p');
+    expect(dry.cluster.takeWrites()).to.deep.equal([]);
+    expect(dry.cluster.takeEvents()).to.deep.equal([]);
+  });
+
+  it('starts nothing in a storm: StormDetected once, every node blocked by StormLimit', async () => {
+    const { cluster, reconciler } = world(policySpec({ maxUnhealthyNodes: 2 }), { saturated: NODES });
+    for (const n of NODES) replicaSetPodsOn(cluster, n, `web-${n}`);
+
+    await reconciler.reconcile('p');
+    expect(cluster.takeWrites()).to.deep.equal([...allHealthsCreated, 'patch policy/p']);
+    expect(cluster.takeEvents()).to.deep.equal([
+      ...NODES.flatMap((n) => [
+        `Node/${n} Warning SandboxCreationDegraded`,
+        `Node/${n} Warning IoPressureHigh`,
+        `Pod/web-${n} Warning SandboxCreationStuck`,
+        `Node/${n} Warning RemediationBlocked`,
+      ]),
+      'SandboxPolicy/p Warning StormDetected',
+    ]);
+    for (const n of NODES) {
+      expect(blockedOf(cluster, n)).to.deep.equal([`Cordon node/${n} StormLimit`]);
+      expect(cluster.nodeMap.get(n)!.unschedulable).to.equal(false);
+    }
+    expect(policyCondition(cluster, 'StormDetected')).to.include({
+      status: 'True',
+      reason: 'StormLimitReached',
+    });
+    expect(cluster.policy('p')!.status).to.include({
+      degradedNodes: 6,
+      remediatingNodes: 0,
+      blockedActionCount: 6,
+    });
+
+    await reconciler.reconcile('p');
+    expect(cluster.takeWrites()).to.deep.equal([]);
+    expect(cluster.takeEvents()).to.deep.equal([]);
+  });
+
+  it('lists at most 100 overlapping nodes and counts them all', async () => {
+    const names = Array.from({ length: 150 }, (_, i) => `n${String(i + 1).padStart(3, '0')}`);
+    const cluster = new MemoryCluster()
+      .addPolicy('broad', {}, T0)
+      .addPolicy('zone-a', { nodeSelector: { matchLabels: { zone: 'a' } } }, secondsAfter(T0, 10))
+      .addNodes(...names.map((n) => aNode(n, { zone: 'a' })));
+    const reconciler = new PolicyReconciler({
+      cache: cluster,
+      writer: cluster,
+      recorder: cluster,
+      actuators: { real: cluster, dryRun: new DryRunActuator() },
+      clock: new FakeClock(START.getTime()),
+      logger: quiet,
+    });
+
+    await reconciler.reconcile('broad');
+    const status = cluster.policy('broad')!.status!;
+    expect(status).to.include({ matchedNodes: 0, overlappingNodeCount: 150 });
+    expect(status.overlappingNodes).to.have.length(100);
+    expect(status.overlappingNodes![0]).to.deep.equal({ node: 'n001', ownedBy: 'zone-a' });
+    expect(status.overlappingNodes![99]).to.deep.equal({ node: 'n100', ownedBy: 'zone-a' });
+  });
+});

@@ -49,8 +49,8 @@ function simulatedStamps(previous: SandboxHealthStatus | undefined): NodeStamps 
 export function evictedUids(actions: readonly ActionRecord[] | undefined): Set<string> {
   return new Set(
     (actions ?? [])
-      .filter((a) => (a.kind === 'Evict' || a.kind === 'Migrate') && a.outcome === 'Succeeded' && a.uid)
-      .map((a) => a.uid!),
+      .filter((a) => (a.kind === 'Evict' || a.kind === 'Migrate') && a.outcome === 'Succeeded')
+      .flatMap((a) => (a.uid ? [a.uid] : [])),
   );
 }
 
@@ -75,7 +75,8 @@ export function observeNode(input: ObserveInput): NodeFacts {
   const skip = (pod: PodView) => evicted.has(pod.uid) || input.evictionsInFlight.has(pod.uid);
   const degradedCondition = detection.conditions.find((c) => c.type === 'SandboxCreationDegraded');
   const taints = [...node.taints];
-  if (simulated?.taint && !taints.some((t) => t.key === simulated.taint!.key)) taints.push(simulated.taint);
+  const simulatedTaint = simulated?.taint;
+  if (simulatedTaint && !taints.some((t) => t.key === simulatedTaint.key)) taints.push(simulatedTaint);
   const facts: NodeFacts = {
     name: node.name,
     ready: node.ready,
@@ -95,9 +96,13 @@ export function observeNode(input: ObserveInput): NodeFacts {
       : 0,
   };
   if (stamps) facts.stamps = stamps;
-  if (degradedCondition?.status === 'False') facts.quietSince = new Date(degradedCondition.lastTransitionTime);
+  if (degradedCondition?.status === 'False')
+    facts.quietSince = new Date(degradedCondition.lastTransitionTime);
   const lastUndo = (previous?.actions ?? []).find(
-    (a) => (a.kind === 'Uncordon' || a.kind === 'Untaint') && a.outcome === 'Succeeded' && a.reason === 'Recovered',
+    (a) =>
+      (a.kind === 'Uncordon' || a.kind === 'Untaint') &&
+      a.outcome === 'Succeeded' &&
+      a.reason === 'Recovered',
   );
   if (lastUndo) facts.lastUndoAt = new Date(lastUndo.time);
   return facts;

@@ -222,7 +222,14 @@ export class PolicyReconciler {
     const recentEvictions = this.evictionLog(policy.status?.recentEvictions, decision, now);
     const outcome = decision
       ? await this.act(name, decision, actuator, recentEvictions, policy, failures)
-      : { results: new Map<string, ActionResult[]>(), blocked: new Map<string, BlockedAction[]>() };
+      : {
+          results: new Map<string, ActionResult[]>(),
+          blocked: new Map<string, BlockedAction[]>(),
+          failedNodes: new Set<string>(),
+          unspentEvictions: 0,
+        };
+    // Evictions the API refused or that failed spent no budget.
+    recentEvictions.splice(recentEvictions.length - outcome.unspentEvictions, outcome.unspentEvictions);
     // Report, node by node; one node's failure does not stop the others.
     let degraded = 0;
     let remediating = 0;
@@ -231,7 +238,9 @@ export class PolicyReconciler {
       const nodeName = observation.node.name;
       if (observation.findings.degraded) degraded++;
       const facts = this.facts(observation, dryRun);
-      const stamps = decision ? decision.stampsAfter.get(nodeName) : facts.stamps;
+      // A node whose patch failed keeps the stamps it had: claim nothing that was not written.
+      const stamps =
+        decision && !outcome.failedNodes.has(nodeName) ? decision.stampsAfter.get(nodeName) : facts.stamps;
       if (stamps) remediating++;
       try {
         blockedNew += await this.report(name, observation, {
@@ -241,8 +250,9 @@ export class PolicyReconciler {
             ...(outcome.blocked.get(nodeName) ?? []),
           ],
           stampsAfter: stamps,
+          unschedulable: unschedulableAfter(observation.node, outcome.results.get(nodeName) ?? [], dryRun),
           notTriggered: whyNotTriggered(facts, observation.findings.degraded, spec),
-          simulated: stamps !== undefined && !observation.node.stamps,
+          simulated: dryRun && stamps !== undefined && !observation.node.stamps,
           dryRun,
           now,
         });
@@ -264,12 +274,16 @@ export class PolicyReconciler {
         storm: decision?.storm,
         actionCount:
           (policy.status?.actionCount ?? 0) +
-          [...outcome.results.values()].reduce((n, r) => n + r.filter((x) => x.outcome === 'Succeeded').length, 0),
+          [...outcome.results.values()].reduce(
+            (n, r) => n + r.filter((x) => x.outcome === 'Succeeded').length,
+            0,
+          ),
         blockedActionCount: (policy.status?.blockedActionCount ?? 0) + blockedNew,
         recentEvictions,
       },
     );
-    if (!this.sameStatus(policy.status, status)) {
+    // Counts over only the settled nodes would be wrong: the policy status waits for the rest.
+    if (unsettled === 0 && !this.sameStatus(policy.status, status)) {
       try {
         await writer.patchPolicyStatus(name, status);
         if (decision?.storm.detected && previousStorm !== 'True') {
@@ -337,7 +351,10 @@ export class PolicyReconciler {
       if (!node) continue;
       if (
         !this.expectations.isSettled(`Node/${nodeName}`, cache.observedVersion('Node', nodeName)) ||
-        !this.expectations.isSettled(`SandboxHealth/${nodeName}`, cache.observedVersion('SandboxHealth', nodeName))
+        !this.expectations.isSettled(
+          `SandboxHealth/${nodeName}`,
+          cache.observedVersion('SandboxHealth', nodeName),
+        )
       ) {
         unsettled++; // our own write has not come back through the watch yet: decide nothing on the old state
         continue;
@@ -403,7 +420,10 @@ export class PolicyReconciler {
     const reader = this.deps.workloads;
     if (!selector || !reader) return;
     for (const observation of observations) {
-      if (ioState(observation.io) !== 'High' || (!observation.node.stamps && !observation.previous?.remediation))
+      if (
+        ioState(observation.io) !== 'High' ||
+        (!observation.node.stamps && !observation.previous?.remediation)
+      )
         continue;
       try {
         observation.ioHeavyPods = await reader.runningPodsOn(observation.node.name, selector);
@@ -431,7 +451,9 @@ export class PolicyReconciler {
     const windowStart = now.getTime() - 60_000;
     const kept = (previous ?? []).filter((t) => new Date(t).getTime() > windowStart);
     const planned = decision?.actions.filter((a) => a.kind === 'Evict' || a.kind === 'Migrate').length ?? 0;
-    return [...kept, ...Array.from({ length: planned }, () => now.toISOString())].slice(-MAX_EVICTIONS_PER_MINUTE);
+    return [...kept, ...Array.from({ length: planned }, () => now.toISOString())].slice(
+      -MAX_EVICTIONS_PER_MINUTE,
+    );
   }
 
   private async act(
@@ -441,8 +463,15 @@ export class PolicyReconciler {
     recentEvictions: string[],
     policy: PolicyObject,
     failures: Failures,
-  ): Promise<{ results: Map<string, ActionResult[]>; blocked: Map<string, BlockedAction[]> }> {
+  ): Promise<{
+    results: Map<string, ActionResult[]>;
+    blocked: Map<string, BlockedAction[]>;
+    /** Nodes whose patch failed: they keep the stamps they had. */
+    failedNodes: Set<string>;
+    unspentEvictions: number;
+  }> {
     const { cache, logger } = this.deps;
+    const failedNodes = new Set<string>();
     const results = new Map<string, ActionResult[]>();
     const blocked = new Map<string, BlockedAction[]>();
     const push = <T>(map: Map<string, T[]>, node: string, value: T) => {
@@ -461,7 +490,8 @@ export class PolicyReconciler {
         dryRun: actuator.dryRun,
         ...(result.detail ? { error: result.detail } : {}),
       };
-      if (result.outcome === 'Succeeded') logger.info(`${PAST_TENSE[action.kind]}${actuator.dryRun ? ' (dry run)' : ''}`, fields);
+      if (result.outcome === 'Succeeded')
+        logger.info(`${PAST_TENSE[action.kind]}${actuator.dryRun ? ' (dry run)' : ''}`, fields);
       else logger.warn(`Failed to ${action.kind.toLowerCase()}`, fields);
       this.deps.onAction?.(action.kind, result.outcome, actuator.dryRun);
     };
@@ -473,18 +503,24 @@ export class PolicyReconciler {
         await this.deps.writer.patchPolicyStatus(policyName, { ...(policy.status ?? {}), recentEvictions });
       } catch (err) {
         failures.add(`eviction log of sandboxpolicy/${policyName}`, err);
-        return { results, blocked }; // unrecorded budget: evict nothing
+        for (const action of evictions) failedNodes.add(action.node);
+        return { results, blocked, failedNodes, unspentEvictions: evictions.length }; // unrecorded budget: evict nothing
       }
     }
 
-    const failedNodes = new Set<string>();
+    let unspentEvictions = 0;
     const nodeActions = new Map<string, Action[]>();
     for (const action of decision.actions)
       if (action.kind !== 'Evict' && action.kind !== 'Migrate') push(nodeActions, action.node, action);
     for (const [nodeName, actions] of nodeActions) {
       const node = cache.node(nodeName);
       if (!node) continue;
-      const change = nodeChange(node, actions, decision.stampsAfter.get(nodeName), cache.observedVersion('Node', nodeName));
+      const change = nodeChange(
+        node,
+        actions,
+        decision.stampsAfter.get(nodeName),
+        cache.observedVersion('Node', nodeName),
+      );
       try {
         const version = await actuator.patchNode(change);
         this.expectations.expect(`Node/${nodeName}`, version);
@@ -497,7 +533,10 @@ export class PolicyReconciler {
     }
     for (const action of evictions) {
       if (action.kind !== 'Evict' && action.kind !== 'Migrate') continue;
-      if (failedNodes.has(action.node)) continue;
+      if (failedNodes.has(action.node)) {
+        unspentEvictions++;
+        continue;
+      }
       try {
         const outcome = await actuator.evict(action.pod);
         if (outcome.result === 'Blocked') {
@@ -508,16 +547,19 @@ export class PolicyReconciler {
             guard: 'DisruptionBudget',
             message: outcome.message,
           });
+          unspentEvictions++;
           continue;
         }
-        if (!actuator.dryRun) this.evictionsInFlight.set(action.pod.uid, this.deps.clock.now() + EVICTION_IN_FLIGHT_MS);
+        if (!actuator.dryRun)
+          this.evictionsInFlight.set(action.pod.uid, this.deps.clock.now() + EVICTION_IN_FLIGHT_MS);
         report({ action, outcome: 'Succeeded' });
       } catch (err) {
         failures.add(`eviction of ${action.target}`, err);
         report({ action, outcome: 'Failed', detail: describe(err) });
+        unspentEvictions++;
       }
     }
-    return { results, blocked };
+    return { results, blocked, failedNodes, unspentEvictions };
   }
 
   /** Writes one node's SandboxHealth where it changed, then its Events; returns how many blocks are new. */
@@ -537,7 +579,10 @@ export class PolicyReconciler {
     const desired = desiredHealthStatus(input);
     this.deps.onNodeStatus?.(policyName, node.name, desired);
     if (!observation.exists) await writer.createHealth(node);
-    if (isDeepStrictEqual(storedDetectionStatus(previous, desired), withoutUndefined(desired)) && !(previous?.remediation && !desired.remediation))
+    if (
+      isDeepStrictEqual(storedDetectionStatus(previous, desired), withoutUndefined(desired)) &&
+      !(previous?.remediation && !desired.remediation)
+    )
       return 0;
     const patch: Parameters<StatusWriter['patchHealthStatus']>[1] = { ...desired };
     if (previous?.remediation && !desired.remediation) patch.remediation = null;
@@ -548,21 +593,31 @@ export class PolicyReconciler {
       ...remediationTransitions(input, desired),
     ];
     for (const transition of transitions) {
-      if (transition.reason === 'SandboxCreationStuck' || transition.reason === 'SandboxCreationDegraded' || transition.reason.endsWith('Recovered') || transition.reason === 'IoPressureHigh') {
-        logger.info(transition.reason === 'SandboxCreationStuck' ? 'Detected stuck Pod' : 'Changed Node state', {
-          policy: policyName,
-          node: node.name,
-          ...(transition.target.kind === 'Pod'
-            ? { pod: `${transition.target.namespace}/${transition.target.name}` }
-            : {}),
-          reason: transition.reason,
-          message: transition.message,
-        });
+      if (
+        transition.reason === 'SandboxCreationStuck' ||
+        transition.reason === 'SandboxCreationDegraded' ||
+        transition.reason.endsWith('Recovered') ||
+        transition.reason === 'IoPressureHigh'
+      ) {
+        logger.info(
+          transition.reason === 'SandboxCreationStuck' ? 'Detected stuck Pod' : 'Changed Node state',
+          {
+            policy: policyName,
+            node: node.name,
+            ...(transition.target.kind === 'Pod'
+              ? { pod: `${transition.target.namespace}/${transition.target.name}` }
+              : {}),
+            reason: transition.reason,
+            message: transition.message,
+          },
+        );
       }
       await recorder.record(transition);
     }
     const previousBlocked = new Set((previous?.blocked ?? []).map((b) => `${b.kind} ${b.target} ${b.guard}`));
-    const fresh = (desired.blocked ?? []).filter((b) => !previousBlocked.has(`${b.kind} ${b.target} ${b.guard}`));
+    const fresh = (desired.blocked ?? []).filter(
+      (b) => !previousBlocked.has(`${b.kind} ${b.target} ${b.guard}`),
+    );
     for (const b of fresh) this.deps.onBlocked?.(b.guard);
     return fresh.length;
   }
@@ -587,6 +642,18 @@ export class PolicyReconciler {
   private sameStatus(a: unknown, b: unknown): boolean {
     return isDeepStrictEqual(withoutUndefined(a), withoutUndefined(b));
   }
+}
+
+/** Whether the node is unschedulable after this pass's node actions (a dry run changes nothing). */
+function unschedulableAfter(node: NodeView, results: readonly ActionResult[], dryRun: boolean): boolean {
+  let unschedulable = node.unschedulable;
+  if (dryRun) return unschedulable;
+  for (const { action, outcome } of results) {
+    if (outcome !== 'Succeeded') continue;
+    if (action.kind === 'Cordon') unschedulable = true;
+    if (action.kind === 'Uncordon' && action.reason !== 'UncordonedByOthers') unschedulable = false;
+  }
+  return unschedulable;
 }
 
 const PAST_TENSE: Record<Action['kind'], string> = {

@@ -79,7 +79,7 @@ export class KubeWorkloadReader implements WorkloadReader {
 
   async runningPodsOn(node: string, selector: LabelSelector): Promise<PodView[]> {
     const list = await this.core.listPodForAllNamespaces({
-    fieldSelector: `spec.nodeName=${node},status.phase=Running`,
+      fieldSelector: `spec.nodeName=${node},status.phase=Running`,
       labelSelector: formatSelector(selector),
     });
     return list.items.flatMap((pod) => {

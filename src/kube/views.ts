@@ -1,10 +1,6 @@
 // Converts API objects into the slim views the cache keeps. Lists arrive deserialised by client-node (dates as
 // Date), watch events as raw JSON (dates as strings): every reader here accepts both.
-import {
-  readStamps,
-  SandboxHealthStatusSchema,
-  SandboxPolicyStatusSchema,
-} from '../api/v1alpha1/index.js';
+import { readStamps, SandboxHealthStatusSchema, SandboxPolicyStatusSchema } from '../api/v1alpha1/index.js';
 import {
   isSandboxFailureEvent,
   type ContainerView,

@@ -127,7 +127,8 @@ export function whyNotTriggered(
   if (!facts.degradedByIo)
     return {
       reason: 'NotIoCaused',
-      message: 'Pods are stuck, but their failures do not point at disk IO (network, image, runtime configuration or not yet known): nothing to remediate here.',
+      message:
+        'Pods are stuck, but their failures do not point at disk IO (network, image, runtime configuration or not yet known): nothing to remediate here.',
     };
   return {
     reason: 'IoPressureNotVerified',
@@ -162,7 +163,11 @@ function podGuard(pod: CandidatePod): { guard: Guard; message: string } | undefi
 /** Whether new pods can no longer land on the node: unschedulable, or a NoSchedule/NoExecute taint of ours. */
 function isFenced(facts: NodeFacts, taint: Taint | undefined): boolean {
   if (facts.unschedulable) return true;
-  return taint !== undefined && taint.effect !== 'PreferNoSchedule' && facts.taints.some((t) => t.key === taint.key);
+  return (
+    taint !== undefined &&
+    taint.effect !== 'PreferNoSchedule' &&
+    facts.taints.some((t) => t.key === taint.key)
+  );
 }
 
 /**
@@ -207,25 +212,39 @@ export function decideRemediation(input: RemediationInput): RemediationDecision 
       if (!input.cacheReady)
         return { guard: 'CacheNotSynced', message: 'the cache is not synced or a watch is broken' };
       if (safety.paused) return { guard: 'Paused', message: 'spec.safety.paused is true' };
-      if (facts.controlPlane) return { guard: 'ControlPlaneNode', message: 'control-plane nodes are never acted on' };
+      if (facts.controlPlane)
+        return { guard: 'ControlPlaneNode', message: 'control-plane nodes are never acted on' };
       if (!facts.ready && kind !== 'Uncordon' && kind !== 'Untaint')
         return { guard: 'NodeNotReady', message: 'the node is not Ready: a different failure' };
       return undefined;
     };
 
-    if (isOurs) {
-      const stamps = facts.stamps!;
+    if (facts.stamps) {
+      const stamps = facts.stamps;
+      const ourTaint = stamps.taint;
       // Someone else reverted what we did: drop our claim rather than fight them or later undo their choice.
       const cordonGone = stamps.cordoned && !facts.unschedulable;
-      const taintGone =
-        stamps.taint !== undefined && !facts.taints.some((t) => t.key === stamps.taint!.key);
+      const taintGone = ourTaint !== undefined && !facts.taints.some((t) => t.key === ourTaint.key);
       if (cordonGone || taintGone) {
         const next: NodeStamps = { ...stamps, cordoned: stamps.cordoned && !cordonGone };
         if (taintGone) delete next.taint;
         if (cordonGone)
-          actions.push({ kind: 'Uncordon', node: name, target, reason: 'UncordonedByOthers', message: 'Someone else made the node schedulable again; dropped our cordon stamp.' });
+          actions.push({
+            kind: 'Uncordon',
+            node: name,
+            target,
+            reason: 'UncordonedByOthers',
+            message: 'Someone else made the node schedulable again; dropped our cordon stamp.',
+          });
         if (taintGone)
-          actions.push({ kind: 'Untaint', node: name, target, taint: stamps.taint!, reason: 'UntaintedByOthers', message: 'Someone else removed our taint; dropped our taint stamp.' });
+          actions.push({
+            kind: 'Untaint',
+            node: name,
+            target,
+            taint: ourTaint,
+            reason: 'UntaintedByOthers',
+            message: 'Someone else removed our taint; dropped our taint stamp.',
+          });
         stampsAfter.set(name, next.cordoned || next.taint ? next : undefined);
         continue;
       }
@@ -239,18 +258,99 @@ export function decideRemediation(input: RemediationInput): RemediationDecision 
         }
         const cooldownEnds = stamps.since.getTime() + safety.cooldownSeconds * 1000;
         if (now.getTime() < cooldownEnds) {
-          block(kind, name, target, 'Cooldown', `remediated at ${stamps.since.toISOString()}; cooldownSeconds ${safety.cooldownSeconds} not over`);
+          block(
+            kind,
+            name,
+            target,
+            'Cooldown',
+            `remediated at ${stamps.since.toISOString()}; cooldownSeconds ${safety.cooldownSeconds} not over`,
+          );
           continue;
         }
         const message = `The node recovered (IO pressure and stuck pods gone); undoing what policy ${stamps.policy} did.`;
         if (stamps.taint)
-          actions.push({ kind: 'Untaint', node: name, target, taint: stamps.taint, reason: 'Recovered', message });
-        if (stamps.cordoned) actions.push({ kind: 'Uncordon', node: name, target, reason: 'Recovered', message });
+          actions.push({
+            kind: 'Untaint',
+            node: name,
+            target,
+            taint: stamps.taint,
+            reason: 'Recovered',
+            message,
+          });
+        if (stamps.cordoned)
+          actions.push({ kind: 'Uncordon', node: name, target, reason: 'Recovered', message });
         stampsAfter.set(name, undefined);
         continue;
       }
     }
-    if (!wants) continue; // ours, not recovered yet, nothing new called for: hold
+    const taint = remediation.taint;
+    /** Evicts stuck pods and migrates IO-heavy ones, once new pods can no longer land on the node. */
+    const moveWork = (): void => {
+      if (!isFenced(facts, taint)) {
+        if (remediation.evictStuckPods && facts.ioStuckPods.length > 0)
+          block(
+            'Evict',
+            name,
+            target,
+            'NodeStillSchedulable',
+            'neither cordon nor a NoSchedule taint is allowed: a replacement could land on this node again',
+          );
+        return;
+      }
+      const evict = (kind: 'Evict' | 'Migrate', pod: CandidatePod, why: string, message: string) => {
+        const guard = podGuard(pod);
+        if (guard) return block(kind, name, podTarget(pod), guard.guard, guard.message);
+        if (evictionBudget <= 0)
+          return block(
+            kind,
+            name,
+            podTarget(pod),
+            'EvictionRate',
+            `maxEvictionsPerMinute (${safety.maxEvictionsPerMinute}) reached`,
+          );
+        evictionBudget--;
+        const { namespace, name: podName, uid } = pod;
+        actions.push({
+          kind,
+          node: name,
+          target: podTarget(pod),
+          pod: { namespace, name: podName, uid },
+          reason: why,
+          message,
+        });
+      };
+      if (remediation.evictStuckPods) {
+        for (const pod of facts.ioStuckPods)
+          evict(
+            'Evict',
+            pod,
+            'SandboxCreationStuckOnIo',
+            `Stuck creating its sandbox on ${name}: a replacement gets a new sandbox name on another node.`,
+          );
+      }
+      const migrate = remediation.migrateWorkloads;
+      if (migrate && facts.io === 'High') {
+        const room = Math.max(0, migrate.maxPodsPerNode - facts.migrated);
+        for (const pod of facts.ioHeavyPods.slice(0, room))
+          evict('Migrate', pod, 'IoHeavyWorkload', `IO-heavy pod moved off ${name}, which is IO-saturated.`);
+      }
+    };
+    if (!wants) {
+      // Ours, not recovered: while still saturated, IO-heavy pods keep moving off (a refused one is retried).
+      if (remediation.migrateWorkloads && facts.io === 'High' && facts.ioHeavyPods.length > 0) {
+        const reason =
+          held('Migrate') ??
+          (storm.detected
+            ? {
+                guard: 'StormLimit' as const,
+                message: `${unhealthy} unhealthy nodes exceed maxUnhealthyNodes (${limit})`,
+              }
+            : undefined);
+        if (reason) block('Migrate', name, target, reason.guard, reason.message);
+        else moveWork();
+      }
+      continue;
+    }
 
     // New changes: cordon/taint, then evictions and migrations.
     const newHeld = held('Cordon');
@@ -260,62 +360,74 @@ export function decideRemediation(input: RemediationInput): RemediationDecision 
       continue;
     }
     if (storm.detected) {
-      block(firstKind, name, target, 'StormLimit', `${unhealthy} unhealthy nodes exceed maxUnhealthyNodes (${limit}): starting nothing new`);
+      block(
+        firstKind,
+        name,
+        target,
+        'StormLimit',
+        `${unhealthy} unhealthy nodes exceed maxUnhealthyNodes (${limit}): starting nothing new`,
+      );
       continue;
     }
     let stamps = facts.stamps;
     const reason = `Sandbox creation stuck from IO${remediation.requireIoPressure ? ' under verified IO pressure' : ''} (${facts.ioStuckPods.length} pod(s)).`;
     const needCordon = remediation.cordon && !facts.unschedulable;
-    const taint = remediation.taint;
     const needTaint = taint !== undefined && !facts.taints.some((t) => t.key === taint.key);
     if (needCordon || needTaint) {
-      if (!isOurs && facts.lastUndoAt && now.getTime() < facts.lastUndoAt.getTime() + safety.cooldownSeconds * 1000) {
-        block(firstKind, name, target, 'Cooldown', `undone at ${facts.lastUndoAt.toISOString()}; cooldownSeconds ${safety.cooldownSeconds} not over`);
+      if (
+        !isOurs &&
+        facts.lastUndoAt &&
+        now.getTime() < facts.lastUndoAt.getTime() + safety.cooldownSeconds * 1000
+      ) {
+        block(
+          firstKind,
+          name,
+          target,
+          'Cooldown',
+          `undone at ${facts.lastUndoAt.toISOString()}; cooldownSeconds ${safety.cooldownSeconds} not over`,
+        );
         continue;
       }
       const fencesNow = needCordon || (taint !== undefined && taint.effect !== 'PreferNoSchedule');
       if (needCordon && facts.ready && schedulable - 1 < safety.minSchedulableNodes) {
-        block('Cordon', name, target, 'MinSchedulableNodes', `cordoning would leave ${schedulable - 1} schedulable node(s), fewer than minSchedulableNodes (${safety.minSchedulableNodes})`);
+        block(
+          'Cordon',
+          name,
+          target,
+          'MinSchedulableNodes',
+          `cordoning would leave ${schedulable - 1} schedulable node(s), fewer than minSchedulableNodes (${safety.minSchedulableNodes})`,
+        );
         continue;
       }
       stamps = stamps ?? { policy, since: now, reason, cordoned: false };
       if (needCordon) {
         schedulable--;
         stamps = { ...stamps, cordoned: true };
-        actions.push({ kind: 'Cordon', node: name, target, reason: 'SandboxCreationStuckOnIo', message: reason });
+        actions.push({
+          kind: 'Cordon',
+          node: name,
+          target,
+          reason: 'SandboxCreationStuckOnIo',
+          message: reason,
+        });
       }
       if (needTaint) {
-        stamps = { ...stamps, taint: { key: taint.key, value: taint.value, effect: taint.effect } };
-        actions.push({ kind: 'Taint', node: name, target, taint: stamps.taint!, reason: 'SandboxCreationStuckOnIo', message: reason });
+        const added: Taint = { key: taint.key, value: taint.value, effect: taint.effect };
+        stamps = { ...stamps, taint: added };
+        actions.push({
+          kind: 'Taint',
+          node: name,
+          target,
+          taint: added,
+          reason: 'SandboxCreationStuckOnIo',
+          message: reason,
+        });
       }
       stampsAfter.set(name, stamps);
       // Evictions wait until the fence is seen in the cache, so replacements cannot land here again.
       if (fencesNow) continue;
     }
-    if (!isFenced(facts, taint)) {
-      if (remediation.evictStuckPods && facts.ioStuckPods.length > 0)
-        block('Evict', name, target, 'NodeStillSchedulable', 'neither cordon nor a NoSchedule taint is allowed: a replacement could land on this node again');
-      continue;
-    }
-    const evict = (kind: 'Evict' | 'Migrate', pod: CandidatePod, why: string, message: string) => {
-      const guard = podGuard(pod);
-      if (guard) return block(kind, name, podTarget(pod), guard.guard, guard.message);
-      if (evictionBudget <= 0)
-        return block(kind, name, podTarget(pod), 'EvictionRate', `maxEvictionsPerMinute (${safety.maxEvictionsPerMinute}) reached`);
-      evictionBudget--;
-      const { namespace, name: podName, uid } = pod;
-      actions.push({ kind, node: name, target: podTarget(pod), pod: { namespace, name: podName, uid }, reason: why, message });
-    };
-    if (remediation.evictStuckPods) {
-      for (const pod of facts.ioStuckPods)
-        evict('Evict', pod, 'SandboxCreationStuckOnIo', `Stuck creating its sandbox on ${name}: a replacement gets a new sandbox name on another node.`);
-    }
-    const migrate = remediation.migrateWorkloads;
-    if (migrate && facts.io === 'High') {
-      const room = Math.max(0, migrate.maxPodsPerNode - facts.migrated);
-      for (const pod of facts.ioHeavyPods.slice(0, room))
-        evict('Migrate', pod, 'IoHeavyWorkload', `IO-heavy pod moved off ${name}, which is IO-saturated.`);
-    }
+    moveWork();
   }
   return { actions, blocked, storm, stampsAfter };
 }

@@ -23,7 +23,10 @@ export class Expectations {
   isSettled(key: string, observed: string | undefined): boolean {
     const entry = this.pending.get(key);
     if (!entry) return true;
-    if (this.clock.now() >= entry.expiresAt || (observed !== undefined && isAtLeast(observed, entry.version))) {
+    if (
+      this.clock.now() >= entry.expiresAt ||
+      (observed !== undefined && isAtLeast(observed, entry.version))
+    ) {
       this.pending.delete(key);
       return true;
     }

@@ -63,7 +63,14 @@ function stormCondition(
 ): ConditionInput {
   const stored = previous?.conditions?.find((c) => c.type === 'StormDetected');
   if (!storm)
-    return stored ?? { type: 'StormDetected', status: 'Unknown', reason: 'NotEvaluated', message: 'Not evaluated yet.' };
+    return (
+      stored ?? {
+        type: 'StormDetected',
+        status: 'Unknown',
+        reason: 'NotEvaluated',
+        message: 'Not evaluated yet.',
+      }
+    );
   return storm.detected
     ? {
         type: 'StormDetected',

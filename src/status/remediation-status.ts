@@ -63,6 +63,8 @@ export interface RemediationStatusInput {
   /** What guards (and PodDisruptionBudgets) hold back on this node now. */
   blocked: readonly BlockedAction[];
   stampsAfter: NodeStamps | undefined;
+  /** Whether the node is unschedulable once this pass's actions are done. */
+  unschedulable: boolean;
   /** Why nothing was started on a degraded node that is not ours, for the Cordoned condition. */
   notTriggered?: { reason: string; message: string } | undefined;
   /** Whether stampsAfter exist only in status (a dry run). */
@@ -103,7 +105,7 @@ export function desiredHealthStatus(input: RemediationStatusInput): HealthStatus
         reason: dryRun ? 'DryRun' : 'CordonedForIoPressure',
         message: `${dryRun ? 'Dry run: would have cordoned' : 'Cordoned'} by policy ${stamps.policy} since ${stamps.since.toISOString()}: ${stamps.reason}`,
       }
-    : input.node.unschedulable
+    : input.unschedulable
       ? {
           type: 'Cordoned',
           status: 'False' as const,
@@ -118,7 +120,11 @@ export function desiredHealthStatus(input: RemediationStatusInput): HealthStatus
         };
   const conditions = [
     ...input.detection.conditions.filter((c) => c.type !== 'Cordoned'),
-    ...mergeConditions(input.detection.conditions.filter((c) => c.type === 'Cordoned'), [cordoned], now),
+    ...mergeConditions(
+      input.detection.conditions.filter((c) => c.type === 'Cordoned'),
+      [cordoned],
+      now,
+    ),
   ];
   const status: HealthStatus = {
     ...input.detection,
@@ -144,10 +150,7 @@ const EVENT_REASON: Record<Action['kind'], string> = {
 };
 
 /** Events for what was done in this pass and for each newly blocked action; a standing block repeats none. */
-export function remediationTransitions(
-  input: RemediationStatusInput,
-  desired: HealthStatus,
-): Transition[] {
+export function remediationTransitions(input: RemediationStatusInput, desired: HealthStatus): Transition[] {
   const { node, dryRun } = input;
   const nodeRef = { kind: 'Node' as const, name: node.name, uid: node.uid };
   const prefix = dryRun ? 'Dry run, nothing changed: ' : '';
@@ -156,12 +159,27 @@ export function remediationTransitions(
     const { action } = result;
     const target =
       action.kind === 'Evict' || action.kind === 'Migrate'
-        ? { kind: 'Pod' as const, namespace: action.pod.namespace, name: action.pod.name, uid: action.pod.uid }
+        ? {
+            kind: 'Pod' as const,
+            namespace: action.pod.namespace,
+            name: action.pod.name,
+            uid: action.pod.uid,
+          }
         : nodeRef;
     if (result.outcome === 'Succeeded') {
-      transitions.push({ target, type: 'Normal', reason: EVENT_REASON[action.kind], message: `${prefix}${action.message}` });
-    } else if (result.outcome === 'Failed') {
-      transitions.push({ target, type: 'Warning', reason: 'RemediationFailed', message: `${action.kind} ${action.target} failed: ${result.detail ?? ''}` });
+      transitions.push({
+        target,
+        type: 'Normal',
+        reason: EVENT_REASON[action.kind],
+        message: `${prefix}${action.message}`,
+      });
+    } else {
+      transitions.push({
+        target,
+        type: 'Warning',
+        reason: 'RemediationFailed',
+        message: `${action.kind} ${action.target} failed: ${result.detail ?? ''}`,
+      });
     }
   }
   const previousBlocked = new Set((input.previous?.blocked ?? []).map(blockKey));

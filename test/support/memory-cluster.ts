@@ -103,7 +103,9 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
     return this.watching;
   }
   runningPodsOn(node: string, selector: LabelSelector) {
-    return Promise.resolve(this.running.filter((p) => p.nodeName === node && matchesSelector(selector, p.labels)));
+    return Promise.resolve(
+      this.running.filter((p) => p.nodeName === node && matchesSelector(selector, p.labels)),
+    );
   }
   /** Applies to the cache what the API already has (a watch catching up). */
   deliver(): void {
@@ -129,26 +131,29 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
     }
     const node = this.nodeMap.get(change.node);
     if (!node) return Promise.reject(new Error(`no node ${change.node}`));
-    const annotations: Record<string, string> = Object.fromEntries(
+    const annotations = new Map(
       Object.entries(stampAnnotations(node.stamps)).filter((e): e is [string, string] => e[1] !== null),
     );
     for (const [k, v] of Object.entries(change.annotations)) {
-      if (v === null) delete annotations[k];
-      else annotations[k] = v;
+      if (v === null) annotations.delete(k);
+      else annotations.set(k, v);
     }
     const updated: NodeView = {
       ...node,
       unschedulable: change.unschedulable ?? node.unschedulable,
       taints: change.taints ?? node.taints,
     };
-    const stamps = readStamps(annotations);
+    const stamps = readStamps(Object.fromEntries(annotations));
     if (stamps) updated.stamps = stamps;
     else delete updated.stamps;
     return Promise.resolve(this.commit(`Node/${change.node}`, () => this.nodeMap.set(change.node, updated)));
   }
   evict(pod: PodRef): Promise<EvictionOutcome> {
     if (this.protectedPods.has(`${pod.namespace}/${pod.name}`))
-      return Promise.resolve({ result: 'Blocked', message: 'Cannot evict pod as it would violate the pod\'s disruption budget.' });
+      return Promise.resolve({
+        result: 'Blocked',
+        message: "Cannot evict pod as it would violate the pod's disruption budget.",
+      });
     this.writes.push(`evict pod/${pod.namespace}/${pod.name}`);
     this.evicted.push(`${pod.namespace}/${pod.name}`);
     const remove = () => {
@@ -186,10 +191,15 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
     }
     const health = this.healthMap.get(name);
     if (!health) throw new Error(`no health ${name}`);
-    const merged = JSON.parse(JSON.stringify({ ...health.status, ...status })) as Record<string, unknown>;
-    for (const [k, v] of Object.entries(status)) if (v === null) delete merged[k];
+    // Merge-patch semantics: null removes a field. JSON drops the undefined ones.
+    const merged = Object.fromEntries(
+      Object.entries({ ...health.status, ...status }).filter(([, v]) => v !== null),
+    );
     // A new object, as an informer replaces its view: a reconcile holding the old one still sees the old status.
-    const updated: HealthObject = { ...health, status: merged as SandboxHealthStatus };
+    const updated: HealthObject = {
+      ...health,
+      status: JSON.parse(JSON.stringify(merged)) as SandboxHealthStatus,
+    };
     return Promise.resolve(this.commit(`SandboxHealth/${name}`, () => this.healthMap.set(name, updated)));
   }
   deleteHealth(name: string): Promise<void> {

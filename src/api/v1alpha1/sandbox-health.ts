@@ -137,11 +137,16 @@ export const ActionRecordSchema = z
         'Cordon, Taint, Evict (a stuck pod), Migrate (an IO-heavy running pod), Uncordon or Untaint.',
       ),
     target: z.string().describe('What was acted on, e.g. node/n1 or pod/ns/name.'),
-    uid: z.string().optional().describe('The UID of the pod acted on (a replacement of the same name is another pod).'),
+    uid: z
+      .string()
+      .optional()
+      .describe('The UID of the pod acted on (a replacement of the same name is another pod).'),
     time: time().describe('When the action was attempted.'),
     outcome: z
       .enum(['Succeeded', 'Failed', 'Blocked'])
-      .describe('Succeeded; Failed (the API refused it); Blocked (a guard or a PodDisruptionBudget held it).'),
+      .describe(
+        'Succeeded; Failed (the API refused it); Blocked (a guard or a PodDisruptionBudget held it).',
+      ),
     dryRun: z.boolean().describe('Whether this was a dry run (nothing changed).'),
     reason: z
       .string()
@@ -156,10 +161,7 @@ export const RemediationRecordSchema = z
     policy: z.string().describe('The SandboxPolicy that acted.'),
     since: time().describe('When the remediation started.'),
     cordoned: z.boolean().describe('Whether the operator cordoned the node.'),
-    taint: z
-      .string()
-      .optional()
-      .describe('The taint the operator added, as key=value:effect.'),
+    taint: z.string().optional().describe('The taint the operator added, as key=value:effect.'),
     reason: z.string().max(1024).describe('Why the node was remediated.'),
     dryRun: z
       .boolean()
@@ -219,7 +221,10 @@ export const SandboxHealthStatusSchema = z
     ioReading: IoReadingSchema.optional(),
     ioPressure: IoPressureTrackingSchema.optional(),
     runtime: RuntimeInfoSchema.optional(),
-    lastAction: z.string().optional().describe('The latest action, for kubectl get, e.g. "Cordon Succeeded".'),
+    lastAction: z
+      .string()
+      .optional()
+      .describe('The latest action, for kubectl get, e.g. "Cordon Succeeded".'),
     actions: z
       .array(ActionRecordSchema)
       .max(MAX_RECORDED_ACTIONS)

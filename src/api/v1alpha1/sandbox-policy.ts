@@ -278,7 +278,9 @@ export const SandboxPolicyStatusSchema = z
       .int()
       .min(0)
       .optional()
-      .describe('Remediation actions taken (or, in a dry run, that would have been taken) since the policy was created.'),
+      .describe(
+        'Remediation actions taken (or, in a dry run, that would have been taken) since the policy was created.',
+      ),
     blockedActionCount: z
       .int()
       .min(0)

@@ -142,7 +142,14 @@ describe('PolicyReconciler remediation', () => {
     expect(first.requeueAfterMs).to.equal(5_000);
 
     // Pass 2: the cache shows the cordon. The eviction budget is written to the policy before any eviction.
+    const budgetAtEviction: number[] = [];
+    const evict = cluster.evict.bind(cluster);
+    cluster.evict = (pod) => {
+      budgetAtEviction.push(cluster.policy('p')!.status!.recentEvictions?.length ?? 0);
+      return evict(pod);
+    };
     await reconciler.reconcile('p');
+    expect(budgetAtEviction).to.deep.equal([2, 2]);
     expect(cluster.takeWrites()).to.deep.equal([
       'patch policy/p',
       'evict pod/default/web-1',

@@ -426,6 +426,14 @@ describe('decideRemediation', () => {
         ],
         stampsAfter: { n1: STAMPED_LONG_AGO },
       },
+      {
+        name: 'reports a pod guard, not EvictionRate, once the budget is spent',
+        spec: { safety: { maxEvictionsPerMinute: 1 } },
+        nodes: [sick('n1', pod('web'), pod('web-2'), barePod('bare')).ours(), healthy('h1')],
+        actions: [evict('web')],
+        blocked: ['Evict pod/default/web-2 on n1 EvictionRate', 'Evict pod/default/bare on n1 NoController'],
+        stampsAfter: { n1: STAMPED_LONG_AGO },
+      },
     ]);
 
     it('names the pod it evicts by namespace, name and uid', () => {
@@ -512,6 +520,33 @@ describe('decideRemediation', () => {
         nodes: [sick('n1', pod('a')).ours().withIoHeavyPods(barePod('m1'), pod('m2')), healthy('h1')],
         actions: [evict('a'), migrate('m2')],
         blocked: ['Migrate pod/default/m1 on n1 NoController'],
+        stampsAfter: { n1: STAMPED_LONG_AGO },
+      },
+      {
+        name: 'keeps moving IO-heavy pods off a node we hold while IO stays High, after its stuck pods are gone',
+        spec: { remediation: { migrateWorkloads: MIGRATE } },
+        nodes: [
+          aNodeFacts('n1')
+            .ours()
+            .ioHigh()
+            .withIoHeavyPods(...heavy),
+          healthy('h1'),
+        ],
+        actions: [migrate('m1'), migrate('m2')],
+        stampsAfter: { n1: STAMPED_LONG_AGO },
+      },
+      {
+        name: 'holds those migrations while paused',
+        spec: { remediation: { migrateWorkloads: MIGRATE }, safety: { paused: true } },
+        nodes: [
+          aNodeFacts('n1')
+            .ours()
+            .ioHigh()
+            .withIoHeavyPods(...heavy),
+          healthy('h1'),
+        ],
+        actions: [],
+        blocked: ['Migrate node/n1 Paused'],
         stampsAfter: { n1: STAMPED_LONG_AGO },
       },
       {
@@ -978,13 +1013,14 @@ describe('decideRemediation properties', () => {
   type Input = typeof inputArb extends fc.Arbitrary<infer T> ? T : never;
 
   const run = (input: Input) => decideRemediation({ ...input, policy: 'p', now: NOW });
-  const check = (predicate: (input: Input, decision: RemediationDecision) => void) =>
+  const check = (predicate: (input: Input, decision: RemediationDecision) => void) => {
     fc.assert(
       fc.property(inputArb, (input) => {
         predicate(input, run(input));
       }),
       { numRuns: 1000 },
     );
+  };
   const isTriggeredHere = (n: NodeFacts, spec: SandboxPolicySpec) =>
     n.degradedByIo && (!spec.remediation.requireIoPressure || n.io === 'High');
 

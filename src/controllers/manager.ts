@@ -114,7 +114,12 @@ export class Manager {
       logger.info('Waiting for caches to sync', { synced: this.cache.sizes() });
     }, 5000);
     // A stop before the caches sync (the apiserver never came up) ends the wait, or the process would hang.
-    const stopping = new Promise<'stopped'>((resolve) => (this.abortStart = () => { resolve('stopped'); }));
+    const stopping = new Promise<'stopped'>(
+      (resolve) =>
+        (this.abortStart = () => {
+          resolve('stopped');
+        }),
+    );
     try {
       if ((await Promise.race([this.cache.waitForSync(), stopping])) === 'stopped') return;
     } finally {

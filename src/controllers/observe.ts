@@ -45,11 +45,17 @@ function simulatedStamps(previous: SandboxHealthStatus | undefined): NodeStamps 
   return stamps;
 }
 
-/** Pods an earlier pass already evicted (or, in a dry run, reported as evicted): never evicted twice. */
-export function evictedUids(actions: readonly ActionRecord[] | undefined): Set<string> {
+/**
+ * Pods an earlier pass already evicted (in a dry run, also those reported as evicted): never evicted twice. A
+ * real run ignores dry-run records: those pods are still there and may need it.
+ */
+export function evictedUids(actions: readonly ActionRecord[] | undefined, dryRun: boolean): Set<string> {
   return new Set(
     (actions ?? [])
-      .filter((a) => (a.kind === 'Evict' || a.kind === 'Migrate') && a.outcome === 'Succeeded')
+      .filter(
+        (a) =>
+          (a.kind === 'Evict' || a.kind === 'Migrate') && a.outcome === 'Succeeded' && (dryRun || !a.dryRun),
+      )
       .flatMap((a) => (a.uid ? [a.uid] : [])),
   );
 }
@@ -71,7 +77,7 @@ export function observeNode(input: ObserveInput): NodeFacts {
   const { node, findings, previous, detection } = input;
   const simulated = input.dryRun && !node.stamps ? simulatedStamps(previous) : undefined;
   const stamps = node.stamps ?? simulated;
-  const evicted = evictedUids(previous?.actions);
+  const evicted = evictedUids(previous?.actions, input.dryRun);
   const skip = (pod: PodView) => evicted.has(pod.uid) || input.evictionsInFlight.has(pod.uid);
   const degradedCondition = detection.conditions.find((c) => c.type === 'SandboxCreationDegraded');
   const taints = [...node.taints];

@@ -162,13 +162,13 @@ function podGuard(pod: CandidatePod): { guard: Guard; message: string } | undefi
 
 /** Whether new pods can no longer land on the node: unschedulable, or a NoSchedule/NoExecute taint of ours. */
 function isFenced(facts: NodeFacts, taint: Taint | undefined): boolean {
-  if (facts.unschedulable) return true;
-  return (
-    taint !== undefined &&
-    taint.effect !== 'PreferNoSchedule' &&
-    facts.taints.some((t) => t.key === taint.key)
-  );
+  return facts.unschedulable || (taint !== undefined && hasFencingTaint(facts, taint.key));
 }
+
+const fencingEffects = new Set(['NoSchedule', 'NoExecute']);
+/** The node carries a taint with this key that keeps new pods off (the effect on the node, not the spec's). */
+const hasFencingTaint = (facts: NodeFacts, key: string) =>
+  facts.taints.some((t) => t.key === key && fencingEffects.has(t.effect));
 
 /**
  * Decides the actions for one policy's nodes. Order per node: cordon and taint; evict stuck pods once the node
@@ -188,7 +188,11 @@ export function decideRemediation(input: RemediationInput): RemediationDecision 
   const unhealthy = new Set([...triggered, ...ours.map((n) => n.name)]).size;
   const limit = resolveIntOrPercent(safety.maxUnhealthyNodes, input.nodes.length);
   const storm = { detected: unhealthy > limit, unhealthy, limit };
-  let schedulable = input.nodes.filter((n) => n.ready && !n.unschedulable).length;
+  const ourTaintKey = remediation.taint?.key;
+  // Schedulable: Ready, not cordoned, and not fenced by a taint with our key (whoever set it).
+  const isSchedulable = (n: NodeFacts) =>
+    n.ready && !n.unschedulable && !(ourTaintKey !== undefined && hasFencingTaint(n, ourTaintKey));
+  let schedulable = input.nodes.filter(isSchedulable).length;
   const windowStart = now.getTime() - EVICTION_WINDOW_MS;
   let evictionBudget = Math.max(
     0,
@@ -372,13 +376,11 @@ export function decideRemediation(input: RemediationInput): RemediationDecision 
     let stamps = facts.stamps;
     const reason = `Sandbox creation stuck from IO${remediation.requireIoPressure ? ' under verified IO pressure' : ''} (${facts.ioStuckPods.length} pod(s)).`;
     const needCordon = remediation.cordon && !facts.unschedulable;
-    const needTaint = taint !== undefined && !facts.taints.some((t) => t.key === taint.key);
+    const needTaint =
+      taint !== undefined && !facts.taints.some((t) => t.key === taint.key && t.effect === taint.effect);
     if (needCordon || needTaint) {
-      if (
-        !isOurs &&
-        facts.lastUndoAt &&
-        now.getTime() < facts.lastUndoAt.getTime() + safety.cooldownSeconds * 1000
-      ) {
+      // After an undo (ours, or someone else's reverting us) the node is left alone for cooldownSeconds.
+      if (facts.lastUndoAt && now.getTime() < facts.lastUndoAt.getTime() + safety.cooldownSeconds * 1000) {
         block(
           firstKind,
           name,
@@ -388,20 +390,21 @@ export function decideRemediation(input: RemediationInput): RemediationDecision 
         );
         continue;
       }
-      const fencesNow = needCordon || (taint !== undefined && taint.effect !== 'PreferNoSchedule');
-      if (needCordon && facts.ready && schedulable - 1 < safety.minSchedulableNodes) {
+      const fencesNow = needCordon || (needTaint && fencingEffects.has(taint.effect));
+      const takesCapacity = fencesNow && isSchedulable(facts);
+      if (takesCapacity && schedulable - 1 < safety.minSchedulableNodes) {
         block(
-          'Cordon',
+          needCordon ? 'Cordon' : 'Taint',
           name,
           target,
           'MinSchedulableNodes',
-          `cordoning would leave ${schedulable - 1} schedulable node(s), fewer than minSchedulableNodes (${safety.minSchedulableNodes})`,
+          `fencing it would leave ${schedulable - 1} schedulable node(s), fewer than minSchedulableNodes (${safety.minSchedulableNodes})`,
         );
         continue;
       }
+      if (takesCapacity) schedulable--;
       stamps = stamps ?? { policy, since: now, reason, cordoned: false };
       if (needCordon) {
-        schedulable--;
         stamps = { ...stamps, cordoned: true };
         actions.push({
           kind: 'Cordon',

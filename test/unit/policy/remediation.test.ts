@@ -872,7 +872,7 @@ describe('decideRemediation', () => {
 
   describe('known gaps (pending a fix in src/policy/remediation.ts)', () => {
     // isFenced matches our taint by key only and takes the effect from the spec, not from the node.
-    it.skip('does not treat a same-key PreferNoSchedule taint someone else set as a fence', () => {
+    it('does not treat a same-key PreferNoSchedule taint someone else set as a fence', () => {
       const decision = decide({
         spec: { remediation: { cordon: false, taint: { effect: 'NoSchedule' } } },
         nodes: [
@@ -885,8 +885,8 @@ describe('decideRemediation', () => {
       expect(decision.actions.map(describeAction)).not.to.include(evict('a'));
     });
 
-    // minSchedulableNodes counts only spec.unschedulable; a NoSchedule taint fences a node just as well.
-    it.skip('does not fence with NoSchedule taints below minSchedulableNodes', () => {
+    // A NoSchedule taint fences a node just as a cordon does: minSchedulableNodes counts both.
+    it('does not fence with NoSchedule taints below minSchedulableNodes', () => {
       const decision = decide({
         spec: { remediation: { cordon: false, taint: {} }, safety: { minSchedulableNodes: 1 } },
         nodes: [sick('n1').build(), sick('n2').build()],
@@ -1045,12 +1045,23 @@ describe('decideRemediation properties', () => {
       const byName = new Map(nodes.map((n) => [n.name, n]));
       const limit = resolveIntOrPercent(spec.safety.maxUnhealthyNodes, nodes.length);
       const unhealthy = nodes.filter((n) => n.stamps !== undefined || isTriggeredHere(n, spec)).length;
-      const schedulableBefore = nodes.filter((n) => n.ready && !n.unschedulable).length;
+      // Schedulable: Ready, not cordoned, and not fenced by a NoSchedule/NoExecute taint with the policy's key.
+      const key = spec.remediation.taint?.key;
+      const fenced = (n: NodeFacts) =>
+        n.unschedulable ||
+        (key !== undefined && n.taints.some((t) => t.key === key && t.effect !== 'PreferNoSchedule'));
+      const schedulableBefore = nodes.filter((n) => n.ready && !fenced(n)).length;
       const cordoned = decision.actions.filter((a) => a.kind === 'Cordon').map((a) => a.node);
       const fencing = decision.actions.filter((a) => a.kind === 'Cordon' || a.kind === 'Taint');
       if (fencing.length > 0) expect(unhealthy, 'unhealthy nodes when fencing anew').to.be.at.most(limit);
-      if (cordoned.length > 0)
-        expect(schedulableBefore - cordoned.length, 'schedulable nodes left').to.be.at.least(
+      const newlyFenced = new Set(
+        fencing
+          .filter((a) => a.kind !== 'Taint' || a.taint.effect !== 'PreferNoSchedule')
+          .map((a) => a.node)
+          .filter((n) => !fenced(byName.get(n)!) && byName.get(n)!.ready),
+      );
+      if (newlyFenced.size > 0)
+        expect(schedulableBefore - newlyFenced.size, 'schedulable nodes left').to.be.at.least(
           spec.safety.minSchedulableNodes,
         );
       for (const node of cordoned) {

@@ -181,6 +181,7 @@ export class PolicyReconciler {
     const assignment = this.assignment();
     const failures = new Failures(logger, name);
     await this.deleteOrphanHealths(assignment, failures);
+    await this.releaseOrphanStamps(assignment, failures);
     if (!policy) {
       failures.throwIfAny();
       return {};
@@ -620,6 +621,68 @@ export class PolicyReconciler {
     );
     for (const b of fresh) this.deps.onBlocked?.(b.guard);
     return fresh.length;
+  }
+
+  /**
+   * Undoes what we did on nodes no valid policy owns any more (the policy was deleted, or the node was opted out
+   * or relabelled): nothing would ever judge their recovery, and the stamps say exactly what to revert. A node
+   * whose stamping policy still exists but is invalid is frozen, as its SandboxHealth is.
+   */
+  private async releaseOrphanStamps(assignment: NodeAssignment, failures: Failures): Promise<void> {
+    const { cache, logger, recorder } = this.deps;
+    // A dry-run operator changes nothing, and reporting the same release on every pass would only be noise.
+    if (!cache.watchesHealthy() || this.deps.dryRun) return;
+    const actuator = this.deps.actuators.real;
+    for (const node of cache.nodes()) {
+      const stamps = node.stamps;
+      if (!stamps || assignment.owner.has(node.name)) continue;
+      const stamping = cache.policy(stamps.policy);
+      if (stamping && !validatePolicy(stamping).valid) continue;
+      if (!this.expectations.isSettled(`Node/${node.name}`, cache.observedVersion('Node', node.name)))
+        continue;
+      const message = `No valid SandboxPolicy owns the node any more (${stamping ? `policy ${stamps.policy} no longer selects it` : `policy ${stamps.policy} is gone`}); undoing what it did.`;
+      const target = `node/${node.name}`;
+      const actions: Action[] = [
+        ...(stamps.taint
+          ? [
+              {
+                kind: 'Untaint' as const,
+                node: node.name,
+                target,
+                taint: stamps.taint,
+                reason: 'PolicyGone',
+                message,
+              },
+            ]
+          : []),
+        ...(stamps.cordoned
+          ? [{ kind: 'Uncordon' as const, node: node.name, target, reason: 'PolicyGone', message }]
+          : []),
+      ];
+      try {
+        const version = await actuator.patchNode(
+          nodeChange(node, actions, undefined, cache.observedVersion('Node', node.name)),
+        );
+        this.expectations.expect(`Node/${node.name}`, version);
+      } catch (err) {
+        failures.add(`release of node/${node.name}`, err);
+        continue;
+      }
+      for (const action of actions) {
+        logger.info(PAST_TENSE[action.kind], {
+          node: node.name,
+          policy: stamps.policy,
+          reason: 'PolicyGone',
+        });
+        this.deps.onAction?.(action.kind, 'Succeeded', false);
+        await recorder.record({
+          target: { kind: 'Node', name: node.name, uid: node.uid },
+          type: 'Normal',
+          reason: action.kind === 'Uncordon' ? 'Uncordoned' : 'Untainted',
+          message,
+        });
+      }
+    }
   }
 
   /** SandboxHealths of nodes no valid policy owns, unless their policy still exists but is invalid (frozen). */

@@ -710,3 +710,58 @@ describe('PolicyReconciler remediation', () => {
     expect(status.overlappingNodes![99]).to.deep.equal({ node: 'n100', ownedBy: 'zone-a' });
   });
 });
+
+describe('PolicyReconciler releasing what no policy owns', () => {
+  const stampedBy = (policy: string) => ({
+    ...aNode('orphan', { pool: 'other' }),
+    unschedulable: true,
+    taints: [{ key: 'sandbox.remediator.io/io-pressure', value: 'true', effect: 'NoSchedule' }],
+    stamps: {
+      policy,
+      since: T0,
+      reason: 'Sandbox creation stuck from IO.',
+      cordoned: true,
+      taint: { key: 'sandbox.remediator.io/io-pressure', value: 'true', effect: 'NoSchedule' },
+    },
+  });
+
+  it('undoes exactly what the stamps say on a node whose policy is gone, and nothing on unstamped nodes', async () => {
+    const byOthers = { ...aNode('cordoned-by-admin', { pool: 'other' }), unschedulable: true };
+    const { cluster, reconciler } = world(
+      { ...policySpec(), nodeSelector: { matchLabels: { pool: 'mine' } } },
+      { nodes: [aNode('n1', { pool: 'mine' }), stampedBy('deleted-policy'), byOthers] },
+    );
+    await reconciler.reconcile('p');
+    expect(cluster.writes.filter((w) => w.startsWith('patch node/'))).to.deep.equal(['patch node/orphan']);
+    const orphan = cluster.nodeMap.get('orphan')!;
+    expect(orphan.unschedulable).to.equal(false);
+    expect(orphan.taints).to.deep.equal([]);
+    expect(orphan.stamps).to.equal(undefined);
+    expect(cluster.nodeMap.get('cordoned-by-admin')!.unschedulable).to.equal(true);
+    expect(cluster.takeEvents()).to.include.members([
+      'Node/orphan Normal Untainted',
+      'Node/orphan Normal Uncordoned',
+    ]);
+    cluster.takeWrites();
+    await reconciler.reconcile('p');
+    expect(cluster.takeWrites().filter((w) => w.startsWith('patch node/'))).to.deep.equal([]);
+  });
+
+  it('leaves the stamps of a policy that still exists but is invalid (frozen), and acts on nothing before the watches are healthy', async () => {
+    const { cluster, reconciler } = world(
+      { ...policySpec(), nodeSelector: { matchLabels: { pool: 'mine' } } },
+      { nodes: [aNode('n1', { pool: 'mine' }), stampedBy('broken')] },
+    );
+    cluster.addPolicy('broken', { ioPressure: { source: 'prometheus' } });
+    await reconciler.reconcile('p');
+    expect(cluster.nodeMap.get('orphan')!.stamps?.policy).to.equal('broken');
+
+    cluster.policyMap.delete('broken');
+    cluster.watching = false;
+    await reconciler.reconcile('p');
+    expect(cluster.nodeMap.get('orphan')!.stamps?.policy, 'not while a watch is broken').to.equal('broken');
+    cluster.watching = true;
+    await reconciler.reconcile('p');
+    expect(cluster.nodeMap.get('orphan')!.stamps).to.equal(undefined);
+  });
+});

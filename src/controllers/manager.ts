@@ -12,7 +12,7 @@ import { realClock, type Clock } from '../runtime/clock.js';
 import { Controller } from '../runtime/controller.js';
 import { WorkQueue } from '../runtime/work-queue.js';
 import type { DetectionStatus } from '../status/health-status.js';
-import { policiesFor } from './mapper.js';
+import { nodeOf, policiesFor } from './mapper.js';
 import { PolicyReconciler } from './policy-reconciler.js';
 
 export interface ManagerOptions {
@@ -92,8 +92,12 @@ export class Manager {
       },
     });
     this.cache.onChange((change) => {
-      for (const policy of policiesFor(change, this.cache, (uid) => this.cache.podByUid(uid)))
+      const podByUid = (uid: string) => this.cache.podByUid(uid);
+      const node = nodeOf(change, podByUid);
+      for (const policy of policiesFor(change, this.cache, podByUid)) {
+        reconciler.markDirty(policy, node);
         this.queue.add(policy);
+      }
       metrics.queueDepth.set(this.queue.length);
     });
   }

@@ -26,6 +26,22 @@ export function ownerOf(cache: ClusterCache, nodeName: string): string | undefin
     .sort(comparePolicies)[0]?.name;
 }
 
+/** The node a change is about, or undefined when it can touch every node (a policy edit). */
+export function nodeOf(change: Change, podByUid: (uid: string) => PodView | undefined): string | undefined {
+  switch (change.kind) {
+    case 'SandboxPolicy':
+      return undefined;
+    case 'Node':
+      return change.key;
+    case 'Pod':
+      return change.pod.nodeName;
+    case 'Event':
+      return change.event.involvedUid ? podByUid(change.event.involvedUid)?.nodeName : undefined;
+    case 'SandboxHealth':
+      return change.health.nodeName ?? change.key;
+  }
+}
+
 /**
  * Maps a cache change to the policies to reconcile, dropping noise early (STYLE principle 2): pods and
  * events enqueue the policy owning their node; node and policy changes can move ownership, so they enqueue

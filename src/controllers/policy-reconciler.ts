@@ -14,7 +14,7 @@ import {
 import {
   detectNodeFindings,
   detectStuckPods,
-  STUCK_WAITING_REASONS,
+  nextStuckAt,
   type NodeFindings,
   type NodeView,
   type PodView,
@@ -24,6 +24,7 @@ import {
   decideRemediation,
   type Action,
   type BlockedAction,
+  type NodeFacts,
   type RemediationDecision,
   whyNotTriggered,
 } from '../policy/remediation.js';
@@ -75,6 +76,8 @@ export interface PolicyReconcilerDeps {
   onAction?(kind: ActionKind, outcome: 'Succeeded' | 'Failed', dryRun: boolean): void;
   /** Called once for each newly blocked action, with the guard that holds it. */
   onBlocked?(guard: string): void;
+  /** How many nodes each pass looked at. */
+  onPass?(stats: PassStats): void;
 }
 
 /** Valid policies with their parsed specs; invalid ones are left out of node ownership. */
@@ -98,26 +101,16 @@ export function validPolicies(
   return valid;
 }
 
-/** When the next pending pod on these nodes will cross the threshold, in ms from now (undefined: none). */
-export function nextThresholdCrossing(
-  pods: Iterable<PodView>,
-  thresholdSeconds: number,
-  now: number,
-): number | undefined {
-  let earliest: number | undefined;
-  for (const pod of pods) {
-    if (
-      pod.deleting ||
-      !pod.containers.every((c) => c.state === 'waiting' && STUCK_WAITING_REASONS.has(c.reason ?? ''))
-    )
-      continue;
-    const due = (pod.scheduledAt ?? pod.createdAt).getTime() + thresholdSeconds * 1000 - now;
-    if (due > 0 && (earliest === undefined || due < earliest)) earliest = due;
-  }
-  return earliest;
-}
-
 const SETTLE_RETRY_MS = 500;
+const FOLLOW_UP_MS = 5_000;
+/** Guards that lift with time alone, so the policy must come back to look. */
+const TIMED_GUARDS: ReadonlySet<string> = new Set(['Cooldown', 'EvictionRate', 'CacheNotSynced']);
+
+function sameBlocks(previous: SandboxHealthStatus | undefined, blocked: readonly BlockedAction[]): boolean {
+  const key = (b: { kind: string; target: string; guard: string }) => `${b.kind} ${b.target} ${b.guard}`;
+  const before = new Set((previous?.blocked ?? []).map(key));
+  return before.size === blocked.length && blocked.every((b) => before.has(key(b)));
+}
 const EVICTION_IN_FLIGHT_MS = 60_000;
 
 interface NodeObservation {
@@ -128,6 +121,8 @@ interface NodeObservation {
   io: IoPressureDecision | undefined;
   detection: DetectionStatus;
   ioHeavyPods: PodView[];
+  /** When the node's state changes with time alone (a pod crossing the threshold, sustain or recovery). */
+  dueAt: number;
 }
 
 /** What one reconcile could not do; terminal failures are reported and not retried. */
@@ -159,14 +154,47 @@ const describe = (err: unknown) => (err instanceof Error ? err.message : String(
  * the cache, decide (pure) what to do about all of them, act, then write each SandboxHealth and the policy's
  * status where they changed, with Events only for transitions.
  */
+/** What the last pass of a policy saw, so that the next looks again only at the nodes that changed. */
+interface PolicyMemory {
+  generation: number;
+  /** The owned node names, joined: a change of ownership means a full pass. */
+  owned: string;
+  observations: Map<string, NodeObservation>;
+  /** A time-based wait (threshold crossing, sustain, recovery, cooldown, poll) ends then: a full pass. */
+  fullPassAt: number;
+}
+
+/** How much one reconcile looked at: the measure that a pod change costs its node, not the policy's. */
+export interface PassStats {
+  full: boolean;
+  observed: number;
+  owned: number;
+}
+
 export class PolicyReconciler {
   private readonly resyncMs: number;
   private readonly expectations: Expectations;
+  private readonly memory = new Map<string, PolicyMemory>();
+  /** Nodes changed since a policy's last pass; 'all' after a change that can touch every node. */
+  private readonly dirty = new Map<string, Set<string> | 'all'>();
+  lastPass: PassStats | undefined;
   /** Pods evicted by this process that the cache still shows, by uid, with when to stop waiting. */
   private readonly evictionsInFlight = new Map<string, number>();
   constructor(private readonly deps: PolicyReconcilerDeps) {
     this.resyncMs = deps.resyncMs ?? 5 * 60_000;
     this.expectations = new Expectations(deps.clock);
+  }
+
+  /** Notes what changed for a policy's next pass: one node, or (no node) everything it owns. */
+  markDirty(policy: string, node?: string): void {
+    const current = this.dirty.get(policy);
+    if (current === 'all') return;
+    if (node === undefined) {
+      this.dirty.set(policy, 'all');
+      return;
+    }
+    if (current) current.add(node);
+    else this.dirty.set(policy, new Set([node]));
   }
 
   /** The owning policy of each node, over all valid policies in the cache. */
@@ -204,15 +232,41 @@ export class PolicyReconciler {
     const dryRun = spec.safety.dryRun || this.deps.dryRun === true;
     const owned = [...assignment.owner].filter(([, owner]) => owner === name).map(([node]) => node);
 
-    // Observe.
-    const { observations, unsettled, recheckAfterMs } = await this.observe(name, spec, owned, now);
+    // Observe: every owned node on a full pass, else only those that changed since the last pass.
+    const ownedKey = owned.join('\n');
+    const remembered = this.memory.get(name);
+    const dirty = this.dirty.get(name);
+    this.dirty.delete(name);
+    const full =
+      !remembered ||
+      dirty === 'all' ||
+      remembered.generation !== policy.generation ||
+      remembered.owned !== ownedKey ||
+      now.getTime() >= remembered.fullPassAt;
+    const memory: PolicyMemory = full
+      ? { generation: policy.generation, owned: ownedKey, observations: new Map(), fullPassAt: Infinity }
+      : remembered;
+    this.memory.set(name, memory);
+    const toObserve = full ? owned : owned.filter((n) => dirty?.has(n));
+    const { observations: fresh, unsettledNodes } = await this.observe(name, spec, toObserve, now, full);
+    for (const observation of fresh) memory.observations.set(observation.node.name, observation);
+    for (const node of unsettledNodes) this.markDirty(name, node);
+    const unsettled = unsettledNodes.length;
+    const observed = new Set(fresh.map((o) => o.node.name));
+    this.lastPass = { full, observed: observed.size, owned: owned.length };
+    this.deps.onPass?.(this.lastPass);
+    const observations = [...memory.observations.values()];
+    const inFlight = new Set(this.evictionsInFlight.keys());
+    const factsOf = new Map<string, NodeFacts>(
+      observations.map((o) => [o.node.name, observeNode({ ...o, dryRun, evictionsInFlight: inFlight })]),
+    );
     // Decide, on every owned node or not at all: a node still settling could hide a cordon from the limits.
     const decision =
-      unsettled === 0
+      unsettled === 0 && observations.length === owned.length
         ? decideRemediation({
             policy: name,
             spec,
-            nodes: observations.map((o) => this.facts(o, dryRun)),
+            nodes: [...factsOf.values()],
             now,
             recentEvictions: (policy.status?.recentEvictions ?? []).map((t) => new Date(t)),
             cacheReady: cache.watchesHealthy(),
@@ -235,21 +289,32 @@ export class PolicyReconciler {
     let degraded = 0;
     let remediating = 0;
     let blockedNew = 0;
+    const blockedByNode = new Map<string, BlockedAction[]>();
+    for (const b of [...(decision?.blocked ?? []), ...[...outcome.blocked.values()].flat()]) {
+      const list = blockedByNode.get(b.node);
+      if (list) list.push(b);
+      else blockedByNode.set(b.node, [b]);
+    }
     for (const observation of observations) {
       const nodeName = observation.node.name;
       if (observation.findings.degraded) degraded++;
-      const facts = this.facts(observation, dryRun);
+      const facts =
+        factsOf.get(nodeName) ?? observeNode({ ...observation, dryRun, evictionsInFlight: inFlight });
       // A node whose patch failed keeps the stamps it had: claim nothing that was not written.
       const stamps =
         decision && !outcome.failedNodes.has(nodeName) ? decision.stampsAfter.get(nodeName) : facts.stamps;
       if (stamps) remediating++;
+      const results = outcome.results.get(nodeName) ?? [];
+      const blocked = blockedByNode.get(nodeName) ?? [];
+      // What we changed on the node (or its pods) comes back through the watch: look again, behind the fence.
+      if (results.length > 0 || outcome.blocked.has(nodeName)) this.markDirty(name, nodeName);
+      // A node not looked at again, with nothing done and the same blocks, has nothing new to report.
+      if (!observed.has(nodeName) && results.length === 0 && sameBlocks(observation.previous, blocked))
+        continue;
       try {
         blockedNew += await this.report(name, observation, {
-          results: outcome.results.get(nodeName) ?? [],
-          blocked: [
-            ...(decision?.blocked.filter((b) => b.node === nodeName) ?? []),
-            ...(outcome.blocked.get(nodeName) ?? []),
-          ],
+          results,
+          blocked,
           stampsAfter: stamps,
           unschedulable: unschedulableAfter(observation.node, outcome.results.get(nodeName) ?? [], dryRun),
           notTriggered: whyNotTriggered(facts, observation.findings.degraded, spec),
@@ -258,6 +323,7 @@ export class PolicyReconciler {
           now,
         });
       } catch (err) {
+        this.markDirty(name, nodeName); // what the API holds is uncertain now: read it afresh next time
         failures.add(`status of sandboxhealth/${nodeName}`, err);
       }
     }
@@ -302,16 +368,17 @@ export class PolicyReconciler {
     }
     failures.throwIfAny();
 
-    const crossing = nextThresholdCrossing(
-      owned.flatMap((node) => cache.pendingPodsOn(node)),
-      spec.detection.stuckThresholdSeconds,
-      now.getTime(),
-    );
-    const waits = [this.resyncMs, crossing ?? Infinity, recheckAfterMs ?? Infinity];
-    if (unsettled > 0) waits.push(SETTLE_RETRY_MS);
-    // A cordon is followed by evictions once the cache shows it; undo waits for cooldown.
-    if (decision && (decision.actions.length > 0 || decision.blocked.length > 0)) waits.push(5_000);
-    return { requeueAfterMs: Math.min(...waits) };
+    const waits = [this.resyncMs, ...observations.map((o) => o.dueAt - now.getTime())];
+    const source = this.deps.sources?.(name, spec);
+    if (source?.pollMs !== undefined) waits.push(source.pollMs);
+    // Follow-ups: evictions once the cordon is seen, retries of refused evictions, cooldowns and rate windows.
+    if (decision && (decision.actions.length > 0 || decision.blocked.some((b) => TIMED_GUARDS.has(b.guard))))
+      waits.push(FOLLOW_UP_MS);
+    if (outcome.blocked.size > 0) waits.push(FOLLOW_UP_MS);
+    const wait = Math.max(0, Math.min(...waits));
+    memory.fullPassAt = now.getTime() + wait;
+    if (unsettled > 0) return { requeueAfterMs: Math.min(wait, SETTLE_RETRY_MS) };
+    return { requeueAfterMs: wait };
   }
 
   private async observe(
@@ -319,11 +386,12 @@ export class PolicyReconciler {
     spec: SandboxPolicySpec,
     nodeNames: string[],
     now: Date,
-  ): Promise<{ observations: NodeObservation[]; unsettled: number; recheckAfterMs: number | undefined }> {
+    full: boolean,
+  ): Promise<{ observations: NodeObservation[]; unsettledNodes: string[] }> {
     const { cache, logger } = this.deps;
     const source = this.deps.sources?.(policyName, spec);
-    let recheckAfterMs = source?.pollMs;
-    if (source) {
+    // Polled sources are asked again on full passes (every pollMs); in between, their last answer stands.
+    if (source && full) {
       try {
         await source.refresh(nodeNames);
       } catch (err) {
@@ -346,7 +414,8 @@ export class PolicyReconciler {
     });
     const findings = detectNodeFindings(stuck, nodeNames, spec.detection.minStuckPods);
     const observations: NodeObservation[] = [];
-    let unsettled = 0;
+    const unsettledNodes: string[] = [];
+    const threshold = spec.detection.stuckThresholdSeconds;
     for (const [nodeName, nodeFindings] of findings) {
       const node = cache.node(nodeName);
       if (!node) continue;
@@ -357,13 +426,14 @@ export class PolicyReconciler {
           cache.observedVersion('SandboxHealth', nodeName),
         )
       ) {
-        unsettled++; // our own write has not come back through the watch yet: decide nothing on the old state
+        unsettledNodes.push(nodeName); // our own write is not back through the watch yet: decide nothing on the old state
         continue;
       }
       const health = cache.health(nodeName);
       const previous = health?.status; // read before writing: a cache may update in place
       let io: IoPressureDecision | undefined;
       let readingToWrite: IoReadingStatus | undefined;
+      let dueAt = nextStuckAt(cache.pendingPodsOn(nodeName), threshold, now)?.getTime() ?? Infinity;
       if (source) {
         const reading = source.read(nodeName);
         const io_ = spec.ioPressure;
@@ -377,8 +447,7 @@ export class PolicyReconciler {
           sustainSeconds: io_.sustainSeconds,
           recoverySeconds: io_.recoverySeconds,
         });
-        if (io.recheckAfterMs !== undefined)
-          recheckAfterMs = Math.min(recheckAfterMs ?? Infinity, io.recheckAfterMs);
+        if (io.recheckAfterMs !== undefined) dueAt = Math.min(dueAt, now.getTime() + io.recheckAfterMs);
         if (reading && source.kind !== 'agent') {
           // Polled readings are written when they moved, or before the stored one goes stale: not every poll.
           const stored = previous?.ioReading;
@@ -397,7 +466,7 @@ export class PolicyReconciler {
         now,
         ...(io ? { io: { decision: io, ...(readingToWrite ? { readingToWrite } : {}) } } : {}),
       });
-      observations.push({
+      const observation: NodeObservation = {
         node,
         previous,
         exists: health !== undefined,
@@ -405,10 +474,12 @@ export class PolicyReconciler {
         io,
         detection,
         ioHeavyPods: [],
-      });
+        dueAt,
+      };
+      observations.push(observation);
     }
     await this.readIoHeavyPods(policyName, spec, observations);
-    return { observations, unsettled, recheckAfterMs };
+    return { observations, unsettledNodes };
   }
 
   /** Running pods to migrate: a live read, only for nodes under our remediation with verified pressure. */
@@ -436,11 +507,6 @@ export class PolicyReconciler {
         });
       }
     }
-  }
-
-  private facts(observation: NodeObservation, dryRun: boolean) {
-    const inFlight = new Set(this.evictionsInFlight.keys());
-    return observeNode({ ...observation, dryRun, evictionsInFlight: inFlight });
   }
 
   /** The policy's eviction log after this pass: the last minute, plus the evictions about to be made. */
@@ -589,6 +655,9 @@ export class PolicyReconciler {
     if (previous?.remediation && !desired.remediation) patch.remediation = null;
     const version = await writer.patchHealthStatus(node.name, patch);
     this.expectations.expect(`SandboxHealth/${node.name}`, version);
+    // What the API holds now: the next pass need not read the node again to know it.
+    observation.exists = true;
+    observation.previous = withoutUndefined({ ...previous, ...desired, remediation: desired.remediation });
     const transitions = [
       ...detectionTransitions(node, previous, desired),
       ...remediationTransitions(input, desired),

@@ -46,6 +46,24 @@ function waitingReasonOf(pod: PodView): string | undefined {
   return reason;
 }
 
+/**
+ * When the first of these pods that waits for its sandbox but is not stuck yet will count as stuck; undefined
+ * when none will. The same rule as detectStuckPods, so the reconciler comes back exactly then.
+ */
+export function nextStuckAt(
+  pods: Iterable<PodView>,
+  stuckThresholdSeconds: number,
+  now: Date,
+): Date | undefined {
+  let earliest: number | undefined;
+  for (const pod of pods) {
+    if (!pod.nodeName || pod.phase !== 'Pending' || pod.deleting || !waitingReasonOf(pod)) continue;
+    const due = (pod.scheduledAt ?? pod.createdAt).getTime() + stuckThresholdSeconds * 1000;
+    if (due > now.getTime() && (earliest === undefined || due < earliest)) earliest = due;
+  }
+  return earliest === undefined ? undefined : new Date(earliest);
+}
+
 /** Failure events indexed by the pod they are about: involvedObject.uid, or the uid in a reserved name. */
 export function indexFailureEvents(events: Iterable<EventView>): Map<string, EventView[]> {
   const byPodUid = new Map<string, EventView[]>();

@@ -61,6 +61,8 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   readonly protectedPods = new Set<string>();
   lagging = false;
   watching = true;
+  /** Told of every change the cache shows, with the node it is about (as the mapper tells the reconciler). */
+  private readonly listeners: ((node: string | undefined) => void)[] = [];
   private version = 100;
   private readonly versions = new Map<string, number>();
   private readonly undelivered: (() => void)[] = [];
@@ -111,11 +113,20 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   deliver(): void {
     for (const apply of this.undelivered.splice(0)) apply();
   }
+  onChange(listener: (node: string | undefined) => void): this {
+    this.listeners.push(listener);
+    return this;
+  }
+  /** Tells listeners that the cache changed for a node (undefined: anything), as informer events would. */
+  changed(node?: string): void {
+    for (const listener of this.listeners) listener(node);
+  }
   private commit(key: string, apply: () => void): string {
     const version = ++this.version;
     const visible = () => {
       apply();
       this.versions.set(key, version);
+      this.changed(key.slice(key.indexOf('/') + 1));
     };
     if (this.lagging) this.undelivered.push(visible);
     else visible();
@@ -156,9 +167,11 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
       });
     this.writes.push(`evict pod/${pod.namespace}/${pod.name}`);
     this.evicted.push(`${pod.namespace}/${pod.name}`);
+    const node = [...this.pods, ...this.running].find((p) => p.uid === pod.uid)?.nodeName;
     const remove = () => {
       this.pods = this.pods.filter((p) => p.uid !== pod.uid);
       this.running = this.running.filter((p) => p.uid !== pod.uid);
+      this.changed(node);
     };
     if (this.lagging) this.undelivered.push(remove);
     else remove();
@@ -223,4 +236,14 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   takeEvents(): string[] {
     return this.recorded.splice(0).map((t) => `${t.target.kind}/${t.target.name} ${t.type} ${t.reason}`);
   }
+}
+
+/** Wires the cluster's changes to a reconciler's dirty-node tracking, as the manager's mapper does. */
+export function tellOfChanges(
+  cluster: MemoryCluster,
+  reconciler: { markDirty(policy: string, node?: string): void },
+): void {
+  cluster.onChange((node) => {
+    for (const policy of cluster.policyMap.keys()) reconciler.markDirty(policy, node);
+  });
 }

@@ -3,7 +3,7 @@ import { DryRunActuator } from '../../../src/actuation/actuator.js';
 import { PolicyReconciler, type PolicyReconcilerDeps } from '../../../src/controllers/policy-reconciler.js';
 import { FakeClock } from '../../../src/runtime/clock.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
-import { aNode, MemoryCluster } from '../../support/memory-cluster.js';
+import { aNode, MemoryCluster, tellOfChanges } from '../../support/memory-cluster.js';
 
 const quiet = { info: () => undefined, warn: () => undefined, debug: () => undefined };
 
@@ -19,6 +19,7 @@ function setup(cluster: MemoryCluster, startSeconds = 0, sources?: PolicyReconci
     logger: quiet,
     ...(sources ? { sources } : {}),
   });
+  tellOfChanges(cluster, reconciler);
   return { clock, reconciler };
 }
 

@@ -8,7 +8,7 @@ import type { NodeView, PodView } from '../../../src/detection/index.js';
 import { FakeClock } from '../../../src/runtime/clock.js';
 import { TerminalError } from '../../../src/runtime/controller.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
-import { aNode, MemoryCluster } from '../../support/memory-cluster.js';
+import { aNode, MemoryCluster, tellOfChanges } from '../../support/memory-cluster.js';
 
 const quiet = { info: () => undefined, warn: () => undefined, debug: () => undefined };
 const NODES = ['n1', 'n2', 'n3', 'n4', 'n5', 'n6'];
@@ -60,8 +60,8 @@ function world(spec: Record<string, unknown>, options: WorldOptions = {}) {
         : undefined;
     },
   });
-  const start = () =>
-    new PolicyReconciler({
+  const start = () => {
+    const reconciler = new PolicyReconciler({
       cache: cluster,
       writer: cluster,
       recorder: cluster,
@@ -71,6 +71,9 @@ function world(spec: Record<string, unknown>, options: WorldOptions = {}) {
       logger: quiet,
       ...(options.source === false ? {} : { sources }),
     });
+    tellOfChanges(cluster, reconciler);
+    return reconciler;
+  };
   return { cluster, clock, readings, reconciler: start(), start };
 }
 
@@ -384,6 +387,8 @@ describe('PolicyReconciler remediation', () => {
         'Pod/web-1 Warning SandboxCreationStuck',
       ]);
 
+      // Another change on n1 (a kubelet retry Event) arrives before the watch delivers our own write.
+      reconciler.markDirty('p', 'n1');
       const early = await reconciler.reconcile('p');
       expect(cluster.takeWrites().filter((w) => w.startsWith('patch health/'))).to.deep.equal([]);
       expect(cluster.takeEvents()).to.deep.equal([]);

@@ -1,0 +1,88 @@
+// The cost of a change: a pod or Event change re-observes its node only; the policy-wide pass reads the
+// summaries held from earlier passes. Counted in nodes observed (PassStats), not timed.
+import { expect } from 'chai';
+import { DryRunActuator } from '../../../src/actuation/actuator.js';
+import { PolicyReconciler } from '../../../src/controllers/policy-reconciler.js';
+import { FakeClock } from '../../../src/runtime/clock.js';
+import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
+import { aNode, MemoryCluster } from '../../support/memory-cluster.js';
+
+const quiet = { info: () => undefined, warn: () => undefined, debug: () => undefined };
+const NODE_COUNT = 200;
+
+function setup() {
+  const names = Array.from({ length: NODE_COUNT }, (_, i) => `n${String(i).padStart(3, '0')}`);
+  const cluster = new MemoryCluster()
+    .addPolicy('p', { detection: { stuckThresholdSeconds: 30 }, safety: { maxUnhealthyNodes: 10 } })
+    .addNodes(...names.map((n) => aNode(n)));
+  const clock = new FakeClock(secondsAfter(T0, 600).getTime());
+  const reconciler = new PolicyReconciler({
+    cache: cluster,
+    writer: cluster,
+    recorder: cluster,
+    actuators: { real: cluster, dryRun: new DryRunActuator() },
+    clock,
+    logger: quiet,
+    resyncMs: 300_000,
+  });
+  return { cluster, clock, reconciler, names };
+}
+
+describe('PolicyReconciler cost of a change', () => {
+  it('looks at every node on the first pass, then only at the node a pod change is about', async () => {
+    const { cluster, reconciler } = setup();
+    await reconciler.reconcile('p');
+    expect(reconciler.lastPass).to.deep.equal({ full: true, observed: NODE_COUNT, owned: NODE_COUNT });
+    cluster.takeWrites();
+
+    const pod = aPod().named('web').onNode('n042').waitingSince(T0).build();
+    cluster.pods.push(pod);
+    cluster.events.push(anEvent().about(pod).saying(nameReservedMessage(pod)).build());
+    reconciler.markDirty('p', 'n042');
+    await reconciler.reconcile('p');
+    expect(reconciler.lastPass).to.deep.equal({ full: false, observed: 1, owned: NODE_COUNT });
+    expect(cluster.takeWrites()).to.deep.equal(['patch health/n042', 'patch policy/p']);
+    expect(cluster.health('n042')!.status!.stuckPodCount).to.equal(1);
+    expect(cluster.policy('p')!.status!.degradedNodes).to.equal(1);
+    expect(cluster.takeEvents()).to.deep.equal([
+      'Node/n042 Warning SandboxCreationDegraded',
+      'Pod/web Warning SandboxCreationStuck',
+    ]);
+
+    // The status written last time is remembered: a pass with no change looks at nothing.
+    await reconciler.reconcile('p');
+    expect(reconciler.lastPass).to.deep.equal({ full: false, observed: 0, owned: NODE_COUNT });
+    expect(cluster.takeWrites()).to.deep.equal([]);
+  });
+
+  it('goes back to a full pass when a policy edit, an ownership change or a time-based wait calls for it', async () => {
+    const { cluster, clock, reconciler } = setup();
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    expect(reconciler.lastPass?.full).to.equal(false);
+
+    reconciler.markDirty('p'); // a policy change
+    await reconciler.reconcile('p');
+    expect(reconciler.lastPass?.full).to.equal(true);
+
+    cluster.addNodes(aNode('late'));
+    await reconciler.reconcile('p');
+    expect(reconciler.lastPass).to.deep.include({ full: true, owned: NODE_COUNT + 1 });
+
+    // A pod that becomes stuck with time alone: the pass its threshold crossing asks for is a full one.
+    const pod = aPod()
+      .named('slow')
+      .onNode('n007')
+      .waitingSince(new Date(clock.now() - 10_000))
+      .build();
+    cluster.pods.push(pod);
+    reconciler.markDirty('p', 'n007');
+    const result = await reconciler.reconcile('p');
+    expect(result.requeueAfterMs).to.equal(20_000);
+    expect(cluster.health('n007')!.status!.stuckPodCount).to.equal(0);
+    clock.advance(20_000);
+    await reconciler.reconcile('p');
+    expect(reconciler.lastPass?.full).to.equal(true);
+    expect(cluster.health('n007')!.status!.stuckPodCount).to.equal(1);
+  });
+});

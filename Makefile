@@ -71,10 +71,11 @@ test: test-unit test-integration ## Everything CI runs: unit and integration tes
 ##@ Benchmarks
 
 .PHONY: bench
-bench: deps tools ## Detection latency, cache memory (vs client-node's informer), agent overhead (vs node_exporter); results in bench/results/
+bench: deps tools ## Detection latency, cache memory (vs client-node's informer), agent overhead (vs node_exporter), reconcile cost of one change (vs a full pass); results in bench/results/
 	tsx bench/detection-latency.ts --pods 50
 	tsx bench/cache-memory.ts --pods 5000
 	tsx bench/agent-overhead.ts --seconds 60
+	tsx bench/reconcile-cost.ts --nodes 1000 --rounds 50
 
 ##@ Local cluster
 

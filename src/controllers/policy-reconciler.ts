@@ -123,6 +123,8 @@ interface NodeObservation {
   ioHeavyPods: PodView[];
   /** When the node's state changes with time alone (a pod crossing the threshold, sustain or recovery). */
   dueAt: number;
+  /** Facts as last computed, while nothing they depend on changed: a quiet node costs nothing to decide on. */
+  factsMemo?: { dryRun: boolean; facts: NodeFacts } | undefined;
 }
 
 /** What one reconcile could not do; terminal failures are reported and not retried. */
@@ -258,7 +260,7 @@ export class PolicyReconciler {
     const observations = [...memory.observations.values()];
     const inFlight = new Set(this.evictionsInFlight.keys());
     const factsOf = new Map<string, NodeFacts>(
-      observations.map((o) => [o.node.name, observeNode({ ...o, dryRun, evictionsInFlight: inFlight })]),
+      observations.map((o) => [o.node.name, this.factsOf(o, dryRun, inFlight)]),
     );
     // Decide, on every owned node or not at all: a node still settling could hide a cordon from the limits.
     const decision =
@@ -482,6 +484,15 @@ export class PolicyReconciler {
     return { observations, unsettledNodes };
   }
 
+  /** The node's facts; reused while evictions in flight (which they leave out) are none. */
+  private factsOf(observation: NodeObservation, dryRun: boolean, inFlight: ReadonlySet<string>): NodeFacts {
+    const memo = observation.factsMemo;
+    if (memo?.dryRun === dryRun && inFlight.size === 0) return memo.facts;
+    const facts = observeNode({ ...observation, dryRun, evictionsInFlight: inFlight });
+    observation.factsMemo = inFlight.size === 0 ? { dryRun, facts } : undefined;
+    return facts;
+  }
+
   /** Running pods to migrate: a live read, only for nodes under our remediation with verified pressure. */
   private async readIoHeavyPods(
     policyName: string,
@@ -658,6 +669,7 @@ export class PolicyReconciler {
     // What the API holds now: the next pass need not read the node again to know it.
     observation.exists = true;
     observation.previous = withoutUndefined({ ...previous, ...desired, remediation: desired.remediation });
+    observation.factsMemo = undefined;
     const transitions = [
       ...detectionTransitions(node, previous, desired),
       ...remediationTransitions(input, desired),

@@ -10,11 +10,11 @@ import {
   eventually,
   hack,
   kubectl,
-  podOn,
-  api,
   CLUSTER_DIR,
   uniqueName,
 } from '../support/cluster.js';
+import { ProcRoot } from '../support/proc-root.js';
+import { createSpreadDeployment, eventsWithReason, readNode } from '../support/workloads.js';
 import { REPO_ROOT } from '../support/manifests.js';
 import { applyCrds, OperatorProcess } from '../support/operator-process.js';
 import { applyPolicy, condition, getHealth } from '../support/resources.js';
@@ -86,7 +86,12 @@ describe('config/: manifests and least-privilege RBAC on the real cluster', func
       (await kubectl(['auth', 'can-i', ...what, `--as=${sa(who)}`])).stdout.trim();
     expect(await can('sandbox-remediator-operator', 'watch', 'pods')).to.equal('yes');
     expect(await can('sandbox-remediator-operator', 'delete', 'pods')).to.equal('no');
-    expect(await can('sandbox-remediator-operator', 'patch', 'nodes')).to.equal('no');
+    expect(await can('sandbox-remediator-operator', 'create', 'pods', '--subresource=eviction')).to.equal(
+      'yes',
+    );
+    expect(await can('sandbox-remediator-operator', 'patch', 'nodes')).to.equal('yes');
+    expect(await can('sandbox-remediator-operator', 'update', 'nodes')).to.equal('no');
+    expect(await can('sandbox-remediator-operator', 'delete', 'nodes')).to.equal('no');
     expect(await can('sandbox-remediator-operator', 'get', 'secrets')).to.equal('no');
     expect(
       await can(
@@ -111,17 +116,43 @@ describe('config/: manifests and least-privilege RBAC on the real cluster', func
     await operator.start([`--kubeconfig=${operatorConfig}`]);
 
     const namespace = await createNamespace(cleanup);
-    const { pool, names } = await createNodes(cleanup, 1);
+    const { pool, names } = await createNodes(cleanup, 2);
     const node = names[0]!;
     const policy = uniqueName('it-rbac');
     await applyPolicy(cleanup, policy, {
       nodeSelector: { matchLabels: { 'sandbox.remediator.io/test-pool': pool } },
       detection: { stuckThresholdSeconds: 2 },
+      ioPressure: {
+        sustainSeconds: 1,
+        recoverySeconds: 3,
+        staleAfterSeconds: 10,
+        thresholds: {
+          psiSomeAvg10Percent: 30,
+          psiFullAvg10Percent: 100,
+          diskBusyPercent: 100,
+          blockedProcesses: 10_000,
+        },
+      },
+      safety: { maxUnhealthyNodes: 1, cooldownSeconds: 3 },
     });
+    const proc = new ProcRoot();
+    cleanup.add(() => proc.remove());
+    const agent = new AgentProcess();
+    cleanup.add(() => agent.stop());
+    agent.start(node, [
+      `--kubeconfig=${agentConfig}`,
+      `--proc-root=${await proc.create()}`,
+      '--interval-seconds=1',
+    ]);
+    await eventually(
+      'the agent reading published',
+      async () => (await getHealth(node))?.ioReading?.source === 'agent',
+      { timeoutMs: 30_000 },
+    );
     const started = await hack('incident', ['start', '--node', node, '--interval-seconds', '2']);
     expect(started.code, started.stderr).to.equal(0);
     cleanup.add(() => hack('incident', ['stop', '--node', node]));
-    await api().core.createNamespacedPod({ namespace, body: podOn('p', node) });
+    await createSpreadDeployment(cleanup, namespace, 'web', pool, 2);
     await eventually(
       'the stuck pod reported, the Event recorded',
       async () => {
@@ -140,6 +171,25 @@ describe('config/: manifests and least-privilege RBAC on the real cluster', func
       },
       { timeoutMs: 60_000 },
     );
+    // Remediation under the operator's own identity: cordon (patch nodes) and eviction (pods/eviction).
+    await proc.setPressure('load');
+    await eventually(
+      'cordoned and the stuck pod evicted',
+      async () => {
+        const cordoned = (await readNode(node)).spec?.unschedulable === true;
+        return cordoned && (await eventsWithReason('EvictedStuckPod', namespace)).length === 1;
+      },
+      { timeoutMs: 60_000 },
+    );
+    await hack('incident', ['stop', '--node', node]);
+    await proc.setPressure('idle');
+    await eventually(
+      'uncordoned after recovery',
+      async () => (await readNode(node)).spec?.unschedulable !== true,
+      {
+        timeoutMs: 60_000,
+      },
+    );
     const status = JSON.parse((await kubectl(['get', 'sandboxpolicy', policy, '-o', 'json'])).stdout) as {
       status?: {
         conditions?: {
@@ -152,15 +202,6 @@ describe('config/: manifests and least-privilege RBAC on the real cluster', func
       };
     };
     expect(condition(status.status?.conditions, 'Valid')?.status).to.equal('True');
-
-    const agent = new AgentProcess();
-    cleanup.add(() => agent.stop());
-    agent.start(node, [`--kubeconfig=${agentConfig}`, '--interval-seconds=1']);
-    await eventually(
-      'the agent reading published',
-      async () => (await getHealth(node))?.ioReading?.source === 'agent',
-      { timeoutMs: 30_000 },
-    );
 
     await kubectl(['delete', 'sandboxpolicy', policy]);
     await eventually(

@@ -94,6 +94,9 @@ export class Manager {
     this.cache.onChange((change) => {
       const podByUid = (uid: string) => this.cache.podByUid(uid);
       const node = nodeOf(change, podByUid);
+      // A deleted object will never show our last write of it: stop waiting for that.
+      if (change.type === 'delete' && (change.kind === 'SandboxHealth' || change.kind === 'Node'))
+        reconciler.forgetWrite(change.kind, change.key);
       for (const policy of policiesFor(change, this.cache, podByUid)) {
         reconciler.markDirty(policy, node);
         this.queue.add(policy);

@@ -60,6 +60,8 @@ export function evictedUids(actions: readonly ActionRecord[] | undefined, dryRun
   );
 }
 
+const UNDO_REASONS: ReadonlySet<string> = new Set(['Recovered', 'UncordonedByOthers', 'UntaintedByOthers']);
+
 export interface ObserveInput {
   node: NodeView;
   findings: NodeFindings;
@@ -102,13 +104,16 @@ export function observeNode(input: ObserveInput): NodeFacts {
       : 0,
   };
   if (stamps) facts.stamps = stamps;
+  // A dry run cannot undo what a real run did: it would report the same undo on every pass.
+  if (input.dryRun && node.stamps) facts.frozen = true;
   if (degradedCondition?.status === 'False')
     facts.quietSince = new Date(degradedCondition.lastTransitionTime);
+  // Our undo on recovery, or someone else reverting us: either way the node is left alone for a cooldown.
   const lastUndo = (previous?.actions ?? []).find(
     (a) =>
       (a.kind === 'Uncordon' || a.kind === 'Untaint') &&
       a.outcome === 'Succeeded' &&
-      a.reason === 'Recovered',
+      UNDO_REASONS.has(a.reason),
   );
   if (lastUndo) facts.lastUndoAt = new Date(lastUndo.time);
   return facts;

@@ -24,12 +24,14 @@ import {
   decideRemediation,
   type Action,
   type BlockedAction,
+  type Guard,
   type NodeFacts,
   type RemediationDecision,
   whyNotTriggered,
 } from '../policy/remediation.js';
 import type { Clock } from '../runtime/clock.js';
 import { TerminalError, type ReconcileResult } from '../runtime/controller.js';
+import { isConflict } from '../kube/errors.js';
 import { Expectations } from '../runtime/expectations.js';
 import { isMaterialChange } from '../signals/material-change.js';
 import type { IoSource } from '../signals/types.js';
@@ -103,8 +105,6 @@ export function validPolicies(
 
 const SETTLE_RETRY_MS = 500;
 const FOLLOW_UP_MS = 5_000;
-/** Guards that lift with time alone, so the policy must come back to look. */
-const TIMED_GUARDS: ReadonlySet<string> = new Set(['Cooldown', 'EvictionRate', 'CacheNotSynced']);
 
 function sameBlocks(previous: SandboxHealthStatus | undefined, blocked: readonly BlockedAction[]): boolean {
   const key = (b: { kind: string; target: string; guard: string }) => `${b.kind} ${b.target} ${b.guard}`;
@@ -121,7 +121,9 @@ interface NodeObservation {
   io: IoPressureDecision | undefined;
   detection: DetectionStatus;
   ioHeavyPods: PodView[];
-  /** When the node's state changes with time alone (a pod crossing the threshold, sustain or recovery). */
+  /** The node's resourceVersion when observed: a change decided on this view is made on this version or not at all. */
+  version: string | undefined;
+  /** When the node's state changes with time alone (a pod crossing the threshold, sustain, recovery, a reading going stale). */
   dueAt: number;
   /** Facts as last computed, while nothing they depend on changed: a quiet node costs nothing to decide on. */
   factsMemo?: { dryRun: boolean; facts: NodeFacts } | undefined;
@@ -162,7 +164,7 @@ interface PolicyMemory {
   /** The owned node names, joined: a change of ownership means a full pass. */
   owned: string;
   observations: Map<string, NodeObservation>;
-  /** A time-based wait (threshold crossing, sustain, recovery, cooldown, poll) ends then: a full pass. */
+  /** The next full pass: the resync, or the next poll of a polled IO source. */
   fullPassAt: number;
 }
 
@@ -177,6 +179,11 @@ export class PolicyReconciler {
   private readonly resyncMs: number;
   private readonly expectations: Expectations;
   private readonly memory = new Map<string, PolicyMemory>();
+  /** Node changes the apiserver refused for what they are (400/422), by policy and node: not retried as they are. */
+  private readonly refused = new Map<
+    string,
+    { version: string | undefined; generation: number; message: string }
+  >();
   /** Nodes changed since a policy's last pass; 'all' after a change that can touch every node. */
   private readonly dirty = new Map<string, Set<string> | 'all'>();
   lastPass: PassStats | undefined;
@@ -185,6 +192,19 @@ export class PolicyReconciler {
   constructor(private readonly deps: PolicyReconcilerDeps) {
     this.resyncMs = deps.resyncMs ?? 5 * 60_000;
     this.expectations = new Expectations(deps.clock);
+  }
+
+  /** Drops what was remembered of a deleted policy. */
+  private forgetPolicy(name: string): void {
+    this.memory.delete(name);
+    this.dirty.delete(name);
+    this.expectations.forget(`SandboxPolicy/${name}`);
+    for (const key of this.refused.keys()) if (key.startsWith(`${name}\n`)) this.refused.delete(key);
+  }
+
+  /** Our write of this object is moot (it was deleted): stop waiting for the watch to show it. */
+  forgetWrite(kind: 'Node' | 'SandboxHealth', name: string): void {
+    this.expectations.forget(`${kind}/${name}`);
   }
 
   /** Notes what changed for a policy's next pass: one node, or (no node) everything it owns. */
@@ -213,6 +233,7 @@ export class PolicyReconciler {
     await this.deleteOrphanHealths(assignment, failures);
     await this.releaseOrphanStamps(assignment, failures);
     if (!policy) {
+      this.forgetPolicy(name);
       failures.throwIfAny();
       return {};
     }
@@ -229,6 +250,11 @@ export class PolicyReconciler {
       }
       failures.throwIfAny();
       return {};
+    }
+    // The eviction log and the action counts are read from the policy's status: never from one older than our last write.
+    if (!this.expectations.isSettled(`SandboxPolicy/${name}`, cache.observedVersion('SandboxPolicy', name))) {
+      failures.throwIfAny();
+      return { requeueAfterMs: SETTLE_RETRY_MS };
     }
     const spec = validation.spec;
     const dryRun = spec.safety.dryRun || this.deps.dryRun === true;
@@ -249,7 +275,12 @@ export class PolicyReconciler {
       ? { generation: policy.generation, owned: ownedKey, observations: new Map(), fullPassAt: Infinity }
       : remembered;
     this.memory.set(name, memory);
-    const toObserve = full ? owned : owned.filter((n) => dirty?.has(n));
+    // Besides the changed nodes, those whose state changes with time alone have come due.
+    const toObserve = full
+      ? owned
+      : owned.filter(
+          (n) => dirty?.has(n) || (memory.observations.get(n)?.dueAt ?? Infinity) <= now.getTime(),
+        );
     const { observations: fresh, unsettledNodes } = await this.observe(name, spec, toObserve, now, full);
     for (const observation of fresh) memory.observations.set(observation.node.name, observation);
     for (const node of unsettledNodes) this.markDirty(name, node);
@@ -278,7 +309,7 @@ export class PolicyReconciler {
     const actuator = dryRun ? this.deps.actuators.dryRun : this.deps.actuators.real;
     const recentEvictions = this.evictionLog(policy.status?.recentEvictions, decision, now);
     const outcome = decision
-      ? await this.act(name, decision, actuator, recentEvictions, policy, failures)
+      ? await this.act(name, memory.observations, decision, actuator, recentEvictions, policy, failures)
       : {
           results: new Map<string, ActionResult[]>(),
           blocked: new Map<string, BlockedAction[]>(),
@@ -307,7 +338,14 @@ export class PolicyReconciler {
         decision && !outcome.failedNodes.has(nodeName) ? decision.stampsAfter.get(nodeName) : facts.stamps;
       if (stamps) remediating++;
       const results = outcome.results.get(nodeName) ?? [];
-      const blocked = blockedByNode.get(nodeName) ?? [];
+      // With no decision this pass (a node still settling), what was blocked stays as it was.
+      const blocked = decision
+        ? (blockedByNode.get(nodeName) ?? [])
+        : (observation.previous?.blocked ?? []).map((b) => ({
+            ...b,
+            node: nodeName,
+            guard: b.guard as Guard,
+          }));
       // What we changed on the node (or its pods) comes back through the watch: look again, behind the fence.
       if (results.length > 0 || outcome.blocked.has(nodeName)) this.markDirty(name, nodeName);
       // A node not looked at again, with nothing done and the same blocks, has nothing new to report.
@@ -344,17 +382,21 @@ export class PolicyReconciler {
         actionCount:
           (policy.status?.actionCount ?? 0) +
           [...outcome.results.values()].reduce(
-            (n, r) => n + r.filter((x) => x.outcome === 'Succeeded').length,
+            (n, r) => n + r.filter((x) => x.outcome === 'Succeeded' && !isStampDrop(x.action)).length,
             0,
           ),
         blockedActionCount: (policy.status?.blockedActionCount ?? 0) + blockedNew,
         recentEvictions,
       },
     );
-    // Counts over only the settled nodes would be wrong: the policy status waits for the rest.
-    if (unsettled === 0 && !this.sameStatus(policy.status, status)) {
+    // Counts over only the settled nodes would be wrong: the policy status waits for the rest. Compared with
+    // what the API holds now, which includes the eviction log written before evicting.
+    const stored = outcome.reserved
+      ? { ...(policy.status ?? {}), recentEvictions: outcome.reserved }
+      : policy.status;
+    if (unsettled === 0 && !this.sameStatus(stored, status)) {
       try {
-        await writer.patchPolicyStatus(name, status);
+        this.expectations.expect(`SandboxPolicy/${name}`, await writer.patchPolicyStatus(name, status));
         if (decision?.storm.detected && previousStorm !== 'True') {
           logger.warn('Detected a storm: starting nothing new', { policy: name, ...decision.storm });
           await this.deps.recorder.record({
@@ -370,15 +412,18 @@ export class PolicyReconciler {
     }
     failures.throwIfAny();
 
-    const waits = [this.resyncMs, ...observations.map((o) => o.dueAt - now.getTime())];
-    const source = this.deps.sources?.(name, spec);
-    if (source?.pollMs !== undefined) waits.push(source.pollMs);
-    // Follow-ups: evictions once the cordon is seen, retries of refused evictions, cooldowns and rate windows.
-    if (decision && (decision.actions.length > 0 || decision.blocked.some((b) => TIMED_GUARDS.has(b.guard))))
-      waits.push(FOLLOW_UP_MS);
-    if (outcome.blocked.size > 0) waits.push(FOLLOW_UP_MS);
+    if (full) {
+      const pollMs = this.deps.sources?.(name, spec).pollMs;
+      memory.fullPassAt = now.getTime() + Math.min(this.resyncMs, pollMs ?? Infinity);
+    }
+    const waits = [memory.fullPassAt - now.getTime(), ...observations.map((o) => o.dueAt - now.getTime())];
+    // Follow-ups: evictions once the cordon is seen, and retries of what the API held back (429) or a guard
+    // holds until a known time (cooldown, the eviction window).
+    if (decision?.actions.length || outcome.blocked.size > 0) waits.push(FOLLOW_UP_MS);
+    for (const b of decision?.blocked ?? [])
+      if (b.liftsAt) waits.push(b.liftsAt.getTime() - now.getTime() + 1);
+    if (decision?.blocked.some((b) => b.guard === 'CacheNotSynced')) waits.push(FOLLOW_UP_MS);
     const wait = Math.max(0, Math.min(...waits));
-    memory.fullPassAt = now.getTime() + wait;
     if (unsettled > 0) return { requeueAfterMs: Math.min(wait, SETTLE_RETRY_MS) };
     return { requeueAfterMs: wait };
   }
@@ -439,6 +484,11 @@ export class PolicyReconciler {
       if (source) {
         const reading = source.read(nodeName);
         const io_ = spec.ioPressure;
+        // The moment the reading goes stale changes what may be done: look again then, even if nothing else moved.
+        const staleAt = reading
+          ? new Date(reading.observedTime).getTime() + io_.staleAfterSeconds * 1000 + 1
+          : NaN;
+        if (Number.isFinite(staleAt)) dueAt = Math.min(dueAt, staleAt);
         io = decideIoPressure({
           previousStatus: conditionStatus(previous?.conditions, 'IoPressureHigh'),
           previousTracking: previous?.ioPressure
@@ -476,6 +526,7 @@ export class PolicyReconciler {
         io,
         detection,
         ioHeavyPods: [],
+        version: cache.observedVersion('Node', nodeName),
         dueAt,
       };
       observations.push(observation);
@@ -536,6 +587,7 @@ export class PolicyReconciler {
 
   private async act(
     policyName: string,
+    observations: ReadonlyMap<string, NodeObservation>,
     decision: RemediationDecision,
     actuator: Actuator,
     recentEvictions: string[],
@@ -547,8 +599,10 @@ export class PolicyReconciler {
     /** Nodes whose patch failed: they keep the stamps they had. */
     failedNodes: Set<string>;
     unspentEvictions: number;
+    /** The eviction log written before evicting, if one was. */
+    reserved?: string[];
   }> {
-    const { cache, logger } = this.deps;
+    const { logger } = this.deps;
     const failedNodes = new Set<string>();
     const results = new Map<string, ActionResult[]>();
     const blocked = new Map<string, BlockedAction[]>();
@@ -568,6 +622,11 @@ export class PolicyReconciler {
         dryRun: actuator.dryRun,
         ...(result.detail ? { error: result.detail } : {}),
       };
+      if (isStampDrop(action)) {
+        // Not an action of ours: someone else reverted us, and we only let go of the claim.
+        logger.info('Dropped our stamp: changed by someone else', fields);
+        return;
+      }
       if (result.outcome === 'Succeeded')
         logger.info(`${PAST_TENSE[action.kind]}${actuator.dryRun ? ' (dry run)' : ''}`, fields);
       else logger.warn(`Failed to ${action.kind.toLowerCase()}`, fields);
@@ -576,13 +635,18 @@ export class PolicyReconciler {
 
     // The eviction budget is spent in status before any eviction, so a crash right after cannot reset it.
     const evictions = decision.actions.filter((a) => a.kind === 'Evict' || a.kind === 'Migrate');
+    let evictionsAllowed = true;
+    let reserved: string[] | undefined;
     if (evictions.length > 0) {
       try {
-        await this.deps.writer.patchPolicyStatus(policyName, { ...(policy.status ?? {}), recentEvictions });
+        this.expectations.expect(
+          `SandboxPolicy/${policyName}`,
+          await this.deps.writer.patchPolicyStatus(policyName, { ...(policy.status ?? {}), recentEvictions }),
+        );
+        reserved = [...recentEvictions];
       } catch (err) {
         failures.add(`eviction log of sandboxpolicy/${policyName}`, err);
-        for (const action of evictions) failedNodes.add(action.node);
-        return { results, blocked, failedNodes, unspentEvictions: evictions.length }; // unrecorded budget: evict nothing
+        evictionsAllowed = false; // unrecorded budget: evict nothing (the node changes still go ahead)
       }
     }
 
@@ -591,27 +655,54 @@ export class PolicyReconciler {
     for (const action of decision.actions)
       if (action.kind !== 'Evict' && action.kind !== 'Migrate') push(nodeActions, action.node, action);
     for (const [nodeName, actions] of nodeActions) {
-      const node = cache.node(nodeName);
-      if (!node) continue;
+      const observation = observations.get(nodeName);
+      if (!observation) continue;
+      // The change is made on the version it was decided on: a node changed since answers 409, not our undo of it.
       const change = nodeChange(
-        node,
+        observation.node,
         actions,
         decision.stampsAfter.get(nodeName),
-        cache.observedVersion('Node', nodeName),
+        observation.version,
       );
+      const refusedKey = `${policyName}\n${nodeName}`;
+      const refused = this.refused.get(refusedKey);
+      if (refused && refused.version === observation.version && refused.generation === policy.generation) {
+        failedNodes.add(nodeName);
+        for (const action of actions)
+          push(blocked, nodeName, {
+            kind: action.kind,
+            node: nodeName,
+            target: action.target,
+            guard: 'RefusedByApi',
+            message: refused.message,
+          });
+        continue;
+      }
       try {
         const version = await actuator.patchNode(change);
         this.expectations.expect(`Node/${nodeName}`, version);
         for (const action of actions) report({ action, outcome: 'Succeeded' });
       } catch (err) {
         failedNodes.add(nodeName);
+        this.markDirty(policyName, nodeName);
+        if (isConflict(err)) {
+          // Changed since we looked: decide again on the fresh node, soon; nothing failed.
+          failures.add(`patch of node/${nodeName} (changed meanwhile)`, err);
+          continue;
+        }
+        if (err instanceof TerminalError)
+          this.refused.set(refusedKey, {
+            version: observation.version,
+            generation: policy.generation,
+            message: err.message,
+          });
         failures.add(`patch of node/${nodeName}`, err);
         for (const action of actions) report({ action, outcome: 'Failed', detail: describe(err) });
       }
     }
     for (const action of evictions) {
       if (action.kind !== 'Evict' && action.kind !== 'Migrate') continue;
-      if (failedNodes.has(action.node)) {
+      if (!evictionsAllowed || failedNodes.has(action.node)) {
         unspentEvictions++;
         continue;
       }
@@ -628,6 +719,10 @@ export class PolicyReconciler {
           unspentEvictions++;
           continue;
         }
+        if (outcome.result === 'Gone') {
+          unspentEvictions++; // already gone: nothing was evicted, no budget spent
+          continue;
+        }
         if (!actuator.dryRun)
           this.evictionsInFlight.set(action.pod.uid, this.deps.clock.now() + EVICTION_IN_FLIGHT_MS);
         report({ action, outcome: 'Succeeded' });
@@ -637,7 +732,7 @@ export class PolicyReconciler {
         unspentEvictions++;
       }
     }
-    return { results, blocked, failedNodes, unspentEvictions };
+    return { results, blocked, failedNodes, unspentEvictions, ...(reserved ? { reserved } : {}) };
   }
 
   /** Writes one node's SandboxHealth where it changed, then its Events; returns how many blocks are new. */
@@ -787,6 +882,9 @@ export class PolicyReconciler {
     return isDeepStrictEqual(withoutUndefined(a), withoutUndefined(b));
   }
 }
+
+/** Letting go of a stamp after someone else reverted us: reported, but not an action of ours. */
+export const isStampDrop = (action: Action) => action.reason.endsWith('ByOthers');
 
 /** Whether the node is unschedulable after this pass's node actions (a dry run changes nothing). */
 function unschedulableAfter(node: NodeView, results: readonly ActionResult[], dryRun: boolean): boolean {

@@ -33,7 +33,7 @@ export interface ClusterCache {
   healths(): Iterable<HealthObject>;
   health(name: string): HealthObject | undefined;
   /** The resourceVersion the cache holds for an object: what read-your-writes fences compare against. */
-  observedVersion(kind: 'Node' | 'SandboxHealth', name: string): string | undefined;
+  observedVersion(kind: 'Node' | 'SandboxHealth' | 'SandboxPolicy', name: string): string | undefined;
   /** Synced, and no watch known to be broken: the operator acts only then. */
   watchesHealthy(): boolean;
 }
@@ -52,7 +52,8 @@ export interface StatusWriter {
     status: { [K in keyof SandboxHealthStatus]?: SandboxHealthStatus[K] | null },
   ): Promise<string | undefined>;
   deleteHealth(name: string): Promise<void>;
-  patchPolicyStatus(name: string, status: SandboxPolicyStatus): Promise<void>;
+  /** Resolves with the policy's new resourceVersion (undefined when it is gone or none was returned). */
+  patchPolicyStatus(name: string, status: SandboxPolicyStatus): Promise<string | undefined>;
 }
 
 export interface EventRecorder {

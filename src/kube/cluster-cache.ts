@@ -204,8 +204,14 @@ export class InformerCache implements ClusterCache {
   eventView(key: string): EventView | undefined {
     return this.sandboxEvents.get(key) ?? this.failedEvents.get(key);
   }
-  observedVersion(kind: 'Node' | 'SandboxHealth', name: string): string | undefined {
-    return (kind === 'Node' ? this.nodeInformer : this.healthInformer).versionOf(name);
+  observedVersion(kind: 'Node' | 'SandboxHealth' | 'SandboxPolicy', name: string): string | undefined {
+    const informer =
+      kind === 'Node'
+        ? this.nodeInformer
+        : kind === 'SandboxHealth'
+          ? this.healthInformer
+          : this.policyInformer;
+    return informer.versionOf(name);
   }
   healths(): Iterable<HealthObject> {
     return this.healthInformer.values();

@@ -75,14 +75,16 @@ export class KubeStatusWriter implements StatusWriter {
     }
   }
 
-  async patchPolicyStatus(name: string, status: SandboxPolicyStatus): Promise<void> {
+  async patchPolicyStatus(name: string, status: SandboxPolicyStatus): Promise<string | undefined> {
     try {
-      await this.custom.patchClusterCustomObjectStatus(
+      const updated = (await this.custom.patchClusterCustomObjectStatus(
         { group: GROUP, version: VERSION, plural: 'sandboxpolicies', name, body: { status } },
         mergePatch(),
-      );
+      )) as { metadata?: { resourceVersion?: string } };
+      return updated.metadata?.resourceVersion;
     } catch (err) {
       if (!isNotFound(err)) throw terminalIfInvalid(err, `status patch of sandboxpolicy/${name}`); // 404: deleted meanwhile
+      return undefined;
     }
   }
 }

@@ -47,6 +47,8 @@ export interface NodeFacts {
   ioHeavyPods: readonly CandidatePod[];
   /** Pods migrated off this node during the current remediation. */
   migrated: number;
+  /** Real stamps seen by a dry run: left exactly as they are (a dry run cannot undo what a real run did). */
+  frozen?: boolean;
   /** When the operator last undid a remediation on this node (cooldown). */
   lastUndoAt?: Date;
 }
@@ -56,7 +58,7 @@ export type Guard =
   | 'Paused'
   | 'ControlPlaneNode'
   | 'NodeNotReady'
-  | 'ReadingNotVerified'
+  | 'DryRun'
   | 'Cooldown'
   | 'StormLimit'
   | 'MinSchedulableNodes'
@@ -66,7 +68,9 @@ export type Guard =
   | 'DaemonSetPod'
   | 'MirrorPod'
   /** Not decided here: the Eviction API answered 429 for a PodDisruptionBudget. */
-  | 'DisruptionBudget';
+  | 'DisruptionBudget'
+  /** Not decided here: the apiserver refused the change for what it is (400/422); not retried as it is. */
+  | 'RefusedByApi';
 
 interface ActionBase {
   node: string;
@@ -87,6 +91,8 @@ export interface BlockedAction {
   target: string;
   guard: Guard;
   message: string;
+  /** When the guard lifts with time alone (Cooldown, EvictionRate); absent when only a change can lift it. */
+  liftsAt?: Date;
 }
 
 export interface RemediationInput {
@@ -160,11 +166,6 @@ function podGuard(pod: CandidatePod): { guard: Guard; message: string } | undefi
   return undefined;
 }
 
-/** Whether new pods can no longer land on the node: unschedulable, or a NoSchedule/NoExecute taint of ours. */
-function isFenced(facts: NodeFacts, taint: Taint | undefined): boolean {
-  return facts.unschedulable || (taint !== undefined && hasFencingTaint(facts, taint.key));
-}
-
 const fencingEffects = new Set(['NoSchedule', 'NoExecute']);
 /** The node carries a taint with this key that keeps new pods off (the effect on the node, not the spec's). */
 const hasFencingTaint = (facts: NodeFacts, key: string) =>
@@ -180,24 +181,36 @@ export function decideRemediation(input: RemediationInput): RemediationDecision 
   const actions: Action[] = [];
   const blocked: BlockedAction[] = [];
   const stampsAfter = new Map<string, NodeStamps | undefined>();
-  const block = (kind: ActionKind, node: string, target: string, guard: Guard, message: string) =>
-    blocked.push({ kind, node, target, guard, message });
+  const block = (
+    kind: ActionKind,
+    node: string,
+    target: string,
+    guard: Guard,
+    message: string,
+    liftsAt?: Date,
+  ) => blocked.push({ kind, node, target, guard, message, ...(liftsAt ? { liftsAt } : {}) });
 
   const triggered = new Set(input.nodes.filter((n) => isTriggered(n, spec)).map((n) => n.name));
   const ours = input.nodes.filter((n) => n.stamps !== undefined);
   const unhealthy = new Set([...triggered, ...ours.map((n) => n.name)]).size;
   const limit = resolveIntOrPercent(safety.maxUnhealthyNodes, input.nodes.length);
   const storm = { detected: unhealthy > limit, unhealthy, limit };
-  const ourTaintKey = remediation.taint?.key;
-  // Schedulable: Ready, not cordoned, and not fenced by a taint with our key (whoever set it).
-  const isSchedulable = (n: NodeFacts) =>
-    n.ready && !n.unschedulable && !(ourTaintKey !== undefined && hasFencingTaint(n, ourTaintKey));
+  const specTaintKey = remediation.taint?.key;
+  /** Fenced: cordoned, or a taint with the spec's key or the key our stamps record keeps new pods off. */
+  const isFencedAtAll = (n: NodeFacts) =>
+    n.unschedulable ||
+    (specTaintKey !== undefined && hasFencingTaint(n, specTaintKey)) ||
+    (n.stamps?.taint !== undefined && hasFencingTaint(n, n.stamps.taint.key));
+  const isSchedulable = (n: NodeFacts) => n.ready && !isFencedAtAll(n);
   let schedulable = input.nodes.filter(isSchedulable).length;
   const windowStart = now.getTime() - EVICTION_WINDOW_MS;
-  let evictionBudget = Math.max(
-    0,
-    safety.maxEvictionsPerMinute - input.recentEvictions.filter((t) => t.getTime() > windowStart).length,
-  );
+  const inWindow = input.recentEvictions
+    .filter((t) => t.getTime() > windowStart)
+    .sort((a, b) => a.getTime() - b.getTime());
+  let evictionBudget = Math.max(0, safety.maxEvictionsPerMinute - inWindow.length);
+  // The oldest eviction in the window ages out then, giving one back.
+  const oldest = inWindow[0];
+  const evictionBudgetLiftsAt = oldest ? new Date(oldest.getTime() + EVICTION_WINDOW_MS) : undefined;
 
   // The most degraded nodes first, so limits go to the worst; names break ties deterministically.
   const ordered = [...input.nodes].sort(
@@ -210,6 +223,16 @@ export function decideRemediation(input: RemediationInput): RemediationDecision 
     const isOurs = facts.stamps !== undefined;
     const wants = triggered.has(name);
     if (!wants && !isOurs) continue;
+    if (facts.frozen) {
+      block(
+        facts.stamps?.cordoned ? 'Uncordon' : 'Untaint',
+        name,
+        target,
+        'DryRun',
+        'a dry run leaves what a real run changed on this node as it is',
+      );
+      continue;
+    }
 
     // Guards that hold every change to the node, new or undo.
     const held = (kind: ActionKind): { guard: Guard; message: string } | undefined => {
@@ -268,6 +291,7 @@ export function decideRemediation(input: RemediationInput): RemediationDecision 
             target,
             'Cooldown',
             `remediated at ${stamps.since.toISOString()}; cooldownSeconds ${safety.cooldownSeconds} not over`,
+            new Date(cooldownEnds),
           );
           continue;
         }
@@ -290,7 +314,7 @@ export function decideRemediation(input: RemediationInput): RemediationDecision 
     const taint = remediation.taint;
     /** Evicts stuck pods and migrates IO-heavy ones, once new pods can no longer land on the node. */
     const moveWork = (): void => {
-      if (!isFenced(facts, taint)) {
+      if (!isFencedAtAll(facts)) {
         if (remediation.evictStuckPods && facts.ioStuckPods.length > 0)
           block(
             'Evict',
@@ -311,6 +335,7 @@ export function decideRemediation(input: RemediationInput): RemediationDecision 
             podTarget(pod),
             'EvictionRate',
             `maxEvictionsPerMinute (${safety.maxEvictionsPerMinute}) reached`,
+            evictionBudgetLiftsAt,
           );
         evictionBudget--;
         const { namespace, name: podName, uid } = pod;
@@ -358,7 +383,14 @@ export function decideRemediation(input: RemediationInput): RemediationDecision 
 
     // New changes: cordon/taint, then evictions and migrations.
     const newHeld = held('Cordon');
-    const firstKind: ActionKind = remediation.cordon ? 'Cordon' : remediation.taint ? 'Taint' : 'Evict';
+    // What is held: the fence, or (on a node already fenced) the evictions that would follow it.
+    const firstKind: ActionKind = isFencedAtAll(facts)
+      ? 'Evict'
+      : remediation.cordon
+        ? 'Cordon'
+        : remediation.taint
+          ? 'Taint'
+          : 'Evict';
     if (newHeld) {
       block(firstKind, name, target, newHeld.guard, newHeld.message);
       continue;
@@ -376,8 +408,11 @@ export function decideRemediation(input: RemediationInput): RemediationDecision 
     let stamps = facts.stamps;
     const reason = `Sandbox creation stuck from IO${remediation.requireIoPressure ? ' under verified IO pressure' : ''} (${facts.ioStuckPods.length} pod(s)).`;
     const needCordon = remediation.cordon && !facts.unschedulable;
+    // A taint we already hold stays as stamped, even if the spec's changed since: undo removes exactly that one.
     const needTaint =
-      taint !== undefined && !facts.taints.some((t) => t.key === taint.key && t.effect === taint.effect);
+      taint !== undefined &&
+      !stamps?.taint &&
+      !facts.taints.some((t) => t.key === taint.key && t.effect === taint.effect);
     if (needCordon || needTaint) {
       // After an undo (ours, or someone else's reverting us) the node is left alone for cooldownSeconds.
       if (facts.lastUndoAt && now.getTime() < facts.lastUndoAt.getTime() + safety.cooldownSeconds * 1000) {
@@ -387,6 +422,7 @@ export function decideRemediation(input: RemediationInput): RemediationDecision 
           target,
           'Cooldown',
           `undone at ${facts.lastUndoAt.toISOString()}; cooldownSeconds ${safety.cooldownSeconds} not over`,
+          new Date(facts.lastUndoAt.getTime() + safety.cooldownSeconds * 1000),
         );
         continue;
       }

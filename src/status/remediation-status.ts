@@ -166,7 +166,10 @@ export function remediationTransitions(input: RemediationStatusInput, desired: H
             uid: action.pod.uid,
           }
         : nodeRef;
-    if (result.outcome === 'Succeeded') {
+    if (result.outcome === 'Succeeded' && action.reason.endsWith('ByOthers')) {
+      // Not an action of ours: someone else reverted what we did, and we let go of the claim.
+      transitions.push({ target, type: 'Normal', reason: 'RemediationReleased', message: action.message });
+    } else if (result.outcome === 'Succeeded') {
       transitions.push({
         target,
         type: 'Normal',

@@ -65,9 +65,13 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   private readonly listeners: ((node: string | undefined) => void)[] = [];
   private version = 100;
   private readonly versions = new Map<string, number>();
+  /** What the API holds, ahead of `versions` (what the cache shows) while lagging. */
+  private readonly apiVersions = new Map<string, number>();
   private readonly undelivered: (() => void)[] = [];
   /** Fails the next patch of this node with this error, once. */
   failNextNodePatch = new Map<string, Error>();
+  /** Runs once just before the next node patch reaches the API: someone else's change racing ours. */
+  beforeNextNodePatch: (() => void) | undefined;
   failNextHealthPatch = new Map<string, Error>();
 
   addPolicy(name: string, spec: SandboxPolicySpecInput | Record<string, unknown>, createdAt = T0): this {
@@ -97,7 +101,7 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   podByUid(uid: string) {
     return this.pods.find((p) => p.uid === uid);
   }
-  observedVersion(kind: 'Node' | 'SandboxHealth', name: string) {
+  observedVersion(kind: 'Node' | 'SandboxHealth' | 'SandboxPolicy', name: string) {
     const v = this.versions.get(`${kind}/${name}`);
     return v === undefined ? undefined : String(v);
   }
@@ -121,12 +125,14 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   changed(node?: string): void {
     for (const listener of this.listeners) listener(node);
   }
-  private commit(key: string, apply: () => void): string {
+  private commit(key: string, apply: () => void, { quiet = false } = {}): string {
     const version = ++this.version;
+    this.apiVersions.set(key, version);
     const visible = () => {
       apply();
       this.versions.set(key, version);
-      this.changed(key.slice(key.indexOf('/') + 1));
+      // The mapper drops the operator's own status writes: they make no node dirty.
+      if (!quiet) this.changed(key.slice(key.indexOf('/') + 1));
     };
     if (this.lagging) this.undelivered.push(visible);
     else visible();
@@ -135,6 +141,9 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
 
   patchNode(change: NodeChange): Promise<string | undefined> {
     this.writes.push(`patch node/${change.node}`);
+    const race = this.beforeNextNodePatch;
+    this.beforeNextNodePatch = undefined;
+    race?.();
     const failure = this.failNextNodePatch.get(change.node);
     if (failure) {
       this.failNextNodePatch.delete(change.node);
@@ -142,6 +151,15 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
     }
     const node = this.nodeMap.get(change.node);
     if (!node) return Promise.reject(new Error(`no node ${change.node}`));
+    const current = this.apiVersions.get(`Node/${change.node}`);
+    if (
+      change.resourceVersion !== undefined &&
+      current !== undefined &&
+      change.resourceVersion !== String(current)
+    )
+      return Promise.reject(
+        conflict(`node/${change.node} was changed since resourceVersion ${change.resourceVersion}`),
+      );
     const annotations = new Map(
       Object.entries(stampAnnotations(node.stamps)).filter((e): e is [string, string] => e[1] !== null),
     );
@@ -213,19 +231,35 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
       ...health,
       status: JSON.parse(JSON.stringify(merged)) as SandboxHealthStatus,
     };
-    return Promise.resolve(this.commit(`SandboxHealth/${name}`, () => this.healthMap.set(name, updated)));
+    return Promise.resolve(
+      this.commit(`SandboxHealth/${name}`, () => this.healthMap.set(name, updated), { quiet: true }),
+    );
   }
   deleteHealth(name: string): Promise<void> {
     this.writes.push(`delete health/${name}`);
     this.healthMap.delete(name);
+    this.versions.delete(`SandboxHealth/${name}`);
     return Promise.resolve();
   }
-  patchPolicyStatus(name: string, status: SandboxPolicyStatus): Promise<void> {
+  patchPolicyStatus(name: string, status: SandboxPolicyStatus): Promise<string | undefined> {
     this.writes.push(`patch policy/${name}`);
     const policy = this.policyMap.get(name);
-    if (policy) policy.status = JSON.parse(JSON.stringify(status)) as SandboxPolicyStatus;
-    return Promise.resolve();
+    if (!policy) return Promise.resolve(undefined);
+    const updated: PolicyObject = {
+      ...policy,
+      status: JSON.parse(JSON.stringify(status)) as SandboxPolicyStatus,
+    };
+    return Promise.resolve(
+      this.commit(`SandboxPolicy/${name}`, () => this.policyMap.set(name, updated), { quiet: true }),
+    );
   }
+  /** Someone else changes a node (an admin's kubectl cordon, say): a new version, seen as the cache allows. */
+  changeNode(name: string, change: (node: NodeView) => NodeView): void {
+    const node = this.nodeMap.get(name);
+    if (!node) throw new Error(`no node ${name}`);
+    this.commit(`Node/${name}`, () => this.nodeMap.set(name, change(node)));
+  }
+
   record(transition: Transition): Promise<void> {
     this.recorded.push(transition);
     return Promise.resolve();
@@ -245,5 +279,13 @@ export function tellOfChanges(
 ): void {
   cluster.onChange((node) => {
     for (const policy of cluster.policyMap.keys()) reconciler.markDirty(policy, node);
+  });
+}
+
+/** A 409 as client-node reports it. */
+function conflict(message: string): Error {
+  return Object.assign(new Error(message), {
+    code: 409,
+    body: JSON.stringify({ reason: 'Conflict', message }),
   });
 }

@@ -179,7 +179,7 @@ export const BlockedActionSchema = z
     guard: z
       .string()
       .describe(
-        'The guard that holds it: StormLimit, MinSchedulableNodes, EvictionRate, Cooldown, Paused, NodeNotReady, ReadingNotVerified, CacheNotSynced, NodeStillSchedulable, NoController, DaemonSetPod, MirrorPod, DisruptionBudget.',
+        'The guard that holds it: StormLimit, MinSchedulableNodes, EvictionRate, Cooldown, Paused, DryRun, NodeNotReady, ControlPlaneNode, CacheNotSynced, NodeStillSchedulable, NoController, DaemonSetPod, MirrorPod, DisruptionBudget or RefusedByApi.',
       ),
     message: z.string().max(1024).describe('Why, with the numbers.'),
     since: time().describe('Since when it has been blocked.'),

@@ -123,9 +123,11 @@ export const TaintSpecSchema = z
       .describe('Taint key (a qualified name).'),
     value: z.string().max(63).default('true').describe('Taint value (a label value).'),
     effect: z
-      .enum(['NoSchedule', 'PreferNoSchedule', 'NoExecute'])
+      .enum(['NoSchedule', 'PreferNoSchedule'])
       .default('NoSchedule')
-      .describe('Taint effect. NoExecute also evicts running pods that do not tolerate it.'),
+      .describe(
+        'Taint effect: NoSchedule keeps new pods off (a fence, like a cordon); PreferNoSchedule only discourages them. NoExecute is refused: the taint manager would evict every pod without a toleration at once, past maxEvictionsPerMinute, PodDisruptionBudgets and the pod guards.',
+      ),
   })
   .describe('A taint to add to an IO-saturated node, removed again on recovery.');
 

@@ -55,7 +55,7 @@ describe('PolicyReconciler cost of a change', () => {
     expect(cluster.takeWrites()).to.deep.equal([]);
   });
 
-  it('goes back to a full pass when a policy edit, an ownership change or a time-based wait calls for it', async () => {
+  it('goes back to a full pass on a policy edit or an ownership change, and looks again at a node whose time has come', async () => {
     const { cluster, clock, reconciler } = setup();
     await reconciler.reconcile('p');
     await reconciler.reconcile('p');
@@ -82,7 +82,12 @@ describe('PolicyReconciler cost of a change', () => {
     expect(cluster.health('n007')!.status!.stuckPodCount).to.equal(0);
     clock.advance(20_000);
     await reconciler.reconcile('p');
-    expect(reconciler.lastPass?.full).to.equal(true);
+    expect(reconciler.lastPass).to.deep.equal({ full: false, observed: 1, owned: NODE_COUNT + 1 });
     expect(cluster.health('n007')!.status!.stuckPodCount).to.equal(1);
+
+    // The resync is a full pass.
+    clock.advance(300_000);
+    await reconciler.reconcile('p');
+    expect(reconciler.lastPass?.full).to.equal(true);
   });
 });

@@ -466,7 +466,7 @@ describe('observeNode', () => {
     it('is the latest successful undo on recovery (actions are newest first)', () => {
       const previous = previousWith({
         actions: [
-          record('Uncordon', 'Succeeded', ago(10), { reason: 'UncordonedByOthers' }),
+          record('Cordon', 'Succeeded', ago(10), { reason: 'SandboxCreationStuckOnIo' }),
           record('Untaint', 'Failed', ago(20), { reason: 'Recovered' }),
           record('Uncordon', 'Blocked', ago(25), { reason: 'Cooldown' }),
           record('Uncordon', 'Succeeded', ago(30), { reason: 'Recovered' }),
@@ -487,10 +487,15 @@ describe('observeNode', () => {
       expect(observe({ previous }).lastUndoAt).to.deep.equal(ago(50));
     });
 
-    it('is absent when nothing was undone on recovery', () => {
+    it('counts someone else reverting us, so the node is left alone for a cooldown', () => {
       const previous = previousWith({
         actions: [record('Uncordon', 'Succeeded', ago(10), { reason: 'UncordonedByOthers' })],
       });
+      expect(observe({ previous }).lastUndoAt).to.deep.equal(ago(10));
+    });
+
+    it('is absent when nothing was undone', () => {
+      const previous = previousWith({ actions: [record('Cordon', 'Succeeded', ago(10))] });
       expect(observe({ previous })).not.to.have.property('lastUndoAt');
     });
   });

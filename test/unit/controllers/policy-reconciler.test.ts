@@ -93,8 +93,9 @@ describe('PolicyReconciler', () => {
     expect(cluster.health('n1')!.status!.ioEvidence).to.equal('IoSuspected');
     expect(condition(cluster, 'n1', 'SandboxCreationDegraded')!.lastTransitionTime).to.equal(since);
 
-    // The incident ends: pods run, the condition clears, one recovery Event.
+    // The incident ends: pods run (the informer reports them gone from the Pending cache), one recovery Event.
     cluster.pods = [];
+    cluster.changed('n1');
     await reconciler.reconcile('p');
     expect(cluster.takeEvents()).to.deep.equal(['Node/n1 Normal SandboxCreationRecovered']);
     expect(cluster.health('n1')!.status).to.include({ state: 'Healthy', stuckPodCount: 0 });

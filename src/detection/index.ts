@@ -3,3 +3,4 @@ export * from './classify.js';
 export * from './stuck-pods.js';
 export * from './node-findings.js';
 export * from './runtime-version.js';
+export * from './owners.js';

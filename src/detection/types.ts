@@ -1,4 +1,4 @@
-import type { NodeStamps } from '../api/v1alpha1/index.js';
+import type { NodeStamps, RolloutStamps } from '../api/v1alpha1/index.js';
 
 /**
  * The slices of Kubernetes objects that detection reads. src/kube converts API objects into these, so the
@@ -28,6 +28,8 @@ export interface PodView {
   controllerKind?: string;
   /** A static pod's mirror (kubernetes.io/config.mirror): the API cannot delete the real one. */
   mirror?: boolean;
+  /** Name of the controlling owner (a ReplicaSet for a Deployment's pods). */
+  controllerName?: string;
 }
 
 export interface EventView {
@@ -57,4 +59,20 @@ export interface NodeView {
   conditions: readonly { type: string; status: string; lastTransitionTime?: Date }[];
   /** The operator's ownership stamps, read from the node's annotations; absent: nothing on it is ours. */
   stamps?: NodeStamps;
+}
+
+/** What rollout throttling reads of a Deployment. */
+export interface DeploymentView {
+  namespace: string;
+  name: string;
+  uid: string;
+  generation: number;
+  paused: boolean;
+  createdAt: Date;
+  /** Not every replica runs the current spec and is available yet (or the spec is not yet observed). */
+  rollingOut: boolean;
+  /** Our pause stamps; absent: we did not pause it. */
+  stamps?: RolloutStamps;
+  /** The user resumed one we paused: hands off until then. */
+  handsOffUntil?: Date;
 }

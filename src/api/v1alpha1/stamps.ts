@@ -71,3 +71,65 @@ export function stampAnnotations(stamps: NodeStamps | undefined): Record<string,
     [STAMP.taint]: stamps.taint ? formatTaint(stamps.taint) : null,
   };
 }
+
+/** Ownership stamps on a Deployment the operator paused (rollout throttling). */
+export const ROLLOUT_STAMP = {
+  policy: `${KEY_PREFIX}paused-by`,
+  since: `${KEY_PREFIX}paused-since`,
+  reason: `${KEY_PREFIX}pause-reason`,
+  startedAt: `${KEY_PREFIX}rollout-started`,
+  /** Not a claim: the user resumed one we paused, and we keep our hands off until then. */
+  handsOffUntil: `${KEY_PREFIX}hands-off-until`,
+} as const;
+
+export const PAUSE_REASONS = ['FeedsSaturatedNode', 'RolloutQueued'] as const;
+export type PauseReason = (typeof PAUSE_REASONS)[number];
+
+export interface RolloutStamps {
+  policy: string;
+  since: Date;
+  reason: PauseReason;
+  /** When its rollout started, for the queue's order. */
+  startedAt: Date;
+}
+
+const dateOr = (text: string | undefined, fallback: Date) => {
+  const date = new Date(text ?? '');
+  return Number.isNaN(date.getTime()) ? fallback : date;
+};
+
+/** Our pause stamps from a Deployment's annotations, or undefined when we did not pause it. */
+export function readRolloutStamps(annotations: Readonly<Record<string, string>>): RolloutStamps | undefined {
+  const policy = annotations[ROLLOUT_STAMP.policy];
+  if (!policy) return undefined;
+  const reason = annotations[ROLLOUT_STAMP.reason];
+  const since = dateOr(annotations[ROLLOUT_STAMP.since], new Date(0));
+  return {
+    policy,
+    since,
+    reason: reason === 'FeedsSaturatedNode' ? 'FeedsSaturatedNode' : 'RolloutQueued',
+    startedAt: dateOr(annotations[ROLLOUT_STAMP.startedAt], since),
+  };
+}
+
+/** The annotations recording `stamps` (null removes), and optionally a hands-off time. */
+export function rolloutStampAnnotations(
+  stamps: RolloutStamps | undefined,
+  handsOffUntil?: Date,
+): Record<string, string | null> {
+  const marks: Record<string, string | null> = stamps
+    ? {
+        [ROLLOUT_STAMP.policy]: stamps.policy,
+        [ROLLOUT_STAMP.since]: stamps.since.toISOString(),
+        [ROLLOUT_STAMP.reason]: stamps.reason,
+        [ROLLOUT_STAMP.startedAt]: stamps.startedAt.toISOString(),
+      }
+    : {
+        [ROLLOUT_STAMP.policy]: null,
+        [ROLLOUT_STAMP.since]: null,
+        [ROLLOUT_STAMP.reason]: null,
+        [ROLLOUT_STAMP.startedAt]: null,
+      };
+  if (handsOffUntil) marks[ROLLOUT_STAMP.handsOffUntil] = handsOffUntil.toISOString();
+  return marks;
+}

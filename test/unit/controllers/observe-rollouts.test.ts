@@ -1,0 +1,67 @@
+import { expect } from 'chai';
+import { observeRollouts } from '../../../src/controllers/observe-rollouts.js';
+import { deploymentOf, type DeploymentView, type PodView } from '../../../src/detection/index.js';
+import { aPod, T0 } from '../../support/builders.js';
+
+const ofDeployment = (name: string, hash = '5d8f7c9b4'): PodView => ({
+  ...aPod().named(`${name}-${hash}-x1`, 'shop').onNode('n1').build(),
+  labels: { app: name, 'pod-template-hash': hash },
+  controllerKind: 'ReplicaSet',
+  controllerName: `${name}-${hash}`,
+});
+const view = (name: string, overrides: Partial<DeploymentView> = {}): DeploymentView => ({
+  namespace: 'shop',
+  name,
+  uid: `uid-${name}`,
+  generation: 2,
+  paused: false,
+  createdAt: T0,
+  rollingOut: true,
+  ...overrides,
+});
+
+describe('deploymentOf', () => {
+  it('names the Deployment from the ReplicaSet name and the pod-template-hash label', () => {
+    expect(deploymentOf(ofDeployment('web'))).to.equal('shop/web');
+    expect(deploymentOf(ofDeployment('my-api-v2', 'abc12'))).to.equal('shop/my-api-v2');
+  });
+  it('is undefined for pods of other controllers, or when the names do not fit', () => {
+    expect(deploymentOf({ ...ofDeployment('web'), controllerKind: 'StatefulSet' })).to.equal(undefined);
+    expect(deploymentOf({ ...ofDeployment('web'), labels: {} })).to.equal(undefined);
+    expect(deploymentOf({ ...ofDeployment('web'), controllerName: 'other-rs' })).to.equal(undefined);
+    expect(deploymentOf({ ...ofDeployment('web'), controllerName: '-5d8f7c9b4' })).to.equal(undefined);
+  });
+});
+
+describe('observeRollouts', () => {
+  it('lists the remediated nodes each Deployment feeds, and takes dry-run pauses from status', () => {
+    const simulatedStamps = { policy: 'p', since: T0, reason: 'RolloutQueued' as const, startedAt: T0 };
+    const facts = observeRollouts({
+      deployments: [view('web'), view('api'), view('db', { paused: true })],
+      stuckOnRemediated: new Map([
+        ['n2', [ofDeployment('web')]],
+        ['n1', [ofDeployment('web'), ofDeployment('web', 'ffff')]],
+      ]),
+      simulated: new Map([['shop/api', simulatedStamps]]),
+      dryRun: true,
+      startedAt: (d) => d.createdAt,
+    });
+    expect(facts.map((f) => [f.name, f.feeds, f.paused, f.stamps?.reason])).to.deep.equal([
+      ['web', ['n1', 'n2'], false, undefined],
+      ['api', [], true, 'RolloutQueued'],
+      ['db', [], true, undefined],
+    ]);
+  });
+
+  it('ignores simulated pauses in a real run', () => {
+    const facts = observeRollouts({
+      deployments: [view('api')],
+      stuckOnRemediated: new Map(),
+      simulated: new Map([['shop/api', { policy: 'p', since: T0, reason: 'RolloutQueued', startedAt: T0 }]]),
+      dryRun: false,
+      startedAt: (d) => d.createdAt,
+    });
+    expect(facts[0]).to.include({ paused: false });
+    expect(facts[0]!.stamps).to.equal(undefined);
+  });
+});

@@ -1,0 +1,248 @@
+import { expect } from 'chai';
+import fc from 'fast-check';
+import {
+  decideRollouts,
+  type DeploymentFacts,
+  type RolloutInput,
+  type RolloutStamps,
+} from '../../../src/policy/rollouts.js';
+
+const NOW = new Date('2026-11-30T12:00:00Z');
+const ago = (s: number) => new Date(NOW.getTime() - s * 1000);
+
+function deployment(name: string, overrides: Partial<DeploymentFacts> = {}): DeploymentFacts {
+  return {
+    namespace: 'shop',
+    name,
+    paused: false,
+    rollingOut: true,
+    startedAt: ago(60),
+    feeds: [],
+    ...overrides,
+  };
+}
+const ours = (reason: RolloutStamps['reason'], startedAt = ago(60)): Partial<DeploymentFacts> => ({
+  paused: true,
+  stamps: { policy: 'p', since: ago(30), reason, startedAt },
+});
+
+function decide(deployments: DeploymentFacts[], overrides: Partial<RolloutInput> = {}) {
+  const decision = decideRollouts({
+    policy: 'p',
+    throttle: { pauseDeployments: true, maxConcurrentRollouts: 1 },
+    deployments,
+    pressure: true,
+    now: NOW,
+    cacheReady: true,
+    paused: false,
+    cooldownSeconds: 300,
+    ...overrides,
+  });
+  return {
+    actions: decision.actions.map((a) => `${a.kind} ${a.target.replace('deployment/shop/', '')} ${a.reason}`),
+    blocked: decision.blocked.map((b) => `${b.target.replace('deployment/shop/', '')} ${b.guard}`),
+    paused: decision.pausedAfter.map((p) => `${p.target.replace('deployment/shop/', '')} ${p.reason}`),
+  };
+}
+
+describe('decideRollouts', () => {
+  const rows: {
+    name: string;
+    deployments: DeploymentFacts[];
+    input?: Partial<RolloutInput>;
+    actions: string[];
+    paused?: string[];
+    blocked?: string[];
+  }[] = [
+    {
+      name: 'pauses a rolling-out Deployment whose pods are stuck on a remediated node',
+      deployments: [deployment('web', { feeds: ['n1'] })],
+      actions: ['PauseRollout web FeedsSaturatedNode'],
+      paused: ['web FeedsSaturatedNode'],
+    },
+    {
+      name: 'pauses nothing that is not rolling out, or that the user paused',
+      deployments: [
+        deployment('done', { rollingOut: false, feeds: ['n1'] }),
+        deployment('mine', { paused: true, feeds: ['n1'] }),
+      ],
+      actions: [],
+    },
+    {
+      name: 'with pauseDeployments false only the concurrency limit applies',
+      deployments: [deployment('web', { feeds: ['n1'] })],
+      input: { throttle: { pauseDeployments: false, maxConcurrentRollouts: 1 } },
+      actions: [],
+    },
+    {
+      name: 'queues the newest rollouts beyond maxConcurrentRollouts',
+      deployments: [
+        deployment('a', { startedAt: ago(30) }),
+        deployment('b', { startedAt: ago(20) }),
+        deployment('c', { startedAt: ago(10) }),
+      ],
+      actions: ['PauseRollout c RolloutQueued', 'PauseRollout b RolloutQueued'],
+      paused: ['b RolloutQueued', 'c RolloutQueued'],
+    },
+    {
+      name: 'resumes the oldest queued rollout when the running one completes',
+      deployments: [
+        deployment('a', { rollingOut: false, startedAt: ago(30) }),
+        deployment('c', { ...ours('RolloutQueued', ago(10)) }),
+        deployment('b', { ...ours('RolloutQueued', ago(20)) }),
+      ],
+      actions: ['ResumeRollout b QueueAdvanced'],
+      paused: ['c RolloutQueued'],
+    },
+    {
+      name: 'keeps the queue while one is still progressing',
+      deployments: [deployment('a', { startedAt: ago(30) }), deployment('b', { ...ours('RolloutQueued') })],
+      actions: [],
+      paused: ['b RolloutQueued'],
+    },
+    {
+      name: 'a paused feeder whose pods no longer feed a node waits its turn in the queue',
+      deployments: [
+        deployment('a', { startedAt: ago(90) }),
+        deployment('web', { ...ours('FeedsSaturatedNode') }),
+      ],
+      actions: [],
+      paused: ['web RolloutQueued'],
+    },
+    {
+      name: 'a paused feeder still feeding stays paused even with room',
+      deployments: [deployment('web', { ...ours('FeedsSaturatedNode'), feeds: ['n1'] })],
+      actions: [],
+      paused: ['web FeedsSaturatedNode'],
+    },
+    {
+      name: 'resumes everything it paused, oldest first, when the pressure is gone',
+      deployments: [
+        deployment('b', { ...ours('RolloutQueued', ago(20)) }),
+        deployment('a', { ...ours('FeedsSaturatedNode', ago(40)), feeds: ['n1'] }),
+        deployment('user', { paused: true }),
+      ],
+      input: { pressure: false },
+      actions: ['ResumeRollout a PressureGone', 'ResumeRollout b PressureGone'],
+      paused: [],
+    },
+    {
+      name: 'resumes what it paused when throttleRollouts is removed from the policy',
+      deployments: [deployment('b', { ...ours('RolloutQueued') })],
+      input: { throttle: undefined },
+      actions: ['ResumeRollout b PressureGone'],
+      paused: [],
+    },
+    {
+      name: 'lets go of one the user resumed, and neither pauses nor queues it during the cooldown',
+      deployments: [
+        deployment('a', { startedAt: ago(90) }),
+        deployment('web', {
+          stamps: { policy: 'p', since: ago(5), reason: 'FeedsSaturatedNode', startedAt: ago(60) },
+        }),
+      ],
+      actions: ['ReleaseRollout web ResumedByOthers'],
+      paused: [],
+    },
+    {
+      name: 'leaves alone a Deployment within its hands-off time, but counts it as progressing',
+      deployments: [
+        deployment('web', {
+          feeds: ['n1'],
+          handsOffUntil: new Date(NOW.getTime() + 1000),
+          startedAt: ago(90),
+        }),
+        deployment('b', { startedAt: ago(10) }),
+      ],
+      actions: ['PauseRollout b RolloutQueued'],
+      paused: ['b RolloutQueued'],
+    },
+    {
+      name: 'CacheNotSynced: pauses and resumes nothing, and reports what it holds',
+      deployments: [deployment('web', { feeds: ['n1'] }), deployment('b', { ...ours('RolloutQueued') })],
+      input: { cacheReady: false, pressure: false },
+      actions: [],
+      blocked: ['b CacheNotSynced'],
+      paused: ['b RolloutQueued'],
+    },
+    {
+      name: 'Paused policy: pauses and resumes nothing',
+      deployments: [deployment('web', { feeds: ['n1'] }), deployment('b', { ...ours('RolloutQueued') })],
+      input: { paused: true, pressure: false },
+      actions: [],
+      blocked: ['b Paused'],
+      paused: ['b RolloutQueued'],
+    },
+  ];
+  for (const row of rows) {
+    it(row.name, () => {
+      const result = decide(row.deployments, row.input);
+      expect(result.actions, 'actions').to.deep.equal(row.actions);
+      expect(result.blocked, 'blocked').to.deep.equal(row.blocked ?? []);
+      if (row.paused) expect(result.paused, 'paused after').to.deep.equal(row.paused);
+    });
+  }
+
+  it('property: never touches a Deployment the user paused, never lets more than the limit progress anew', () => {
+    const facts = fc.record({
+      paused: fc.boolean(),
+      rollingOut: fc.boolean(),
+      ours: fc.option(fc.constantFrom('FeedsSaturatedNode' as const, 'RolloutQueued' as const), {
+        nil: undefined,
+      }),
+      feeds: fc.boolean(),
+      startedAgo: fc.integer({ min: 0, max: 600 }),
+    });
+    fc.assert(
+      fc.property(
+        fc.array(facts, { maxLength: 10 }),
+        fc.integer({ min: 1, max: 4 }),
+        fc.boolean(),
+        (list, max, pressure) => {
+          const deployments = list.map((f, i) =>
+            deployment(`d${i}`, {
+              paused: f.paused || f.ours !== undefined,
+              rollingOut: f.rollingOut,
+              startedAt: ago(f.startedAgo),
+              feeds: f.feeds ? ['n1'] : [],
+              ...(f.ours
+                ? { stamps: { policy: 'p', since: ago(1), reason: f.ours, startedAt: ago(f.startedAgo) } }
+                : {}),
+            }),
+          );
+          const decision = decideRollouts({
+            policy: 'p',
+            throttle: { pauseDeployments: true, maxConcurrentRollouts: max },
+            deployments,
+            pressure,
+            now: NOW,
+            cacheReady: true,
+            paused: false,
+            cooldownSeconds: 60,
+          });
+          const byTarget = new Map(deployments.map((d) => [`deployment/${d.namespace}/${d.name}`, d]));
+          for (const action of decision.actions) {
+            const d = byTarget.get(action.target)!;
+            // The user's own pause (paused, no stamp) is never resumed or released.
+            expect(d.paused && !d.stamps, `${action.kind} ${action.target}`).to.equal(false);
+            if (action.kind === 'ResumeRollout')
+              expect(d.stamps, 'resumes only what we paused').to.not.equal(undefined);
+          }
+          const pausedAfter = new Set(decision.pausedAfter.map((p) => p.target));
+          const resumed = new Set(
+            decision.actions.filter((a) => a.kind === 'ResumeRollout').map((a) => a.target),
+          );
+          const progressing = deployments.filter((d) => {
+            const t = `deployment/${d.namespace}/${d.name}`;
+            return d.rollingOut && ((!d.paused && !pausedAfter.has(t)) || resumed.has(t));
+          });
+          const progressingBefore = deployments.filter((d) => d.rollingOut && !d.paused).length;
+          // Resuming never takes the count over the limit (the user's own unpaused rollouts may already be over it).
+          if (pressure && resumed.size > 0) expect(progressing.length).to.be.at.most(max);
+          if (pressure) expect(progressing.length).to.be.at.most(Math.max(max, progressingBefore));
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+});

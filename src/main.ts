@@ -66,6 +66,11 @@ program
   .addOption(new Option('--log-level <level>', 'log verbosity').choices(LOG_LEVELS).default('info'))
   .option('--workers <n>', 'policies reconciled concurrently', positiveInt, 2)
   .option('--install-crds', 'create the CustomResourceDefinitions when missing (needs RBAC on CRDs)', false)
+  .option(
+    '--operator-namespace <ns>',
+    "the operator's own namespace, whose Deployments are never throttled (default: $POD_NAMESPACE)",
+    process.env.POD_NAMESPACE ?? 'sandbox-remediator-system',
+  )
   .addHelpText(
     'after',
     '\nLogs are JSON lines on stderr. SIGTERM or SIGINT stops it gracefully.\nExample: sandbox-remediator operator --kubeconfig .cluster/kubeconfig --metrics-bind-address 127.0.0.1:8080',

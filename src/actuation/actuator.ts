@@ -13,6 +13,17 @@ export interface NodeChange {
   annotations: Record<string, string | null>;
 }
 
+/** Pauses or resumes a Deployment, with the stamps that record it. */
+export interface DeploymentChange {
+  namespace: string;
+  name: string;
+  /** The resourceVersion the decision was made on (409 when it changed since). */
+  resourceVersion?: string;
+  /** spec.paused after the change (absent: unchanged). */
+  paused?: boolean;
+  annotations: Record<string, string | null>;
+}
+
 export type EvictionOutcome =
   | { result: 'Evicted' }
   /** The pod was already gone. */
@@ -31,6 +42,8 @@ export interface Actuator {
   patchNode(change: NodeChange): Promise<string | undefined>;
   /** Evicts through the Eviction API (policy/v1), which honours PodDisruptionBudgets. */
   evict(pod: PodRef): Promise<EvictionOutcome>;
+  /** Resolves with the Deployment's new resourceVersion when one is known. */
+  patchDeployment(change: DeploymentChange): Promise<string | undefined>;
 }
 
 /** Mutates nothing; what a real run would have done is reported by the caller, marked as a dry run. */
@@ -41,5 +54,8 @@ export class DryRunActuator implements Actuator {
   }
   evict(): Promise<EvictionOutcome> {
     return Promise.resolve({ result: 'Evicted' });
+  }
+  patchDeployment(): Promise<string | undefined> {
+    return Promise.resolve(undefined);
   }
 }

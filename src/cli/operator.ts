@@ -18,6 +18,7 @@ export interface OperatorFlags {
   logLevel: LogLevel;
   workers: number;
   installCrds: boolean;
+  operatorNamespace: string;
 }
 
 const REPO_CRDS = join(import.meta.dirname, '..', '..', 'crds');
@@ -39,7 +40,14 @@ export async function runOperator(flags: OperatorFlags): Promise<number> {
   });
 
   const metrics = new OperatorMetrics();
-  const manager = new Manager({ kc, logger, metrics, workers: flags.workers, dryRun: flags.dryRun });
+  const manager = new Manager({
+    kc,
+    logger,
+    metrics,
+    workers: flags.workers,
+    dryRun: flags.dryRun,
+    operatorNamespace: flags.operatorNamespace,
+  });
   const probes = await serve(flags.healthProbeBindAddress, {
     probes: { healthy: () => true, ready: () => manager.ready() },
   });

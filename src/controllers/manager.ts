@@ -24,6 +24,8 @@ export interface ManagerOptions {
   resyncMs?: number;
   /** --dry-run: every policy runs dry, whatever its spec says. */
   dryRun?: boolean;
+  /** The operator's own namespace: its Deployments are never throttled. */
+  operatorNamespace?: string;
 }
 
 /**
@@ -64,6 +66,7 @@ export class Manager {
       actuators: { real: new KubeActuator(kc), dryRun: new DryRunActuator() },
       workloads: new KubeWorkloadReader(kc),
       dryRun: options.dryRun === true,
+      ...(options.operatorNamespace ? { operatorNamespace: options.operatorNamespace } : {}),
       onAction: (action, result, dryRun) => {
         metrics.actions.inc({ action, result, dry_run: String(dryRun) });
       },
@@ -98,7 +101,7 @@ export class Manager {
       if (change.type === 'delete' && (change.kind === 'SandboxHealth' || change.kind === 'Node'))
         reconciler.forgetWrite(change.kind, change.key);
       for (const policy of policiesFor(change, this.cache, podByUid)) {
-        reconciler.markDirty(policy, node);
+        if (node !== null) reconciler.markDirty(policy, node);
         this.queue.add(policy);
       }
       metrics.queueDepth.set(this.queue.length);

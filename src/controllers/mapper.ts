@@ -6,7 +6,11 @@ import { validPolicies } from './policy-reconciler.js';
 import type { ClusterCache } from './ports.js';
 
 export type Change =
-  | { kind: 'SandboxPolicy' | 'Node'; type: 'add' | 'update' | 'delete'; key: string }
+  | {
+      kind: 'SandboxPolicy' | 'Node' | 'Deployment' | 'Namespace';
+      type: 'add' | 'update' | 'delete';
+      key: string;
+    }
   | { kind: 'Pod'; type: 'add' | 'update' | 'delete'; key: string; pod: PodView }
   | { kind: 'Event'; type: 'add' | 'update' | 'delete'; key: string; event: EventView }
   | {
@@ -26,11 +30,20 @@ export function ownerOf(cache: ClusterCache, nodeName: string): string | undefin
     .sort(comparePolicies)[0]?.name;
 }
 
-/** The node a change is about, or undefined when it can touch every node (a policy edit). */
-export function nodeOf(change: Change, podByUid: (uid: string) => PodView | undefined): string | undefined {
+/**
+ * The node a change is about; undefined when it can touch every node (a policy edit); null when it touches no
+ * node's state at all (Deployments and namespaces matter to rollout throttling, which reads them every pass).
+ */
+export function nodeOf(
+  change: Change,
+  podByUid: (uid: string) => PodView | undefined,
+): string | undefined | null {
   switch (change.kind) {
     case 'SandboxPolicy':
       return undefined;
+    case 'Deployment':
+    case 'Namespace':
+      return null;
     case 'Node':
       return change.key;
     case 'Pod':
@@ -66,6 +79,12 @@ export function policiesFor(
     case 'SandboxPolicy':
     case 'Node':
       return all();
+    case 'Deployment':
+    case 'Namespace':
+      // Only policies that throttle rollouts read them.
+      return validPolicies(cache.policies())
+        .filter((p) => p.spec.remediation.throttleRollouts !== undefined)
+        .map((p) => p.name);
     case 'Pod':
       return forNode(change.pod.nodeName);
     case 'Event':

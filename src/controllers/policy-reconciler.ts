@@ -1,7 +1,11 @@
 import { isDeepStrictEqual } from 'node:util';
-import type { Actuator, NodeChange } from '../actuation/actuator.js';
+import type { Actuator, DeploymentChange, NodeChange } from '../actuation/actuator.js';
 import {
   MAX_EVICTIONS_PER_MINUTE,
+  matchesSelector,
+  rolloutStampAnnotations,
+  type RolloutStamps,
+  type SandboxPolicyStatus,
   sameTaint,
   stampAnnotations,
   validateSandboxPolicySpec,
@@ -14,7 +18,9 @@ import {
 import {
   detectNodeFindings,
   detectStuckPods,
+  isIoCause,
   nextStuckAt,
+  type DeploymentView,
   type NodeFindings,
   type NodeView,
   type PodView,
@@ -50,6 +56,8 @@ import {
   type RemediationStatusInput,
 } from '../status/remediation-status.js';
 import { ioState, observeNode } from './observe.js';
+import { observeRollouts } from './observe-rollouts.js';
+import { decideRollouts, deploymentTarget, type RolloutAction } from '../policy/rollouts.js';
 import { assignNodes, type NodeAssignment, type PolicyCandidate } from './ownership.js';
 import type { ClusterCache, EventRecorder, PolicyObject, StatusWriter, WorkloadReader } from './ports.js';
 
@@ -75,7 +83,9 @@ export interface PolicyReconcilerDeps {
   /** --dry-run: every policy runs dry. */
   dryRun?: boolean;
   workloads?: WorkloadReader;
-  onAction?(kind: ActionKind, outcome: 'Succeeded' | 'Failed', dryRun: boolean): void;
+  onAction?(kind: ActionKind | RolloutAction['kind'], outcome: 'Succeeded' | 'Failed', dryRun: boolean): void;
+  /** Where the operator runs: its own Deployments are never throttled. */
+  operatorNamespace?: string;
   /** Called once for each newly blocked action, with the guard that holds it. */
   onBlocked?(guard: string): void;
   /** How many nodes each pass looked at. */
@@ -102,6 +112,8 @@ export function validPolicies(
   }
   return valid;
 }
+
+type ThrottledRollout = NonNullable<SandboxPolicyStatus['throttledRollouts']>[number];
 
 const SETTLE_RETRY_MS = 500;
 const FOLLOW_UP_MS = 5_000;
@@ -179,6 +191,8 @@ export class PolicyReconciler {
   private readonly resyncMs: number;
   private readonly expectations: Expectations;
   private readonly memory = new Map<string, PolicyMemory>();
+  /** When each Deployment was first seen rolling out at its generation, for the queue's order. */
+  private readonly rolloutSeen = new Map<string, Date>();
   /** Node changes the apiserver refused for what they are (400/422), by policy and node: not retried as they are. */
   private readonly refused = new Map<
     string,
@@ -318,6 +332,24 @@ export class PolicyReconciler {
         };
     // Evictions the API refused or that failed spent no budget.
     recentEvictions.splice(recentEvictions.length - outcome.unspentEvictions, outcome.unspentEvictions);
+    // Rollouts: what feeds the remediated nodes stops, and at most N roll out while the pressure lasts.
+    const rollouts = await this.throttleRollouts({
+      policy,
+      spec,
+      dryRun,
+      actuator,
+      failures,
+      now,
+      observations,
+      remediated: new Set(
+        observations
+          .filter((o) =>
+            decision ? decision.stampsAfter.get(o.node.name) : factsOf.get(o.node.name)?.stamps,
+          )
+          .map((o) => o.node.name),
+      ),
+      cacheReady: cache.watchesHealthy() && unsettled === 0,
+    });
     // Report, node by node; one node's failure does not stop the others.
     let degraded = 0;
     let remediating = 0;
@@ -349,7 +381,14 @@ export class PolicyReconciler {
       // What we changed on the node (or its pods) comes back through the watch: look again, behind the fence.
       if (results.length > 0 || outcome.blocked.has(nodeName)) this.markDirty(name, nodeName);
       // A node not looked at again, with nothing done and the same blocks, has nothing new to report.
-      if (!observed.has(nodeName) && results.length === 0 && sameBlocks(observation.previous, blocked))
+      const throttling = rollouts.throttling.get(nodeName) ?? [];
+      const wasThrottling = conditionStatus(observation.previous?.conditions, 'RolloutsThrottled') === 'True';
+      if (
+        !observed.has(nodeName) &&
+        results.length === 0 &&
+        sameBlocks(observation.previous, blocked) &&
+        wasThrottling === throttling.length > 0
+      )
         continue;
       try {
         blockedNew += await this.report(name, observation, {
@@ -358,6 +397,7 @@ export class PolicyReconciler {
           stampsAfter: stamps,
           unschedulable: unschedulableAfter(observation.node, outcome.results.get(nodeName) ?? [], dryRun),
           notTriggered: whyNotTriggered(facts, observation.findings.degraded, spec),
+          throttling,
           simulated: dryRun && stamps !== undefined && !observation.node.stamps,
           dryRun,
           now,
@@ -387,6 +427,7 @@ export class PolicyReconciler {
           ),
         blockedActionCount: (policy.status?.blockedActionCount ?? 0) + blockedNew,
         recentEvictions,
+        throttledRollouts: rollouts.listed,
       },
     );
     // Counts over only the settled nodes would be wrong: the policy status waits for the rest. Compared with
@@ -533,6 +574,168 @@ export class PolicyReconciler {
     }
     await this.readIoHeavyPods(policyName, spec, observations);
     return { observations, unsettledNodes };
+  }
+
+  /**
+   * Pauses and resumes Deployments (decideRollouts) and reports it: Events on each Deployment, the paused list for
+   * the policy's status, and per node the Deployments paused because their pods were stuck there.
+   */
+  private async throttleRollouts(ctx: {
+    policy: PolicyObject;
+    spec: SandboxPolicySpec;
+    dryRun: boolean;
+    actuator: Actuator;
+    failures: Failures;
+    now: Date;
+    observations: readonly NodeObservation[];
+    remediated: ReadonlySet<string>;
+    cacheReady: boolean;
+  }): Promise<{ throttling: Map<string, string[]>; listed: ThrottledRollout[] }> {
+    const { cache, recorder, logger } = this.deps;
+    const { policy, spec, dryRun, actuator, now } = ctx;
+    const throttle = spec.remediation.throttleRollouts;
+    const name = policy.name;
+    const simulated = new Map<string, RolloutStamps>();
+    for (const entry of policy.status?.throttledRollouts ?? [])
+      if (entry.dryRun)
+        simulated.set(entry.deployment, {
+          policy: name,
+          since: new Date(entry.since),
+          reason: entry.reason,
+          startedAt: new Date(entry.since),
+        });
+    const inScope = (d: DeploymentView) => {
+      if (d.namespace === 'kube-system' || d.namespace === this.deps.operatorNamespace) return false;
+      const selector = throttle?.namespaceSelector;
+      if (!selector) return true;
+      const labels = cache.namespaceLabels(d.namespace);
+      return labels !== undefined && matchesSelector(selector, labels);
+    };
+    // Ours are always considered (to be resumed), others only in scope and not held by another policy.
+    const candidates = [...cache.deployments()].filter((d) =>
+      d.stamps ? d.stamps.policy === name : throttle !== undefined && inScope(d),
+    );
+    if (candidates.length === 0 && simulated.size === 0) return { throttling: new Map(), listed: [] };
+    const unsettled = candidates.some(
+      (d) =>
+        !this.expectations.isSettled(
+          `Deployment/${d.namespace}/${d.name}`,
+          cache.observedVersion('Deployment', `${d.namespace}/${d.name}`),
+        ),
+    );
+    const stuckOnRemediated = new Map<string, PodView[]>();
+    for (const o of ctx.observations) {
+      if (!ctx.remediated.has(o.node.name)) continue;
+      stuckOnRemediated.set(
+        o.node.name,
+        o.findings.stuckPods.filter((p) => p.cause !== 'Unknown' && isIoCause(p.cause)).map((p) => p.pod),
+      );
+    }
+    const facts = observeRollouts({
+      deployments: candidates,
+      stuckOnRemediated,
+      simulated,
+      dryRun,
+      startedAt: (d) => this.rolloutStart(d, now),
+    });
+    const decision = decideRollouts({
+      policy: name,
+      throttle,
+      deployments: facts,
+      pressure: ctx.remediated.size > 0 || ctx.observations.some((o) => o.io?.condition.status === 'True'),
+      now,
+      cacheReady: ctx.cacheReady && !unsettled,
+      paused: spec.safety.paused,
+      cooldownSeconds: spec.safety.cooldownSeconds,
+    });
+    const byTarget = new Map(candidates.map((d) => [deploymentTarget(d), d]));
+    const failed = new Set<string>();
+    for (const action of decision.actions) {
+      const d = byTarget.get(action.target);
+      if (!d) continue;
+      const key = `${d.namespace}/${d.name}`;
+      const change: DeploymentChange = {
+        namespace: d.namespace,
+        name: d.name,
+        annotations:
+          action.kind === 'PauseRollout'
+            ? rolloutStampAnnotations(action.stamps)
+            : rolloutStampAnnotations(
+                undefined,
+                action.kind === 'ReleaseRollout' ? action.handsOffUntil : undefined,
+              ),
+      };
+      const version = cache.observedVersion('Deployment', key);
+      if (version) change.resourceVersion = version;
+      if (action.kind === 'PauseRollout') change.paused = true;
+      if (action.kind === 'ResumeRollout') change.paused = false;
+      const fields = { policy: name, deployment: key, reason: action.reason, dryRun: actuator.dryRun };
+      try {
+        this.expectations.expect(`Deployment/${key}`, await actuator.patchDeployment(change));
+      } catch (err) {
+        failed.add(action.target);
+        ctx.failures.add(`patch of deployment/${key}`, err);
+        continue;
+      }
+      if (action.kind === 'ReleaseRollout') {
+        logger.info('Dropped our stamp: changed by someone else', fields);
+      } else {
+        logger.info(
+          `${action.kind === 'PauseRollout' ? 'Paused' : 'Resumed'} Deployment${actuator.dryRun ? ' (dry run)' : ''}`,
+          fields,
+        );
+        this.deps.onAction?.(action.kind, 'Succeeded', actuator.dryRun);
+      }
+      await recorder.record({
+        target: { kind: 'Deployment', namespace: d.namespace, name: d.name, uid: d.uid },
+        type: 'Normal',
+        reason:
+          action.kind === 'PauseRollout'
+            ? 'RolloutPaused'
+            : action.kind === 'ResumeRollout'
+              ? 'RolloutResumed'
+              : 'RemediationReleased',
+        message: `${actuator.dryRun && action.kind !== 'ReleaseRollout' ? 'Dry run, nothing changed: ' : ''}${action.message}`,
+      });
+    }
+    // What stands after this pass; a failed pause is not claimed, a failed resume is still held.
+    const stillPaused = decision.pausedAfter.filter((p) => !failed.has(p.target));
+    for (const action of decision.actions)
+      if (action.kind === 'ResumeRollout' && failed.has(action.target)) {
+        const d = byTarget.get(action.target);
+        if (d?.stamps) stillPaused.push({ target: action.target, reason: d.stamps.reason, feeds: [] });
+      }
+    const throttling = new Map<string, string[]>();
+    for (const p of stillPaused)
+      if (p.reason === 'FeedsSaturatedNode')
+        for (const node of p.feeds) throttling.set(node, [...(throttling.get(node) ?? []), p.target]);
+    const listed = stillPaused.map((p): ThrottledRollout => {
+      const d = byTarget.get(p.target);
+      const real = d?.stamps !== undefined;
+      const since = d?.stamps?.since ?? simulated.get(p.target.slice('deployment/'.length))?.since ?? now;
+      return {
+        deployment: p.target.slice('deployment/'.length),
+        reason: p.reason,
+        ...(p.feeds.length > 0 ? { feeds: p.feeds.slice(0, 20) } : {}),
+        since: since.toISOString(),
+        dryRun: dryRun && !real,
+      };
+    });
+    return { throttling, listed };
+  }
+
+  /** When a Deployment's current rollout started: first seen rolling out at this generation (our stamp keeps it). */
+  private rolloutStart(d: DeploymentView, now: Date): Date {
+    if (d.stamps) return d.stamps.startedAt;
+    const key = `${d.uid}/${d.generation}`;
+    let seen = this.rolloutSeen.get(key);
+    if (!seen) {
+      seen = d.rollingOut ? now : d.createdAt;
+      this.rolloutSeen.set(key, seen);
+      // Bounded: entries of Deployments long done are of no use.
+      if (this.rolloutSeen.size > 10_000) this.rolloutSeen.delete(this.rolloutSeen.keys().next().value ?? '');
+    }
+    return seen;
   }
 
   /** The node's facts; reused while evictions in flight (which they leave out) are none. */

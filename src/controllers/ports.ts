@@ -1,5 +1,7 @@
 import type { LabelSelector, SandboxHealthStatus, SandboxPolicyStatus } from '../api/v1alpha1/index.js';
-import type { EventView, NodeView, PodView } from '../detection/index.js';
+import type { DeploymentView, EventView, NodeView, PodView } from '../detection/index.js';
+
+export type VersionedKind = 'Node' | 'SandboxHealth' | 'SandboxPolicy' | 'Deployment';
 import type { Transition } from '../status/health-status.js';
 
 export interface PolicyObject {
@@ -32,8 +34,12 @@ export interface ClusterCache {
   failureEventsByPod(): ReadonlyMap<string, readonly EventView[]>;
   healths(): Iterable<HealthObject>;
   health(name: string): HealthObject | undefined;
-  /** The resourceVersion the cache holds for an object: what read-your-writes fences compare against. */
-  observedVersion(kind: 'Node' | 'SandboxHealth' | 'SandboxPolicy', name: string): string | undefined;
+  /** Deployments, for rollout throttling. */
+  deployments(): Iterable<DeploymentView>;
+  /** A namespace's labels; undefined when the namespace is not known. */
+  namespaceLabels(name: string): Readonly<Record<string, string>> | undefined;
+  /** The resourceVersion the cache holds for an object (Deployments by namespace/name): what read-your-writes fences compare against. */
+  observedVersion(kind: VersionedKind, name: string): string | undefined;
   /** Synced, and no watch known to be broken: the operator acts only then. */
   watchesHealthy(): boolean;
 }

@@ -1,11 +1,12 @@
 import {
+  AppsV1Api,
   CoreV1Api,
   PatchStrategy,
   setHeaderOptions,
   type KubeConfig,
   type V1Taint,
 } from '@kubernetes/client-node';
-import type { Actuator, EvictionOutcome, NodeChange } from '../actuation/actuator.js';
+import type { Actuator, DeploymentChange, EvictionOutcome, NodeChange } from '../actuation/actuator.js';
 import { formatSelector, type LabelSelector } from '../api/v1alpha1/index.js';
 import type { WorkloadReader } from '../controllers/ports.js';
 import type { PodView } from '../detection/index.js';
@@ -21,8 +22,29 @@ const mergePatch = () => setHeaderOptions('Content-Type', PatchStrategy.MergePat
 export class KubeActuator implements Actuator {
   readonly dryRun = false;
   private readonly core: CoreV1Api;
+  private readonly apps: AppsV1Api;
   constructor(kc: KubeConfig) {
     this.core = kc.makeApiClient(CoreV1Api);
+    this.apps = kc.makeApiClient(AppsV1Api);
+  }
+
+  async patchDeployment(change: DeploymentChange): Promise<string | undefined> {
+    const body: { metadata: Record<string, unknown>; spec?: Record<string, unknown> } = {
+      metadata: {
+        annotations: change.annotations,
+        ...(change.resourceVersion ? { resourceVersion: change.resourceVersion } : {}),
+      },
+    };
+    if (change.paused !== undefined) body.spec = { paused: change.paused ? true : null };
+    try {
+      const updated = await this.apps.patchNamespacedDeployment(
+        { name: change.name, namespace: change.namespace, body, fieldManager: FIELD_MANAGER },
+        mergePatch(),
+      );
+      return updated.metadata?.resourceVersion;
+    } catch (err) {
+      throw terminalIfInvalid(err, `patch of deployment/${change.namespace}/${change.name}`);
+    }
   }
 
   async patchNode(change: NodeChange): Promise<string | undefined> {

@@ -1,10 +1,11 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import { GROUP, VERSION } from '../api/v1alpha1/index.js';
 import type { Change } from '../controllers/mapper.js';
-import type { ClusterCache, HealthObject, PolicyObject } from '../controllers/ports.js';
-import type { EventView, NodeView, PodView } from '../detection/index.js';
+import type { ClusterCache, HealthObject, PolicyObject, VersionedKind } from '../controllers/ports.js';
+import type { DeploymentView, EventView, NodeView, PodView } from '../detection/index.js';
+import { deploymentView } from './deployment-view.js';
 import { Informer, type ChangeHandler, type InformerLogger } from './informer.js';
-import { eventView, healthView, nodeView, podView, policyView } from './views.js';
+import { eventView, healthView, namespaceView, nodeView, podView, policyView } from './views.js';
 
 export interface InformerCacheOptions {
   kc: KubeConfig;
@@ -23,6 +24,8 @@ export class InformerCache implements ClusterCache {
   readonly nodeInformer: Informer<NodeView>;
   readonly policyInformer: Informer<PolicyObject>;
   readonly healthInformer: Informer<HealthObject>;
+  readonly deploymentInformer: Informer<DeploymentView>;
+  readonly namespaceInformer: Informer<{ name: string; labels: Record<string, string> }>;
   private readonly podsByNode = new Map<string, Map<string, PodView>>();
   private readonly podsByUid = new Map<string, PodView>();
   private eventsByPod: Map<string, EventView[]> | undefined;
@@ -82,6 +85,21 @@ export class InformerCache implements ClusterCache {
       transform: healthView,
     });
 
+    this.deploymentInformer = new Informer({
+      ...common('deployments'),
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      path: '/apis/apps/v1/deployments',
+      transform: deploymentView,
+    });
+    this.namespaceInformer = new Informer({
+      ...common('namespaces'),
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      path: '/api/v1/namespaces',
+      transform: namespaceView,
+    });
+
     this.pods.onChange((_type, _key, pod, previous) => {
       if (previous) this.unindexPod(previous);
       if (pod) this.indexPod(pod);
@@ -99,6 +117,8 @@ export class InformerCache implements ClusterCache {
       this.nodeInformer,
       this.policyInformer,
       this.healthInformer,
+      this.deploymentInformer,
+      this.namespaceInformer,
     ] as Informer<unknown>[];
   }
 
@@ -119,6 +139,12 @@ export class InformerCache implements ClusterCache {
     });
     this.policyInformer.onChange((type, key) => {
       handler({ kind: 'SandboxPolicy', type, key });
+    });
+    this.deploymentInformer.onChange((type, key) => {
+      handler({ kind: 'Deployment', type, key });
+    });
+    this.namespaceInformer.onChange((type, key) => {
+      handler({ kind: 'Namespace', type, key });
     });
     this.healthInformer.onChange((type, key, now, before) => {
       const health = now ?? before;
@@ -204,14 +230,20 @@ export class InformerCache implements ClusterCache {
   eventView(key: string): EventView | undefined {
     return this.sandboxEvents.get(key) ?? this.failedEvents.get(key);
   }
-  observedVersion(kind: 'Node' | 'SandboxHealth' | 'SandboxPolicy', name: string): string | undefined {
-    const informer =
-      kind === 'Node'
-        ? this.nodeInformer
-        : kind === 'SandboxHealth'
-          ? this.healthInformer
-          : this.policyInformer;
-    return informer.versionOf(name);
+  observedVersion(kind: VersionedKind, name: string): string | undefined {
+    const informers = {
+      Node: this.nodeInformer,
+      SandboxHealth: this.healthInformer,
+      SandboxPolicy: this.policyInformer,
+      Deployment: this.deploymentInformer,
+    } as const;
+    return informers[kind].versionOf(name);
+  }
+  deployments(): Iterable<DeploymentView> {
+    return this.deploymentInformer.values();
+  }
+  namespaceLabels(name: string): Readonly<Record<string, string>> | undefined {
+    return this.namespaceInformer.get(name)?.labels;
   }
   healths(): Iterable<HealthObject> {
     return this.healthInformer.values();

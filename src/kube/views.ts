@@ -68,6 +68,8 @@ export function podView(raw: RawObject): PodView | undefined {
   const controller = arr(meta.ownerReferences).find((o) => o.controller === true);
   const controllerKind = str(controller?.kind);
   if (controllerKind) view.controllerKind = controllerKind;
+  const controllerName = str(controller?.name);
+  if (controllerName) view.controllerName = controllerName;
   if (obj(meta.annotations)['kubernetes.io/config.mirror'] !== undefined) view.mirror = true;
   const scheduled = arr(status.conditions).find((c) => c.type === 'PodScheduled' && c.status === 'True');
   const scheduledAt = toDate(scheduled?.lastTransitionTime);
@@ -163,4 +165,11 @@ export function healthView(raw: RawObject): HealthObject | undefined {
   const status = SandboxHealthStatusSchema.safeParse(raw.status);
   if (status.success) view.status = status.data;
   return view;
+}
+
+/** A namespace as rollout scoping reads it: its name and labels. */
+export function namespaceView(raw: RawObject): { name: string; labels: Record<string, string> } | undefined {
+  const meta = obj(raw.metadata);
+  const name = str(meta.name);
+  return name ? { name, labels: labels(meta.labels) } : undefined;
 }

@@ -100,8 +100,10 @@ export class KubeEventRecorder implements EventRecorder {
   async record(transition: Transition): Promise<void> {
     const { target } = transition;
     // Events about cluster-scoped objects live in "default", as kubelet's Node events do.
-    const namespace = target.kind === 'Pod' ? target.namespace : 'default';
-    const apiVersion = target.kind === 'SandboxPolicy' ? API_VERSION : 'v1';
+    const namespaced = target.kind === 'Pod' || target.kind === 'Deployment';
+    const namespace = namespaced ? target.namespace : 'default';
+    const apiVersion =
+      target.kind === 'SandboxPolicy' ? API_VERSION : target.kind === 'Deployment' ? 'apps/v1' : 'v1';
     const now = new Date();
     await this.core.createNamespacedEvent({
       namespace,
@@ -112,7 +114,7 @@ export class KubeEventRecorder implements EventRecorder {
           kind: target.kind,
           name: target.name,
           uid: target.uid,
-          ...(target.kind === 'Pod' ? { namespace: target.namespace } : {}),
+          ...(namespaced ? { namespace: target.namespace } : {}),
         },
         type: transition.type,
         reason: transition.reason,

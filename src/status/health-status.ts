@@ -154,7 +154,8 @@ export interface Transition {
   target:
     | { kind: 'Node'; name: string; uid: string }
     | { kind: 'Pod'; namespace: string; name: string; uid: string }
-    | { kind: 'SandboxPolicy'; name: string; uid: string };
+    | { kind: 'SandboxPolicy'; name: string; uid: string }
+    | { kind: 'Deployment'; namespace: string; name: string; uid: string };
   type: 'Normal' | 'Warning';
   reason: string;
   message: string;

@@ -55,6 +55,7 @@ export interface ValidPolicyCounts {
   actionCount: number;
   blockedActionCount: number;
   recentEvictions: string[];
+  throttledRollouts: NonNullable<SandboxPolicyStatus['throttledRollouts']>;
 }
 
 function stormCondition(
@@ -121,5 +122,7 @@ export function validPolicyStatus(input: PolicyStatusInput, counts: ValidPolicyC
     actionCount: counts.actionCount,
     blockedActionCount: counts.blockedActionCount,
     recentEvictions: counts.recentEvictions,
+    throttledRollouts: counts.throttledRollouts.slice(0, MAX_LISTED_OVERLAPS),
+    throttledRolloutCount: counts.throttledRollouts.length,
   };
 }

@@ -65,6 +65,8 @@ export interface RemediationStatusInput {
   stampsAfter: NodeStamps | undefined;
   /** Whether the node is unschedulable once this pass's actions are done. */
   unschedulable: boolean;
+  /** Deployments held paused because their pods were stuck on this node (RolloutsThrottled). */
+  throttling?: readonly string[];
   /** Why nothing was started on a degraded node that is not ours, for the Cordoned condition. */
   notTriggered?: { reason: string; message: string } | undefined;
   /** Whether stampsAfter exist only in status (a dry run). */
@@ -118,11 +120,27 @@ export function desiredHealthStatus(input: RemediationStatusInput): HealthStatus
           reason: input.notTriggered?.reason ?? 'NotCordoned',
           message: input.notTriggered?.message ?? 'Not cordoned.',
         };
+  const throttling = input.throttling ?? [];
+  const throttled =
+    throttling.length > 0
+      ? {
+          type: 'RolloutsThrottled',
+          status: 'True' as const,
+          reason: dryRun ? 'DryRun' : 'DeploymentsPaused',
+          message: `${dryRun ? 'Dry run: would have paused' : 'Paused'} ${throttling.length} Deployment(s) whose pods were stuck here: ${throttling.slice(0, 10).join(', ')}.`,
+        }
+      : {
+          type: 'RolloutsThrottled',
+          status: 'False' as const,
+          reason: 'NoneThrottled',
+          message: 'No Deployment is paused for this node.',
+        };
+  const mine = new Set(['Cordoned', 'RolloutsThrottled']);
   const conditions = [
-    ...input.detection.conditions.filter((c) => c.type !== 'Cordoned'),
+    ...input.detection.conditions.filter((c) => !mine.has(c.type)),
     ...mergeConditions(
-      input.detection.conditions.filter((c) => c.type === 'Cordoned'),
-      [cordoned],
+      input.detection.conditions.filter((c) => mine.has(c.type)),
+      [cordoned, throttled],
       now,
     ),
   ];

@@ -1,9 +1,17 @@
 // An in-memory ClusterCache + StatusWriter + EventRecorder for reconcile tests: the writer applies what it
 // is given to the same store the cache reads, and records every call.
-import type { Actuator, EvictionOutcome, NodeChange } from '../../src/actuation/actuator.js';
+import type {
+  Actuator,
+  DeploymentChange,
+  EvictionOutcome,
+  NodeChange,
+} from '../../src/actuation/actuator.js';
 import {
   matchesSelector,
+  readRolloutStamps,
   readStamps,
+  ROLLOUT_STAMP,
+  rolloutStampAnnotations,
   stampAnnotations,
   type LabelSelector,
   type SandboxHealthStatus,
@@ -16,11 +24,13 @@ import type {
   HealthObject,
   PolicyObject,
   StatusWriter,
+  VersionedKind,
   WorkloadReader,
 } from '../../src/controllers/ports.js';
 import type { PodRef } from '../../src/policy/remediation.js';
 import {
   indexFailureEvents,
+  type DeploymentView,
   type EventView,
   type NodeView,
   type PodView,
@@ -54,6 +64,9 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   running: PodView[] = [];
   events: EventView[] = [];
   readonly healthMap = new Map<string, HealthObject>();
+  /** Deployments by namespace/name. */
+  readonly deploymentMap = new Map<string, DeploymentView>();
+  readonly namespaceMap = new Map<string, Record<string, string>>();
   readonly writes: string[] = [];
   readonly recorded: Transition[] = [];
   readonly evicted: string[] = [];
@@ -101,7 +114,37 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   podByUid(uid: string) {
     return this.pods.find((p) => p.uid === uid);
   }
-  observedVersion(kind: 'Node' | 'SandboxHealth' | 'SandboxPolicy', name: string) {
+  deployments() {
+    return this.deploymentMap.values();
+  }
+  namespaceLabels(name: string) {
+    return this.namespaceMap.get(name) ?? (name.startsWith('kube-') ? undefined : {});
+  }
+  patchDeployment(change: DeploymentChange): Promise<string | undefined> {
+    const key = `${change.namespace}/${change.name}`;
+    this.writes.push(`patch deployment/${key}`);
+    const d = this.deploymentMap.get(key);
+    if (!d) return Promise.reject(new Error(`no deployment ${key}`));
+    const annotations = new Map(
+      Object.entries(rolloutStampAnnotations(d.stamps, d.handsOffUntil)).filter(
+        (e): e is [string, string] => e[1] !== null,
+      ),
+    );
+    for (const [k, v] of Object.entries(change.annotations)) {
+      if (v === null) annotations.delete(k);
+      else annotations.set(k, v);
+    }
+    const updated: DeploymentView = { ...d, paused: change.paused ?? d.paused };
+    const stamps = readRolloutStamps(Object.fromEntries(annotations));
+    if (stamps) updated.stamps = stamps;
+    else delete updated.stamps;
+    const handsOff = annotations.get(ROLLOUT_STAMP.handsOffUntil);
+    if (handsOff) updated.handsOffUntil = new Date(handsOff);
+    return Promise.resolve(
+      this.commit(`Deployment/${key}`, () => this.deploymentMap.set(key, updated), { quiet: true }),
+    );
+  }
+  observedVersion(kind: VersionedKind, name: string) {
     const v = this.versions.get(`${kind}/${name}`);
     return v === undefined ? undefined : String(v);
   }

@@ -158,9 +158,16 @@ export const ThrottleRolloutsSchema = z
       .min(1)
       .max(1_000)
       .default(1)
-      .describe('While any node is saturated, at most this many Deployments may roll out at once.'),
+      .describe(
+        'While any node of the policy is IoPressureHigh or being remediated, at most this many Deployments in scope may roll out at once; the others are paused and queued, and resumed in the order they started.',
+      ),
+    namespaceSelector: LabelSelectorSchema.optional().describe(
+      "Namespaces whose Deployments are throttled. When absent: every namespace. kube-system and the operator's own namespace are never throttled.",
+    ),
   })
-  .describe('Slows rollouts so image pulls do not keep the disk saturated.');
+  .describe(
+    'Slows rollouts so image pulls do not keep the disk saturated. Only Deployments the operator paused (stamped sandbox.remediator.io/paused-by) are ever resumed; one the user paused is never touched, and one the user resumes is left alone for cooldownSeconds.',
+  );
 
 export const RemediationSpecSchema = z
   .strictObject({
@@ -288,6 +295,36 @@ export const SandboxPolicyStatusSchema = z
       .min(0)
       .optional()
       .describe('Actions a safety guard newly blocked since the policy was created.'),
+    throttledRollouts: z
+      .array(
+        z
+          .strictObject({
+            deployment: z.string().describe('namespace/name.'),
+            reason: z
+              .enum(['FeedsSaturatedNode', 'RolloutQueued'])
+              .describe(
+                'FeedsSaturatedNode: its pods were stuck on a remediated node. RolloutQueued: waiting its turn.',
+              ),
+            feeds: z
+              .array(z.string())
+              .max(20)
+              .optional()
+              .describe('The remediated nodes its pods were stuck on.'),
+            since: z.iso.datetime().describe('When it was paused.'),
+            dryRun: z.boolean().describe('Whether this pause is only what a dry run would have done.'),
+          })
+          .describe('A Deployment the operator holds paused.'),
+      )
+      .max(MAX_LISTED_OVERLAPS)
+      .optional()
+      .describe(
+        'Deployments the operator holds paused, in queue order (oldest rollout first), at most 100 listed.',
+      ),
+    throttledRolloutCount: z
+      .int()
+      .min(0)
+      .optional()
+      .describe('How many Deployments the operator holds paused.'),
     recentEvictions: z
       .array(z.iso.datetime())
       .max(MAX_EVICTIONS_PER_MINUTE)

@@ -134,6 +134,9 @@ export function crossFieldProblems(spec: SandboxPolicySpec): PolicyProblem[] {
     }
     problems.push(...selectorProblems(selector, 'spec.remediation.migrateWorkloads.podSelector'));
   }
+  const namespaces = remediation.throttleRollouts?.namespaceSelector;
+  if (namespaces)
+    problems.push(...selectorProblems(namespaces, 'spec.remediation.throttleRollouts.namespaceSelector'));
   return problems;
 }
 

@@ -1,0 +1,387 @@
+import type { V1Deployment } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { AgentProcess } from '../support/agent-process.js';
+import {
+  api,
+  Cleanup,
+  createNamespace,
+  createNodes,
+  eventually,
+  hack,
+  kubectl,
+  uniqueName,
+} from '../support/cluster.js';
+import { applyCrds, OperatorProcess } from '../support/operator-process.js';
+import { ProcRoot } from '../support/proc-root.js';
+import { applyPolicy, condition, getHealth, getPolicyStatus } from '../support/resources.js';
+import { eventsWithReason, isRunning, podsOf } from '../support/workloads.js';
+
+const poolSelector = (pool: string) => ({ matchLabels: { 'sandbox.remediator.io/test-pool': pool } });
+const FAST_IO = {
+  sustainSeconds: 2,
+  recoverySeconds: 5,
+  staleAfterSeconds: 10,
+  thresholds: {
+    psiSomeAvg10Percent: 30,
+    psiFullAvg10Percent: 100,
+    diskBusyPercent: 100,
+    blockedProcesses: 10_000,
+  },
+};
+
+/** A Deployment whose pods prefer `prefer` (so a rollout's new pod lands there) and become available after 2 s. */
+async function deployment(cleanup: Cleanup, namespace: string, name: string, pool: string, prefer?: string) {
+  const { apps } = api();
+  const body: V1Deployment = {
+    metadata: { name },
+    spec: {
+      replicas: 3,
+      minReadySeconds: 2,
+      strategy: { rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } },
+      selector: { matchLabels: { app: name } },
+      template: {
+        metadata: { labels: { app: name } },
+        spec: {
+          nodeSelector: { 'sandbox.remediator.io/test-pool': pool },
+          ...(prefer
+            ? {
+                affinity: {
+                  nodeAffinity: {
+                    preferredDuringSchedulingIgnoredDuringExecution: [
+                      {
+                        weight: 100,
+                        preference: {
+                          matchExpressions: [
+                            { key: 'kubernetes.io/hostname', operator: 'In', values: [prefer] },
+                          ],
+                        },
+                      },
+                    ],
+                  },
+                },
+              }
+            : {}),
+          terminationGracePeriodSeconds: 0,
+          containers: [{ name: 'app', image: 'registry.local/app:1' }],
+        },
+      },
+    },
+  };
+  await apps.createNamespacedDeployment({ namespace, body });
+  cleanup.add(() => apps.deleteNamespacedDeployment({ name, namespace }).catch(() => undefined));
+}
+
+const read = (namespace: string, name: string) => api().apps.readNamespacedDeployment({ name, namespace });
+const isComplete = (d: V1Deployment) =>
+  (d.status?.observedGeneration ?? 0) >= (d.metadata?.generation ?? 0) &&
+  d.status?.updatedReplicas === d.spec?.replicas &&
+  d.status?.availableReplicas === d.spec?.replicas &&
+  d.status?.replicas === d.spec?.replicas;
+const pausedBy = (d: V1Deployment) => d.metadata?.annotations?.['sandbox.remediator.io/paused-by'];
+/** A new rollout: a changed pod template, as `kubectl rollout restart` makes one. */
+const restart = (namespace: string, name: string) =>
+  kubectl(['rollout', 'restart', `deployment/${name}`, '-n', namespace]);
+
+describe('rollout throttling on the real cluster', function () {
+  const cleanup = new Cleanup();
+  const operators: OperatorProcess[] = [];
+  const startOperator = async () => {
+    const operator = new OperatorProcess();
+    operators.push(operator);
+    await operator.start();
+    return operator;
+  };
+  before(() => applyCrds());
+  afterEach(async () => {
+    for (const o of operators.splice(0)) await o.stop();
+    await cleanup.run();
+  });
+
+  /** A pool of 3 nodes; `sick` gets the agent over a crafted /proc and, on demand, the incident. */
+  async function pool(spec: Record<string, unknown>) {
+    const namespace = await createNamespace(cleanup);
+    const { pool: name, names } = await createNodes(cleanup, 3);
+    const sick = names[0]!;
+    const policy = uniqueName('it-rollouts');
+    await applyPolicy(cleanup, policy, {
+      nodeSelector: poolSelector(name),
+      detection: { stuckThresholdSeconds: 3 },
+      ioPressure: FAST_IO,
+      safety: { maxUnhealthyNodes: 1, cooldownSeconds: 5 },
+      ...spec,
+    });
+    const proc = new ProcRoot();
+    cleanup.add(() => proc.remove());
+    const agent = new AgentProcess();
+    cleanup.add(() => agent.stop());
+    agent.start(sick, [
+      `--proc-root=${await proc.create()}`,
+      '--interval-seconds=1',
+      '--heartbeat-seconds=3',
+    ]);
+    return { namespace, pool: name, sick, policy, proc };
+  }
+
+  it('pauses a rollout feeding a saturated node with our stamp; a new process after kill -9 adopts it and resumes it after recovery, and the rollout finishes', async function () {
+    this.timeout(240_000);
+    await startOperator();
+    const {
+      namespace,
+      pool: p,
+      sick,
+      policy,
+      proc,
+    } = await pool({
+      remediation: { evictStuckPods: false, throttleRollouts: { maxConcurrentRollouts: 5 } },
+    });
+    await deployment(cleanup, namespace, 'web', p, sick);
+    await eventually('web available', async () => isComplete(await read(namespace, 'web')), {
+      timeoutMs: 60_000,
+    });
+    const started = await hack('incident', [
+      'start',
+      '--node',
+      sick,
+      '--interval-seconds',
+      '2',
+      '--max-duration-seconds',
+      '300',
+    ]);
+    expect(started.code, started.stderr).to.equal(0);
+    cleanup.add(() => hack('incident', ['stop', '--node', sick]));
+    await restart(namespace, 'web');
+    await eventually('the new pod stuck on the sick node', async () =>
+      (await podsOf(namespace, 'web')).some((pod) => pod.spec?.nodeName === sick && !isRunning(pod)),
+    );
+    await proc.setPressure('load');
+
+    const paused = await eventually(
+      'web paused with our stamp',
+      async () => {
+        const d = await read(namespace, 'web');
+        return d.spec?.paused === true && pausedBy(d) === policy ? d : undefined;
+      },
+      { timeoutMs: 60_000 },
+    );
+    expect(paused.metadata?.annotations).to.include({
+      'sandbox.remediator.io/pause-reason': 'FeedsSaturatedNode',
+    });
+    expect(await eventsWithReason('RolloutPaused', namespace, 'web')).to.have.length(1);
+    const health = await eventually('RolloutsThrottled on the sick node', async () => {
+      const h = await getHealth(sick);
+      return condition(h?.conditions, 'RolloutsThrottled')?.status === 'True' ? h : undefined;
+    });
+    expect(condition(health.conditions, 'RolloutsThrottled')?.message).to.contain(
+      `deployment/${namespace}/web`,
+    );
+    const status = await getPolicyStatus(policy);
+    expect(status?.throttledRollouts).to.deep.include({
+      deployment: `${namespace}/web`,
+      reason: 'FeedsSaturatedNode',
+      feeds: [sick],
+      since: status?.throttledRollouts?.[0]?.since,
+      dryRun: false,
+    });
+
+    // A crash while the Deployment is paused: the stamps on it are all a new process needs.
+    operators[0]!.kill();
+    await operators[0]!.exited;
+    const second = await startOperator();
+    await hack('incident', ['stop', '--node', sick]);
+    await proc.setPressure('idle');
+    const resumed = await eventually(
+      'web resumed after recovery, unstamped',
+      async () => {
+        const d = await read(namespace, 'web');
+        return d.spec?.paused !== true && !pausedBy(d) ? d : undefined;
+      },
+      { timeoutMs: 90_000 },
+    );
+    expect(resumed.metadata?.annotations ?? {}).to.not.have.property('sandbox.remediator.io/pause-reason');
+    expect(second.logs.some((l) => l.message === 'Resumed Deployment')).to.equal(true);
+    await eventually('the rollout finished', async () => isComplete(await read(namespace, 'web')), {
+      timeoutMs: 60_000,
+    });
+    expect(await eventsWithReason('RolloutPaused', namespace, 'web'), 'paused once').to.have.length(1);
+    expect(await eventsWithReason('RolloutResumed', namespace, 'web')).to.have.length(1);
+  });
+
+  it('never touches a Deployment the user paused, and leaves one the user resumed alone for the cooldown', async function () {
+    this.timeout(240_000);
+    await startOperator();
+    const {
+      namespace,
+      pool: p,
+      sick,
+      proc,
+    } = await pool({
+      remediation: { evictStuckPods: false, throttleRollouts: { maxConcurrentRollouts: 5 } },
+      safety: { maxUnhealthyNodes: 1, cooldownSeconds: 20 },
+    });
+    for (const name of ['theirs', 'resumed']) await deployment(cleanup, namespace, name, p, sick);
+    for (const name of ['theirs', 'resumed'])
+      await eventually(`${name} available`, async () => isComplete(await read(namespace, name)), {
+        timeoutMs: 60_000,
+      });
+    const started = await hack('incident', [
+      'start',
+      '--node',
+      sick,
+      '--interval-seconds',
+      '2',
+      '--max-duration-seconds',
+      '300',
+    ]);
+    expect(started.code, started.stderr).to.equal(0);
+    cleanup.add(() => hack('incident', ['stop', '--node', sick]));
+    for (const name of ['theirs', 'resumed']) await restart(namespace, name);
+    await kubectl(['rollout', 'pause', 'deployment/theirs', '-n', namespace]);
+    await eventually('both new pods stuck on the sick node', async () => {
+      const pods = [...(await podsOf(namespace, 'theirs')), ...(await podsOf(namespace, 'resumed'))];
+      return pods.filter((pod) => pod.spec?.nodeName === sick && !isRunning(pod)).length >= 1;
+    });
+    await proc.setPressure('load');
+    await eventually(
+      'resumed paused by us',
+      async () => pausedBy(await read(namespace, 'resumed')) !== undefined,
+      {
+        timeoutMs: 60_000,
+      },
+    );
+    expect(pausedBy(await read(namespace, 'theirs')), 'the user pause is not ours').to.equal(undefined);
+
+    expect((await kubectl(['rollout', 'resume', 'deployment/resumed', '-n', namespace])).code).to.equal(0);
+    const released = await eventually('our stamp dropped', async () => {
+      const d = await read(namespace, 'resumed');
+      return !pausedBy(d) ? d : undefined;
+    });
+    expect(released.metadata?.annotations).to.have.property('sandbox.remediator.io/hands-off-until');
+    expect(await eventsWithReason('RemediationReleased', namespace, 'resumed')).to.have.length(1);
+    // Still feeding the saturated node, but within the cooldown it is left alone.
+    for (let i = 0; i < 8; i++) {
+      await new Promise((r) => setTimeout(r, 1000));
+      expect((await read(namespace, 'resumed')).spec?.paused ?? false, `second ${i}`).to.equal(false);
+    }
+
+    await hack('incident', ['stop', '--node', sick]);
+    await proc.setPressure('idle');
+    await eventually(
+      'the node recovered',
+      async () => condition((await getHealth(sick))?.conditions, 'Cordoned')?.status === 'False',
+      {
+        timeoutMs: 60_000,
+      },
+    );
+    const theirs = await read(namespace, 'theirs');
+    expect(theirs.spec?.paused, 'still paused: the user paused it').to.equal(true);
+    expect(await eventsWithReason('RolloutPaused', namespace, 'theirs')).to.deep.equal([]);
+    expect(await eventsWithReason('RolloutResumed', namespace, 'theirs')).to.deep.equal([]);
+  });
+
+  it('lets at most maxConcurrentRollouts roll out at once under pressure, and finishes them in the order they started', async function () {
+    this.timeout(240_000);
+    await startOperator();
+    const {
+      namespace,
+      pool: p,
+      proc,
+    } = await pool({
+      remediation: { throttleRollouts: { maxConcurrentRollouts: 1 } },
+    });
+    const names = ['a', 'b', 'c'];
+    for (const name of names) await deployment(cleanup, namespace, name, p);
+    for (const name of names)
+      await eventually(`${name} available`, async () => isComplete(await read(namespace, name)), {
+        timeoutMs: 60_000,
+      });
+    await proc.setPressure('load');
+    await eventually(
+      'IoPressureHigh=True',
+      async () => {
+        const nodes = await api().core.listNode({ labelSelector: `sandbox.remediator.io/test-pool=${p}` });
+        for (const n of nodes.items)
+          if (
+            condition((await getHealth(n.metadata!.name!))?.conditions, 'IoPressureHigh')?.status === 'True'
+          )
+            return true;
+        return false;
+      },
+      { timeoutMs: 60_000 },
+    );
+
+    for (const name of names) await restart(namespace, name);
+    const finished = new Map<string, number>();
+    let maxProgressing = 0;
+    const deadline = Date.now() + 150_000;
+    await new Promise((r) => setTimeout(r, 1000));
+    while (finished.size < names.length && Date.now() < deadline) {
+      const current = await Promise.all(names.map((n) => read(namespace, n)));
+      const progressing = current.filter((d) => !isComplete(d) && d.spec?.paused !== true);
+      maxProgressing = Math.max(maxProgressing, progressing.length);
+      for (const [i, d] of current.entries())
+        if (isComplete(d) && !finished.has(names[i]!)) finished.set(names[i]!, Date.now());
+      await new Promise((r) => setTimeout(r, 1000));
+    }
+    expect(maxProgressing, 'progressing at once, sampled every second').to.equal(1);
+    expect([...finished.keys()], 'finished in the order they started').to.deep.equal(names);
+    for (const name of names) expect(pausedBy(await read(namespace, name))).to.equal(undefined);
+    expect(await eventsWithReason('RolloutPaused', namespace)).to.have.length(2);
+    await proc.setPressure('idle');
+  });
+
+  it('in a dry run makes the same decisions and Events, and changes no Deployment', async function () {
+    this.timeout(180_000);
+    await startOperator();
+    const {
+      namespace,
+      pool: p,
+      proc,
+      policy,
+    } = await pool({
+      remediation: { throttleRollouts: { maxConcurrentRollouts: 1 } },
+      safety: { maxUnhealthyNodes: 1, cooldownSeconds: 5, dryRun: true },
+    });
+    for (const name of ['a', 'b']) await deployment(cleanup, namespace, name, p);
+    for (const name of ['a', 'b'])
+      await eventually(`${name} available`, async () => isComplete(await read(namespace, name)), {
+        timeoutMs: 60_000,
+      });
+    await proc.setPressure('load');
+    await eventually(
+      'a dry-run IoPressureHigh',
+      async () => {
+        const nodes = await api().core.listNode({ labelSelector: `sandbox.remediator.io/test-pool=${p}` });
+        for (const n of nodes.items)
+          if (
+            condition((await getHealth(n.metadata!.name!))?.conditions, 'IoPressureHigh')?.status === 'True'
+          )
+            return true;
+        return false;
+      },
+      { timeoutMs: 60_000 },
+    );
+    const generations = async () =>
+      Promise.all(['a', 'b'].map(async (n) => (await read(namespace, n)).metadata?.generation));
+    for (const name of ['a', 'b']) await restart(namespace, name);
+    const after = await generations();
+    const events = await eventually('the dry-run pause Event', async () => {
+      const e = await eventsWithReason('RolloutPaused', namespace);
+      return e.length > 0 ? e : undefined;
+    });
+    expect(events).to.have.length(1);
+    expect(events[0]!.message).to.match(/^Dry run, nothing changed: /);
+    const status = await getPolicyStatus(policy);
+    expect(status?.throttledRollouts?.map((r) => [r.deployment, r.reason, r.dryRun])).to.deep.equal([
+      [`${namespace}/b`, 'RolloutQueued', true],
+    ]);
+    for (const name of ['a', 'b']) {
+      const d = await read(namespace, name);
+      expect(d.spec?.paused ?? false, name).to.equal(false);
+      expect(pausedBy(d), name).to.equal(undefined);
+    }
+    expect(await generations(), 'no spec changed by us').to.deep.equal(after);
+    await new Promise((r) => setTimeout(r, 3000));
+    expect(await eventsWithReason('RolloutPaused', namespace), 'not repeated').to.have.length(1);
+    await proc.setPressure('idle');
+  });
+});

@@ -44,6 +44,8 @@ export interface Actuator {
   evict(pod: PodRef): Promise<EvictionOutcome>;
   /** Resolves with the Deployment's new resourceVersion when one is known. */
   patchDeployment(change: DeploymentChange): Promise<string | undefined>;
+  /** Lifts the pacing gate: the pod keeps every other gate it has. Resolves false when the pod is gone. */
+  releaseGate(pod: PodRef & { remainingGates: readonly string[] }): Promise<boolean>;
 }
 
 /** Mutates nothing; what a real run would have done is reported by the caller, marked as a dry run. */
@@ -57,5 +59,8 @@ export class DryRunActuator implements Actuator {
   }
   patchDeployment(): Promise<string | undefined> {
     return Promise.resolve(undefined);
+  }
+  releaseGate(): Promise<boolean> {
+    return Promise.resolve(true);
   }
 }

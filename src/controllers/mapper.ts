@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
-import type { EventView, PodView } from '../detection/index.js';
+import type { EventView, GatedPodView, PodView } from '../detection/index.js';
 import type { HealthObject } from './ports.js';
 import { comparePolicies, selectsNode } from './ownership.js';
 import { validPolicies } from './policy-reconciler.js';
@@ -12,6 +12,7 @@ export type Change =
       key: string;
     }
   | { kind: 'Pod'; type: 'add' | 'update' | 'delete'; key: string; pod: PodView }
+  | { kind: 'GatedPod'; type: 'add' | 'update' | 'delete'; key: string; pod: GatedPodView }
   | { kind: 'Event'; type: 'add' | 'update' | 'delete'; key: string; event: EventView }
   | {
       kind: 'SandboxHealth';
@@ -43,6 +44,7 @@ export function nodeOf(
       return undefined;
     case 'Deployment':
     case 'Namespace':
+    case 'GatedPod':
       return null;
     case 'Node':
       return change.key;
@@ -85,6 +87,9 @@ export function policiesFor(
       return validPolicies(cache.policies())
         .filter((p) => p.spec.remediation.throttleRollouts !== undefined)
         .map((p) => p.name);
+    case 'GatedPod':
+      // The policy that gated it releases it (a gone policy's pods are released by the next policy to look).
+      return change.pod.policy && cache.policy(change.pod.policy) ? [change.pod.policy] : all();
     case 'Pod':
       return forNode(change.pod.nodeName);
     case 'Event':

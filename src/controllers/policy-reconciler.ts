@@ -3,6 +3,7 @@ import type { Actuator, DeploymentChange, NodeChange } from '../actuation/actuat
 import {
   MAX_EVICTIONS_PER_MINUTE,
   matchesSelector,
+  PACING_GATE,
   rolloutStampAnnotations,
   type RolloutStamps,
   type SandboxPolicyStatus,
@@ -58,6 +59,7 @@ import {
 import { ioState, observeNode } from './observe.js';
 import { observeRollouts } from './observe-rollouts.js';
 import { decideRollouts, deploymentTarget, type RolloutAction } from '../policy/rollouts.js';
+import { decideGateReleases, type PacingPolicy, type ReleaseReason } from '../policy/pacing.js';
 import { assignNodes, type NodeAssignment, type PolicyCandidate } from './ownership.js';
 import type { ClusterCache, EventRecorder, PolicyObject, StatusWriter, WorkloadReader } from './ports.js';
 
@@ -86,6 +88,10 @@ export interface PolicyReconcilerDeps {
   onAction?(kind: ActionKind | RolloutAction['kind'], outcome: 'Succeeded' | 'Failed', dryRun: boolean): void;
   /** Where the operator runs: its own Deployments are never throttled. */
   operatorNamespace?: string;
+  /** What the pacing webhook reads: each pacing policy and whether it gates now. */
+  pacing?: Map<string, PacingPolicy>;
+  /** A gate lifted after the pod waited this long. */
+  onGateReleased?(waitSeconds: number, reason: ReleaseReason): void;
   /** Called once for each newly blocked action, with the guard that holds it. */
   onBlocked?(guard: string): void;
   /** How many nodes each pass looked at. */
@@ -191,6 +197,10 @@ export class PolicyReconciler {
   private readonly resyncMs: number;
   private readonly expectations: Expectations;
   private readonly memory = new Map<string, PolicyMemory>();
+  /** Gates lifted by this process that the cache may still show, by pod uid. */
+  private readonly releasesInFlight = new Map<string, number>();
+  /** Gated pods whose PodStartHeld Event was recorded. */
+  private readonly announcedGates = new Set<string>();
   /** When each Deployment was first seen rolling out at its generation, for the queue's order. */
   private readonly rolloutSeen = new Map<string, Date>();
   /** Node changes the apiserver refused for what they are (400/422), by policy and node: not retried as they are. */
@@ -350,6 +360,7 @@ export class PolicyReconciler {
       ),
       cacheReady: cache.watchesHealthy() && unsettled === 0,
     });
+    const pacing = await this.pacePodStarts({ policy, spec, dryRun, actuator, failures, now, observations });
     // Report, node by node; one node's failure does not stop the others.
     let degraded = 0;
     let remediating = 0;
@@ -428,13 +439,17 @@ export class PolicyReconciler {
         blockedActionCount: (policy.status?.blockedActionCount ?? 0) + blockedNew,
         recentEvictions,
         throttledRollouts: rollouts.listed,
+        gatedPods: pacing.gated,
+        recentGateReleases: pacing.recentReleases,
       },
     );
     // Counts over only the settled nodes would be wrong: the policy status waits for the rest. Compared with
     // what the API holds now, which includes the eviction log written before evicting.
-    const stored = outcome.reserved
-      ? { ...(policy.status ?? {}), recentEvictions: outcome.reserved }
-      : policy.status;
+    const stored = {
+      ...(policy.status ?? {}),
+      ...(outcome.reserved ? { recentEvictions: outcome.reserved } : {}),
+      ...(pacing.reserved ? { recentGateReleases: pacing.reserved } : {}),
+    };
     if (unsettled === 0 && !this.sameStatus(stored, status)) {
       try {
         this.expectations.expect(`SandboxPolicy/${name}`, await writer.patchPolicyStatus(name, status));
@@ -461,6 +476,7 @@ export class PolicyReconciler {
     // Follow-ups: evictions once the cordon is seen, and retries of what the API held back (429) or a guard
     // holds until a known time (cooldown, the eviction window).
     if (decision?.actions.length || outcome.blocked.size > 0) waits.push(FOLLOW_UP_MS);
+    if (pacing.nextAt) waits.push(pacing.nextAt.getTime() - now.getTime() + 1);
     for (const b of decision?.blocked ?? [])
       if (b.liftsAt) waits.push(b.liftsAt.getTime() - now.getTime() + 1);
     if (decision?.blocked.some((b) => b.guard === 'CacheNotSynced')) waits.push(FOLLOW_UP_MS);
@@ -722,6 +738,125 @@ export class PolicyReconciler {
       };
     });
     return { throttling, listed };
+  }
+
+  /**
+   * Pod-start pacing: publishes whether the webhook gates for this policy now, and lifts the gates of the pods it
+   * gated at the set rate (oldest first), all at once when the pressure is gone, and anyway after maxGateSeconds.
+   */
+  private async pacePodStarts(ctx: {
+    policy: PolicyObject;
+    spec: SandboxPolicySpec;
+    dryRun: boolean;
+    actuator: Actuator;
+    failures: Failures;
+    now: Date;
+    observations: readonly NodeObservation[];
+  }): Promise<{ gated: number; recentReleases: string[]; reserved?: string[]; nextAt?: Date }> {
+    const { cache, recorder, logger, writer } = this.deps;
+    const { policy, spec, dryRun, actuator, now } = ctx;
+    const name = policy.name;
+    const pace = spec.remediation.throttleRollouts?.pacePodStarts;
+    const pressure = pace !== undefined && ctx.observations.some((o) => o.io?.condition.status === 'True');
+    if (pace)
+      this.deps.pacing?.set(name, {
+        name,
+        namespaceSelector: pace.namespaceSelector,
+        gating: pressure && !dryRun && !spec.safety.paused,
+        dryRun: dryRun || spec.safety.paused,
+      });
+    else this.deps.pacing?.delete(name);
+    const windowStart = now.getTime() - 60_000;
+    const kept = (policy.status?.recentGateReleases ?? []).filter((t) => new Date(t).getTime() > windowStart);
+    // Ours, and those of a policy that is gone: a gate never outlives the policy that set it.
+    const gated = [...cache.gatedPods()].filter(
+      (p) => (p.policy === name || !p.policy || !cache.policy(p.policy)) && !this.releasesInFlight.has(p.uid),
+    );
+    for (const pod of gated) {
+      if (this.announcedGates.has(pod.uid)) continue;
+      this.announcedGates.add(pod.uid);
+      await recorder.record({
+        target: { kind: 'Pod', namespace: pod.namespace, name: pod.name, uid: pod.uid },
+        type: 'Normal',
+        reason: 'PodStartHeld',
+        message: `Held at the pacing gate: nodes of policy ${name} are under IO pressure; released at most ${pace?.maxPodStartsPerMinute ?? 0} a minute, and within ${pace?.maxGateSeconds ?? 0}s.`,
+      });
+    }
+    if (gated.length === 0) return { gated: 0, recentReleases: kept };
+    const decision = decideGateReleases({
+      gated,
+      pressure: pressure && !dryRun,
+      maxPodStartsPerMinute: pace?.maxPodStartsPerMinute ?? 1,
+      maxGateSeconds: pace?.maxGateSeconds ?? 0,
+      recentReleases: kept.map((t) => new Date(t)),
+      now,
+    });
+    const paced = decision.releases.filter((r) => r.reason === 'Paced').length;
+    const recentReleases = [...kept, ...Array.from({ length: paced }, () => now.toISOString())].slice(
+      -MAX_EVICTIONS_PER_MINUTE,
+    );
+    let reserved: string[] | undefined;
+    if (paced > 0) {
+      // The rate is spent in status first, as evictions are: a crash cannot reset it.
+      try {
+        this.expectations.expect(
+          `SandboxPolicy/${name}`,
+          await writer.patchPolicyStatus(name, {
+            ...(policy.status ?? {}),
+            recentGateReleases: recentReleases,
+          }),
+        );
+        reserved = recentReleases;
+      } catch (err) {
+        ctx.failures.add(`gate release log of sandboxpolicy/${name}`, err);
+        return { gated: gated.length, recentReleases: kept };
+      }
+    }
+    let released = 0;
+    for (const { pod, reason } of decision.releases) {
+      const remainingGates = pod.gates.filter((g) => g !== PACING_GATE);
+      try {
+        await actuator.releaseGate({
+          namespace: pod.namespace,
+          name: pod.name,
+          uid: pod.uid,
+          remainingGates,
+        });
+      } catch (err) {
+        ctx.failures.add(`release of pod/${pod.namespace}/${pod.name}`, err);
+        continue;
+      }
+      released++;
+      this.releasesInFlight.set(pod.uid, now.getTime() + 60_000);
+      this.announcedGates.delete(pod.uid);
+      const waited = (now.getTime() - pod.gatedAt.getTime()) / 1000;
+      this.deps.onGateReleased?.(waited, reason);
+      logger.info('Released Pod from the pacing gate', {
+        policy: name,
+        pod: `${pod.namespace}/${pod.name}`,
+        reason,
+        waitedSeconds: Math.round(waited),
+      });
+      await recorder.record({
+        target: { kind: 'Pod', namespace: pod.namespace, name: pod.name, uid: pod.uid },
+        type: reason === 'WaitedTooLong' ? 'Warning' : 'Normal',
+        reason: 'PodStartReleased',
+        message:
+          reason === 'WaitedTooLong'
+            ? `Released after ${Math.round(waited)}s at the pacing gate (maxGateSeconds): a gate never strands a pod.`
+            : reason === 'PressureGone'
+              ? `Released: the IO pressure is gone (held ${Math.round(waited)}s).`
+              : `Released in turn (at most ${pace?.maxPodStartsPerMinute ?? 0} a minute; held ${Math.round(waited)}s).`,
+      });
+    }
+    for (const [uid, until] of this.releasesInFlight)
+      if (until <= now.getTime()) this.releasesInFlight.delete(uid);
+    return {
+      gated: gated.length - released,
+      recentReleases,
+      ...(reserved ? { reserved } : {}),
+      ...(decision.nextAt ? { nextAt: decision.nextAt } : {}),
+    };
   }
 
   /** When a Deployment's current rollout started: first seen rolling out at this generation (our stamp keeps it). */

@@ -1,5 +1,5 @@
 import type { LabelSelector, SandboxHealthStatus, SandboxPolicyStatus } from '../api/v1alpha1/index.js';
-import type { DeploymentView, EventView, NodeView, PodView } from '../detection/index.js';
+import type { DeploymentView, EventView, GatedPodView, NodeView, PodView } from '../detection/index.js';
 
 export type VersionedKind = 'Node' | 'SandboxHealth' | 'SandboxPolicy' | 'Deployment';
 import type { Transition } from '../status/health-status.js';
@@ -34,6 +34,8 @@ export interface ClusterCache {
   failureEventsByPod(): ReadonlyMap<string, readonly EventView[]>;
   healths(): Iterable<HealthObject>;
   health(name: string): HealthObject | undefined;
+  /** Pods held at the pacing gate. */
+  gatedPods(): Iterable<GatedPodView>;
   /** Deployments, for rollout throttling. */
   deployments(): Iterable<DeploymentView>;
   /** A namespace's labels; undefined when the namespace is not known. */

@@ -76,3 +76,16 @@ export interface DeploymentView {
   /** The user resumed one we paused: hands off until then. */
   handsOffUntil?: Date;
 }
+
+/** A pod held at the pacing gate (unscheduled, carrying sandbox.remediator.io/paced). */
+export interface GatedPodView {
+  namespace: string;
+  name: string;
+  uid: string;
+  /** Every scheduling gate on the pod, ours included. */
+  gates: readonly string[];
+  /** The policy whose gate it is (sandbox.remediator.io/gated-by). */
+  policy?: string;
+  /** When it was gated (sandbox.remediator.io/gated-at, else its creation). */
+  gatedAt: Date;
+}

@@ -11,7 +11,7 @@ import { formatSelector, type LabelSelector } from '../api/v1alpha1/index.js';
 import type { WorkloadReader } from '../controllers/ports.js';
 import type { PodView } from '../detection/index.js';
 import type { PodRef } from '../policy/remediation.js';
-import { describeError, isNotFound, isTooManyRequests, terminalIfInvalid } from './errors.js';
+import { describeError, isInvalid, isNotFound, isTooManyRequests, terminalIfInvalid } from './errors.js';
 import type { RawObject } from './informer.js';
 import { podView } from './views.js';
 
@@ -67,6 +67,30 @@ export class KubeActuator implements Actuator {
       return node.metadata?.resourceVersion;
     } catch (err) {
       throw terminalIfInvalid(err, `patch of node/${change.node}`);
+    }
+  }
+
+  async releaseGate(pod: PodRef & { remainingGates: readonly string[] }): Promise<boolean> {
+    const patch = [
+      // Never another pod of the same name.
+      { op: 'test', path: '/metadata/uid', value: pod.uid },
+      pod.remainingGates.length > 0
+        ? {
+            op: 'replace',
+            path: '/spec/schedulingGates',
+            value: pod.remainingGates.map((name) => ({ name })),
+          }
+        : { op: 'remove', path: '/spec/schedulingGates' },
+    ];
+    try {
+      await this.core.patchNamespacedPod(
+        { name: pod.name, namespace: pod.namespace, body: patch, fieldManager: FIELD_MANAGER },
+        setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
+      );
+      return true;
+    } catch (err) {
+      if (isNotFound(err) || isInvalid(err)) return false; // gone, or replaced by a pod of the same name
+      throw err;
     }
   }
 

@@ -2,10 +2,18 @@ import type { KubeConfig } from '@kubernetes/client-node';
 import { GROUP, VERSION } from '../api/v1alpha1/index.js';
 import type { Change } from '../controllers/mapper.js';
 import type { ClusterCache, HealthObject, PolicyObject, VersionedKind } from '../controllers/ports.js';
-import type { DeploymentView, EventView, NodeView, PodView } from '../detection/index.js';
+import type { DeploymentView, EventView, GatedPodView, NodeView, PodView } from '../detection/index.js';
 import { deploymentView } from './deployment-view.js';
 import { Informer, type ChangeHandler, type InformerLogger } from './informer.js';
-import { eventView, healthView, namespaceView, nodeView, podView, policyView } from './views.js';
+import {
+  eventView,
+  gatedPodView,
+  healthView,
+  namespaceView,
+  nodeView,
+  podView,
+  policyView,
+} from './views.js';
 
 export interface InformerCacheOptions {
   kc: KubeConfig;
@@ -25,6 +33,7 @@ export class InformerCache implements ClusterCache {
   readonly policyInformer: Informer<PolicyObject>;
   readonly healthInformer: Informer<HealthObject>;
   readonly deploymentInformer: Informer<DeploymentView>;
+  readonly gatedPodInformer: Informer<GatedPodView>;
   readonly namespaceInformer: Informer<{ name: string; labels: Record<string, string> }>;
   private readonly podsByNode = new Map<string, Map<string, PodView>>();
   private readonly podsByUid = new Map<string, PodView>();
@@ -92,6 +101,15 @@ export class InformerCache implements ClusterCache {
       path: '/apis/apps/v1/deployments',
       transform: deploymentView,
     });
+    this.gatedPodInformer = new Informer({
+      ...common('pods-gated'),
+      apiVersion: 'v1',
+      kind: 'Pod',
+      path: '/api/v1/pods',
+      // Gated pods are unscheduled: the pods informer (scheduled only) never sees them.
+      fieldSelector: 'status.phase=Pending,spec.nodeName=',
+      transform: gatedPodView,
+    });
     this.namespaceInformer = new Informer({
       ...common('namespaces'),
       apiVersion: 'v1',
@@ -119,6 +137,7 @@ export class InformerCache implements ClusterCache {
       this.healthInformer,
       this.deploymentInformer,
       this.namespaceInformer,
+      this.gatedPodInformer,
     ] as Informer<unknown>[];
   }
 
@@ -145,6 +164,10 @@ export class InformerCache implements ClusterCache {
     });
     this.namespaceInformer.onChange((type, key) => {
       handler({ kind: 'Namespace', type, key });
+    });
+    this.gatedPodInformer.onChange((type, key, now, before) => {
+      const pod = now ?? before;
+      if (pod) handler({ kind: 'GatedPod', type, key, pod });
     });
     this.healthInformer.onChange((type, key, now, before) => {
       const health = now ?? before;
@@ -238,6 +261,9 @@ export class InformerCache implements ClusterCache {
       Deployment: this.deploymentInformer,
     } as const;
     return informers[kind].versionOf(name);
+  }
+  gatedPods(): Iterable<GatedPodView> {
+    return this.gatedPodInformer.values();
   }
   deployments(): Iterable<DeploymentView> {
     return this.deploymentInformer.values();

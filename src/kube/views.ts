@@ -1,10 +1,17 @@
 // Converts API objects into the slim views the cache keeps. Lists arrive deserialised by client-node (dates as
 // Date), watch events as raw JSON (dates as strings): every reader here accepts both.
-import { readStamps, SandboxHealthStatusSchema, SandboxPolicyStatusSchema } from '../api/v1alpha1/index.js';
+import {
+  PACING_GATE,
+  PACING_STAMP,
+  readStamps,
+  SandboxHealthStatusSchema,
+  SandboxPolicyStatusSchema,
+} from '../api/v1alpha1/index.js';
 import {
   isSandboxFailureEvent,
   type ContainerView,
   type EventView,
+  type GatedPodView,
   type NodeView,
   type PodView,
 } from '../detection/index.js';
@@ -172,4 +179,28 @@ export function namespaceView(raw: RawObject): { name: string; labels: Record<st
   const meta = obj(raw.metadata);
   const name = str(meta.name);
   return name ? { name, labels: labels(meta.labels) } : undefined;
+}
+
+/** Only pods carrying our pacing gate are kept. */
+export function gatedPodView(raw: RawObject): GatedPodView | undefined {
+  const meta = obj(raw.metadata);
+  const gates = arr(obj(raw.spec).schedulingGates).flatMap((g) =>
+    typeof g.name === 'string' ? [g.name] : [],
+  );
+  if (!gates.includes(PACING_GATE)) return undefined;
+  const uid = str(meta.uid);
+  const name = str(meta.name);
+  const namespace = str(meta.namespace);
+  if (!uid || !name || !namespace) return undefined;
+  const annotations = labels(meta.annotations);
+  const view: GatedPodView = {
+    namespace,
+    name,
+    uid,
+    gates,
+    gatedAt: toDate(annotations[PACING_STAMP.since]) ?? toDate(meta.creationTimestamp) ?? new Date(0),
+  };
+  const policy = annotations[PACING_STAMP.policy];
+  if (policy) view.policy = policy;
+  return view;
 }

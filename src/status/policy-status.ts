@@ -56,6 +56,8 @@ export interface ValidPolicyCounts {
   blockedActionCount: number;
   recentEvictions: string[];
   throttledRollouts: NonNullable<SandboxPolicyStatus['throttledRollouts']>;
+  gatedPods: number;
+  recentGateReleases: string[];
 }
 
 function stormCondition(
@@ -124,5 +126,7 @@ export function validPolicyStatus(input: PolicyStatusInput, counts: ValidPolicyC
     recentEvictions: counts.recentEvictions,
     throttledRollouts: counts.throttledRollouts.slice(0, MAX_LISTED_OVERLAPS),
     throttledRolloutCount: counts.throttledRollouts.length,
+    gatedPods: counts.gatedPods,
+    recentGateReleases: counts.recentGateReleases,
   };
 }

@@ -31,6 +31,7 @@ import type { PodRef } from '../../src/policy/remediation.js';
 import {
   indexFailureEvents,
   type DeploymentView,
+  type GatedPodView,
   type EventView,
   type NodeView,
   type PodView,
@@ -67,6 +68,8 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   /** Deployments by namespace/name. */
   readonly deploymentMap = new Map<string, DeploymentView>();
   readonly namespaceMap = new Map<string, Record<string, string>>();
+  gated: GatedPodView[] = [];
+  readonly released: string[] = [];
   readonly writes: string[] = [];
   readonly recorded: Transition[] = [];
   readonly evicted: string[] = [];
@@ -116,6 +119,16 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   }
   deployments() {
     return this.deploymentMap.values();
+  }
+  gatedPods() {
+    return this.gated;
+  }
+  releaseGate(pod: PodRef & { remainingGates: readonly string[] }): Promise<boolean> {
+    this.writes.push(`release pod/${pod.namespace}/${pod.name}`);
+    const found = this.gated.some((p) => p.uid === pod.uid);
+    this.released.push(`${pod.namespace}/${pod.name}`);
+    this.gated = this.gated.filter((p) => p.uid !== pod.uid);
+    return Promise.resolve(found);
   }
   namespaceLabels(name: string) {
     return this.namespaceMap.get(name) ?? (name.startsWith('kube-') ? undefined : {});

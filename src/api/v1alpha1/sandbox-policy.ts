@@ -145,6 +145,27 @@ export const MigrateWorkloadsSchema = z
   })
   .describe('Moves IO-heavy pods (by label) off a saturated node through the Eviction API.');
 
+export const PacePodStartsSchema = z
+  .strictObject({
+    maxPodStartsPerMinute: z
+      .int()
+      .min(1)
+      .max(MAX_EVICTIONS_PER_MINUTE)
+      .default(10)
+      .describe('Gates are lifted at most this often, oldest pod first, in any 60-second window.'),
+    namespaceSelector: LabelSelectorSchema.describe(
+      "Namespaces whose new pods are paced. Required: pacing every namespace is never a default. kube-system and the operator's namespace are never paced.",
+    ),
+    maxGateSeconds: seconds(10, 3_600)
+      .default(600)
+      .describe(
+        'A pod held longer than this is released anyway, with an Event: a gate we set never strands a pod.',
+      ),
+  })
+  .describe(
+    "Paces pod starts, for every kind of workload: while a node of the policy is IoPressureHigh, the operator's mutating webhook adds the scheduling gate sandbox.remediator.io/paced to new pods in the selected namespaces, and the operator lifts the gates at a set rate. The webhook fails open: with the operator down, pods are created ungated.",
+  );
+
 export const ThrottleRolloutsSchema = z
   .strictObject({
     pauseDeployments: z
@@ -161,6 +182,7 @@ export const ThrottleRolloutsSchema = z
       .describe(
         'While any node of the policy is IoPressureHigh or being remediated, at most this many Deployments in scope may roll out at once; the others are paused and queued, and resumed in the order they started.',
       ),
+    pacePodStarts: PacePodStartsSchema.optional(),
     namespaceSelector: LabelSelectorSchema.optional().describe(
       "Namespaces whose Deployments are throttled. When absent: every namespace. kube-system and the operator's own namespace are never throttled.",
     ),
@@ -325,6 +347,14 @@ export const SandboxPolicyStatusSchema = z
       .min(0)
       .optional()
       .describe('How many Deployments the operator holds paused.'),
+    gatedPods: z.int().min(0).optional().describe('Pods held at the pacing gate now.'),
+    recentGateReleases: z
+      .array(z.iso.datetime())
+      .max(MAX_EVICTIONS_PER_MINUTE)
+      .optional()
+      .describe(
+        'When gates were lifted in the last 60 seconds: the basis of maxPodStartsPerMinute across restarts.',
+      ),
     recentEvictions: z
       .array(z.iso.datetime())
       .max(MAX_EVICTIONS_PER_MINUTE)

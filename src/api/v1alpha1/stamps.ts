@@ -133,3 +133,10 @@ export function rolloutStampAnnotations(
   if (handsOffUntil) marks[ROLLOUT_STAMP.handsOffUntil] = handsOffUntil.toISOString();
   return marks;
 }
+
+/** The scheduling gate the pacing webhook adds, and the annotations that say whose it is and since when. */
+export const PACING_GATE = `${KEY_PREFIX}paced`;
+export const PACING_STAMP = {
+  policy: `${KEY_PREFIX}gated-by`,
+  since: `${KEY_PREFIX}gated-at`,
+} as const;

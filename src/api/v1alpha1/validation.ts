@@ -134,6 +134,17 @@ export function crossFieldProblems(spec: SandboxPolicySpec): PolicyProblem[] {
     }
     problems.push(...selectorProblems(selector, 'spec.remediation.migrateWorkloads.podSelector'));
   }
+  const paced = remediation.throttleRollouts?.pacePodStarts?.namespaceSelector;
+  if (paced) {
+    if (isEmptySelector(paced))
+      problems.push({
+        field: 'spec.remediation.throttleRollouts.pacePodStarts.namespaceSelector',
+        message: 'must not be empty: pacing every namespace must be asked for by name or label',
+      });
+    problems.push(
+      ...selectorProblems(paced, 'spec.remediation.throttleRollouts.pacePodStarts.namespaceSelector'),
+    );
+  }
   const namespaces = remediation.throttleRollouts?.namespaceSelector;
   if (namespaces)
     problems.push(...selectorProblems(namespaces, 'spec.remediation.throttleRollouts.namespaceSelector'));

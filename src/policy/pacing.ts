@@ -1,0 +1,95 @@
+// PURE: which new pods the webhook gates, and which gated pods the operator releases when. A gate we set never
+// strands a pod: it is lifted at the set rate, at once when the pressure is gone, and anyway after maxGateSeconds.
+import { matchesSelector, type LabelSelector } from '../api/v1alpha1/index.js';
+
+/** What the webhook knows of a policy that paces pod starts. */
+export interface PacingPolicy {
+  name: string;
+  namespaceSelector: LabelSelector;
+  /** Some node of the policy is IoPressureHigh, and the policy is neither paused nor a dry run. */
+  gating: boolean;
+  dryRun: boolean;
+}
+
+/** Never paced, whatever a selector says. */
+export const UNPACED_NAMESPACES: ReadonlySet<string> = new Set(['kube-system']);
+
+/**
+ * The policy whose gate a new pod gets, or undefined (no gate). The first of the policies, in the order given,
+ * whose selector takes the namespace; a dry-run policy answers too, so its decision can be counted.
+ */
+export function pacingFor(
+  namespace: string,
+  namespaceLabels: Readonly<Record<string, string>> | undefined,
+  policies: readonly PacingPolicy[],
+  operatorNamespace: string | undefined,
+): PacingPolicy | undefined {
+  if (UNPACED_NAMESPACES.has(namespace) || namespace === operatorNamespace || !namespaceLabels)
+    return undefined;
+  return policies.find(
+    (p) => (p.gating || p.dryRun) && matchesSelector(p.namespaceSelector, namespaceLabels),
+  );
+}
+
+export interface GatedPod {
+  namespace: string;
+  name: string;
+  uid: string;
+  gatedAt: Date;
+}
+
+export type ReleaseReason = 'PressureGone' | 'Paced' | 'WaitedTooLong';
+
+export interface ReleaseInput<P extends GatedPod = GatedPod> {
+  /** The policy's gated pods. */
+  gated: readonly P[];
+  /** Pacing is on and some node of the policy is IoPressureHigh. */
+  pressure: boolean;
+  maxPodStartsPerMinute: number;
+  maxGateSeconds: number;
+  /** When gates were lifted recently (only the last 60 s count). */
+  recentReleases: readonly Date[];
+  now: Date;
+}
+
+export interface ReleaseDecision<P extends GatedPod = GatedPod> {
+  releases: { pod: P; reason: ReleaseReason }[];
+  /** When to look again: the next gate the rate allows, or the next pod to outwait maxGateSeconds. */
+  nextAt?: Date;
+}
+
+const WINDOW_MS = 60_000;
+
+export function decideGateReleases<P extends GatedPod>(input: ReleaseInput<P>): ReleaseDecision<P> {
+  const { now } = input;
+  const oldestFirst = [...input.gated].sort(
+    (a, b) =>
+      a.gatedAt.getTime() - b.gatedAt.getTime() ||
+      `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`),
+  );
+  if (!input.pressure)
+    return { releases: oldestFirst.map((pod) => ({ pod, reason: 'PressureGone' as const })) };
+
+  const releases: ReleaseDecision<P>['releases'] = [];
+  const limitMs = input.maxGateSeconds * 1000;
+  const waiting: P[] = [];
+  for (const pod of oldestFirst) {
+    if (now.getTime() - pod.gatedAt.getTime() >= limitMs) releases.push({ pod, reason: 'WaitedTooLong' });
+    else waiting.push(pod);
+  }
+  const inWindow = input.recentReleases
+    .filter((t) => t.getTime() > now.getTime() - WINDOW_MS)
+    .sort((a, b) => a.getTime() - b.getTime());
+  const budget = Math.max(0, input.maxPodStartsPerMinute - inWindow.length);
+  for (const pod of waiting.splice(0, budget)) releases.push({ pod, reason: 'Paced' });
+  const candidates: number[] = [];
+  if (waiting.length > 0) {
+    // The next gate the rate allows: when the oldest release still in the window ages out of it.
+    const used = [...inWindow, ...releases.filter((r) => r.reason === 'Paced').map(() => now)];
+    const oldest = used[used.length - input.maxPodStartsPerMinute] ?? used[0];
+    if (oldest) candidates.push(oldest.getTime() + WINDOW_MS);
+    candidates.push(...waiting.map((p) => p.gatedAt.getTime() + limitMs));
+  }
+  const next = Math.min(...candidates);
+  return Number.isFinite(next) ? { releases, nextAt: new Date(next) } : { releases };
+}

@@ -67,6 +67,19 @@ program
   .option('--workers <n>', 'policies reconciled concurrently', positiveInt, 2)
   .option('--install-crds', 'create the CustomResourceDefinitions when missing (needs RBAC on CRDs)', false)
   .option(
+    '--webhook-bind-address <addr>',
+    'where the pod-start pacing webhook listens (HTTPS), e.g. :9443; "0" turns it off (then pacePodStarts gates nothing)',
+    '0',
+  )
+  .option(
+    '--webhook-url <url>',
+    'the URL the apiserver calls, registered in the MutatingWebhookConfiguration (default: https://<bind address>/mutate-pods); in a cluster, use a Service in front of the operator',
+  )
+  .option(
+    '--webhook-cert-dir <dir>',
+    'tls.crt, tls.key (and ca.crt) for the webhook, as cert-manager mounts them; without it a CA and certificate are generated at start-up',
+  )
+  .option(
     '--operator-namespace <ns>',
     "the operator's own namespace, whose Deployments are never throttled (default: $POD_NAMESPACE)",
     process.env.POD_NAMESPACE ?? 'sandbox-remediator-system',

@@ -8,6 +8,7 @@ import { createLogger, type LogLevel } from '../observability/logger.js';
 import { OperatorMetrics } from '../observability/metrics.js';
 import { serve } from '../observability/server.js';
 import { RESOURCE_KINDS, GROUP } from '../api/v1alpha1/index.js';
+import { splitHostPort, WEBHOOK_PATH } from '../webhook/pacing-webhook.js';
 
 export interface OperatorFlags {
   kubeconfig?: string;
@@ -19,6 +20,9 @@ export interface OperatorFlags {
   workers: number;
   installCrds: boolean;
   operatorNamespace: string;
+  webhookBindAddress: string;
+  webhookUrl?: string;
+  webhookCertDir?: string;
 }
 
 const REPO_CRDS = join(import.meta.dirname, '..', '..', 'crds');
@@ -40,6 +44,7 @@ export async function runOperator(flags: OperatorFlags): Promise<number> {
   });
 
   const metrics = new OperatorMetrics();
+  const webhook = webhookOptions(flags);
   const manager = new Manager({
     kc,
     logger,
@@ -47,6 +52,7 @@ export async function runOperator(flags: OperatorFlags): Promise<number> {
     workers: flags.workers,
     dryRun: flags.dryRun,
     operatorNamespace: flags.operatorNamespace,
+    ...(webhook ? { webhook } : {}),
   });
   const probes = await serve(flags.healthProbeBindAddress, {
     probes: { healthy: () => true, ready: () => manager.ready() },
@@ -81,4 +87,18 @@ export async function runOperator(flags: OperatorFlags): Promise<number> {
   await closeServers(probes, metricsServer);
   logger.info('Stopped');
   return 0;
+}
+
+/** The pacing webhook's settings from the flags; undefined when it is off (--webhook-bind-address 0). */
+function webhookOptions(
+  flags: OperatorFlags,
+): { bindAddress: string; url: string; certDir?: string } | undefined {
+  if (flags.webhookBindAddress === '0' || flags.webhookBindAddress === '') return undefined;
+  const [host, port] = splitHostPort(flags.webhookBindAddress);
+  const url = flags.webhookUrl ?? `https://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}${WEBHOOK_PATH}`;
+  return {
+    bindAddress: flags.webhookBindAddress,
+    url,
+    ...(flags.webhookCertDir ? { certDir: flags.webhookCertDir } : {}),
+  };
 }

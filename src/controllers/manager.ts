@@ -2,7 +2,12 @@ import type { KubeConfig } from '../kube/client.js';
 import { InformerCache } from '../kube/cluster-cache.js';
 import { describeError } from '../kube/errors.js';
 import { kubeletSummaryFetcher } from '../kube/kubelet-summary.js';
+import type { Server } from 'node:https';
 import { DryRunActuator } from '../actuation/actuator.js';
+import { registerPacingWebhook } from '../kube/webhook-config.js';
+import { pacingFor, type PacingPolicy } from '../policy/pacing.js';
+import { generateServingCert, loadServingCert } from '../webhook/certs.js';
+import { serveWebhook } from '../webhook/pacing-webhook.js';
 import { KubeActuator, KubeWorkloadReader } from '../kube/actuator.js';
 import { KubeEventRecorder, KubeStatusWriter } from '../kube/writer.js';
 import { SourceRegistry } from '../signals/factory.js';
@@ -26,6 +31,8 @@ export interface ManagerOptions {
   dryRun?: boolean;
   /** The operator's own namespace: its Deployments are never throttled. */
   operatorNamespace?: string;
+  /** Serve the pod-start pacing webhook, and register it with the apiserver at this URL. */
+  webhook?: { bindAddress: string; url: string; certDir?: string };
 }
 
 /**
@@ -38,6 +45,9 @@ export class Manager {
   private readonly controller: Controller<string>;
   private readonly stuckSeries = new Map<string, Set<string>>();
   private started = false;
+  /** What the pacing webhook reads; the reconciler keeps it current. */
+  private readonly pacing = new Map<string, PacingPolicy>();
+  private webhookServer: Server | undefined;
   private abortStart: (() => void) | undefined;
 
   constructor(private readonly options: ManagerOptions) {
@@ -67,6 +77,18 @@ export class Manager {
       workloads: new KubeWorkloadReader(kc),
       dryRun: options.dryRun === true,
       ...(options.operatorNamespace ? { operatorNamespace: options.operatorNamespace } : {}),
+      pacing: this.pacing,
+      onPolicyStatus: (policy, status) => {
+        metrics.gatedPods.set({ policy }, status.gatedPods ?? 0);
+        for (const reason of ['FeedsSaturatedNode', 'RolloutQueued'] as const)
+          metrics.throttledRollouts.set(
+            { policy, reason },
+            (status.throttledRollouts ?? []).filter((r) => r.reason === reason).length,
+          );
+      },
+      onGateReleased: (waitSeconds) => {
+        metrics.gateWaitSeconds.observe(waitSeconds);
+      },
       onAction: (action, result, dryRun) => {
         metrics.actions.inc({ action, result, dry_run: String(dryRun) });
       },
@@ -136,10 +158,36 @@ export class Manager {
       clearInterval(progress);
     }
     this.refreshGauges();
+    if (this.options.webhook) await this.startWebhook(this.options.webhook);
     this.controller.start(this.options.workers ?? 2);
     for (const policy of this.cache.policies()) this.queue.add(policy.name);
     this.started = true;
     logger.info('Started controller', { controller: 'sandboxpolicy', workers: this.options.workers ?? 2 });
+  }
+
+  /** Serves the pacing webhook and registers it; the certificate is the user's, or made now (ADR 0009). */
+  private async startWebhook(webhook: NonNullable<ManagerOptions['webhook']>): Promise<void> {
+    const { logger, metrics, kc } = this.options;
+    const cert = webhook.certDir
+      ? loadServingCert(webhook.certDir)
+      : generateServingCert(new URL(webhook.url).hostname);
+    const operatorNamespace = this.options.operatorNamespace ?? 'sandbox-remediator-system';
+    const { server, port } = await serveWebhook(webhook.bindAddress, cert, {
+      decide: (namespace) =>
+        pacingFor(
+          namespace,
+          this.cache.namespaceLabels(namespace),
+          [...this.pacing.values()].sort((a, b) => a.name.localeCompare(b.name)),
+          operatorNamespace,
+        ),
+      onDecision: ({ gated, dryRun }) => {
+        if (gated) metrics.podsGated.inc({ dry_run: String(dryRun) });
+      },
+      logger,
+    });
+    this.webhookServer = server;
+    await registerPacingWebhook(kc, { url: webhook.url, caPem: cert.caPem, operatorNamespace });
+    logger.info('Serving the pacing webhook', { port, url: webhook.url, certificate: cert.origin });
   }
 
   ready(): boolean {
@@ -157,5 +205,12 @@ export class Manager {
     this.abortStart?.();
     await this.controller.stop();
     await this.cache.stop();
+    const server = this.webhookServer;
+    if (server)
+      await new Promise<void>((resolve) =>
+        server.close(() => {
+          resolve();
+        }),
+      );
   }
 }

@@ -90,6 +90,8 @@ export interface PolicyReconcilerDeps {
   operatorNamespace?: string;
   /** What the pacing webhook reads: each pacing policy and whether it gates now. */
   pacing?: Map<string, PacingPolicy>;
+  /** The policy status computed in a pass (for gauges). */
+  onPolicyStatus?(policy: string, status: SandboxPolicyStatus): void;
   /** A gate lifted after the pod waited this long. */
   onGateReleased?(waitSeconds: number, reason: ReleaseReason): void;
   /** Called once for each newly blocked action, with the guard that holds it. */
@@ -443,6 +445,7 @@ export class PolicyReconciler {
         recentGateReleases: pacing.recentReleases,
       },
     );
+    this.deps.onPolicyStatus?.(name, status);
     // Counts over only the settled nodes would be wrong: the policy status waits for the rest. Compared with
     // what the API holds now, which includes the eviction log written before evicting.
     const stored = {

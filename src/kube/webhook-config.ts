@@ -49,12 +49,5 @@ export async function registerPacingWebhook(
       },
     ],
   };
-  await objects.patch(
-    body,
-    undefined,
-    undefined,
-    'sandbox-remediator',
-    true,
-    PatchStrategy.ServerSideApply,
-  );
+  await objects.patch(body, undefined, undefined, 'sandbox-remediator', true, PatchStrategy.ServerSideApply);
 }

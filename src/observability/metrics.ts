@@ -58,6 +58,31 @@ export class OperatorMetrics {
     registers: [this.registry],
   });
 
+  readonly podsGated = new Counter({
+    name: 'sandbox_remediator_pods_gated_total',
+    help: 'New pods the pacing webhook gated (dry_run="true": would have gated).',
+    labelNames: ['dry_run'] as const,
+    registers: [this.registry],
+  });
+  readonly gateWaitSeconds = new Histogram({
+    name: 'sandbox_remediator_gate_wait_seconds',
+    help: 'How long pods waited at the pacing gate before it was lifted.',
+    buckets: [1, 5, 15, 30, 60, 120, 300, 600, 1800],
+    registers: [this.registry],
+  });
+  readonly gatedPods = new Gauge({
+    name: 'sandbox_remediator_gated_pods',
+    help: 'Pods held at the pacing gate, by policy.',
+    labelNames: ['policy'] as const,
+    registers: [this.registry],
+  });
+  readonly throttledRollouts = new Gauge({
+    name: 'sandbox_remediator_throttled_rollouts',
+    help: 'Deployments the operator holds paused, by policy and reason (FeedsSaturatedNode, RolloutQueued: the queue).',
+    labelNames: ['policy', 'reason'] as const,
+    registers: [this.registry],
+  });
+
   constructor(withProcessMetrics = true) {
     if (withProcessMetrics) collectDefaultMetrics({ register: this.registry });
   }

@@ -1,0 +1,182 @@
+import type { V1Pod } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { AgentProcess } from '../support/agent-process.js';
+import {
+  api,
+  Cleanup,
+  createNamespace,
+  createNodes,
+  eventually,
+  kubectl,
+  uniqueName,
+} from '../support/cluster.js';
+import { freePort } from '../support/monitoring.js';
+import { applyCrds, OperatorProcess } from '../support/operator-process.js';
+import { ProcRoot } from '../support/proc-root.js';
+import { applyPolicy, condition, getHealth, getPolicyStatus } from '../support/resources.js';
+import { eventsWithReason } from '../support/workloads.js';
+
+const GATE = 'sandbox.remediator.io/paced';
+const log = (msg: string) => {
+  console.error(`      [pacing] ${msg}`);
+};
+const gated = (pod: V1Pod) => (pod.spec?.schedulingGates ?? []).some((g) => g.name === GATE);
+
+describe('pod-start pacing through the webhook on the real cluster', function () {
+  const cleanup = new Cleanup();
+  const operators: OperatorProcess[] = [];
+  let webhookPort = 0;
+  const startOperator = async () => {
+    const operator = new OperatorProcess();
+    operators.push(operator);
+    await operator.start([`--webhook-bind-address=127.0.0.1:${webhookPort}`]);
+    await operator.waitForLog('Serving the pacing webhook', 30_000);
+    return operator;
+  };
+  before(async () => {
+    await applyCrds();
+    webhookPort = await freePort();
+  });
+  after(async () => {
+    for (const o of operators.splice(0)) await o.stop();
+    await cleanup.run();
+    await kubectl([
+      'delete',
+      'mutatingwebhookconfiguration',
+      'sandbox-remediator-pacing',
+      '--ignore-not-found',
+    ]);
+  });
+
+  it('gates new pods in opted-in namespaces under pressure, lifts at most maxPodStartsPerMinute across kill -9, releases the rest when the pressure ends, and never blocks pod creation', async function () {
+    this.timeout(300_000);
+    const first = await startOperator();
+    const paced = await createNamespace(cleanup, 'paced');
+    const other = await createNamespace(cleanup, 'other');
+    await kubectl(['label', 'namespace', paced, 'pacing=on']);
+    const { pool, names } = await createNodes(cleanup, 3);
+    const sick = names[0]!;
+    const policy = uniqueName('it-pacing');
+    await applyPolicy(cleanup, policy, {
+      nodeSelector: { matchLabels: { 'sandbox.remediator.io/test-pool': pool } },
+      ioPressure: {
+        sustainSeconds: 2,
+        recoverySeconds: 5,
+        staleAfterSeconds: 10,
+        thresholds: {
+          psiSomeAvg10Percent: 30,
+          psiFullAvg10Percent: 100,
+          diskBusyPercent: 100,
+          blockedProcesses: 10_000,
+        },
+      },
+      remediation: {
+        throttleRollouts: {
+          pacePodStarts: {
+            maxPodStartsPerMinute: 10,
+            namespaceSelector: { matchLabels: { pacing: 'on' } },
+            maxGateSeconds: 600,
+          },
+        },
+      },
+    });
+    const proc = new ProcRoot();
+    cleanup.add(() => proc.remove());
+    const agent = new AgentProcess();
+    cleanup.add(() => agent.stop());
+    agent.start(sick, [
+      `--proc-root=${await proc.create()}`,
+      '--interval-seconds=1',
+      '--heartbeat-seconds=3',
+    ]);
+    const { core } = api();
+    const pod = (name: string): V1Pod => ({
+      metadata: { name },
+      spec: {
+        nodeSelector: { 'sandbox.remediator.io/test-pool': pool },
+        containers: [{ name: 'app', image: 'registry.local/app:1' }],
+      },
+    });
+
+    await eventually(
+      'a low reading on the node',
+      async () => condition((await getHealth(sick))?.conditions, 'IoPressureHigh')?.status === 'False',
+      {
+        timeoutMs: 60_000,
+      },
+    );
+    const calm = await core.createNamespacedPod({ namespace: paced, body: pod('before-pressure') });
+    expect(gated(calm), 'no pressure: no gate').to.equal(false);
+
+    await proc.setPressure('load');
+    await eventually(
+      'IoPressureHigh',
+      async () => condition((await getHealth(sick))?.conditions, 'IoPressureHigh')?.status === 'True',
+      {
+        timeoutMs: 60_000,
+      },
+    );
+    await new Promise((r) => setTimeout(r, 1500)); // the pass that raised it has published the gating to the webhook
+    const created = await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        core.createNamespacedPod({ namespace: paced, body: pod(`p${i}`) }),
+      ),
+    );
+    const start = Date.now();
+    expect(created.filter(gated), 'all 30 gated by the apiserver calling the webhook').to.have.length(30);
+    expect(created[0]!.metadata?.annotations?.['sandbox.remediator.io/gated-by']).to.equal(policy);
+    const elsewhere = await core.createNamespacedPod({ namespace: other, body: pod('not-opted-in') });
+    expect(gated(elsewhere), 'a namespace not selected').to.equal(false);
+
+    const releasedAt = new Map<string, number>();
+    const sample = async () => {
+      const list = await core.listNamespacedPod({ namespace: paced });
+      for (const p of list.items)
+        if (p.metadata?.name?.startsWith('p') && !gated(p) && !releasedAt.has(p.metadata.name))
+          releasedAt.set(p.metadata.name, Date.now());
+    };
+    const sampleFor = async (ms: number) => {
+      const until = Date.now() + ms;
+      while (Date.now() < until) {
+        await sample();
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    };
+    await sampleFor(15_000);
+    log(`${releasedAt.size} released in the first 15 s`);
+    expect(releasedAt.size, 'the first minute').to.equal(10);
+
+    // A crash with 20 pods still gated: the new process honours the rate spent in status, then goes on.
+    first.kill();
+    await first.exited;
+    await startOperator();
+    await sampleFor(Math.max(0, start + 50_000 - Date.now()));
+    expect(releasedAt.size, 'still 10 within the first minute, across the restart').to.equal(10);
+    await sampleFor(Math.max(0, start + 80_000 - Date.now()));
+    log(`${releasedAt.size} released after 80 s`);
+    expect(releasedAt.size, 'ten more in the second minute').to.equal(20);
+    const times = [...releasedAt.values()].sort((a, b) => a - b);
+    for (let i = 0; i + 10 < times.length; i++)
+      expect(times[i + 10]! - times[i]!, 'at most 10 in any 60 s').to.be.at.least(59_000);
+    expect((await getPolicyStatus(policy))?.gatedPods).to.equal(10);
+
+    await proc.setPressure('idle');
+    await eventually(
+      'every pod released once the pressure is gone',
+      async () => {
+        await sample();
+        return releasedAt.size === 30;
+      },
+      { timeoutMs: 60_000 },
+    );
+    expect((await eventsWithReason('PodStartHeld', paced)).length).to.be.at.least(30);
+    expect((await eventsWithReason('PodStartReleased', paced)).length).to.be.at.least(30);
+
+    // With the operator down, the webhook fails open: pods are created, ungated, at once.
+    for (const o of operators.splice(0)) await o.stop();
+    const before = Date.now();
+    const whileDown = await core.createNamespacedPod({ namespace: paced, body: pod('operator-down') });
+    expect(gated(whileDown)).to.equal(false);
+    expect(Date.now() - before, 'within the webhook timeout').to.be.below(5_000);
+  });
+});

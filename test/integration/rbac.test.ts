@@ -13,6 +13,7 @@ import {
   CLUSTER_DIR,
   uniqueName,
 } from '../support/cluster.js';
+import { freePort } from '../support/monitoring.js';
 import { ProcRoot } from '../support/proc-root.js';
 import { createSpreadDeployment, eventsWithReason, readNode } from '../support/workloads.js';
 import { REPO_ROOT } from '../support/manifests.js';
@@ -92,6 +93,23 @@ describe('config/: manifests and least-privilege RBAC on the real cluster', func
     expect(await can('sandbox-remediator-operator', 'patch', 'nodes')).to.equal('yes');
     expect(await can('sandbox-remediator-operator', 'update', 'nodes')).to.equal('no');
     expect(await can('sandbox-remediator-operator', 'delete', 'nodes')).to.equal('no');
+    expect(await can('sandbox-remediator-operator', 'patch', 'deployments.apps')).to.equal('yes');
+    expect(await can('sandbox-remediator-operator', 'delete', 'deployments.apps')).to.equal('no');
+    expect(await can('sandbox-remediator-operator', 'patch', 'pods')).to.equal('yes');
+    expect(
+      await can(
+        'sandbox-remediator-operator',
+        'patch',
+        'mutatingwebhookconfigurations.admissionregistration.k8s.io/sandbox-remediator-pacing',
+      ),
+    ).to.equal('yes');
+    expect(
+      await can(
+        'sandbox-remediator-operator',
+        'patch',
+        'mutatingwebhookconfigurations.admissionregistration.k8s.io/someone-elses',
+      ),
+    ).to.equal('no');
     expect(await can('sandbox-remediator-operator', 'get', 'secrets')).to.equal('no');
     expect(
       await can(
@@ -113,7 +131,15 @@ describe('config/: manifests and least-privilege RBAC on the real cluster', func
     const agentConfig = await kubeconfigFor('sandbox-remediator-agent', dir);
     const operator = new OperatorProcess();
     cleanup.add(() => operator.stop());
-    await operator.start([`--kubeconfig=${operatorConfig}`]);
+    // With the pacing webhook on: it registers its MutatingWebhookConfiguration under this identity too.
+    cleanup.add(() =>
+      kubectl(['delete', 'mutatingwebhookconfiguration', 'sandbox-remediator-pacing', '--ignore-not-found']),
+    );
+    await operator.start([
+      `--kubeconfig=${operatorConfig}`,
+      `--webhook-bind-address=127.0.0.1:${await freePort()}`,
+    ]);
+    await operator.waitForLog('Serving the pacing webhook', 30_000);
 
     const namespace = await createNamespace(cleanup);
     const { pool, names } = await createNodes(cleanup, 2);

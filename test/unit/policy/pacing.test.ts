@@ -1,0 +1,104 @@
+import { expect } from 'chai';
+import {
+  decideGateReleases,
+  pacingFor,
+  type GatedPod,
+  type PacingPolicy,
+} from '../../../src/policy/pacing.js';
+
+const NOW = new Date('2026-11-30T12:00:00Z');
+const ago = (s: number) => new Date(NOW.getTime() - s * 1000);
+const pod = (name: string, gatedSecondsAgo: number): GatedPod => ({
+  namespace: 'shop',
+  name,
+  uid: `uid-${name}`,
+  gatedAt: ago(gatedSecondsAgo),
+});
+const names = (d: ReturnType<typeof decideGateReleases>) =>
+  d.releases.map((r) => `${r.pod.name} ${r.reason}`);
+
+describe('pacingFor', () => {
+  const policy = (name: string, overrides: Partial<PacingPolicy> = {}): PacingPolicy => ({
+    name,
+    namespaceSelector: { matchLabels: { pacing: 'on' } },
+    gating: true,
+    dryRun: false,
+    ...overrides,
+  });
+  it('picks the first policy whose selector takes the namespace', () => {
+    expect(pacingFor('shop', { pacing: 'on' }, [policy('a'), policy('b')], 'ops')?.name).to.equal('a');
+    expect(pacingFor('shop', { pacing: 'off' }, [policy('a')], 'ops')).to.equal(undefined);
+  });
+  it('answers for a dry-run policy (to count its decisions) but not for one neither gating nor dry', () => {
+    expect(
+      pacingFor('shop', { pacing: 'on' }, [policy('a', { gating: false, dryRun: true })], 'ops')?.name,
+    ).to.equal('a');
+    expect(pacingFor('shop', { pacing: 'on' }, [policy('a', { gating: false })], 'ops')).to.equal(undefined);
+  });
+  it('never paces kube-system, the operator namespace, or a namespace it does not know', () => {
+    const everything = policy('a', {
+      namespaceSelector: { matchExpressions: [{ key: 'x', operator: 'DoesNotExist' }] },
+    });
+    expect(pacingFor('kube-system', {}, [everything], 'ops')).to.equal(undefined);
+    expect(pacingFor('ops', {}, [everything], 'ops')).to.equal(undefined);
+    expect(pacingFor('shop', undefined, [everything], 'ops')).to.equal(undefined);
+    expect(pacingFor('shop', {}, [everything], 'ops')?.name).to.equal('a');
+  });
+});
+
+describe('decideGateReleases', () => {
+  const base = { maxPodStartsPerMinute: 2, maxGateSeconds: 600, now: NOW };
+  it('lifts at most maxPodStartsPerMinute, oldest first, and says when the next may go', () => {
+    const d = decideGateReleases({
+      ...base,
+      pressure: true,
+      gated: [pod('c', 10), pod('a', 30), pod('b', 20)],
+      recentReleases: [],
+    });
+    expect(names(d)).to.deep.equal(['a Paced', 'b Paced']);
+    expect(d.nextAt).to.deep.equal(new Date(NOW.getTime() + 60_000));
+  });
+  it('counts the releases of the last 60 s, not older ones', () => {
+    const d = decideGateReleases({
+      ...base,
+      pressure: true,
+      gated: [pod('a', 30), pod('b', 20)],
+      recentReleases: [ago(59), ago(61)],
+    });
+    expect(names(d)).to.deep.equal(['a Paced']);
+    expect(d.nextAt, 'when the release 59 s ago leaves the window').to.deep.equal(
+      new Date(NOW.getTime() + 1000),
+    );
+  });
+  it('releases a pod held longer than maxGateSeconds anyway, outside the rate', () => {
+    const d = decideGateReleases({
+      ...base,
+      pressure: true,
+      gated: [pod('old', 601), pod('a', 30)],
+      recentReleases: [ago(1), ago(2)],
+    });
+    expect(names(d)).to.deep.equal(['old WaitedTooLong']);
+    expect(d.nextAt).to.deep.equal(new Date(ago(2).getTime() + 60_000));
+  });
+  it('releases every pod at once when the pressure is gone', () => {
+    const d = decideGateReleases({
+      ...base,
+      pressure: false,
+      gated: [pod('b', 5), pod('a', 9), pod('c', 1)],
+      recentReleases: [ago(1), ago(2)],
+    });
+    expect(names(d)).to.deep.equal(['a PressureGone', 'b PressureGone', 'c PressureGone']);
+    expect(d.nextAt).to.equal(undefined);
+  });
+  it('the next look is also when the oldest waiting pod outwaits maxGateSeconds', () => {
+    const d = decideGateReleases({
+      ...base,
+      maxGateSeconds: 100,
+      pressure: true,
+      gated: [pod('a', 30), pod('b', 95)],
+      recentReleases: [ago(1), ago(2)],
+    });
+    expect(names(d)).to.deep.equal([]);
+    expect(d.nextAt).to.deep.equal(new Date(NOW.getTime() + 5_000));
+  });
+});

@@ -44,8 +44,11 @@ export interface Actuator {
   evict(pod: PodRef): Promise<EvictionOutcome>;
   /** Resolves with the Deployment's new resourceVersion when one is known. */
   patchDeployment(change: DeploymentChange): Promise<string | undefined>;
-  /** Lifts the pacing gate: the pod keeps every other gate it has. Resolves false when the pod is gone. */
-  releaseGate(pod: PodRef & { remainingGates: readonly string[] }): Promise<boolean>;
+  /**
+   * Lifts the pacing gate from a pod whose gates are `gates` (as the cache shows them); it keeps every other gate.
+   * Resolves false when the pod is gone or its gates changed meanwhile (looked at again on a later pass).
+   */
+  releaseGate(pod: PodRef & { gates: readonly string[] }): Promise<boolean>;
 }
 
 /** Mutates nothing; what a real run would have done is reported by the caller, marked as a dry run. */

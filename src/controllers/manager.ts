@@ -177,7 +177,10 @@ export class Manager {
         pacingFor(
           namespace,
           this.cache.namespaceLabels(namespace),
-          [...this.pacing.values()].sort((a, b) => a.name.localeCompare(b.name)),
+          // A policy that gates comes before one that only counts (dry run, paused) for the same namespace.
+          [...this.pacing.values()].sort(
+            (a, b) => Number(b.gating) - Number(a.gating) || a.name.localeCompare(b.name),
+          ),
           operatorNamespace,
         ),
       onDecision: ({ gated, dryRun }) => {

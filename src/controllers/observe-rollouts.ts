@@ -41,6 +41,7 @@ export function observeRollouts(input: ObserveRolloutsInput): DeploymentFacts[] 
     const stamps = d.stamps ?? simulated;
     if (stamps) f.stamps = stamps;
     if (d.handsOffUntil) f.handsOffUntil = d.handsOffUntil;
+    if (input.dryRun && d.stamps) f.frozen = true;
     facts.push(f);
   }
   return facts;

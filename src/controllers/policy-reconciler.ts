@@ -3,7 +3,6 @@ import type { Actuator, DeploymentChange, NodeChange } from '../actuation/actuat
 import {
   MAX_EVICTIONS_PER_MINUTE,
   matchesSelector,
-  PACING_GATE,
   rolloutStampAnnotations,
   type RolloutStamps,
   type SandboxPolicyStatus,
@@ -22,6 +21,7 @@ import {
   isIoCause,
   nextStuckAt,
   type DeploymentView,
+  type GatedPodView,
   type NodeFindings,
   type NodeView,
   type PodView,
@@ -222,6 +222,7 @@ export class PolicyReconciler {
 
   /** Drops what was remembered of a deleted policy. */
   private forgetPolicy(name: string): void {
+    this.deps.pacing?.delete(name);
     this.memory.delete(name);
     this.dirty.delete(name);
     this.expectations.forget(`SandboxPolicy/${name}`);
@@ -258,6 +259,7 @@ export class PolicyReconciler {
     const failures = new Failures(logger, name);
     await this.deleteOrphanHealths(assignment, failures);
     await this.releaseOrphanStamps(assignment, failures);
+    await this.releaseOrphanRollouts(failures, now);
     if (!policy) {
       this.forgetPolicy(name);
       failures.throwIfAny();
@@ -274,6 +276,8 @@ export class PolicyReconciler {
         logger.info('Refused invalid SandboxPolicy', { policy: name, problems: validation.problems });
         await writer.patchPolicyStatus(name, status);
       }
+      // Frozen: the webhook gates nothing for it (its gates are lifted by the orphan sweep).
+      this.deps.pacing?.delete(name);
       failures.throwIfAny();
       return {};
     }
@@ -635,6 +639,13 @@ export class PolicyReconciler {
       d.stamps ? d.stamps.policy === name : throttle !== undefined && inScope(d),
     );
     if (candidates.length === 0 && simulated.size === 0) return { throttling: new Map(), listed: [] };
+    // Changes are made on the versions decided on: a Deployment changed meanwhile answers 409, not our pause.
+    const versions = new Map(
+      candidates.map((d) => [
+        deploymentTarget(d),
+        cache.observedVersion('Deployment', `${d.namespace}/${d.name}`),
+      ]),
+    );
     const unsettled = candidates.some(
       (d) =>
         !this.expectations.isSettled(
@@ -684,7 +695,7 @@ export class PolicyReconciler {
                 action.kind === 'ReleaseRollout' ? action.handsOffUntil : undefined,
               ),
       };
-      const version = cache.observedVersion('Deployment', key);
+      const version = versions.get(action.target);
       if (version) change.resourceVersion = version;
       if (action.kind === 'PauseRollout') change.paused = true;
       if (action.kind === 'ResumeRollout') change.paused = false;
@@ -757,7 +768,7 @@ export class PolicyReconciler {
     observations: readonly NodeObservation[];
   }): Promise<{ gated: number; recentReleases: string[]; reserved?: string[]; nextAt?: Date }> {
     const { cache, recorder, logger, writer } = this.deps;
-    const { policy, spec, dryRun, actuator, now } = ctx;
+    const { policy, spec, dryRun, now } = ctx;
     const name = policy.name;
     const pace = spec.remediation.throttleRollouts?.pacePodStarts;
     const pressure = pace !== undefined && ctx.observations.some((o) => o.io?.condition.status === 'True');
@@ -772,9 +783,13 @@ export class PolicyReconciler {
     const windowStart = now.getTime() - 60_000;
     const kept = (policy.status?.recentGateReleases ?? []).filter((t) => new Date(t).getTime() > windowStart);
     // Ours, and those of a policy that is gone: a gate never outlives the policy that set it.
-    const gated = [...cache.gatedPods()].filter(
-      (p) => (p.policy === name || !p.policy || !cache.policy(p.policy)) && !this.releasesInFlight.has(p.uid),
-    );
+    for (const [uid, until] of this.releasesInFlight)
+      if (until <= now.getTime()) this.releasesInFlight.delete(uid);
+    // Ours only: those of a policy that is gone or invalid are lifted by the orphan sweep.
+    const allGated = [...cache.gatedPods()];
+    const gated = allGated.filter((p) => p.policy === name && !this.releasesInFlight.has(p.uid));
+    const present = new Set(allGated.map((p) => p.uid));
+    for (const uid of this.announcedGates) if (!present.has(uid)) this.announcedGates.delete(uid);
     for (const pod of gated) {
       if (this.announcedGates.has(pod.uid)) continue;
       this.announcedGates.add(pod.uid);
@@ -799,36 +814,27 @@ export class PolicyReconciler {
       -MAX_EVICTIONS_PER_MINUTE,
     );
     let reserved: string[] | undefined;
+    let pacedAllowed = true;
     if (paced > 0) {
-      // The rate is spent in status first, as evictions are: a crash cannot reset it.
+      // The rate is spent in status first, as evictions are: a crash cannot reset it. Only this field is written,
+      // so an eviction log reserved earlier in the pass stays as it is.
       try {
         this.expectations.expect(
           `SandboxPolicy/${name}`,
-          await writer.patchPolicyStatus(name, {
-            ...(policy.status ?? {}),
-            recentGateReleases: recentReleases,
-          }),
+          await writer.patchPolicyStatus(name, { recentGateReleases: recentReleases }),
         );
         reserved = recentReleases;
       } catch (err) {
         ctx.failures.add(`gate release log of sandboxpolicy/${name}`, err);
-        return { gated: gated.length, recentReleases: kept };
+        pacedAllowed = false; // what spends no budget (pressure gone, waited too long) is still lifted
       }
     }
+    // Lifting a gate only gives back: it is done for real even in a dry run, so no pod is ever stranded.
+    const lifter = this.deps.actuators.real;
     let released = 0;
     for (const { pod, reason } of decision.releases) {
-      const remainingGates = pod.gates.filter((g) => g !== PACING_GATE);
-      try {
-        await actuator.releaseGate({
-          namespace: pod.namespace,
-          name: pod.name,
-          uid: pod.uid,
-          remainingGates,
-        });
-      } catch (err) {
-        ctx.failures.add(`release of pod/${pod.namespace}/${pod.name}`, err);
-        continue;
-      }
+      if (reason === 'Paced' && !pacedAllowed) continue;
+      if (!(await this.liftGate(pod, lifter, ctx.failures))) continue;
       released++;
       this.releasesInFlight.set(pod.uid, now.getTime() + 60_000);
       this.announcedGates.delete(pod.uid);
@@ -852,11 +858,9 @@ export class PolicyReconciler {
               : `Released in turn (at most ${pace?.maxPodStartsPerMinute ?? 0} a minute; held ${Math.round(waited)}s).`,
       });
     }
-    for (const [uid, until] of this.releasesInFlight)
-      if (until <= now.getTime()) this.releasesInFlight.delete(uid);
     return {
       gated: gated.length - released,
-      recentReleases,
+      recentReleases: pacedAllowed ? recentReleases : kept,
       ...(reserved ? { reserved } : {}),
       ...(decision.nextAt ? { nextAt: decision.nextAt } : {}),
     };
@@ -982,7 +986,8 @@ export class PolicyReconciler {
       try {
         this.expectations.expect(
           `SandboxPolicy/${policyName}`,
-          await this.deps.writer.patchPolicyStatus(policyName, { ...(policy.status ?? {}), recentEvictions }),
+          // Only this field: a merge patch leaves the rest of the status as it is.
+          await this.deps.writer.patchPolicyStatus(policyName, { recentEvictions }),
         );
         reserved = [...recentEvictions];
       } catch (err) {
@@ -1199,6 +1204,79 @@ export class PolicyReconciler {
           message,
         });
       }
+    }
+  }
+
+  /**
+   * What a policy that is gone (or invalid) left behind on Deployments and pods: its pauses are resumed (a gone
+   * policy's only: an invalid one's stay frozen, as its nodes do), and its pacing gates are lifted either way — a
+   * gate never strands a pod. Read from the stamps, so it works after any restart.
+   */
+  private async releaseOrphanRollouts(failures: Failures, now: Date): Promise<void> {
+    const { cache, recorder, logger } = this.deps;
+    if (!cache.watchesHealthy()) return;
+    const isGone = (policy: string | undefined) => !policy || !cache.policy(policy);
+    const isFrozen = (policy: string | undefined) => {
+      const object = policy ? cache.policy(policy) : undefined;
+      return object !== undefined && !validatePolicy(object).valid;
+    };
+    const actuator = this.deps.actuators.real;
+    if (!this.deps.dryRun) {
+      for (const d of cache.deployments()) {
+        if (!d.stamps || !isGone(d.stamps.policy)) continue;
+        const key = `${d.namespace}/${d.name}`;
+        if (!this.expectations.isSettled(`Deployment/${key}`, cache.observedVersion('Deployment', key)))
+          continue;
+        const change: DeploymentChange = {
+          namespace: d.namespace,
+          name: d.name,
+          annotations: rolloutStampAnnotations(undefined),
+          ...(d.paused ? { paused: false } : {}),
+        };
+        const version = cache.observedVersion('Deployment', key);
+        if (version) change.resourceVersion = version;
+        try {
+          this.expectations.expect(`Deployment/${key}`, await actuator.patchDeployment(change));
+        } catch (err) {
+          failures.add(`release of deployment/${key}`, err);
+          continue;
+        }
+        logger.info('Resumed Deployment', { deployment: key, policy: d.stamps.policy, reason: 'PolicyGone' });
+        await recorder.record({
+          target: { kind: 'Deployment', namespace: d.namespace, name: d.name, uid: d.uid },
+          type: 'Normal',
+          reason: 'RolloutResumed',
+          message: `Resumed: policy ${d.stamps.policy}, which paused it, is gone.`,
+        });
+      }
+    }
+    for (const pod of cache.gatedPods()) {
+      if (!isGone(pod.policy) && !isFrozen(pod.policy)) continue;
+      if (this.releasesInFlight.has(pod.uid)) continue;
+      const released = await this.liftGate(pod, actuator, failures);
+      if (!released) continue;
+      this.releasesInFlight.set(pod.uid, now.getTime() + 60_000);
+      await recorder.record({
+        target: { kind: 'Pod', namespace: pod.namespace, name: pod.name, uid: pod.uid },
+        type: 'Normal',
+        reason: 'PodStartReleased',
+        message: `Released: policy ${pod.policy ?? '(none)'}, which gated it, is gone or invalid.`,
+      });
+    }
+  }
+
+  /** Lifts our gate; true when it was lifted (false: the pod is gone or changed meanwhile, looked at again later). */
+  private async liftGate(pod: GatedPodView, actuator: Actuator, failures: Failures): Promise<boolean> {
+    try {
+      return await actuator.releaseGate({
+        namespace: pod.namespace,
+        name: pod.name,
+        uid: pod.uid,
+        gates: pod.gates,
+      });
+    } catch (err) {
+      failures.add(`release of pod/${pod.namespace}/${pod.name}`, err);
+      return false;
     }
   }
 

@@ -7,7 +7,7 @@ import {
   type V1Taint,
 } from '@kubernetes/client-node';
 import type { Actuator, DeploymentChange, EvictionOutcome, NodeChange } from '../actuation/actuator.js';
-import { formatSelector, type LabelSelector } from '../api/v1alpha1/index.js';
+import { formatSelector, PACING_GATE, type LabelSelector } from '../api/v1alpha1/index.js';
 import type { WorkloadReader } from '../controllers/ports.js';
 import type { PodView } from '../detection/index.js';
 import type { PodRef } from '../policy/remediation.js';
@@ -70,16 +70,14 @@ export class KubeActuator implements Actuator {
     }
   }
 
-  async releaseGate(pod: PodRef & { remainingGates: readonly string[] }): Promise<boolean> {
+  async releaseGate(pod: PodRef & { gates: readonly string[] }): Promise<boolean> {
+    const remaining = pod.gates.filter((g) => g !== PACING_GATE);
     const patch = [
-      // Never another pod of the same name.
+      // Never another pod of the same name, and never a gate list someone changed since we looked.
       { op: 'test', path: '/metadata/uid', value: pod.uid },
-      pod.remainingGates.length > 0
-        ? {
-            op: 'replace',
-            path: '/spec/schedulingGates',
-            value: pod.remainingGates.map((name) => ({ name })),
-          }
+      { op: 'test', path: '/spec/schedulingGates', value: pod.gates.map((name) => ({ name })) },
+      remaining.length > 0
+        ? { op: 'replace', path: '/spec/schedulingGates', value: remaining.map((name) => ({ name })) }
         : { op: 'remove', path: '/spec/schedulingGates' },
     ];
     try {

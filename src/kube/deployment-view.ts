@@ -11,6 +11,25 @@ const num = (v: unknown, fallback: number): number => (typeof v === 'number' ? v
 const strings = (v: unknown): Record<string, string> =>
   Object.fromEntries(Object.entries(obj(v)).filter((e): e is [string, string] => typeof e[1] === 'string'));
 
+/**
+ * Rolling out: the controller has not seen this spec yet, not every replica runs it, old replicas are left, or the
+ * new ones are not yet available while the controller still reports progress. Not: a rollout past its progress
+ * deadline (it holds no slot), or a finished one whose pods merely crash (NewReplicaSetAvailable).
+ */
+function isRollingOut(status: Json, generation: number, replicas: number): boolean {
+  const progressing = Array.isArray(status.conditions)
+    ? (status.conditions as unknown[]).map(obj).find((c) => c.type === 'Progressing')
+    : undefined;
+  if (progressing?.status === 'False' && progressing.reason === 'ProgressDeadlineExceeded') return false;
+  const updated = num(status.updatedReplicas, 0);
+  return (
+    num(status.observedGeneration, 0) < generation ||
+    updated < replicas ||
+    num(status.replicas, 0) > updated ||
+    (num(status.availableReplicas, 0) < updated && progressing?.reason !== 'NewReplicaSetAvailable')
+  );
+}
+
 export function deploymentView(raw: RawObject): DeploymentView | undefined {
   const meta = obj(raw.metadata);
   const spec = obj(raw.spec);
@@ -28,12 +47,7 @@ export function deploymentView(raw: RawObject): DeploymentView | undefined {
     generation,
     paused: spec.paused === true,
     createdAt: toDate(meta.creationTimestamp) ?? new Date(0),
-    // Complete: the controller saw this spec, every replica runs it and is available, and no old one is left.
-    rollingOut:
-      num(status.observedGeneration, 0) < generation ||
-      num(status.updatedReplicas, 0) < replicas ||
-      num(status.availableReplicas, 0) < replicas ||
-      num(status.replicas, 0) > replicas,
+    rollingOut: isRollingOut(status, generation, replicas),
   };
   const stamps = readRolloutStamps(annotations);
   if (stamps) view.stamps = stamps;

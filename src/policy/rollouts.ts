@@ -19,6 +19,8 @@ export interface DeploymentFacts {
   handsOffUntil?: Date;
   /** Nodes the policy remediates where pods of this Deployment are stuck from an IO cause. */
   feeds: readonly string[];
+  /** Paused by a real run, seen by a dry run: held exactly as it is (a dry run cannot resume it). */
+  frozen?: boolean;
 }
 
 export interface RolloutInput {
@@ -78,8 +80,13 @@ export function decideRollouts(input: RolloutInput): RolloutDecision {
 
   // Ours, as the cluster has them; the user's own pauses are not in any list here.
   const ours = new Map<string, DeploymentFacts>();
+  const frozen = new Map<string, { d: DeploymentFacts; reason: PauseReason }>();
   for (const d of input.deployments) {
     if (!d.stamps) continue;
+    if (d.frozen) {
+      frozen.set(deploymentTarget(d), { d, reason: d.stamps.reason });
+      continue;
+    }
     if (!d.paused) {
       // Resumed by someone else: let go rather than fight them.
       actions.push({
@@ -93,9 +100,13 @@ export function decideRollouts(input: RolloutInput): RolloutDecision {
     }
     ours.set(deploymentTarget(d), d);
   }
-  const pausedNow = new Map<string, { d: DeploymentFacts; reason: PauseReason }>(
-    [...ours].map(([t, d]) => [t, { d, reason: d.stamps?.reason ?? 'RolloutQueued' }]),
-  );
+  const pausedNow = new Map<string, { d: DeploymentFacts; reason: PauseReason }>([
+    ...frozen,
+    ...[...ours].map(([t, d]): [string, { d: DeploymentFacts; reason: PauseReason }] => [
+      t,
+      { d, reason: d.stamps?.reason ?? 'RolloutQueued' },
+    ]),
+  ]);
   const resume = (d: DeploymentFacts, reason: string, message: string) => {
     actions.push({ kind: 'ResumeRollout', target: deploymentTarget(d), reason, message });
     pausedNow.delete(deploymentTarget(d));

@@ -91,8 +91,11 @@ export async function serveWebhook(
     });
     req.on('end', () => {
       let answer: object;
+      let uid = '';
       try {
-        answer = review(JSON.parse(Buffer.concat(chunks).toString('utf8')), deps, new Date());
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { request?: { uid?: unknown } };
+        if (typeof body.request?.uid === 'string') uid = body.request.uid;
+        answer = review(body, deps, new Date());
       } catch (err) {
         // Fail open: a request we cannot read is allowed unchanged.
         deps.logger.warn('Failed to read an admission request; allowed it unchanged', {
@@ -101,7 +104,7 @@ export async function serveWebhook(
         answer = {
           apiVersion: 'admission.k8s.io/v1',
           kind: 'AdmissionReview',
-          response: { uid: '', allowed: true },
+          response: { uid, allowed: true },
         };
       }
       res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify(answer));

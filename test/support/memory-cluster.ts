@@ -86,6 +86,8 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   private readonly undelivered: (() => void)[] = [];
   /** Fails the next patch of this node with this error, once. */
   failNextNodePatch = new Map<string, Error>();
+  /** Runs once just before the next Deployment patch reaches the API. */
+  beforeNextDeploymentPatch: (() => void) | undefined;
   /** Runs once just before the next node patch reaches the API: someone else's change racing ours. */
   beforeNextNodePatch: (() => void) | undefined;
   failNextHealthPatch = new Map<string, Error>();
@@ -123,7 +125,7 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   gatedPods() {
     return this.gated;
   }
-  releaseGate(pod: PodRef & { remainingGates: readonly string[] }): Promise<boolean> {
+  releaseGate(pod: PodRef & { gates: readonly string[] }): Promise<boolean> {
     this.writes.push(`release pod/${pod.namespace}/${pod.name}`);
     const found = this.gated.some((p) => p.uid === pod.uid);
     this.released.push(`${pod.namespace}/${pod.name}`);
@@ -138,6 +140,18 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
     this.writes.push(`patch deployment/${key}`);
     const d = this.deploymentMap.get(key);
     if (!d) return Promise.reject(new Error(`no deployment ${key}`));
+    const race = this.beforeNextDeploymentPatch;
+    this.beforeNextDeploymentPatch = undefined;
+    race?.();
+    const current = this.apiVersions.get(`Deployment/${key}`);
+    if (
+      change.resourceVersion !== undefined &&
+      current !== undefined &&
+      change.resourceVersion !== String(current)
+    )
+      return Promise.reject(
+        conflict(`deployment/${key} was changed since resourceVersion ${change.resourceVersion}`),
+      );
     const annotations = new Map(
       Object.entries(rolloutStampAnnotations(d.stamps, d.handsOffUntil)).filter(
         (e): e is [string, string] => e[1] !== null,
@@ -297,17 +311,27 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
     this.versions.delete(`SandboxHealth/${name}`);
     return Promise.resolve();
   }
-  patchPolicyStatus(name: string, status: SandboxPolicyStatus): Promise<string | undefined> {
+  /** The bodies of the policy status patches, in order. */
+  readonly policyPatches: Partial<SandboxPolicyStatus>[] = [];
+  patchPolicyStatus(name: string, status: Partial<SandboxPolicyStatus>): Promise<string | undefined> {
     this.writes.push(`patch policy/${name}`);
+    this.policyPatches.push(status);
     const policy = this.policyMap.get(name);
     if (!policy) return Promise.resolve(undefined);
+    // Merge-patch semantics: the fields given replace those stored; the others stay.
     const updated: PolicyObject = {
       ...policy,
-      status: JSON.parse(JSON.stringify(status)) as SandboxPolicyStatus,
+      status: JSON.parse(JSON.stringify({ ...policy.status, ...status })) as SandboxPolicyStatus,
     };
     return Promise.resolve(
       this.commit(`SandboxPolicy/${name}`, () => this.policyMap.set(name, updated), { quiet: true }),
     );
+  }
+  /** Someone else changes a Deployment (kubectl rollout pause, say): a new version. */
+  changeDeployment(key: string, change: (d: DeploymentView) => DeploymentView): void {
+    const d = this.deploymentMap.get(key);
+    if (!d) throw new Error(`no deployment ${key}`);
+    this.commit(`Deployment/${key}`, () => this.deploymentMap.set(key, change(d)), { quiet: true });
   }
   /** Someone else changes a node (an admin's kubectl cordon, say): a new version, seen as the cache allows. */
   changeNode(name: string, change: (node: NodeView) => NodeView): void {

@@ -1,0 +1,153 @@
+// Reconcile tests of rollout throttling and pod-start pacing over the in-memory cluster: what is written, and
+// what is left behind when a policy goes away or runs dry.
+import { expect } from 'chai';
+import { DryRunActuator } from '../../../src/actuation/actuator.js';
+import type { SandboxPolicySpecInput } from '../../../src/api/v1alpha1/index.js';
+import { PolicyReconciler } from '../../../src/controllers/policy-reconciler.js';
+import type { DeploymentView, GatedPodView } from '../../../src/detection/index.js';
+import type { PacingPolicy } from '../../../src/policy/pacing.js';
+import { FakeClock } from '../../../src/runtime/clock.js';
+import { secondsAfter, T0 } from '../../support/builders.js';
+import { aNode, MemoryCluster, tellOfChanges } from '../../support/memory-cluster.js';
+
+const quiet = { info: () => undefined, warn: () => undefined, debug: () => undefined };
+const START = secondsAfter(T0, 600);
+
+function world(spec: SandboxPolicySpecInput, saturated = true) {
+  const cluster = new MemoryCluster().addPolicy('p', spec).addNodes(aNode('n1'), aNode('n2'));
+  const clock = new FakeClock(START.getTime());
+  const pacing = new Map<string, PacingPolicy>();
+  const reconciler = new PolicyReconciler({
+    cache: cluster,
+    writer: cluster,
+    recorder: cluster,
+    actuators: { real: cluster, dryRun: new DryRunActuator() },
+    workloads: cluster,
+    clock,
+    logger: quiet,
+    pacing,
+    sources: () => ({
+      kind: 'prometheus',
+      pollMs: 10_000,
+      refresh: () => Promise.resolve(),
+      read: (node: string) => ({
+        source: 'prometheus',
+        observedTime: new Date(clock.now()).toISOString(),
+        psiSomeAvg10Percent: saturated && node === 'n1' ? 55 : 1,
+      }),
+    }),
+  });
+  tellOfChanges(cluster, reconciler);
+  return { cluster, clock, reconciler, pacing };
+}
+
+const IO = { sustainSeconds: 0, recoverySeconds: 30, staleAfterSeconds: 3600 };
+const PACING = {
+  ioPressure: IO,
+  remediation: {
+    throttleRollouts: {
+      pacePodStarts: { maxPodStartsPerMinute: 2, namespaceSelector: { matchLabels: { pacing: 'on' } } },
+    },
+  },
+};
+const gatedPod = (name: string, policy = 'p', secondsAgo = 10): GatedPodView => ({
+  namespace: 'shop',
+  name,
+  uid: `uid-${name}`,
+  gates: ['sandbox.remediator.io/paced'],
+  policy,
+  gatedAt: new Date(START.getTime() - secondsAgo * 1000),
+});
+const ourPause = (name: string, policy = 'p'): DeploymentView => ({
+  namespace: 'shop',
+  name,
+  uid: `uid-${name}`,
+  generation: 3,
+  paused: true,
+  createdAt: T0,
+  rollingOut: true,
+  stamps: { policy, since: T0, reason: 'RolloutQueued', startedAt: T0 },
+});
+
+describe('PolicyReconciler pacing and rollouts', () => {
+  it('publishes gating to the webhook under pressure, lifts gates at the rate, and writes only its own log', async () => {
+    const { cluster, reconciler, pacing } = world(PACING);
+    cluster.gated = [gatedPod('a', 'p', 30), gatedPod('b', 'p', 20), gatedPod('c', 'p', 10)];
+    await reconciler.reconcile('p');
+    expect(pacing.get('p')).to.include({ gating: true, dryRun: false });
+    expect(cluster.released).to.deep.equal(['shop/a', 'shop/b']);
+    const reservation = cluster.policyPatches.find((patch) => patch.recentGateReleases && !patch.conditions);
+    expect(reservation, 'the rate is spent in status before lifting').to.deep.equal({
+      recentGateReleases: [START.toISOString(), START.toISOString()],
+    });
+    expect(cluster.policy('p')!.status).to.include({ gatedPods: 1 });
+    expect(cluster.takeEvents()).to.include.members([
+      'Pod/a Normal PodStartHeld',
+      'Pod/a Normal PodStartReleased',
+    ]);
+  });
+
+  it('when its policy is deleted: stops gating, lifts its gates and resumes its pauses, and nothing else', async () => {
+    const { cluster, reconciler, pacing } = world(PACING);
+    await reconciler.reconcile('p');
+    expect(pacing.has('p')).to.equal(true);
+    cluster.gated = [gatedPod('mine'), gatedPod('other-policy', 'q')];
+    cluster.addPolicy('q', { ...PACING, nodeSelector: { matchLabels: { pool: 'none' } } });
+    cluster.deploymentMap.set('shop/web', ourPause('web'));
+    const { stamps: _none, ...users } = ourPause('users');
+    cluster.deploymentMap.set('shop/users', users);
+    cluster.policyMap.delete('p');
+    await reconciler.reconcile('p');
+    expect(pacing.has('p'), 'the webhook stops gating for it').to.equal(false);
+    expect(cluster.released).to.deep.equal(['shop/mine']);
+    expect(cluster.deploymentMap.get('shop/web')).to.include({ paused: false });
+    expect(cluster.deploymentMap.get('shop/web')!.stamps).to.equal(undefined);
+    expect(cluster.deploymentMap.get('shop/users')!.paused, "the user's own pause").to.equal(true);
+    expect(cluster.takeEvents()).to.include.members(['Pod/mine Normal PodStartReleased']);
+  });
+
+  it('in a dry run gates nothing and leaves real pauses frozen, but lifts real gates: a gate never strands a pod', async () => {
+    const { cluster, reconciler, pacing } = world({ ...PACING, safety: { dryRun: true } }, false);
+    cluster.gated = [gatedPod('left-by-a-real-run')];
+    cluster.deploymentMap.set('shop/web', ourPause('web'));
+    for (let i = 0; i < 3; i++) await reconciler.reconcile('p');
+    expect(pacing.get('p')).to.include({ gating: false, dryRun: true });
+    expect(cluster.released).to.deep.equal(['shop/left-by-a-real-run']);
+    expect(cluster.deploymentMap.get('shop/web')).to.include({ paused: true });
+    expect(cluster.takeEvents().filter((e) => e.includes('RolloutResumed'))).to.deep.equal([]);
+    expect(
+      cluster.policy('p')!.status!.throttledRollouts?.map((r) => [r.deployment, r.dryRun]),
+    ).to.deep.equal([['shop/web', false]]);
+  });
+
+  it('pauses on the version it decided on: a Deployment the user changed meanwhile answers 409, and is not claimed', async () => {
+    const { cluster, reconciler } = world({
+      ioPressure: IO,
+      remediation: { throttleRollouts: { maxConcurrentRollouts: 1 } },
+    });
+    const rolling = (name: string, generation: number): DeploymentView => ({
+      namespace: 'shop',
+      name,
+      uid: `uid-${name}`,
+      generation,
+      paused: false,
+      createdAt: T0,
+      rollingOut: true,
+    });
+    for (const name of ['a', 'b', 'c']) {
+      cluster.deploymentMap.set(`shop/${name}`, rolling(name, 2));
+      cluster.changeDeployment(`shop/${name}`, (d) => d); // a version in the cache
+    }
+    // c is paused first (the newest queue); while that patch is under way, the user pauses b.
+    cluster.beforeNextDeploymentPatch = () => {
+      cluster.changeDeployment('shop/b', (d) => ({ ...d, paused: true }));
+    };
+    await reconciler.reconcile('p').catch(() => undefined); // the 409 is retried by the queue
+    expect(cluster.deploymentMap.get('shop/b')).to.include({ paused: true });
+    expect(cluster.deploymentMap.get('shop/b')!.stamps, "the user's pause is not claimed").to.equal(
+      undefined,
+    );
+    await reconciler.reconcile('p');
+    expect(cluster.deploymentMap.get('shop/b')!.stamps, 'a user pause is never touched').to.equal(undefined);
+  });
+});

@@ -25,7 +25,7 @@ timed() {
 
 build_kubernetes() {
   local out=$BIN/kubernetes-v$KUBERNETES_VERSION
-  built "$out" kube-apiserver kube-controller-manager kube-scheduler && { log "kubernetes v$KUBERNETES_VERSION cached in $out"; return; }
+  built "$out" kube-apiserver kube-controller-manager kube-scheduler kubectl && { log "kubernetes v$KUBERNETES_VERSION cached in $out"; return; }
   local work minor sv; work=$(mktemp -d); minor=$(echo "$KUBERNETES_VERSION" | cut -d. -f2); sv=0.${KUBERNETES_VERSION#1.}
   # k8s.io/kubernetes requires its staging modules at v0.0.0 with replace directives to ./staging, which
   # a dependent module cannot follow; point each at its published v0.<minor>.<patch> instead.
@@ -48,9 +48,11 @@ build_kubernetes() {
   now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
   local ldf="-s -w -X $v.gitVersion=v$KUBERNETES_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean -X $v.buildDate=$now -X $c.gitVersion=v$KUBERNETES_VERSION -X $c.gitMajor=1 -X $c.gitMinor=$minor"
   mkdir -p "$out.tmp"
-  (cd "$work" && timed "kubernetes v$KUBERNETES_VERSION (kube-apiserver, kube-controller-manager, kube-scheduler)" \
+  # kubectl too: a fresh machine may have none, and this one matches the apiserver's version exactly.
+  (cd "$work" && timed "kubernetes v$KUBERNETES_VERSION (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)" \
     go build -trimpath -tags=selinux,notest,grpcnotrace -ldflags="$ldf" -o "$out.tmp/" \
-      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler)
+      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
+      k8s.io/kubernetes/cmd/kubectl)
   rm -rf "$out" && mv "$out.tmp" "$out" && rm -rf "$work"
   "$out/kube-apiserver" --version >&2
 }

@@ -16,11 +16,11 @@ KUBECONFIG_FILE=$CLUSTER_DIR/kubeconfig
 log() { printf '[%s %s] %s\n' "${LOG_TAG:-cluster}" "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-# kubectl within one minor of the apiserver (1.34): the pinned 1.33 beside the machine's kubectl when present.
+# kubectl matching the apiserver: the one built beside it (make tools), else the machine's pinned 1.33 or kubectl.
 resolve_kubectl() {
   if [ -n "${KUBECTL:-}" ]; then echo "$KUBECTL"; return; fi
   local real; real=$(readlink -f "$(command -v kubectl)" 2>/dev/null || true)
-  for candidate in "$(command -v kubectl.1.33 || true)" "${real:+$(dirname "$real")/kubectl.1.33}" "$(command -v kubectl || true)"; do
+  for candidate in "$K8S_BIN/kubectl" "$(command -v kubectl.1.33 || true)" "${real:+$(dirname "$real")/kubectl.1.33}" "$(command -v kubectl || true)"; do
     [ -n "$candidate" ] && [ -x "$candidate" ] && { echo "$candidate"; return; }
   done
   die "kubectl not found"

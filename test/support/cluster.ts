@@ -9,7 +9,8 @@ import {
 } from '@kubernetes/client-node';
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, realpathSync } from 'node:fs';
+import { existsSync, readFileSync, realpathSync } from 'node:fs';
+import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
@@ -21,9 +22,20 @@ const run = promisify(execFile);
 export const CLUSTER_DIR = process.env.CLUSTER_DIR ?? join(REPO_ROOT, '.cluster');
 export const KUBECONFIG = join(CLUSTER_DIR, 'kubeconfig');
 
-/** kubectl within one minor of the 1.34 apiserver: the pinned 1.33 beside the machine's kubectl when present. */
+/** The kubectl `make tools` builds beside the control plane (hack/cluster/build.sh), when it is there. */
+function builtKubectl(): string | undefined {
+  const versions = readFileSync(join(REPO_ROOT, 'hack', 'cluster', 'versions.env'), 'utf8');
+  const version = /^KUBERNETES_VERSION=(\S+)$/m.exec(versions)?.[1];
+  const cache = process.env.SANDBOX_REMEDIATOR_CACHE ?? join(homedir(), '.cache', 'sandbox-remediator');
+  const path = version ? join(cache, 'bin', `kubernetes-v${version}`, 'kubectl') : undefined;
+  return path && existsSync(path) ? path : undefined;
+}
+
+/** kubectl matching the apiserver: the one built beside it, else the machine's pinned 1.33, else kubectl. */
 export function resolveKubectl(): string {
   if (process.env.KUBECTL) return process.env.KUBECTL;
+  const built = builtKubectl();
+  if (built) return built;
   for (const dir of (process.env.PATH ?? '').split(':')) {
     const plain = join(dir, 'kubectl');
     if (existsSync(join(dir, 'kubectl.1.33'))) return join(dir, 'kubectl.1.33');

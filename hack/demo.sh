@@ -84,7 +84,8 @@ k rollout status deployment/shop --timeout=60s >/dev/null 2>&1 || true
 show k get sandboxhealth
 show k get pods -o wide
 show k get node "$NODE" -o jsonpath='{.metadata.annotations}{"\n"}'
-show k get events -A --field-selector source=sandbox-remediator -o custom-columns=OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message
+show k get events --field-selector "source=sandbox-remediator,involvedObject.name=$NODE" -o custom-columns=REASON:.reason,MESSAGE:.message
+show k get events --field-selector "reason=EvictedStuckPod" -o custom-columns=POD:.involvedObject.name,REASON:.reason,MESSAGE:.message
 
 step "7/7 IO drops: the incident ends, the load stops; after recoverySeconds and cooldown the node is uncordoned"
 "$here/incident" stop --node "$NODE"

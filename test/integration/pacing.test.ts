@@ -12,7 +12,7 @@ import {
 } from '../support/cluster.js';
 import { freePort } from '../support/monitoring.js';
 import { applyCrds, OperatorProcess } from '../support/operator-process.js';
-import { ProcRoot } from '../support/proc-root.js';
+import { FAST_IO, ProcRoot } from '../support/proc-root.js';
 import { applyPolicy, condition, getHealth, getPolicyStatus } from '../support/resources.js';
 import { eventsWithReason } from '../support/workloads.js';
 
@@ -59,17 +59,7 @@ describe('pod-start pacing through the webhook on the real cluster', function ()
     const policy = uniqueName('it-pacing');
     await applyPolicy(cleanup, policy, {
       nodeSelector: { matchLabels: { 'sandbox.remediator.io/test-pool': pool } },
-      ioPressure: {
-        sustainSeconds: 2,
-        recoverySeconds: 5,
-        staleAfterSeconds: 10,
-        thresholds: {
-          psiSomeAvg10Percent: 30,
-          psiFullAvg10Percent: 100,
-          diskBusyPercent: 100,
-          blockedProcesses: 10_000,
-        },
-      },
+      ioPressure: FAST_IO,
       remediation: {
         throttleRollouts: {
           pacePodStarts: {

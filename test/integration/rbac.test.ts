@@ -14,7 +14,7 @@ import {
   uniqueName,
 } from '../support/cluster.js';
 import { freePort } from '../support/monitoring.js';
-import { ProcRoot } from '../support/proc-root.js';
+import { FAST_IO, ProcRoot } from '../support/proc-root.js';
 import { createSpreadDeployment, eventsWithReason, readNode } from '../support/workloads.js';
 import { REPO_ROOT } from '../support/manifests.js';
 import { applyCrds, OperatorProcess } from '../support/operator-process.js';
@@ -148,17 +148,7 @@ describe('config/: manifests and least-privilege RBAC on the real cluster', func
     await applyPolicy(cleanup, policy, {
       nodeSelector: { matchLabels: { 'sandbox.remediator.io/test-pool': pool } },
       detection: { stuckThresholdSeconds: 2 },
-      ioPressure: {
-        sustainSeconds: 1,
-        recoverySeconds: 3,
-        staleAfterSeconds: 10,
-        thresholds: {
-          psiSomeAvg10Percent: 30,
-          psiFullAvg10Percent: 100,
-          diskBusyPercent: 100,
-          blockedProcesses: 10_000,
-        },
-      },
+      ioPressure: FAST_IO,
       safety: { maxUnhealthyNodes: 1, cooldownSeconds: 3 },
     });
     const proc = new ProcRoot();

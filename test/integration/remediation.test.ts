@@ -11,7 +11,7 @@ import {
   uniqueName,
 } from '../support/cluster.js';
 import { applyCrds, OperatorProcess, useOperator } from '../support/operator-process.js';
-import { ProcRoot } from '../support/proc-root.js';
+import { FAST_IO, ProcRoot } from '../support/proc-root.js';
 import { applyPolicy, condition, getHealth, getPolicyStatus } from '../support/resources.js';
 import {
   createSpreadDeployment,
@@ -31,18 +31,7 @@ const poolSelector = (pool: string) => ({ matchLabels: { 'sandbox.remediator.io/
 /** Fast clocks for a test: stuck after 3 s, pressure after 2 s, recovered after 5 s, cooldown 5 s. */
 const FAST = {
   detection: { stuckThresholdSeconds: 3 },
-  ioPressure: {
-    sustainSeconds: 2,
-    recoverySeconds: 5,
-    staleAfterSeconds: 10,
-    // The crafted /proc's PSI is the only reading that moves: 38 % under load, 0.7 % idle.
-    thresholds: {
-      psiSomeAvg10Percent: 30,
-      psiFullAvg10Percent: 100,
-      diskBusyPercent: 100,
-      blockedProcesses: 10_000,
-    },
-  },
+  ioPressure: FAST_IO,
 };
 
 /** A saturated node: the incident holds new pods there in ContainerCreating, the agent reads load-level PSI. */

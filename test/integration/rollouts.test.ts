@@ -12,22 +12,11 @@ import {
   uniqueName,
 } from '../support/cluster.js';
 import { applyCrds, OperatorProcess } from '../support/operator-process.js';
-import { ProcRoot } from '../support/proc-root.js';
+import { FAST_IO, ProcRoot } from '../support/proc-root.js';
 import { applyPolicy, condition, getHealth, getPolicyStatus } from '../support/resources.js';
 import { eventsWithReason, isRunning, podsOf } from '../support/workloads.js';
 
 const poolSelector = (pool: string) => ({ matchLabels: { 'sandbox.remediator.io/test-pool': pool } });
-const FAST_IO = {
-  sustainSeconds: 2,
-  recoverySeconds: 5,
-  staleAfterSeconds: 10,
-  thresholds: {
-    psiSomeAvg10Percent: 30,
-    psiFullAvg10Percent: 100,
-    diskBusyPercent: 100,
-    blockedProcesses: 10_000,
-  },
-};
 
 /** A Deployment whose pods prefer `prefer` (so a rollout's new pod lands there) and become available after 2 s. */
 async function deployment(cleanup: Cleanup, namespace: string, name: string, pool: string, prefer?: string) {
@@ -69,6 +58,21 @@ async function deployment(cleanup: Cleanup, namespace: string, name: string, poo
   };
   await apps.createNamespacedDeployment({ namespace, body });
   cleanup.add(() => apps.deleteNamespacedDeployment({ name, namespace }).catch(() => undefined));
+}
+
+/** Waits until some node of the pool is IoPressureHigh=True. */
+async function ioPressureHighIn(pool: string): Promise<void> {
+  await eventually(
+    `IoPressureHigh=True in ${pool}`,
+    async () => {
+      const nodes = await api().core.listNode({ labelSelector: `sandbox.remediator.io/test-pool=${pool}` });
+      for (const n of nodes.items)
+        if (condition((await getHealth(n.metadata!.name!))?.conditions, 'IoPressureHigh')?.status === 'True')
+          return true;
+      return false;
+    },
+    { timeoutMs: 60_000 },
+  );
 }
 
 const read = (namespace: string, name: string) => api().apps.readNamespacedDeployment({ name, namespace });
@@ -295,19 +299,7 @@ describe('rollout throttling on the real cluster', function () {
         timeoutMs: 60_000,
       });
     await proc.setPressure('load');
-    await eventually(
-      'IoPressureHigh=True',
-      async () => {
-        const nodes = await api().core.listNode({ labelSelector: `sandbox.remediator.io/test-pool=${p}` });
-        for (const n of nodes.items)
-          if (
-            condition((await getHealth(n.metadata!.name!))?.conditions, 'IoPressureHigh')?.status === 'True'
-          )
-            return true;
-        return false;
-      },
-      { timeoutMs: 60_000 },
-    );
+    await ioPressureHighIn(p);
 
     for (const name of names) await restart(namespace, name);
     const finished = new Map<string, number>();
@@ -347,19 +339,7 @@ describe('rollout throttling on the real cluster', function () {
         timeoutMs: 60_000,
       });
     await proc.setPressure('load');
-    await eventually(
-      'a dry-run IoPressureHigh',
-      async () => {
-        const nodes = await api().core.listNode({ labelSelector: `sandbox.remediator.io/test-pool=${p}` });
-        for (const n of nodes.items)
-          if (
-            condition((await getHealth(n.metadata!.name!))?.conditions, 'IoPressureHigh')?.status === 'True'
-          )
-            return true;
-        return false;
-      },
-      { timeoutMs: 60_000 },
-    );
+    await ioPressureHighIn(p);
     const generations = async () =>
       Promise.all(['a', 'b'].map(async (n) => (await read(namespace, n)).metadata?.generation));
     for (const name of ['a', 'b']) await restart(namespace, name);

@@ -29,3 +29,19 @@ export class ProcRoot {
     if (this.dir) await rm(this.dir, { recursive: true, force: true });
   }
 }
+
+/**
+ * ioPressure for a policy over nodes whose agent reads a ProcRoot: pressure 2 s after `load`, recovered 5 s after
+ * `idle`. The crafted /proc's PSI is the only reading that moves (38 % under load, 0.7 % idle), so only it counts.
+ */
+export const FAST_IO = {
+  sustainSeconds: 2,
+  recoverySeconds: 5,
+  staleAfterSeconds: 10,
+  thresholds: {
+    psiSomeAvg10Percent: 30,
+    psiFullAvg10Percent: 100,
+    diskBusyPercent: 100,
+    blockedProcesses: 10_000,
+  },
+};

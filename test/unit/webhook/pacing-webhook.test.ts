@@ -1,6 +1,9 @@
 import { expect } from 'chai';
 import { X509Certificate } from 'node:crypto';
-import { generateServingCert } from '../../../src/webhook/certs.js';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { generateServingCert, loadServingCert } from '../../../src/webhook/certs.js';
 import { gatePatch, review } from '../../../src/webhook/pacing-webhook.js';
 
 const NOW = new Date('2026-11-30T12:00:00Z');
@@ -74,5 +77,21 @@ describe('pacing webhook', () => {
     expect(serving.verify(ca.publicKey)).to.equal(true);
     expect(ca.ca).to.equal(true);
     expect(serving.ca).to.equal(false);
+  });
+  it('reads a certificate as cert-manager mounts it, with its CA as the bundle (or itself when there is no ca.crt)', () => {
+    const made = generateServingCert('webhook.example.svc');
+    const dir = mkdtempSync(join(tmpdir(), 'certs-'));
+    try {
+      writeFileSync(join(dir, 'tls.crt'), made.certPem);
+      writeFileSync(join(dir, 'tls.key'), made.keyPem);
+      expect(loadServingCert(dir).caPem, 'no ca.crt: the certificate itself').to.equal(made.certPem);
+      writeFileSync(join(dir, 'ca.crt'), made.caPem);
+      expect(loadServingCert(dir)).to.deep.include({ caPem: made.caPem, certPem: made.certPem, origin: dir });
+      expect(new X509Certificate(made.certPem).checkHost('webhook.example.svc')).to.equal(
+        'webhook.example.svc',
+      );
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

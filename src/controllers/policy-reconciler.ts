@@ -51,6 +51,7 @@ import {
 } from '../status/health-status.js';
 import { invalidPolicyStatus, validPolicyStatus } from '../status/policy-status.js';
 import {
+  blockKey,
   desiredHealthStatus,
   remediationTransitions,
   type ActionResult,
@@ -61,7 +62,14 @@ import { observeRollouts } from './observe-rollouts.js';
 import { decideRollouts, deploymentTarget, type RolloutAction } from '../policy/rollouts.js';
 import { decideGateReleases, type PacingPolicy, type ReleaseReason } from '../policy/pacing.js';
 import { assignNodes, type NodeAssignment, type PolicyCandidate } from './ownership.js';
-import type { ClusterCache, EventRecorder, PolicyObject, StatusWriter, WorkloadReader } from './ports.js';
+import type {
+  ClusterCache,
+  EventRecorder,
+  PolicyObject,
+  StatusWriter,
+  VersionedKind,
+  WorkloadReader,
+} from './ports.js';
 
 export interface ReconcileLogger {
   info(message: string, fields?: Record<string, unknown>): void;
@@ -126,10 +134,21 @@ type ThrottledRollout = NonNullable<SandboxPolicyStatus['throttledRollouts']>[nu
 const SETTLE_RETRY_MS = 500;
 const FOLLOW_UP_MS = 5_000;
 
+/**
+ * A rate log kept in status (evictions, gate releases): the entries of the last 60 s, plus `planned` entries at
+ * `now`, bounded as the CRD bounds the list.
+ */
+function rateLog(previous: readonly string[] | undefined, planned: number, now: Date): string[] {
+  const windowStart = now.getTime() - 60_000;
+  const kept = (previous ?? []).filter((t) => new Date(t).getTime() > windowStart);
+  return [...kept, ...Array.from({ length: planned }, () => now.toISOString())].slice(
+    -MAX_EVICTIONS_PER_MINUTE,
+  );
+}
+
 function sameBlocks(previous: SandboxHealthStatus | undefined, blocked: readonly BlockedAction[]): boolean {
-  const key = (b: { kind: string; target: string; guard: string }) => `${b.kind} ${b.target} ${b.guard}`;
-  const before = new Set((previous?.blocked ?? []).map(key));
-  return before.size === blocked.length && blocked.every((b) => before.has(key(b)));
+  const before = new Set((previous?.blocked ?? []).map(blockKey));
+  return before.size === blocked.length && blocked.every((b) => before.has(blockKey(b)));
 }
 const EVICTION_IN_FLIGHT_MS = 60_000;
 
@@ -220,6 +239,11 @@ export class PolicyReconciler {
     this.expectations = new Expectations(deps.clock);
   }
 
+  /** Whether the cache shows our last write of this object (the read-your-writes fence). */
+  private settled(kind: VersionedKind, name: string): boolean {
+    return this.expectations.isSettled(`${kind}/${name}`, this.deps.cache.observedVersion(kind, name));
+  }
+
   /** Drops what was remembered of a deleted policy. */
   private forgetPolicy(name: string): void {
     this.deps.pacing?.delete(name);
@@ -282,7 +306,7 @@ export class PolicyReconciler {
       return {};
     }
     // The eviction log and the action counts are read from the policy's status: never from one older than our last write.
-    if (!this.expectations.isSettled(`SandboxPolicy/${name}`, cache.observedVersion('SandboxPolicy', name))) {
+    if (!this.settled('SandboxPolicy', name)) {
       failures.throwIfAny();
       return { requeueAfterMs: SETTLE_RETRY_MS };
     }
@@ -337,7 +361,11 @@ export class PolicyReconciler {
         : undefined;
     // Act.
     const actuator = dryRun ? this.deps.actuators.dryRun : this.deps.actuators.real;
-    const recentEvictions = this.evictionLog(policy.status?.recentEvictions, decision, now);
+    const recentEvictions = rateLog(
+      policy.status?.recentEvictions,
+      decision?.actions.filter((a) => a.kind === 'Evict' || a.kind === 'Migrate').length ?? 0,
+      now,
+    );
     const outcome = decision
       ? await this.act(name, memory.observations, decision, actuator, recentEvictions, policy, failures)
       : {
@@ -530,13 +558,7 @@ export class PolicyReconciler {
     for (const [nodeName, nodeFindings] of findings) {
       const node = cache.node(nodeName);
       if (!node) continue;
-      if (
-        !this.expectations.isSettled(`Node/${nodeName}`, cache.observedVersion('Node', nodeName)) ||
-        !this.expectations.isSettled(
-          `SandboxHealth/${nodeName}`,
-          cache.observedVersion('SandboxHealth', nodeName),
-        )
-      ) {
+      if (!this.settled('Node', nodeName) || !this.settled('SandboxHealth', nodeName)) {
         unsettledNodes.push(nodeName); // our own write is not back through the watch yet: decide nothing on the old state
         continue;
       }
@@ -646,13 +668,7 @@ export class PolicyReconciler {
         cache.observedVersion('Deployment', `${d.namespace}/${d.name}`),
       ]),
     );
-    const unsettled = candidates.some(
-      (d) =>
-        !this.expectations.isSettled(
-          `Deployment/${d.namespace}/${d.name}`,
-          cache.observedVersion('Deployment', `${d.namespace}/${d.name}`),
-        ),
-    );
+    const unsettled = candidates.some((d) => !this.settled('Deployment', `${d.namespace}/${d.name}`));
     const stuckOnRemediated = new Map<string, PodView[]>();
     for (const o of ctx.observations) {
       if (!ctx.remediated.has(o.node.name)) continue;
@@ -780,8 +796,7 @@ export class PolicyReconciler {
         dryRun: dryRun || spec.safety.paused,
       });
     else this.deps.pacing?.delete(name);
-    const windowStart = now.getTime() - 60_000;
-    const kept = (policy.status?.recentGateReleases ?? []).filter((t) => new Date(t).getTime() > windowStart);
+    const kept = rateLog(policy.status?.recentGateReleases, 0, now);
     // Ours, and those of a policy that is gone: a gate never outlives the policy that set it.
     for (const [uid, until] of this.releasesInFlight)
       if (until <= now.getTime()) this.releasesInFlight.delete(uid);
@@ -810,9 +825,7 @@ export class PolicyReconciler {
       now,
     });
     const paced = decision.releases.filter((r) => r.reason === 'Paced').length;
-    const recentReleases = [...kept, ...Array.from({ length: paced }, () => now.toISOString())].slice(
-      -MAX_EVICTIONS_PER_MINUTE,
-    );
+    const recentReleases = rateLog(kept, paced, now);
     let reserved: string[] | undefined;
     let pacedAllowed = true;
     if (paced > 0) {
@@ -914,20 +927,6 @@ export class PolicyReconciler {
         });
       }
     }
-  }
-
-  /** The policy's eviction log after this pass: the last minute, plus the evictions about to be made. */
-  private evictionLog(
-    previous: readonly string[] | undefined,
-    decision: { actions: readonly { kind: string }[] } | undefined,
-    now: Date,
-  ): string[] {
-    const windowStart = now.getTime() - 60_000;
-    const kept = (previous ?? []).filter((t) => new Date(t).getTime() > windowStart);
-    const planned = decision?.actions.filter((a) => a.kind === 'Evict' || a.kind === 'Migrate').length ?? 0;
-    return [...kept, ...Array.from({ length: planned }, () => now.toISOString())].slice(
-      -MAX_EVICTIONS_PER_MINUTE,
-    );
   }
 
   private async act(
@@ -1137,10 +1136,8 @@ export class PolicyReconciler {
       }
       await recorder.record(transition);
     }
-    const previousBlocked = new Set((previous?.blocked ?? []).map((b) => `${b.kind} ${b.target} ${b.guard}`));
-    const fresh = (desired.blocked ?? []).filter(
-      (b) => !previousBlocked.has(`${b.kind} ${b.target} ${b.guard}`),
-    );
+    const previousBlocked = new Set((previous?.blocked ?? []).map(blockKey));
+    const fresh = (desired.blocked ?? []).filter((b) => !previousBlocked.has(blockKey(b)));
     for (const b of fresh) this.deps.onBlocked?.(b.guard);
     return fresh.length;
   }
@@ -1160,8 +1157,7 @@ export class PolicyReconciler {
       if (!stamps || assignment.owner.has(node.name)) continue;
       const stamping = cache.policy(stamps.policy);
       if (stamping && !validatePolicy(stamping).valid) continue;
-      if (!this.expectations.isSettled(`Node/${node.name}`, cache.observedVersion('Node', node.name)))
-        continue;
+      if (!this.settled('Node', node.name)) continue;
       const message = `No valid SandboxPolicy owns the node any more (${stamping ? `policy ${stamps.policy} no longer selects it` : `policy ${stamps.policy} is gone`}); undoing what it did.`;
       const target = `node/${node.name}`;
       const actions: Action[] = [
@@ -1225,8 +1221,7 @@ export class PolicyReconciler {
       for (const d of cache.deployments()) {
         if (!d.stamps || !isGone(d.stamps.policy)) continue;
         const key = `${d.namespace}/${d.name}`;
-        if (!this.expectations.isSettled(`Deployment/${key}`, cache.observedVersion('Deployment', key)))
-          continue;
+        if (!this.settled('Deployment', key)) continue;
         const change: DeploymentChange = {
           namespace: d.namespace,
           name: d.name,

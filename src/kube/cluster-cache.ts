@@ -3,9 +3,9 @@ import { GROUP, VERSION } from '../api/v1alpha1/index.js';
 import type { Change } from '../controllers/mapper.js';
 import type { ClusterCache, HealthObject, PolicyObject, VersionedKind } from '../controllers/ports.js';
 import type { DeploymentView, EventView, GatedPodView, NodeView, PodView } from '../detection/index.js';
-import { deploymentView } from './deployment-view.js';
 import { Informer, type ChangeHandler, type InformerLogger } from './informer.js';
 import {
+  deploymentView,
   eventView,
   gatedPodView,
   healthView,

@@ -39,7 +39,9 @@ export function actionRecord(result: ActionResult, now: Date, dryRun: boolean): 
   return record;
 }
 
-const blockKey = (b: { kind: string; target: string; guard: string }) => `${b.kind} ${b.target} ${b.guard}`;
+/** One blocked action's identity: a block with the same key is the same standing block. */
+export const blockKey = (b: { kind: string; target: string; guard: string }) =>
+  `${b.kind} ${b.target} ${b.guard}`;
 
 function mirror(stamps: NodeStamps | undefined, dryRun: boolean): RemediationRecord | undefined {
   if (!stamps) return undefined;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts a local control plane on 127.0.0.1: etcd, kube-apiserver (TLS, client certificates, RBAC),
 # kube-controller-manager, kube-scheduler and kwok with NODES simulated nodes. Reuses a running one.
-# Writes .cluster/kubeconfig; logs in .cluster/logs/. Stop it with hack/cluster/down.sh.
+# Writes .cluster/kubeconfig; logs in .cluster/logs/, with the audit log of every change in .cluster/logs/audit.log
+# (hack/cluster/audit-policy.yaml). Stop it with hack/cluster/down.sh.
 set -euo pipefail
 LOG_TAG=cluster-up
 . "$(dirname "$0")/lib.sh"
@@ -81,7 +82,9 @@ ENV
     --authorization-mode=Node,RBAC --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
     --service-cluster-ip-range=10.96.0.0/16 --allow-privileged=true --endpoint-reconciler-type=none \
-    --cert-dir="$CLUSTER_DIR/apiserver" --event-ttl=1h --profiling=false
+    --cert-dir="$CLUSTER_DIR/apiserver" --event-ttl=1h --profiling=false \
+    --audit-policy-file="$here/audit-policy.yaml" --audit-log-path="$CLUSTER_DIR/logs/audit.log" \
+    --audit-log-maxsize=200 --audit-log-maxbackup=1
   wait_for "kube-apiserver /readyz" 180 kc get --raw=/readyz
 
   start kube-controller-manager "$K8S_BIN/kube-controller-manager" \

@@ -47,6 +47,10 @@ export class AgentMetrics {
     labelNames: ['result'],
     registers: [this.registry],
   });
+  readonly lastPublish = this.g(
+    'last_publish_timestamp_seconds',
+    'Unix time of the last reading written to SandboxHealth (absent before the first).',
+  );
   readonly readProblems = new Counter({
     name: 'sandbox_remediator_agent_read_problems_total',
     help: 'Samples in which a /proc part could not be read or parsed.',
@@ -120,6 +124,7 @@ export class NodeAgent {
         const result = await this.options.publisher.publish(reading);
         this.metrics.publishes.inc({ result });
         if (result === 'published') {
+          this.metrics.lastPublish.set(Date.now() / 1000);
           this.published = reading;
           this.publishedAt = now;
         } else if (heartbeatDue) {

@@ -83,6 +83,23 @@ export class OperatorMetrics {
     registers: [this.registry],
   });
 
+  readonly leader = new Gauge({
+    name: 'sandbox_remediator_leader',
+    help: 'Whether this replica holds the leader Lease and acts (1) or stands by with warm caches (0).',
+    registers: [this.registry],
+  });
+  readonly ready = new Gauge({
+    name: 'sandbox_remediator_ready',
+    help: 'Whether /readyz answers ready: caches synced and no informer disconnected too long.',
+    registers: [this.registry],
+  });
+  readonly apiWrites = new Counter({
+    name: 'sandbox_remediator_api_writes_total',
+    help: 'Writes this process sent to the apiserver, by resource (nodes, sandboxhealths/status, ...) and result.',
+    labelNames: ['resource', 'result'] as const,
+    registers: [this.registry],
+  });
+
   constructor(withProcessMetrics = true) {
     if (withProcessMetrics) collectDefaultMetrics({ register: this.registry });
   }

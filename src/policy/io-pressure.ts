@@ -13,7 +13,11 @@ export type IoObservation = 'Over' | 'Under' | 'Unknown';
 
 export interface Judgement {
   observation: IoObservation;
-  /** What reached its threshold ("PSI some avg10 42.1% >= 40%"), or why the reading is unknown. */
+  /**
+   * Which signals reached their thresholds ("PSI some avg10 >= 40%"), or why the reading is unknown. Never the
+   * values themselves: they move with every sample, end up in condition messages, and a message that changes
+   * is a status write. The values are in status.ioReading.
+   */
   details: string[];
 }
 
@@ -29,7 +33,7 @@ export function judgeReading(
   if (!Number.isFinite(age) || age > staleAfterSeconds) {
     return {
       observation: 'Unknown',
-      details: [`reading from ${reading.observedTime} is older than ${staleAfterSeconds}s`],
+      details: [`the latest reading is older than ${staleAfterSeconds}s`],
     };
   }
   if (reading.conditionTrue !== undefined) {
@@ -49,7 +53,7 @@ export function judgeReading(
   if (over.length === 0) return { observation: 'Under', details: [] };
   return {
     observation: 'Over',
-    details: over.map(([name, value, limit, unit]) => `${name} ${value}${unit} >= ${limit}${unit}`),
+    details: over.map(([name, , limit, unit]) => `${name} >= ${limit}${unit}`),
   };
 }
 

@@ -37,25 +37,25 @@ describe('judgeReading', () => {
       name: 'PSI some at its threshold',
       reading: reading({ psiSomeAvg10Percent: 40 }),
       observation: 'Over',
-      detail: /PSI some avg10 40% >= 40%/,
+      detail: /^PSI some avg10 >= 40%$/,
     },
     {
       name: 'PSI full over',
       reading: reading({ psiSomeAvg10Percent: 10, psiFullAvg10Percent: 25 }),
       observation: 'Over',
-      detail: /PSI full/,
+      detail: /^PSI full avg10 >= 20%$/,
     },
     {
       name: 'a busy disk',
       reading: reading({ diskBusyPercent: 99 }),
       observation: 'Over',
-      detail: /disk busy 99% >= 90%/,
+      detail: /^disk busy >= 90%$/,
     },
     {
       name: 'many blocked tasks',
       reading: reading({ blockedProcesses: 12 }),
       observation: 'Over',
-      detail: /blocked tasks 12 >= 8/,
+      detail: /^blocked tasks >= 8$/,
     },
     { name: 'a true node condition', reading: reading({ conditionTrue: true }), observation: 'Over' },
     { name: 'a false node condition', reading: reading({ conditionTrue: false }), observation: 'Under' },
@@ -63,7 +63,7 @@ describe('judgeReading', () => {
       name: 'a stale high reading',
       reading: reading({ psiSomeAvg10Percent: 90 }, secondsAfter(T0, -120)),
       observation: 'Unknown',
-      detail: /older than 90s/,
+      detail: /^the latest reading is older than 90s$/,
     },
   ];
   for (const row of table) {
@@ -75,8 +75,26 @@ describe('judgeReading', () => {
   }
 });
 
+describe('judgeReading details', () => {
+  it('name the signals and thresholds that are over, never the values, so two samples read alike', () => {
+    const judged = [
+      { psiSomeAvg10Percent: 41.3, psiFullAvg10Percent: 2.1, diskBusyPercent: 97.5, blockedProcesses: 3 },
+      { psiSomeAvg10Percent: 67.9, psiFullAvg10Percent: 3.4, diskBusyPercent: 92, blockedProcesses: 5 },
+    ].map((fields) => judgeReading(reading(fields), thresholds, T0, 90));
+    expect(judged[0]).to.deep.equal({
+      observation: 'Over',
+      details: ['PSI some avg10 >= 40%', 'disk busy >= 90%'],
+    });
+    expect(judged[1]).to.deep.equal(judged[0]);
+    const stale = [30, 45].map((age) =>
+      judgeReading(reading({ psiSomeAvg10Percent: 90 }, secondsAfter(T0, -age)), thresholds, T0, 20),
+    );
+    expect(stale[1]).to.deep.equal(stale[0]);
+  });
+});
+
 describe('decideIoPressure', () => {
-  const over: Judgement = { observation: 'Over', details: ['PSI some avg10 50% >= 40%'] };
+  const over: Judgement = { observation: 'Over', details: ['PSI some avg10 >= 40%'] };
   const under: Judgement = { observation: 'Under', details: [] };
   const unknown: Judgement = { observation: 'Unknown', details: ['no reading'] };
 

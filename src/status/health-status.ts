@@ -35,7 +35,19 @@ export interface HealthInput {
 
 const truncate = (text: string) => (text.length > MAX_MESSAGE ? `${text.slice(0, MAX_MESSAGE - 1)}…` : text);
 
-function stuckPodStatus(stuck: StuckPod): StuckPodStatus {
+/**
+ * 0, 1, 2, 5, 10, 20, 50, 100, ...: the largest of these at or below n. kubelet retries a failed sandbox every few
+ * seconds to minutes and each retry bumps an Event count; publishing the exact sum would make every retry a
+ * status write. The steps still tell one failure from a few from a retry storm; the Events have the exact count.
+ */
+export function coarseCount(n: number): number {
+  if (n < 1) return 0;
+  const decade = 10 ** Math.floor(Math.log10(n));
+  const step = [5, 2, 1].find((m) => m * decade <= n) ?? 1;
+  return step * decade;
+}
+
+function stuckPodStatus(stuck: StuckPod, previous: StuckPodStatus | undefined): StuckPodStatus {
   const status: StuckPodStatus = {
     namespace: stuck.pod.namespace,
     name: stuck.pod.name,
@@ -43,9 +55,14 @@ function stuckPodStatus(stuck: StuckPod): StuckPodStatus {
     waitingReason: stuck.waitingReason,
     waitingSince: stuck.waitingSince.toISOString(),
     cause: stuck.cause,
-    failureCount: stuck.failureCount,
+    failureCount: coarseCount(stuck.failureCount),
   };
-  if (stuck.lastFailureTime) status.lastFailureTime = stuck.lastFailureTime.toISOString();
+  // Moves only when the cause does: the latest failure's time would move with every retry.
+  const causeSince =
+    previous?.cause === stuck.cause && previous.causeSince
+      ? previous.causeSince
+      : stuck.lastFailureTime?.toISOString();
+  if (causeSince) status.causeSince = causeSince;
   if (stuck.lastMessage !== undefined) status.lastMessage = truncate(stuck.lastMessage);
   if (stuck.classification?.reservedFor) status.reservedFor = stuck.classification.reservedFor;
   return status;
@@ -98,6 +115,7 @@ const OWN_CONDITIONS = new Set(['SandboxCreationDegraded', 'IoPressureHigh']);
 /** Desired operator-owned status of one node's SandboxHealth. Pure. */
 export function desiredDetectionStatus(input: HealthInput): DetectionStatus {
   const { findings, now } = input;
+  const listed = new Map((input.previous?.stuckPods ?? []).map((p) => [p.uid, p]));
   const desired: ConditionInput[] = [degradedCondition(input)];
   if (input.io) desired.push(input.io.decision.condition);
   const conditions: Condition[] = [
@@ -113,7 +131,9 @@ export function desiredDetectionStatus(input: HealthInput): DetectionStatus {
     policy: input.policyName,
     state: nodeState(findings.degraded, input.io?.decision),
     stuckPodCount: findings.stuckPods.length,
-    stuckPods: findings.stuckPods.slice(0, MAX_LISTED_STUCK_PODS).map(stuckPodStatus),
+    stuckPods: findings.stuckPods
+      .slice(0, MAX_LISTED_STUCK_PODS)
+      .map((stuck) => stuckPodStatus(stuck, listed.get(stuck.pod.uid))),
     causes: [...findings.causes]
       .map(([cause, n]) => ({ cause, count: n }))
       .sort((a, b) => b.count - a.count || a.cause.localeCompare(b.cause)),

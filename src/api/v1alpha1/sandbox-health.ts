@@ -44,8 +44,17 @@ export const StuckPodSchema = z
     waitingReason: z.string().describe('The container waiting reason, e.g. ContainerCreating.'),
     waitingSince: time().describe('When the pod was scheduled to the node (start of the wait).'),
     cause: FailureCauseSchema,
-    failureCount: z.int().min(0).describe('Failure events seen for the pod (sum of Event counts).'),
-    lastFailureTime: time().optional().describe('Time of the latest failure event.'),
+    failureCount: z
+      .int()
+      .min(0)
+      .describe(
+        "Failure events seen for the pod (the sum of their counts), rounded down to 1, 2, 5, 10, 20, 50, 100, ...: a lower bound that moves only at those steps, so kubelet's retries do not each rewrite this status. The pod's Events have the exact count and the latest time.",
+      ),
+    causeSince: time()
+      .optional()
+      .describe(
+        'When the pod was first listed failing with its current cause (the latest failure Event time then). It moves when the cause changes, not with every retry.',
+      ),
     lastMessage: z.string().max(1024).optional().describe('The latest failure message, truncated to 1 KiB.'),
     reservedFor: z
       .string()

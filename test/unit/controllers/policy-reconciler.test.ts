@@ -56,7 +56,7 @@ describe('PolicyReconciler', () => {
     expect(n1.stuckPods![0]).to.include({
       name: 'web-1',
       cause: 'NameReserved',
-      failureCount: 4,
+      failureCount: 2, // 4 failures, published in steps of 1, 2, 5, 10, ...
       reservedFor: 'ab'.repeat(32),
     });
     expect(n1.causes).to.deep.equal([{ cause: 'NameReserved', count: 1 }]);

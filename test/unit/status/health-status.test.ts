@@ -1,0 +1,92 @@
+import { expect } from 'chai';
+import type { SandboxHealthStatus } from '../../../src/api/v1alpha1/index.js';
+import { detectNodeFindings, detectStuckPods, indexFailureEvents } from '../../../src/detection/index.js';
+import { coarseCount, desiredDetectionStatus } from '../../../src/status/health-status.js';
+import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
+import { aNode } from '../../support/memory-cluster.js';
+
+describe('coarseCount', () => {
+  const table: [number, number][] = [
+    [0, 0],
+    [1, 1],
+    [2, 2],
+    [3, 2],
+    [4, 2],
+    [5, 5],
+    [9, 5],
+    [10, 10],
+    [19, 10],
+    [20, 20],
+    [49, 20],
+    [50, 50],
+    [99, 50],
+    [100, 100],
+    [12_345, 10_000],
+  ];
+  for (const [n, published] of table) {
+    it(`publishes ${n} failure(s) as ${published}`, () => {
+      expect(coarseCount(n)).to.equal(published);
+    });
+  }
+});
+
+describe('desiredDetectionStatus of stuck pods', () => {
+  const pod = aPod().named('web-1').onNode('n1').waitingSince(T0).build();
+  const deadline =
+    'Failed to create pod sandbox: rpc error: code = DeadlineExceeded desc = context deadline exceeded';
+  /** The stored status after a pass at `seconds` with the pod's failure Events as given. */
+  function pass(
+    seconds: number,
+    events: ReturnType<typeof anEvent>[],
+    previous: SandboxHealthStatus | undefined,
+  ): SandboxHealthStatus {
+    const now = secondsAfter(T0, seconds);
+    const stuck = detectStuckPods([pod], indexFailureEvents(events.map((e) => e.build())), {
+      stuckThresholdSeconds: 30,
+      now,
+    });
+    const findings = detectNodeFindings(stuck, ['n1'], 1).get('n1')!;
+    const status = desiredDetectionStatus({
+      policyName: 'p',
+      node: aNode('n1'),
+      findings,
+      minStuckPods: 1,
+      thresholdSeconds: 30,
+      previous,
+      now,
+    });
+    return JSON.parse(JSON.stringify(status)) as SandboxHealthStatus;
+  }
+
+  it('keeps causeSince through retries of the same cause and moves it when the cause changes', () => {
+    const first = pass(
+      40,
+      [anEvent().about(pod).saying(deadline).times(3).at(secondsAfter(T0, 35))],
+      undefined,
+    );
+    expect(first.stuckPods![0]).to.include({
+      cause: 'DeadlineExceeded',
+      failureCount: 2,
+      causeSince: secondsAfter(T0, 35).toISOString(),
+    });
+    const retried = pass(
+      50,
+      [anEvent().about(pod).saying(deadline).times(4).at(secondsAfter(T0, 48))],
+      first,
+    );
+    expect(retried).to.deep.equal(first);
+    const reserved = pass(
+      60,
+      [
+        anEvent().about(pod).saying(deadline).times(4).at(secondsAfter(T0, 48)),
+        anEvent().about(pod).saying(nameReservedMessage(pod)).times(1).at(secondsAfter(T0, 58)),
+      ],
+      retried,
+    );
+    expect(reserved.stuckPods![0]).to.include({
+      cause: 'NameReserved',
+      failureCount: 5,
+      causeSince: secondsAfter(T0, 58).toISOString(),
+    });
+  });
+});

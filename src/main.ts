@@ -49,8 +49,13 @@ program
   .option('--kubeconfig <path>', 'kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)')
   .option(
     '--leader-elect',
-    'use a Lease so only one replica acts (not available yet: run one replica)',
+    'run as one of several replicas: only the holder of a Lease in --operator-namespace acts (15 s lease, 10 s renew deadline, 2 s retry); the others keep warm caches and take over; losing the Lease exits',
     false,
+  )
+  .option(
+    '--leader-election-id <name>',
+    'the Lease that --leader-elect holds, in --operator-namespace',
+    'sandbox-remediator-operator',
   )
   .option('--metrics-bind-address <addr>', 'where /metrics is served; "0" disables', ':8080')
   .option(
@@ -99,7 +104,7 @@ program
   .option('--node-name <name>', 'the node this agent runs on (default: $NODE_NAME)')
   .option('--proc-root <dir>', "the host's /proc (mounted into the pod, e.g. /host/proc)", '/proc')
   .option('--interval-seconds <n>', 'seconds between samples', positiveInt, 1)
-  .option('--heartbeat-seconds <n>', 'publish at least this often, even when nothing moved', positiveInt, 30)
+  .option('--heartbeat-seconds <n>', 'publish at least this often, even when nothing moved', positiveInt, 60)
   .option('--kubeconfig <path>', 'kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)')
   .option('--no-publish', 'only serve /metrics; write nothing to the API')
   .option(

@@ -1,6 +1,10 @@
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
 import { Manager } from '../controllers/manager.js';
+import { describeError } from '../kube/errors.js';
+import { KubeLeaseStore, LeaderElector } from '../kube/leader-election.js';
 import { closeServers, untilStopSignal } from './process.js';
 import { loadKubeConfig, serverOf } from '../kube/client.js';
 import { OperatorLifecycle } from '../kube/lifecycle.js';
@@ -13,6 +17,7 @@ import { splitHostPort, WEBHOOK_PATH } from '../webhook/pacing-webhook.js';
 export interface OperatorFlags {
   kubeconfig?: string;
   leaderElect: boolean;
+  leaderElectionId: string;
   metricsBindAddress: string;
   healthProbeBindAddress: string;
   dryRun: boolean;
@@ -25,15 +30,24 @@ export interface OperatorFlags {
   webhookCertDir?: string;
 }
 
-const REPO_CRDS = join(import.meta.dirname, '..', '..', 'crds');
+/**
+ * The CRD files --install-crds applies: crds/ beside the nearest package.json, which is the repository's under
+ * tsx and after `make build` (dist/src/cli is one level deeper than src/cli), and /app/crds in the image.
+ */
+export function crdFiles(): string[] {
+  let root = import.meta.dirname;
+  while (!existsSync(join(root, 'package.json'))) {
+    if (dirname(root) === root) throw new Error(`No package.json above ${import.meta.dirname}`);
+    root = dirname(root);
+  }
+  const files = RESOURCE_KINDS.map((k) => join(root, 'crds', `${k.plural}.${GROUP}.yaml`));
+  for (const file of files) if (!existsSync(file)) throw new Error(`CRD file ${file} not found`);
+  return files;
+}
 
 /** Runs the operator until SIGTERM or SIGINT; resolves with the exit code. */
 export async function runOperator(flags: OperatorFlags): Promise<number> {
   const logger = createLogger(flags.logLevel);
-  if (flags.leaderElect) {
-    logger.error('Refused --leader-elect: leader election is not available in this version; run one replica');
-    return 2;
-  }
   // KUBECONFIG also steers the lifecycle adapter, which loads its own configuration.
   if (flags.kubeconfig) process.env.KUBECONFIG = flags.kubeconfig;
   const kc = loadKubeConfig();
@@ -52,8 +66,36 @@ export async function runOperator(flags: OperatorFlags): Promise<number> {
     workers: flags.workers,
     dryRun: flags.dryRun,
     operatorNamespace: flags.operatorNamespace,
+    leaderElection: flags.leaderElect,
     ...(webhook ? { webhook } : {}),
   });
+  // Leader election runs beside the caches: a standby syncs them and waits, so a takeover acts at once.
+  let loseLeadership: () => void = () => undefined;
+  const leadershipLost = new Promise<'lost'>(
+    (resolve) =>
+      (loseLeadership = () => {
+        resolve('lost');
+      }),
+  );
+  const elector = flags.leaderElect
+    ? new LeaderElector({
+        identity: process.env.POD_NAME ?? `${hostname()}_${randomUUID().slice(0, 8)}`,
+        store: new KubeLeaseStore(kc, flags.operatorNamespace, flags.leaderElectionId),
+        logger,
+        onStartedLeading: () => {
+          manager.lead().catch((err: unknown) => {
+            logger.error('Failed to start acting as the leader', { error: describeError(err) });
+            loseLeadership();
+          });
+        },
+        onStoppedLeading: () => {
+          loseLeadership();
+        },
+        onNewLeader: (identity) => {
+          logger.info('The leader is now', { leader: identity === '' ? '(none: released)' : identity });
+        },
+      })
+    : undefined;
   const probes = await serve(flags.healthProbeBindAddress, {
     probes: { healthy: () => true, ready: () => manager.ready() },
   });
@@ -67,23 +109,30 @@ export async function runOperator(flags: OperatorFlags): Promise<number> {
     metricsPort: metricsServer?.port,
   });
 
-  const crdFiles = flags.installCrds
-    ? RESOURCE_KINDS.map((k) => join(REPO_CRDS, `${k.plural}.${GROUP}.yaml`))
-    : [];
-  for (const file of crdFiles) if (!existsSync(file)) throw new Error(`CRD file ${file} not found`);
   const lifecycle = new OperatorLifecycle({
-    crdFiles,
+    crdFiles: flags.installCrds ? crdFiles() : [],
     start: () => manager.start(),
     stop: () => manager.stop(),
     logger,
   });
 
   const stopped = untilStopSignal();
-  await Promise.race([lifecycle.start(), stopped]);
-  const signal = await stopped;
-  logger.info('Shutting down', { signal });
+  elector?.start();
+  await Promise.race([lifecycle.start(), stopped, leadershipLost]);
+  const ended = await Promise.race([stopped, leadershipLost]);
   clearInterval(gauges);
+  if (ended === 'lost') {
+    // Exit rather than stand by again: state acted on as leader must not outlive the leadership. The
+    // Deployment restarts the container, which comes back as a standby with fresh caches.
+    logger.error('Exiting: this replica lost the leader Lease');
+    await lifecycle.shutdown();
+    await closeServers(probes, metricsServer);
+    return 1;
+  }
+  logger.info('Shutting down', { signal: ended });
+  // Stop acting first, then hand the Lease over, so the next leader never overlaps this one.
   await lifecycle.shutdown();
+  await elector?.stop();
   await closeServers(probes, metricsServer);
   logger.info('Stopped');
   return 0;

@@ -6,7 +6,7 @@ import type { Server } from 'node:https';
 import { DryRunActuator } from '../actuation/actuator.js';
 import { registerPacingWebhook } from '../kube/webhook-config.js';
 import { pacingFor, type PacingPolicy } from '../policy/pacing.js';
-import { generateServingCert, loadServingCert } from '../webhook/certs.js';
+import { generateServingCert, loadServingCert, type ServingCert } from '../webhook/certs.js';
 import { serveWebhook } from '../webhook/pacing-webhook.js';
 import { KubeActuator, KubeWorkloadReader } from '../kube/actuator.js';
 import { KubeEventRecorder, KubeStatusWriter } from '../kube/writer.js';
@@ -33,6 +33,17 @@ export interface ManagerOptions {
   operatorNamespace?: string;
   /** Serve the pod-start pacing webhook, and register it with the apiserver at this URL. */
   webhook?: { bindAddress: string; url: string; certDir?: string };
+  /**
+   * Leader election decides when this replica acts: start() only syncs the caches (a warm standby) and
+   * lead() starts the controller. Without it, start() acts as soon as the caches have synced.
+   */
+  leaderElection?: boolean;
+  /** /readyz turns false while an informer has been disconnected longer than this (default 60 s). */
+  maxDisconnectedMs?: number;
+  /** Timeout of one kubelet Summary fetch through the node proxy (default 10 s). */
+  kubeletTimeoutMs?: number;
+  /** Restart a watch silent for this long (default 150 s). */
+  watchSilenceMs?: number;
 }
 
 /**
@@ -45,6 +56,12 @@ export class Manager {
   private readonly controller: Controller<string>;
   private readonly stuckSeries = new Map<string, Set<string>>();
   private started = false;
+  /** This replica acts: it leads, or runs without leader election. */
+  private acting = false;
+  private stopping = false;
+  private markSynced!: () => void;
+  private readonly synced = new Promise<void>((resolve) => (this.markSynced = resolve));
+  private cert: ServingCert | undefined;
   /** What the pacing webhook reads; the reconciler keeps it current. */
   private readonly pacing = new Map<string, PacingPolicy>();
   private webhookServer: Server | undefined;
@@ -56,6 +73,7 @@ export class Manager {
     this.cache = new InformerCache({
       kc,
       logger,
+      ...(options.watchSilenceMs !== undefined ? { watchSilenceMs: options.watchSilenceMs } : {}),
       onRestart: (informer, reason) => {
         metrics.informerRestarts.inc({ informer, reason });
       },
@@ -63,9 +81,13 @@ export class Manager {
     this.queue = new WorkQueue<string>({ clock });
     const sources = new SourceRegistry({
       cache: this.cache,
-      fetchKubeletSummary: kubeletSummaryFetcher(kc),
+      fetchKubeletSummary: kubeletSummaryFetcher(kc, options.kubeletTimeoutMs),
+      // Once per transition per node (the source remembers), so a node that stays unreadable is not a log flood.
       onSourceError: (node, err) => {
-        logger.debug('Failed to read the kubelet Summary API', { node, error: describeError(err) });
+        logger.warn('Failed to read the kubelet Summary API', { node, error: describeError(err) });
+      },
+      onSourceRecovered: (node) => {
+        logger.info('Reading the kubelet Summary API again', { node });
       },
     });
     const reconciler = new PolicyReconciler({
@@ -139,6 +161,7 @@ export class Manager {
     this.stuckSeries.set(node, current);
   }
 
+  /** Starts the caches and waits for them to sync; then acts, unless leader election decides when. */
   async start(): Promise<void> {
     const { logger } = this.options;
     this.cache.start();
@@ -158,52 +181,105 @@ export class Manager {
       clearInterval(progress);
     }
     this.refreshGauges();
-    if (this.options.webhook) await this.startWebhook(this.options.webhook);
+    if (this.options.webhook) await this.serveWebhook(this.options.webhook);
+    this.started = true;
+    this.markSynced();
+    if (this.options.leaderElection) {
+      logger.info('Caches synced: standing by until this replica leads');
+      return;
+    }
+    await this.act();
+  }
+
+  /** Leadership won: act once the caches have synced (at once when the standby was warm). */
+  async lead(): Promise<void> {
+    await this.synced;
+    if (this.stopping) return;
+    await this.act();
+  }
+
+  isActing(): boolean {
+    return this.acting;
+  }
+
+  private async act(): Promise<void> {
+    const { logger, webhook } = this.options;
+    if (this.acting || this.stopping) return;
+    this.acting = true;
+    this.options.metrics.leader.set(1);
+    // Only the acting replica registers the webhook: the apiserver then calls the one that decides.
+    if (webhook && this.cert) await this.registerWebhook(webhook, this.cert);
     this.controller.start(this.options.workers ?? 2);
     for (const policy of this.cache.policies()) this.queue.add(policy.name);
-    this.started = true;
     logger.info('Started controller', { controller: 'sandboxpolicy', workers: this.options.workers ?? 2 });
   }
 
-  /** Serves the pacing webhook and registers it; the certificate is the user's, or made now (ADR 0009). */
-  private async startWebhook(webhook: NonNullable<ManagerOptions['webhook']>): Promise<void> {
-    const { logger, metrics, kc } = this.options;
+  /** Serves the pacing webhook; the certificate is the user's, or made now (ADR 0009). */
+  private async serveWebhook(webhook: NonNullable<ManagerOptions['webhook']>): Promise<void> {
+    const { logger, metrics } = this.options;
     const cert = webhook.certDir
       ? loadServingCert(webhook.certDir)
       : generateServingCert(new URL(webhook.url).hostname);
+    this.cert = cert;
     const operatorNamespace = this.options.operatorNamespace ?? 'sandbox-remediator-system';
     const { server, port } = await serveWebhook(webhook.bindAddress, cert, {
+      // A standby gates nothing: only the leader decides, on the policies it reconciles.
       decide: (namespace) =>
-        pacingFor(
-          namespace,
-          this.cache.namespaceLabels(namespace),
-          // A policy that gates comes before one that only counts (dry run, paused) for the same namespace.
-          [...this.pacing.values()].sort(
-            (a, b) => Number(b.gating) - Number(a.gating) || a.name.localeCompare(b.name),
-          ),
-          operatorNamespace,
-        ),
+        this.acting
+          ? pacingFor(
+              namespace,
+              this.cache.namespaceLabels(namespace),
+              // A policy that gates comes before one that only counts (dry run, paused) for the same namespace.
+              [...this.pacing.values()].sort(
+                (a, b) => Number(b.gating) - Number(a.gating) || a.name.localeCompare(b.name),
+              ),
+              operatorNamespace,
+            )
+          : undefined,
       onDecision: ({ gated, dryRun }) => {
         if (gated) metrics.podsGated.inc({ dry_run: String(dryRun) });
       },
       logger,
     });
     this.webhookServer = server;
-    await registerPacingWebhook(kc, { url: webhook.url, caPem: cert.caPem, operatorNamespace });
     logger.info('Serving the pacing webhook', { port, url: webhook.url, certificate: cert.origin });
   }
 
+  private async registerWebhook(
+    webhook: NonNullable<ManagerOptions['webhook']>,
+    cert: ServingCert,
+  ): Promise<void> {
+    const operatorNamespace = this.options.operatorNamespace ?? 'sandbox-remediator-system';
+    await registerPacingWebhook(this.options.kc, {
+      url: webhook.url,
+      caPem: cert.caPem,
+      operatorNamespace,
+    });
+    this.options.logger.info('Registered the pacing webhook', { url: webhook.url });
+  }
+
+  /** Synced, and no informer disconnected for longer than maxDisconnectedMs. */
   ready(): boolean {
-    return this.started && this.cache.isSynced();
+    const ready =
+      this.started &&
+      this.cache.isSynced() &&
+      this.cache.longestDisconnectedMs() <= (this.options.maxDisconnectedMs ?? 60_000);
+    this.options.metrics.ready.set(ready ? 1 : 0);
+    return ready;
   }
 
   refreshGauges(): void {
     for (const [informer, size] of Object.entries(this.cache.sizes()))
       this.options.metrics.cachedObjects.set({ informer }, size);
     this.options.metrics.queueDepth.set(this.queue.length);
+    this.options.metrics.leader.set(this.acting ? 1 : 0);
+    this.ready();
   }
 
   async stop(): Promise<void> {
+    this.stopping = true;
+    this.acting = false;
+    this.options.metrics.leader.set(0);
     this.started = false;
     this.abortStart?.();
     await this.controller.stop();

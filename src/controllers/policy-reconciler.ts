@@ -38,7 +38,7 @@ import {
 } from '../policy/remediation.js';
 import type { Clock } from '../runtime/clock.js';
 import { TerminalError, type ReconcileResult } from '../runtime/controller.js';
-import { isConflict } from '../kube/errors.js';
+import { describeError, isConflict } from '../kube/errors.js';
 import { Expectations } from '../runtime/expectations.js';
 import { isMaterialChange } from '../signals/material-change.js';
 import type { IoSource } from '../signals/types.js';
@@ -234,6 +234,8 @@ export class PolicyReconciler {
   lastPass: PassStats | undefined;
   /** Pods evicted by this process that the cache still shows, by uid, with when to stop waiting. */
   private readonly evictionsInFlight = new Map<string, number>();
+  /** The last error of each policy's IO source, so it is logged once per change rather than every poll. */
+  private readonly sourceErrors = new Map<string, string>();
   constructor(private readonly deps: PolicyReconcilerDeps) {
     this.resyncMs = deps.resyncMs ?? 5 * 60_000;
     this.expectations = new Expectations(deps.clock);
@@ -247,6 +249,7 @@ export class PolicyReconciler {
   /** Drops what was remembered of a deleted policy. */
   private forgetPolicy(name: string): void {
     this.deps.pacing?.delete(name);
+    this.sourceErrors.delete(name);
     this.memory.delete(name);
     this.dirty.delete(name);
     this.expectations.forget(`SandboxPolicy/${name}`);
@@ -533,13 +536,15 @@ export class PolicyReconciler {
     if (source && full) {
       try {
         await source.refresh(nodeNames);
+        if (this.sourceErrors.delete(policyName))
+          logger.info('Reading IO pressure again', { policy: policyName, source: source.kind });
       } catch (err) {
         // Readings stay unknown (and so act on nothing); the Unknown condition says why in each node's status.
-        logger.warn('Failed to read IO pressure', {
-          policy: policyName,
-          source: source.kind,
-          error: (err as Error).message,
-        });
+        // Said once per change of error, not on every poll.
+        const error = describeError(err);
+        if (this.sourceErrors.get(policyName) !== error)
+          logger.warn('Failed to read IO pressure', { policy: policyName, source: source.kind, error });
+        this.sourceErrors.set(policyName, error);
       }
     }
     const pods = nodeNames.flatMap((node) => cache.pendingPodsOn(node));
@@ -569,6 +574,7 @@ export class PolicyReconciler {
       let dueAt = nextStuckAt(cache.pendingPodsOn(nodeName), threshold, now)?.getTime() ?? Infinity;
       if (source) {
         const reading = source.read(nodeName);
+        const problem = reading ? undefined : source.problem?.(nodeName);
         const io_ = spec.ioPressure;
         // The moment the reading goes stale changes what may be done: look again then, even if nothing else moved.
         const staleAt = reading
@@ -580,7 +586,9 @@ export class PolicyReconciler {
           previousTracking: previous?.ioPressure
             ? { observation: previous.ioPressure.observation, since: new Date(previous.ioPressure.since) }
             : undefined,
-          judgement: judgeReading(reading, io_.thresholds, now, io_.staleAfterSeconds),
+          judgement: problem
+            ? { observation: 'Unknown', details: [problem.message], unknownReason: problem.reason }
+            : judgeReading(reading, io_.thresholds, now, io_.staleAfterSeconds),
           now,
           sustainSeconds: io_.sustainSeconds,
           recoverySeconds: io_.recoverySeconds,

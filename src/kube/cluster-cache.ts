@@ -19,6 +19,8 @@ export interface InformerCacheOptions {
   kc: KubeConfig;
   logger: InformerLogger;
   onRestart?(informer: string, reason: string): void;
+  /** See InformerOptions.watchSilenceMs. */
+  watchSilenceMs?: number;
 }
 
 /**
@@ -45,6 +47,7 @@ export class InformerCache implements ClusterCache {
       logger: options.logger,
       name,
       onRestart: (reason: string) => options.onRestart?.(name, reason),
+      ...(options.watchSilenceMs !== undefined ? { watchSilenceMs: options.watchSilenceMs } : {}),
     });
     this.pods = new Informer({
       ...common('pods'),
@@ -195,6 +198,12 @@ export class InformerCache implements ClusterCache {
 
   async stop(): Promise<void> {
     await Promise.all(this.informers().map((i) => i.stop()));
+  }
+
+  /** The longest time any informer has been without a working list or watch (0 when all have one). */
+  longestDisconnectedMs(): number {
+    const now = performance.now();
+    return Math.max(0, ...this.informers().map((i) => i.disconnectedMs(now)));
   }
 
   sizes(): Record<string, number> {

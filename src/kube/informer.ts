@@ -34,6 +34,12 @@ export interface InformerOptions<T> {
   logger: InformerLogger;
   pageSize?: number;
   watchTimeoutSeconds?: number;
+  /**
+   * A watch that delivers nothing, not even a bookmark, for this long is taken for a dead connection (a
+   * half-open TCP stream never ends by itself) and restarted from its resourceVersion. The apiserver sends a
+   * bookmark about once a minute to a watch that asked for them. Default 150 s.
+   */
+  watchSilenceMs?: number;
   onRestart?(reason: string): void;
   /** Stand-ins for the API calls, for tests that fail them without a network. */
   api?: Pick<KubernetesObjectApi, 'list'>;
@@ -41,6 +47,9 @@ export interface InformerOptions<T> {
 }
 
 class WatchExpired extends Error {}
+class WatchSilent extends Error {}
+
+export const DEFAULT_WATCH_SILENCE_MS = 150_000;
 
 /**
  * List + watch into a read-only cache of slim views. Resumes the watch from the last resourceVersion,
@@ -62,6 +71,8 @@ export class Informer<T> {
   readonly synced = new Promise<void>((resolve) => (this.markSynced = resolve));
   private hasSynced = false;
   private watching = false;
+  /** Since when the informer has had no working list or watch (performance.now()); undefined when it has. */
+  private disconnectedSince: number | undefined = performance.now();
   private api: Pick<KubernetesObjectApi, 'list'> | undefined;
   private loop: Promise<void> | undefined;
 
@@ -78,6 +89,17 @@ export class Informer<T> {
   /** Synced, and not failed since: false from a caught error until the next list or watch gets through. */
   isWatching(): boolean {
     return this.hasSynced && this.watching;
+  }
+
+  /** How long the informer has been without a working list or watch (0 when it has one). */
+  disconnectedMs(now = performance.now()): number {
+    return this.disconnectedSince === undefined ? 0 : now - this.disconnectedSince;
+  }
+
+  private setWatching(watching: boolean): void {
+    this.watching = watching;
+    if (watching) this.disconnectedSince = undefined;
+    else this.disconnectedSince ??= performance.now();
   }
 
   onChange(handler: ChangeHandler<T>): void {
@@ -125,7 +147,16 @@ export class Informer<T> {
         await this.watch();
       } catch (err) {
         if (this.isStopped()) break;
-        this.watching = false;
+        this.setWatching(false);
+        if (err instanceof WatchSilent) {
+          // Not an error of the apiserver's: resume from the same resourceVersion at once.
+          this.options.onRestart?.('silent');
+          this.options.logger.warn('Restarting a silent watch', {
+            informer: this.name,
+            silentForMs: this.silenceMs(),
+          });
+          continue;
+        }
         const expired = err instanceof WatchExpired || isGone(err);
         // A failed list is retried as a list: a watch alone never syncs the cache, so /readyz would stay 503.
         relist ||= expired;
@@ -194,7 +225,7 @@ export class Informer<T> {
     for (const [key, view] of fresh) this.upsert(key, view);
     this.resourceVersion = resourceVersion;
     this.attempt = 0;
-    this.watching = true;
+    this.setWatching(true);
     if (!this.hasSynced) {
       this.hasSynced = true;
       this.markSynced();
@@ -202,12 +233,28 @@ export class Informer<T> {
     }
   }
 
+  private silenceMs(): number {
+    return this.options.watchSilenceMs ?? DEFAULT_WATCH_SILENCE_MS;
+  }
+
   private watch(): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       let settled = false;
+      // Armed before the request: a connection that never answers is as silent as one that stopped.
+      let silence: NodeJS.Timeout | undefined;
+      const quiet = () => {
+        clearTimeout(silence);
+        silence = setTimeout(() => {
+          finish(new WatchSilent(`watch of ${this.name} silent for ${this.silenceMs()} ms`));
+          this.abort?.abort();
+        }, this.silenceMs());
+        silence.unref();
+      };
+      quiet();
       const finish = (err?: unknown) => {
         if (settled) return;
         settled = true;
+        clearTimeout(silence);
         if (err) reject(err instanceof Error ? err : new Error(describeError(err)));
         else resolve();
       };
@@ -223,6 +270,7 @@ export class Informer<T> {
           this.options.path,
           query,
           (phase: string, object: RawObject) => {
+            quiet();
             try {
               this.onWatchEvent(phase, object);
               this.attempt = 0; // the stream delivers: the next failure starts the backoff afresh
@@ -238,8 +286,8 @@ export class Informer<T> {
         .then((controller) => {
           this.abort = controller;
           // client-node resolves even when the request failed, after calling done(): that is no watch.
-          if (!settled) this.watching = true;
-          if (this.stopped) controller.abort();
+          if (!settled) this.setWatching(true);
+          if (this.stopped || settled) controller.abort();
         })
         .catch(finish);
     });

@@ -19,6 +19,8 @@ export interface Judgement {
    * is a status write. The values are in status.ioReading.
    */
   details: string[];
+  /** Why it is unknown, when the source knows better than "no reading" (SourceForbidden, SourceUnavailable). */
+  unknownReason?: string;
 }
 
 /** Any known value at or over its threshold is Over; unknown or stale readings are Unknown, never Under. */
@@ -102,7 +104,7 @@ export function decideIoPressure(input: {
       condition: {
         type: 'IoPressureHigh',
         status,
-        reason: 'ReadingUnknown',
+        reason: judgement.unknownReason ?? 'ReadingUnknown',
         message: `IO pressure is unknown since ${since}: ${detail}.${lastKnown}`,
       },
     };

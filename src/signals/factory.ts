@@ -9,6 +9,7 @@ export interface SourceDeps {
   cache: ClusterCache;
   fetchKubeletSummary: (nodeName: string) => Promise<unknown>;
   onSourceError?: (nodeName: string, err: unknown) => void;
+  onSourceRecovered?: (nodeName: string) => void;
 }
 
 /**
@@ -50,6 +51,7 @@ export class SourceRegistry {
           (node) => this.deps.fetchKubeletSummary(node),
           undefined,
           (node, err) => this.deps.onSourceError?.(node, err),
+          (node) => this.deps.onSourceRecovered?.(node),
         );
     }
   }

@@ -10,4 +10,12 @@ export interface IoSource {
   read(nodeName: string): IoReadingStatus | undefined;
   /** How often to come back for fresh readings when the source is polled rather than pushed. */
   readonly pollMs?: number;
+  /** Why a node has no reading, when the source knows (shown as the IoPressureHigh reason). */
+  problem?(nodeName: string): SourceProblem | undefined;
+}
+
+/** A source's reason for having no reading of a node: SourceForbidden (RBAC), SourceUnavailable. */
+export interface SourceProblem {
+  reason: 'SourceForbidden' | 'SourceUnavailable';
+  message: string;
 }

@@ -18,7 +18,10 @@ export class OperatorProcess {
   exited: Promise<number | null> | undefined;
 
   /** Resolves once it serves probes and, unless waitForStarted is false, once its controller has started. */
-  async start(extraArgs: string[] = [], { waitForStarted = true } = {}): Promise<void> {
+  async start(
+    extraArgs: string[] = [],
+    { waitForStarted = true, env = {} }: { waitForStarted?: boolean; env?: Record<string, string> } = {},
+  ): Promise<void> {
     const tsx = join(REPO_ROOT, 'node_modules', 'tsx', 'dist', 'esm', 'index.mjs');
     const child = spawn(
       process.execPath,
@@ -33,7 +36,7 @@ export class OperatorProcess {
         '--log-level=debug',
         ...extraArgs,
       ],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } },
     );
     this.child = child;
     this.exited = new Promise((resolve) =>

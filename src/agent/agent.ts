@@ -13,7 +13,10 @@ export interface AgentOptions {
   nodeName: string;
   procRoot: string;
   intervalMs: number;
-  /** Publish at least this often even when nothing moved, so readers can tell fresh from stale. */
+  /**
+   * Publish at least this often even when nothing moved, so readers can tell fresh from stale; keep it below the
+   * policies' staleAfterSeconds.
+   */
   heartbeatMs: number;
   publisher?: Publisher;
   logger: Logger;
@@ -87,12 +90,19 @@ export class AgentMetrics {
   }
 }
 
-/** Samples /proc every interval; publishes a reading when it moved materially or the heartbeat is due. */
+/**
+ * Samples /proc every interval; publishes a reading when it moved into another band (isMaterialChange: with
+ * hysteresis, so an idle node's wobble writes nothing) or the heartbeat is due. Readers call a reading older than
+ * staleAfterSeconds (90 s by default) unknown: the heartbeat (60 s by default) must stay below it.
+ */
 export class NodeAgent {
   readonly metrics = new AgentMetrics();
   private previous: RawSample | undefined;
   private published: IoReadingStatus | undefined;
   private publishedAt = -Infinity;
+  /** No publish before this (performance.now()): after a 404 or an error, not again on the next tick. */
+  private retryAt = -Infinity;
+  private failures = 0;
   private reportedProblems = '';
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
@@ -119,7 +129,8 @@ export class NodeAgent {
     this.metrics.record(reading);
     const now = performance.now();
     const heartbeatDue = now - this.publishedAt >= this.options.heartbeatMs;
-    if (this.options.publisher && (heartbeatDue || isMaterialChange(this.published, reading))) {
+    const material = isMaterialChange(this.published, reading);
+    if (this.options.publisher && now >= this.retryAt && (heartbeatDue || material)) {
       try {
         const result = await this.options.publisher.publish(reading);
         this.metrics.publishes.inc({ result });
@@ -127,17 +138,21 @@ export class NodeAgent {
           this.metrics.lastPublish.set(Date.now() / 1000);
           this.published = reading;
           this.publishedAt = now;
-        } else if (heartbeatDue) {
-          logger.info(
-            'Found no SandboxHealth for this node yet: no policy selects it, or the operator is not running',
-            {
-              node: this.options.nodeName,
-            },
-          );
-          this.publishedAt = now; // say it once per heartbeat, not every second
+          this.failures = 0;
+        } else {
+          // Nothing selects the node yet (or the operator is not running): ask again at the next heartbeat,
+          // not every second; an agent runs on every node, selected or not.
+          if (heartbeatDue)
+            logger.info(
+              'Found no SandboxHealth for this node yet: no policy selects it, or the operator is not running',
+              { node: this.options.nodeName },
+            );
+          this.retryAt = now + this.options.heartbeatMs;
         }
       } catch (err) {
         this.metrics.publishes.inc({ result: 'error' });
+        this.failures++;
+        this.retryAt = now + Math.min(this.options.heartbeatMs, 1000 * 2 ** (this.failures - 1));
         logger.warn('Failed to publish IO reading', {
           node: this.options.nodeName,
           error: (err as Error).message,

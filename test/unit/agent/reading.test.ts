@@ -4,7 +4,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { computeReading } from '../../../src/agent/reading.js';
-import { isMaterialChange } from '../../../src/signals/material-change.js';
 import { takeSample, type RawSample } from '../../../src/agent/sampler.js';
 import { parseDiskstats, parsePressure, parseStat } from '../../../src/agent/proc.js';
 import { REPO_ROOT } from '../../support/manifests.js';
@@ -80,29 +79,6 @@ describe('computeReading', () => {
   it('skips a device whose counters went backwards (reset) instead of inventing a rate', () => {
     const reading = computeReading(sample('load', 'diskstats-1s', 0), sample('load', 'diskstats', 1000), T);
     expect(reading.devices?.find((d) => d.name === 'vda')).to.equal(undefined);
-  });
-});
-
-describe('isMaterialChange', () => {
-  const base = {
-    source: 'agent',
-    observedTime: T.toISOString(),
-    psiSomeAvg10Percent: 10,
-    diskBusyPercent: 20,
-    blockedProcesses: 1,
-    dStateTasks: [],
-  };
-  it('publishes the first reading and real moves, not noise', () => {
-    expect(isMaterialChange(undefined, base)).to.equal(true);
-    expect(isMaterialChange(base, { ...base, psiSomeAvg10Percent: 12 })).to.equal(false);
-    expect(isMaterialChange(base, { ...base, psiSomeAvg10Percent: 15 })).to.equal(true);
-    expect(isMaterialChange(base, { ...base, diskBusyPercent: 35 })).to.equal(true);
-    expect(isMaterialChange(base, { ...base, blockedProcesses: 3 })).to.equal(true);
-    expect(
-      isMaterialChange(base, { ...base, dStateTasks: [{ pid: 1, comm: 'x', runtime: false }] }),
-    ).to.equal(true);
-    const { diskBusyPercent: _drop, ...unknownDisk } = base;
-    expect(isMaterialChange(base, unknownDisk)).to.equal(true);
   });
 });
 

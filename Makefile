@@ -23,6 +23,23 @@ deps: node_modules/.installed ## Install npm dependencies (npm ci) when package-
 build: deps ## Compile TypeScript to dist/
 	tsc -p tsconfig.build.json
 
+IMAGE ?= sandbox-remediator:0.1.0
+
+.PHONY: image
+image: ## Build the container image (IMAGE=sandbox-remediator:0.1.0) with docker or podman; needs a running engine
+	@engine="$${CONTAINER_ENGINE:-}"; \
+	for candidate in docker podman; do \
+	  [[ -z "$$engine" ]] && command -v "$$candidate" >/dev/null && "$$candidate" info >/dev/null 2>&1 && engine="$$candidate"; \
+	done; \
+	if [[ -z "$$engine" ]]; then \
+	  echo "make image: no container engine is running here (tried docker and podman; a CLI without a daemon does not count)." >&2; \
+	  echo "  Build on a machine with one, or set CONTAINER_ENGINE. What the image holds is checked without one by" >&2; \
+	  echo "  test/integration/image.test.ts." >&2; \
+	  exit 1; \
+	fi; \
+	echo "$$engine build -t $(IMAGE) ."; \
+	"$$engine" build -t $(IMAGE) .
+
 .PHONY: fmt
 fmt: deps ## Format every file with prettier
 	prettier --write --log-level warn .

@@ -55,6 +55,13 @@ export const StuckPodSchema = z
       .describe(
         'When the pod was first listed failing with its current cause (the latest failure Event time then). It moves when the cause changes, not with every retry.',
       ),
+    // Kept in the schema so that an older replica's writes are not pruned during a rolling upgrade (pruned, they
+    // would differ from its desired status on every pass, and it would write on every pass).
+    lastFailureTime: time()
+      .optional()
+      .describe(
+        'Deprecated, no longer written: it moved with every retry. See causeSince and the pod Events.',
+      ),
     lastMessage: z.string().max(1024).optional().describe('The latest failure message, truncated to 1 KiB.'),
     reservedFor: z
       .string()

@@ -1,0 +1,393 @@
+import { expect } from 'chai';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { GROUP, VERSION, type IoReadingStatus } from '../../src/api/v1alpha1/index.js';
+import { loadKubeConfig } from '../../src/kube/client.js';
+import { apiStatus } from '../../src/kube/errors.js';
+import { ReadingPublisher } from '../../src/kube/reading-publisher.js';
+import {
+  api,
+  Cleanup,
+  createNodes,
+  eventually,
+  kubectl,
+  podBoundTo,
+  uniqueName,
+} from '../support/cluster.js';
+import { readManifests, REPO_ROOT } from '../support/manifests.js';
+import { applyCrds } from '../support/operator-process.js';
+import { getHealth } from '../support/resources.js';
+import { createToken, writeTokenKubeconfig } from '../support/tokens.js';
+
+const POLICY_FILE = join(REPO_ROOT, 'config/agent/admission-policy.yaml');
+const POLICY = 'sandbox-remediator-agent-own-node';
+const SANDBOX_HEALTHS = { group: GROUP, version: VERSION, plural: 'sandboxhealths' };
+
+interface NamespacedManifest {
+  kind: string;
+  metadata: { name: string; namespace?: string };
+  spec?: { matchConditions?: { expression: string }[] };
+}
+/** The Kubernetes objects in a config folder (its kustomization.yaml is none). */
+const manifestsIn = (folder: string) =>
+  readManifests(folder)
+    .map((m) => m.object as Partial<NamespacedManifest>)
+    .filter((o): o is NamespacedManifest => Boolean(o.kind && o.metadata));
+const ref = (m: NamespacedManifest) => [
+  `${m.kind}/${m.metadata.name}`,
+  ...(m.metadata.namespace ? ['-n', m.metadata.namespace] : []),
+];
+
+/** The agent's ServiceAccount as config/rbac declares it. */
+function agentServiceAccount(): { namespace: string; name: string } {
+  const sa = manifestsIn('config/rbac').find(
+    (m) => m.kind === 'ServiceAccount' && m.metadata.name === 'sandbox-remediator-agent',
+  );
+  if (!sa?.metadata.namespace) throw new Error('config/rbac declares no namespaced agent ServiceAccount');
+  return { namespace: sa.metadata.namespace, name: sa.metadata.name };
+}
+
+const sandboxHealth = (node: string) => ({
+  apiVersion: `${GROUP}/${VERSION}`,
+  kind: 'SandboxHealth',
+  metadata: { name: node },
+  spec: { nodeName: node },
+});
+
+const reading = (psi: number): IoReadingStatus => ({
+  source: 'agent',
+  observedTime: new Date().toISOString(),
+  psiSomeAvg10Percent: psi,
+});
+
+/** What the apiserver said when it refused a write (403 unless told); fails if the write went through. */
+async function refusal(write: () => Promise<unknown>, code = 403): Promise<string> {
+  try {
+    await write();
+  } catch (err) {
+    const status = apiStatus(err);
+    expect(status?.code, String(err)).to.equal(code);
+    return status!.message;
+  }
+  return expect.fail('the write was allowed');
+}
+
+/** The apiserver's words for a denial by this policy: its name, then the validation's message. */
+const deniedBecause = (message: string) =>
+  `ValidatingAdmissionPolicy '${POLICY}' with binding '${POLICY}' denied request: ${message}`;
+
+describe('config/agent/admission-policy.yaml: the agent writes only its own node reading', function () {
+  const cleanup = new Cleanup();
+  const agent = agentServiceAccount();
+  let dir = '';
+  let nodeA = '';
+  let nodeB = '';
+  /** A kubeconfig with a token bound to an agent pod on node A, as the kubelet would mount it. */
+  let boundConfig = '';
+  /** A kubeconfig with a plain token of the same ServiceAccount, bound to nothing. */
+  let unboundConfig = '';
+  const asAgent = (args: string[]) => kubectl([...args, `--kubeconfig=${boundConfig}`]);
+  /** The agent's own client (it may not even read, so no kubectl patch, which reads first). */
+  const agentApi = () => loadKubeConfig(boundConfig).makeApiClient(CustomObjectsApi);
+  const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+  const patchAsAgent = (name: string, body: object, { status = false } = {}) => {
+    const request = { ...SANDBOX_HEALTHS, name, body };
+    return status
+      ? agentApi().patchClusterCustomObjectStatus(request, mergePatch)
+      : agentApi().patchClusterCustomObject(request, mergePatch);
+  };
+  const publisherFor = (node: string, config = boundConfig) =>
+    new ReadingPublisher(loadKubeConfig(config), node);
+
+  /** Applies manifests, deleting in after() only the objects that did not exist before. */
+  async function applyKeepingTrack(manifests: NamespacedManifest[], args: string[]) {
+    for (const m of manifests) {
+      if ((await kubectl(['get', ...ref(m)])).code !== 0)
+        cleanup.add(() => kubectl(['delete', ...ref(m), '--ignore-not-found']));
+    }
+    const applied = await kubectl(['apply', ...args]);
+    expect(applied.code, applied.stderr).to.equal(0);
+  }
+
+  before(async function () {
+    this.timeout(120_000);
+    // A policy that names another ServiceAccount than config/rbac would guard nothing.
+    const [policy] = manifestsIn('config/agent').filter((m) => m.kind === 'ValidatingAdmissionPolicy');
+    expect(
+      policy?.spec?.matchConditions?.map((c) => c.expression).join(' '),
+      'the policy matches the ServiceAccount of config/rbac',
+    ).to.contain(`'system:serviceaccount:${agent.namespace}:${agent.name}'`);
+    dir = await mkdtemp(join(tmpdir(), 'agent-admission-'));
+    await applyCrds();
+    if ((await kubectl(['get', 'namespace', agent.namespace])).code !== 0) {
+      const ns = await kubectl(['create', 'namespace', agent.namespace]);
+      expect(ns.code, ns.stderr).to.equal(0);
+      cleanup.add(() => kubectl(['delete', 'namespace', agent.namespace, '--ignore-not-found']));
+    }
+    await applyKeepingTrack(manifestsIn('config/rbac'), ['-k', join(REPO_ROOT, 'config/rbac')]);
+    await applyKeepingTrack(
+      manifestsIn('config/agent').filter((m) => m.kind.startsWith('ValidatingAdmissionPolicy')),
+      ['-f', POLICY_FILE],
+    );
+
+    ({
+      names: [nodeA = '', nodeB = ''],
+    } = await createNodes(cleanup, 2));
+    for (const node of [nodeA, nodeB]) {
+      const created = await kubectl(['create', '-f', '-'], JSON.stringify(sandboxHealth(node)));
+      expect(created.code, created.stderr).to.equal(0);
+      cleanup.add(() => kubectl(['delete', 'sandboxhealth', node, '--ignore-not-found']));
+      // The operator's part of the status, which the agent must leave alone.
+      const status = {
+        status: {
+          state: 'Healthy',
+          conditions: [
+            {
+              type: 'IoPressureHigh',
+              status: 'False',
+              reason: 'ReadingsUnder',
+              message: '',
+              lastTransitionTime: new Date().toISOString(),
+            },
+          ],
+        },
+      };
+      const patched = await kubectl([
+        'patch',
+        'sandboxhealth',
+        node,
+        '--subresource=status',
+        '--type=merge',
+        '-p',
+        JSON.stringify(status),
+      ]);
+      expect(patched.code, patched.stderr).to.equal(0);
+    }
+
+    const { core } = api();
+    const pod = podBoundTo(uniqueName('agent'), nodeA);
+    pod.spec!.serviceAccountName = agent.name;
+    const podName = pod.metadata!.name!;
+    await core.createNamespacedPod({ namespace: agent.namespace, body: pod });
+    // Deleting the pod revokes the token bound to it, so this runs after the tests that use it.
+    cleanup.add(() =>
+      core.deleteNamespacedPod({ name: podName, namespace: agent.namespace, gracePeriodSeconds: 0 }),
+    );
+    boundConfig = await writeTokenKubeconfig(
+      dir,
+      'agent-bound',
+      await createToken(agent.namespace, agent.name, { boundToPod: podName }),
+    );
+    unboundConfig = await writeTokenKubeconfig(
+      dir,
+      'agent-unbound',
+      await createToken(agent.namespace, agent.name),
+    );
+
+    // Policies load asynchronously: wait until the write it exists to refuse is refused.
+    await eventually(
+      'the policy in force',
+      async () => {
+        try {
+          await publisherFor(nodeB).publish(reading(1));
+          return false;
+        } catch (err) {
+          return apiStatus(err)?.message.includes(POLICY) === true;
+        }
+      },
+      { timeoutMs: 30_000 },
+    );
+  });
+
+  after(async function () {
+    this.timeout(60_000);
+    await cleanup.run();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('type-checks without warnings', async () => {
+    const status = await eventually('the policy type-checked', async () => {
+      const result = await kubectl(['get', 'validatingadmissionpolicy', POLICY, '-o', 'json']);
+      const vap = JSON.parse(result.stdout) as {
+        metadata: { generation: number };
+        status?: { observedGeneration?: number; typeChecking?: { expressionWarnings?: unknown[] } };
+      };
+      return vap.status?.observedGeneration === vap.metadata.generation && vap.status;
+    });
+    expect(status.typeChecking?.expressionWarnings ?? []).to.deep.equal([]);
+  });
+
+  it("has a pod-bound token name the pod's node, and a plain one name none", async () => {
+    const whoami = async (config: string) => {
+      const result = await kubectl(['auth', 'whoami', '-o', 'json', `--kubeconfig=${config}`]);
+      expect(result.code, result.stderr).to.equal(0);
+      return (
+        JSON.parse(result.stdout) as {
+          status: { userInfo: { username: string; extra?: Record<string, string[]> } };
+        }
+      ).status.userInfo;
+    };
+    const bound = await whoami(boundConfig);
+    expect(bound.username).to.equal(`system:serviceaccount:${agent.namespace}:${agent.name}`);
+    expect(bound.extra?.['authentication.kubernetes.io/node-name']).to.deep.equal([nodeA]);
+    expect((await whoami(unboundConfig)).extra).to.not.have.property(
+      'authentication.kubernetes.io/node-name',
+    );
+  });
+
+  it("lets the agent publish its own node's reading", async () => {
+    expect(await publisherFor(nodeA).publish(reading(12.5))).to.equal('published');
+    const health = await getHealth(nodeA);
+    expect(health?.ioReading?.psiSomeAvg10Percent).to.equal(12.5);
+    // The operator's fields survive the agent's write.
+    expect(health?.state).to.equal('Healthy');
+    expect(health?.conditions?.map((c) => c.type)).to.deep.equal(['IoPressureHigh']);
+  });
+
+  it("refuses the agent another node's reading", async () => {
+    const before = await getHealth(nodeB);
+    const message = await refusal(() => publisherFor(nodeB).publish(reading(99)));
+    expect(message).to.contain(
+      deniedBecause(`the agent on node ${nodeA} may write only SandboxHealth ${nodeA}, not ${nodeB}`),
+    );
+    expect((await getHealth(nodeB))?.ioReading).to.deep.equal(before?.ioReading);
+  });
+
+  it('refuses the agent any other status field of its own node', async () => {
+    const conditions = {
+      status: {
+        conditions: [
+          {
+            type: 'IoPressureHigh',
+            status: 'True',
+            reason: 'ThresholdSustained',
+            message: 'forged',
+            lastTransitionTime: new Date().toISOString(),
+          },
+        ],
+      },
+    };
+    expect(await refusal(() => patchAsAgent(nodeA, conditions, { status: true }))).to.contain(
+      deniedBecause('the agent may write only status.ioReading, not status.conditions'),
+    );
+    // The reading and a forged state in one write: all or nothing.
+    const both = { status: { ioReading: reading(1), state: 'Remediating' } };
+    expect(await refusal(() => patchAsAgent(nodeA, both, { status: true }))).to.contain(
+      deniedBecause('the agent may write only status.ioReading, not status.state'),
+    );
+    expect((await getHealth(nodeA))?.state).to.equal('Healthy');
+  });
+
+  it('gets no metadata through the status subresource: the apiserver keeps only the status', async () => {
+    const body = {
+      metadata: { labels: { 'sandbox.remediator.io/exclude': 'true' } },
+      status: { ioReading: reading(2) },
+    };
+    await patchAsAgent(nodeA, body, { status: true });
+    const health = await kubectl(['get', 'sandboxhealth', nodeA, '-o', 'jsonpath={.metadata.labels}']);
+    expect(health.stdout).to.equal('');
+    expect((await getHealth(nodeA))?.ioReading?.psiSomeAvg10Percent).to.equal(2);
+  });
+
+  it('refuses a token bound to no pod, even for a reading', async () => {
+    for (const node of [nodeA, nodeB]) {
+      const message = await refusal(() => publisherFor(node, unboundConfig).publish(reading(1)));
+      expect(message).to.contain(deniedBecause("the agent's token names no node"));
+    }
+  });
+
+  describe('even where RBAC would allow more', function () {
+    // RBAC gives the agent only sandboxhealths/status; grant it the whole object here to show that the
+    // policy alone keeps it to status.ioReading of its own node.
+    const wider = uniqueName('it-agent-wider');
+    const local = new Cleanup();
+    before(async function () {
+      this.timeout(60_000);
+      const role = await kubectl([
+        'create',
+        'clusterrole',
+        wider,
+        '--verb=create,update,patch,delete',
+        '--resource=sandboxhealths.sandbox.remediator.io',
+      ]);
+      expect(role.code, role.stderr).to.equal(0);
+      local.add(() => kubectl(['delete', 'clusterrole', wider, '--ignore-not-found']));
+      const binding = await kubectl([
+        'create',
+        'clusterrolebinding',
+        wider,
+        `--clusterrole=${wider}`,
+        `--serviceaccount=${agent.namespace}:${agent.name}`,
+      ]);
+      expect(binding.code, binding.stderr).to.equal(0);
+      local.add(() => kubectl(['delete', 'clusterrolebinding', wider, '--ignore-not-found']));
+      await eventually('the wider role in force', async () => {
+        const can = await asAgent(['auth', 'can-i', 'delete', 'sandboxhealths.sandbox.remediator.io']);
+        return can.stdout.trim() === 'yes';
+      });
+    });
+    after(() => local.run());
+
+    it('refuses its metadata and spec', async () => {
+      const labels = { metadata: { labels: { 'sandbox.remediator.io/exclude': 'true' } } };
+      expect(await refusal(() => patchAsAgent(nodeA, labels))).to.contain(
+        deniedBecause('the agent may write only status.ioReading, not metadata.labels'),
+      );
+      // An owner that does not exist would have the garbage collector delete the object.
+      const owner = {
+        apiVersion: 'v1',
+        kind: 'Node',
+        name: nodeA,
+        uid: '00000000-0000-0000-0000-000000000000',
+      };
+      const owned = { metadata: { ownerReferences: [owner], annotations: { a: 'b' } } };
+      expect(await refusal(() => patchAsAgent(nodeA, owned))).to.contain(
+        deniedBecause(
+          'the agent may write only status.ioReading, not metadata.annotations, metadata.ownerReferences',
+        ),
+      );
+      // The CRD's rule (name equals spec.nodeName, its only field) refuses any spec change before admission;
+      // the policy compares spec too, should the schema ever allow one.
+      expect(await refusal(() => patchAsAgent(nodeA, { spec: { nodeName: nodeB } }), 422)).to.contain(
+        'metadata.name must equal spec.nodeName',
+      );
+      const health = await kubectl(['get', 'sandboxhealth', nodeA, '-o', 'jsonpath={.metadata}']);
+      expect(JSON.parse(health.stdout)).to.not.have.any.keys('labels', 'annotations', 'ownerReferences');
+    });
+
+    it('refuses to create or delete a SandboxHealth, even its own', async () => {
+      expect(
+        await refusal(() => agentApi().deleteClusterCustomObject({ ...SANDBOX_HEALTHS, name: nodeA })),
+      ).to.contain(deniedBecause('the agent may not delete SandboxHealth objects; the operator does'));
+      // Admission comes before the store's AlreadyExists: a 409 here would mean the policy let it through.
+      expect(
+        await refusal(() =>
+          agentApi().createClusterCustomObject({ ...SANDBOX_HEALTHS, body: sandboxHealth(nodeA) }),
+        ),
+      ).to.contain(deniedBecause('the agent may not create SandboxHealth objects; the operator does'));
+      expect(await getHealth(nodeA)).to.not.equal(undefined);
+    });
+  });
+
+  it('leaves every other user alone', async () => {
+    // The admin (as the operator would) writes what the agent may not: another field, any node.
+    for (const args of [
+      ['label', 'sandboxhealth', nodeB, 'sandbox.remediator.io/test=admin'],
+      [
+        'patch',
+        'sandboxhealth',
+        nodeB,
+        '--subresource=status',
+        '--type=merge',
+        '-p',
+        JSON.stringify({ status: { state: 'Degraded', ioReading: reading(3) } }),
+      ],
+    ]) {
+      const result = await kubectl(args);
+      expect(result.code, result.stderr).to.equal(0);
+    }
+    expect((await getHealth(nodeB))?.state).to.equal('Degraded');
+  });
+});

@@ -70,6 +70,18 @@ program
   )
   .addOption(new Option('--log-level <level>', 'log verbosity').choices(LOG_LEVELS).default('info'))
   .option('--workers <n>', 'policies reconciled concurrently', positiveInt, 2)
+  .option(
+    '--ready-max-disconnected-seconds <n>',
+    '/readyz fails while any watch of the apiserver has been broken this long',
+    positiveInt,
+    60,
+  )
+  .option(
+    '--watch-silence-seconds <n>',
+    'restart a watch that delivered nothing, not even a bookmark (sent about once a minute), for this long',
+    positiveInt,
+    150,
+  )
   .option('--install-crds', 'create the CustomResourceDefinitions when missing (needs RBAC on CRDs)', false)
   .option(
     '--webhook-bind-address <addr>',

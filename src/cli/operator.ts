@@ -23,6 +23,8 @@ export interface OperatorFlags {
   dryRun: boolean;
   logLevel: LogLevel;
   workers: number;
+  readyMaxDisconnectedSeconds: number;
+  watchSilenceSeconds: number;
   installCrds: boolean;
   operatorNamespace: string;
   webhookBindAddress: string;
@@ -67,6 +69,8 @@ export async function runOperator(flags: OperatorFlags): Promise<number> {
     dryRun: flags.dryRun,
     operatorNamespace: flags.operatorNamespace,
     leaderElection: flags.leaderElect,
+    maxDisconnectedMs: flags.readyMaxDisconnectedSeconds * 1000,
+    watchSilenceMs: flags.watchSilenceSeconds * 1000,
     ...(webhook ? { webhook } : {}),
   });
   // Leader election runs beside the caches: a standby syncs them and waits, so a takeover acts at once.

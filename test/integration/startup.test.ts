@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,19 +18,31 @@ async function unusedPort(): Promise<number> {
   return port;
 }
 
+interface Forwarder {
+  /** Stops passing bytes without closing anything: every connection goes silent, as a half-open one does. */
+  freeze(): void;
+  /** Drops the frozen connections (as a TCP keepalive eventually does) and forwards again. */
+  thaw(): void;
+  close(): Promise<void>;
+}
+
 /** A TCP pass-through to the apiserver: TLS stays end to end, so it is the apiserver coming up at that port. */
-async function forward(port: number, to: URL): Promise<{ close(): Promise<void> }> {
+async function forward(port: number, to: URL): Promise<Forwarder> {
   const sockets = new Set<Socket>();
+  let frozen = false;
   const server = createServer((client) => {
+    sockets.add(client);
+    client.on('close', () => sockets.delete(client));
+    client.on('error', () => client.destroy());
+    if (frozen) return; // accepted, never answered
     const upstream = connect(Number(to.port || 443), to.hostname);
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('close', () => sockets.delete(socket));
+    sockets.add(upstream);
+    upstream.on('close', () => sockets.delete(upstream));
+    for (const socket of [client, upstream])
       socket.on('error', () => {
         client.destroy();
         upstream.destroy();
       });
-    }
     client.pipe(upstream).pipe(client);
   });
   await new Promise<void>((resolve, reject) => {
@@ -38,6 +50,17 @@ async function forward(port: number, to: URL): Promise<{ close(): Promise<void> 
     server.listen(port, '127.0.0.1', resolve);
   });
   return {
+    freeze: () => {
+      frozen = true;
+      for (const socket of sockets) {
+        socket.unpipe();
+        socket.pause();
+      }
+    },
+    thaw: () => {
+      frozen = false;
+      for (const socket of sockets) socket.destroy();
+    },
     close: () =>
       new Promise<void>((resolve) => {
         for (const socket of sockets) socket.destroy(); // open watches would hold close() for minutes
@@ -56,7 +79,7 @@ describe('operator startup', function () {
   let apiserver: URL;
   let port = 0;
   let spawned = false;
-  let forwarder: { close(): Promise<void> } | undefined;
+  let forwarder: Forwarder | undefined;
 
   before(async function () {
     this.timeout(120_000);
@@ -120,5 +143,48 @@ describe('operator startup', function () {
     });
     await eventually('its SandboxHealth', async () => getHealth(names[0]!));
     expect(operator.isRunning()).to.equal(true);
+  });
+
+  it('restarts watches that go silent, and is not ready while it cannot reach the apiserver', async function () {
+    this.timeout(180_000);
+    // Its own pass-through, so it can be frozen without touching the first test's operator.
+    const silentPort = await unusedPort();
+    const silentKubeconfig = join(dir, 'silent-kubeconfig');
+    writeFileSync(
+      silentKubeconfig,
+      readFileSync(kubeconfig, 'utf8').replace(`127.0.0.1:${port}`, `127.0.0.1:${silentPort}`),
+      { mode: 0o600 },
+    );
+    const link = await forward(silentPort, apiserver);
+    const silent = new OperatorProcess();
+    try {
+      await silent.start([
+        `--kubeconfig=${silentKubeconfig}`,
+        '--watch-silence-seconds=3',
+        '--ready-max-disconnected-seconds=5',
+      ]);
+      expect((await silent.get('/readyz')).status).to.equal(200);
+
+      link.freeze();
+      const frozenAt = silent.logs.length;
+      await silent.waitForLog('Restarting a silent watch', 30_000, frozenAt);
+      await eventually('/readyz to fail', async () => (await silent.get('/readyz')).status === 503, {
+        timeoutMs: 30_000,
+      });
+      expect((await silent.get('/healthz')).status, 'alive, only not ready').to.equal(200);
+      const metrics = await silent.get('/metrics', silent.metricsPort);
+      expect(metrics.text).to.match(
+        /sandbox_remediator_informer_restarts_total\{[^}]*reason="silent"[^}]*\} [1-9]/,
+      );
+
+      link.thaw();
+      await eventually('/readyz to pass again', async () => (await silent.get('/readyz')).status === 200, {
+        timeoutMs: 60_000,
+      });
+      expect(silent.isRunning()).to.equal(true);
+    } finally {
+      await silent.stop();
+      await link.close();
+    }
   });
 });

@@ -7,7 +7,12 @@ import { aNode, MemoryCluster, tellOfChanges } from '../../support/memory-cluste
 
 const quiet = { info: () => undefined, warn: () => undefined, debug: () => undefined };
 
-function setup(cluster: MemoryCluster, startSeconds = 0, sources?: PolicyReconcilerDeps['sources']) {
+function setup(
+  cluster: MemoryCluster,
+  startSeconds = 0,
+  sources?: PolicyReconcilerDeps['sources'],
+  logger: PolicyReconcilerDeps['logger'] = quiet,
+) {
   const clock = new FakeClock(secondsAfter(T0, startSeconds).getTime());
   const reconciler = new PolicyReconciler({
     cache: cluster,
@@ -16,7 +21,7 @@ function setup(cluster: MemoryCluster, startSeconds = 0, sources?: PolicyReconci
     actuators: { real: cluster, dryRun: new DryRunActuator() },
     workloads: cluster,
     clock,
-    logger: quiet,
+    logger,
     ...(sources ? { sources } : {}),
   });
   tellOfChanges(cluster, reconciler);
@@ -273,5 +278,53 @@ describe('PolicyReconciler with IO readings', () => {
     });
     expect(cluster.health('n1')!.status!.ioPressure).to.include({ observation: 'Unknown' });
     expect(cluster.health('n1')!.status!.state).to.equal('Degraded');
+  });
+});
+
+describe('PolicyReconciler when the IO source fails', () => {
+  it('warns once per change of error, says when reading works again, and names the reason a source gives', async () => {
+    const cluster = new MemoryCluster()
+      .addPolicy('p', { ioPressure: { sustainSeconds: 0 } })
+      .addNodes(aNode('n1'));
+    let failure: string | undefined = 'connect ECONNREFUSED 127.0.0.1:9090';
+    const lines: string[] = [];
+    const logger = {
+      ...quiet,
+      info: (message: string) => lines.push(`info ${message}`),
+      warn: (message: string, fields?: Record<string, unknown>) =>
+        lines.push(`warn ${message}: ${String(fields?.error)}`),
+    };
+    const { clock, reconciler } = setup(
+      cluster,
+      0,
+      () => ({
+        kind: 'kubeletSummary',
+        pollMs: 10_000,
+        refresh: () => (failure ? Promise.reject(new Error(failure)) : Promise.resolve()),
+        read: () => undefined,
+        problem: () => ({ reason: 'SourceForbidden', message: 'the operator may not read nodes/proxy' }),
+      }),
+      logger,
+    );
+    const poll = async () => {
+      await reconciler.reconcile('p');
+      clock.advance(10_000);
+    };
+    for (let i = 0; i < 3; i++) await poll();
+    failure = 'HTTP 503';
+    for (let i = 0; i < 2; i++) await poll();
+    failure = undefined;
+    for (let i = 0; i < 2; i++) await poll();
+    const source = lines.filter((l) => /IO pressure/.test(l));
+    expect(source).to.deep.equal([
+      'warn Failed to read IO pressure: connect ECONNREFUSED 127.0.0.1:9090',
+      'warn Failed to read IO pressure: HTTP 503',
+      'info Reading IO pressure again',
+    ]);
+    expect(condition(cluster, 'n1', 'IoPressureHigh')).to.include({
+      status: 'Unknown',
+      reason: 'SourceForbidden',
+    });
+    expect(condition(cluster, 'n1', 'IoPressureHigh')?.message).to.match(/nodes\/proxy/);
   });
 });

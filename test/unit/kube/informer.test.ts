@@ -201,4 +201,71 @@ describe('Informer', () => {
     await until('the watch to be established', () => informer.isWatching(), server);
     expect(server.calls).to.deep.equal(['list', 'list', 'watch from 5', 'watch from 5', 'watch from 5']);
   });
+
+  describe('a silent watch', () => {
+    let silent: Informer<RawObject>;
+    beforeEach(async () => {
+      await informer.stop();
+      silent = new Informer({
+        name: 'pods',
+        kc: new KubeConfig(),
+        apiVersion: 'v1',
+        kind: 'Pod',
+        path: '/api/v1/pods',
+        transform: (raw) => raw,
+        logger: { info: () => undefined, warn: () => undefined },
+        onRestart: (reason) => restarts.push(reason),
+        api: server.api,
+        watcher: server.watcher,
+        watchSilenceMs: 60,
+      });
+      informer = silent; // the outer afterEach stops it
+    });
+
+    it('is restarted from its resourceVersion when nothing, not even a bookmark, arrives within the bound', async () => {
+      server.lists.push({ resourceVersion: '5', items: [pod('a')] });
+      silent.start();
+      await until('the first watch', () => server.watches.length === 1, server);
+      server.watches[0]!.send('ADDED', pod('b', '7'));
+      await until('a second watch after the silence', () => server.watches.length === 2, server);
+      expect(restarts).to.deep.equal(['silent']);
+      expect(server.calls.slice(0, 3)).to.deep.equal(['list', 'watch from 5', 'watch from 7']);
+      expect(silent.isSynced()).to.equal(true);
+    });
+
+    it('is not restarted while bookmarks keep arriving', async () => {
+      server.lists.push({ resourceVersion: '5', items: [] });
+      silent.start();
+      await until('the first watch', () => server.watches.length === 1, server);
+      for (let i = 0; i < 8; i++) {
+        server.watches[0]!.send('BOOKMARK', { metadata: { resourceVersion: String(6 + i) } });
+        await sleep(25);
+      }
+      expect(server.watches).to.have.length(1);
+      expect(restarts).to.deep.equal([]);
+    });
+
+    it('is restarted when the watch request itself never gets an answer, and counts as disconnected', async () => {
+      server.lists.push({ resourceVersion: '5', items: [] });
+      server.watchRequests.push('hang');
+      silent.start();
+      await until('a second watch after the hung one', () => server.watches.length === 2, server);
+      expect(restarts).to.deep.equal(['silent']);
+      // Synced, and connected again now: the second watch was established at once.
+      await until('the watch to be established', () => silent.isWatching(), server);
+      expect(silent.disconnectedMs()).to.equal(0);
+    });
+  });
+
+  it('measures how long it has been disconnected, and resets once a watch gets through', async () => {
+    server.lists.push({ resourceVersion: '5', items: [] });
+    server.watchRequests.push(reset(), 'hang');
+    informer.start();
+    await until('the second watch request', () => server.watches.length === 2, server);
+    await sleep(30);
+    expect(informer.disconnectedMs()).to.be.at.least(25);
+    server.watches[1]!.establish();
+    await until('the watch to be established', () => informer.isWatching(), server);
+    expect(informer.disconnectedMs()).to.equal(0);
+  });
 });

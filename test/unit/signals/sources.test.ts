@@ -1,6 +1,11 @@
+import { ApiException } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { AgentSource, NodeConditionSource } from '../../../src/signals/cache-sources.js';
-import { KubeletSummarySource, readingFromSummary } from '../../../src/signals/kubelet-summary.js';
+import {
+  KubeletSummarySource,
+  readingFromSummary,
+  SUMMARY_CONCURRENCY,
+} from '../../../src/signals/kubelet-summary.js';
 import { PrometheusSource, QUERIES } from '../../../src/signals/prometheus.js';
 import { T0 } from '../../support/builders.js';
 import { aNode } from '../../support/memory-cluster.js';
@@ -105,6 +110,54 @@ describe('KubeletSummarySource', () => {
     expect(source.read('n3')).to.equal(undefined);
     expect(errors).to.deep.equal(['n3']);
     expect(readingFromSummary({}, T0)).to.equal(undefined);
+  });
+
+  it('reports a failing node once per transition, names RBAC refusals, and says when it recovers', async () => {
+    let answer: 'forbidden' | 'down' | 'ok' = 'forbidden';
+    const forbidden = new ApiException(
+      403,
+      'Forbidden',
+      '{"reason":"Forbidden","message":"nodes \\"n1\\" is forbidden: cannot get resource \\"nodes/proxy\\""}',
+      {},
+    );
+    const events: string[] = [];
+    const source = new KubeletSummarySource(
+      () =>
+        answer === 'ok'
+          ? Promise.resolve({ node: { io: { psi: { some: { avg10: 1 } } } } })
+          : Promise.reject(answer === 'forbidden' ? forbidden : new Error('connect ECONNREFUSED')),
+      () => T0,
+      (node) => events.push(`error ${node}`),
+      (node) => events.push(`recovered ${node}`),
+    );
+    for (let i = 0; i < 3; i++) await source.refresh(['n1']);
+    expect(source.problem?.('n1')).to.include({ reason: 'SourceForbidden' });
+    expect(source.problem?.('n1')?.message).to.match(/nodes\/proxy/);
+    answer = 'down';
+    for (let i = 0; i < 3; i++) await source.refresh(['n1']);
+    expect(source.problem?.('n1')).to.include({ reason: 'SourceUnavailable' });
+    answer = 'ok';
+    for (let i = 0; i < 3; i++) await source.refresh(['n1']);
+    expect(source.problem?.('n1')).to.equal(undefined);
+    expect(events).to.deep.equal(['error n1', 'error n1', 'recovered n1']);
+  });
+
+  it('keeps at most a bounded number of Summary fetches in flight, however many nodes', async () => {
+    let inFlight = 0;
+    let most = 0;
+    const source = new KubeletSummarySource(
+      async () => {
+        most = Math.max(most, ++inFlight);
+        await new Promise((resolve) => setTimeout(resolve, 2));
+        inFlight--;
+        return { node: { io: { psi: { some: { avg10: 1 } } } } };
+      },
+      () => T0,
+    );
+    const nodes = Array.from({ length: 100 }, (_, i) => `n${i}`);
+    await source.refresh(nodes);
+    expect(most).to.equal(SUMMARY_CONCURRENCY);
+    expect(nodes.every((n) => source.read(n) !== undefined)).to.equal(true);
   });
 });
 

@@ -131,14 +131,14 @@ describe('KubeletSummarySource', () => {
       (node) => events.push(`recovered ${node}`),
     );
     for (let i = 0; i < 3; i++) await source.refresh(['n1']);
-    expect(source.problem?.('n1')).to.include({ reason: 'SourceForbidden' });
-    expect(source.problem?.('n1')?.message).to.match(/nodes\/proxy/);
+    expect(source.problem('n1')).to.include({ reason: 'SourceForbidden' });
+    expect(source.problem('n1')?.message).to.match(/nodes\/proxy/);
     answer = 'down';
     for (let i = 0; i < 3; i++) await source.refresh(['n1']);
-    expect(source.problem?.('n1')).to.include({ reason: 'SourceUnavailable' });
+    expect(source.problem('n1')).to.include({ reason: 'SourceUnavailable' });
     answer = 'ok';
     for (let i = 0; i < 3; i++) await source.refresh(['n1']);
-    expect(source.problem?.('n1')).to.equal(undefined);
+    expect(source.problem('n1')).to.equal(undefined);
     expect(events).to.deep.equal(['error n1', 'error n1', 'recovered n1']);
   });
 

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { AgentProcess } from '../support/agent-process.js';
 import {
   Cleanup,
@@ -16,16 +16,53 @@ import {
 import { freePort } from '../support/monitoring.js';
 import { FAST_IO, ProcRoot } from '../support/proc-root.js';
 import { createSpreadDeployment, eventsWithReason, readNode } from '../support/workloads.js';
-import { REPO_ROOT } from '../support/manifests.js';
+import { readManifests, REPO_ROOT } from '../support/manifests.js';
 import { applyCrds, OperatorProcess } from '../support/operator-process.js';
 import { applyPolicy, condition, getHealth } from '../support/resources.js';
 
-const NAMESPACE = 'sandbox-remediator-system';
-const sa = (name: string) => `system:serviceaccount:${NAMESPACE}:${name}`;
+// The agent has a namespace of its own, the one Pod Security lets hostPath into (config/default/namespace.yaml).
+const namespaceOf = (serviceAccount: string) =>
+  serviceAccount === 'sandbox-remediator-agent' ? 'sandbox-remediator-agent' : 'sandbox-remediator-system';
+const sa = (name: string) => `system:serviceaccount:${namespaceOf(name)}:${name}`;
+
+interface PodTemplate {
+  metadata?: { labels?: Record<string, string> };
+  spec: {
+    serviceAccountName?: string;
+    containers: { securityContext?: Record<string, unknown> }[];
+    [field: string]: unknown;
+  };
+}
+
+/** A Pod made of a workload's pod template in config/, as its controller would create it (minus the SA). */
+function podFrom(
+  file: string,
+  kind: string,
+  name: string,
+): { apiVersion: 'v1'; kind: 'Pod'; metadata: { name: string }; spec: PodTemplate['spec'] } {
+  const workload = readManifests(dirname(file)).find((m) => m.file === file && m.object.kind === kind)
+    ?.object as { spec: { template: PodTemplate } } | undefined;
+  if (!workload) throw new Error(`no ${kind} in ${file}`);
+  // The ServiceAccount lives in the workload's namespace, not the test's; Pod Security does not look at it.
+  const { serviceAccountName: _, ...spec } = workload.spec.template.spec;
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { ...workload.spec.template.metadata, name },
+    spec,
+  };
+}
 
 /** A kubeconfig for a ServiceAccount: the local cluster's server and CA, and a token for the account. */
 async function kubeconfigFor(serviceAccount: string, dir: string): Promise<string> {
-  const token = await kubectl(['create', 'token', serviceAccount, '-n', NAMESPACE, '--duration=1h']);
+  const token = await kubectl([
+    'create',
+    'token',
+    serviceAccount,
+    '-n',
+    namespaceOf(serviceAccount),
+    '--duration=1h',
+  ]);
   expect(token.code, token.stderr).to.equal(0);
   const server = (
     await kubectl(['config', 'view', '--minify', '-o', 'jsonpath={.clusters[0].cluster.server}'])
@@ -71,15 +108,78 @@ describe('config/: manifests and least-privilege RBAC on the real cluster', func
     await rm(dir, { recursive: true, force: true });
   });
 
-  it('accepts the whole of config/default (server-side dry run)', async () => {
+  it('accepts the whole of config/default (server-side dry run), with no Pod Security warning', async () => {
     const result = await kubectl(['apply', '-k', join(REPO_ROOT, 'config/default'), '--dry-run=server']);
     expect(result.code, result.stderr).to.equal(0);
     for (const kind of [
+      'namespace/sandbox-remediator-system',
+      'namespace/sandbox-remediator-agent',
       'deployment.apps/sandbox-remediator-operator',
       'daemonset.apps/sandbox-remediator-agent',
     ]) {
       expect(result.stdout).to.contain(kind);
     }
+    // The apiserver warns about a workload whose pods its namespace's Pod Security level would refuse.
+    expect(result.stderr).to.not.match(/PodSecurity/);
+    const labels = JSON.parse(
+      (await kubectl(['get', 'namespaces', '-l', 'pod-security.kubernetes.io/enforce', '-o', 'json'])).stdout,
+    ) as { items: { metadata: { name: string; labels: Record<string, string> } }[] };
+    const enforced = Object.fromEntries(
+      labels.items.map((n) => [n.metadata.name, n.metadata.labels['pod-security.kubernetes.io/enforce']]),
+    );
+    expect(enforced).to.include({
+      'sandbox-remediator-system': 'restricted',
+      'sandbox-remediator-agent': 'privileged',
+    });
+  });
+
+  it('runs the operator under Pod Security restricted, which refuses a broken securityContext and the agent', async () => {
+    const namespace = await createNamespace(cleanup, 'it-restricted');
+    const labelled = await kubectl([
+      'label',
+      'namespace',
+      namespace,
+      'pod-security.kubernetes.io/enforce=restricted',
+    ]);
+    expect(labelled.code, labelled.stderr).to.equal(0);
+    const create = (pod: object) =>
+      kubectl(['create', '--dry-run=server', '-n', namespace, '-f', '-'], JSON.stringify(pod));
+
+    const operator = podFrom('config/manager/manager.yaml', 'Deployment', 'operator');
+    const accepted = await create(operator);
+    expect(accepted.code, accepted.stderr).to.equal(0);
+    expect(accepted.stderr).to.equal('');
+
+    const escalating = structuredClone(operator);
+    escalating.spec.containers[0]!.securityContext = {
+      ...escalating.spec.containers[0]!.securityContext,
+      allowPrivilegeEscalation: true,
+    };
+    const refused = await create(escalating);
+    expect(refused.code).to.not.equal(0);
+    expect(refused.stderr).to.contain(
+      'violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false',
+    );
+
+    // The agent's pod breaks restricted by its hostPath volume and nothing else (it is unprivileged otherwise),
+    // and baseline by the same volume: hence a namespace of its own.
+    const agent = podFrom('config/agent/daemonset.yaml', 'DaemonSet', 'agent');
+    const violations = async () => {
+      const result = await create(agent);
+      expect(result.code).to.not.equal(0);
+      return /violates PodSecurity "(.*)$/m.exec(result.stderr)?.[1] ?? result.stderr;
+    };
+    expect(await violations()).to.equal(
+      'restricted:latest": restricted volume types (volume "host-proc" uses restricted volume type "hostPath")',
+    );
+    await kubectl([
+      'label',
+      '--overwrite',
+      'namespace',
+      namespace,
+      'pod-security.kubernetes.io/enforce=baseline',
+    ]);
+    expect(await violations()).to.equal('baseline:latest": hostPath volumes (volume "host-proc")');
   });
 
   it('grants the operator and the agent nothing beyond what they use', async () => {

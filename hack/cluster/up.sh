@@ -41,12 +41,14 @@ else
   )
 
   etcd_port=$(free_port); peer_port=$(free_port); api_port=$(free_port); kcm_port=$(free_port); sched_port=$(free_port)
+  node_proxy_port=$(free_port)
   while [ "$peer_port" = "$etcd_port" ]; do peer_port=$(free_port); done
   cat > "$CLUSTER_DIR/env" <<ENV
 ETCD_PORT=$etcd_port
 API_PORT=$api_port
 KCM_PORT=$kcm_port
 SCHEDULER_PORT=$sched_port
+NODE_PROXY_PORT=$node_proxy_port
 ENV
 
   mkkubeconfig() { # file identity
@@ -76,7 +78,13 @@ ENV
     --initial-cluster="default=http://127.0.0.1:$peer_port" --unsafe-no-fsync=true --log-level=warn --quota-backend-bytes=4294967296
   wait_for "etcd /health" 60 curl -fsS "http://127.0.0.1:$etcd_port/health"
 
-  start kube-apiserver "$K8S_BIN/kube-apiserver" \
+  # The apiserver refuses to proxy to a node whose address is not global unicast (kwok nodes are 127.0.0.1), so
+  # a test of the real nodes/proxy path gives its node a documentation address (203.0.113.0/24) and serves an
+  # HTTP CONNECT proxy on NODE_PROXY_PORT that leads it back to a kubelet stand-in on 127.0.0.1
+  # (test/support/kubelet-proxy.ts). Loopback traffic (etcd, webhooks) never goes through a proxy; with nothing
+  # listening there, any other proxied request fails at once.
+  start kube-apiserver env HTTPS_PROXY="http://127.0.0.1:$node_proxy_port" NO_PROXY=127.0.0.1,localhost \
+    "$K8S_BIN/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$etcd_port" --bind-address=127.0.0.1 --secure-port="$api_port" \
     --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" --client-ca-file="$pki/ca.crt" \
     --authorization-mode=Node,RBAC --service-account-issuer=https://kubernetes.default.svc.cluster.local \

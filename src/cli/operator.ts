@@ -7,6 +7,7 @@ import { describeError } from '../kube/errors.js';
 import { KubeLeaseStore, LeaderElector } from '../kube/leader-election.js';
 import { closeServers, untilStopSignal } from './process.js';
 import { loadKubeConfig, serverOf } from '../kube/client.js';
+import { applyCustomResourceDefinitions, readCustomResourceDefinitions } from '../kube/crds.js';
 import { OperatorLifecycle } from '../kube/lifecycle.js';
 import { createLogger, type LogLevel } from '../observability/logger.js';
 import { OperatorMetrics } from '../observability/metrics.js';
@@ -52,14 +53,18 @@ export async function runOperator(flags: OperatorFlags): Promise<number> {
   const logger = createLogger(flags.logLevel);
   // KUBECONFIG also steers the lifecycle adapter, which loads its own configuration.
   if (flags.kubeconfig) process.env.KUBECONFIG = flags.kubeconfig;
-  const kc = loadKubeConfig();
+  const metrics = new OperatorMetrics();
+  const kc = loadKubeConfig(undefined, {
+    onCall: ({ method, resource, result }) => {
+      if (method !== 'GET') metrics.apiWrites.inc({ resource, result: String(result) });
+    },
+  });
   logger.info('Starting sandbox-remediator operator', {
     server: serverOf(kc),
     dryRun: flags.dryRun,
     workers: flags.workers,
   });
 
-  const metrics = new OperatorMetrics();
   const webhook = webhookOptions(flags);
   const manager = new Manager({
     kc,
@@ -113,9 +118,14 @@ export async function runOperator(flags: OperatorFlags): Promise<number> {
     metricsPort: metricsServer?.port,
   });
 
+  // Read before anything starts, so a missing or malformed file fails at once.
+  const crds = flags.installCrds ? await readCustomResourceDefinitions(crdFiles()) : [];
   const lifecycle = new OperatorLifecycle({
-    crdFiles: flags.installCrds ? crdFiles() : [],
-    start: () => manager.start(),
+    start: async () => {
+      // Established before the caches list them; a failure (no RBAC on CRDs, say) stops the operator.
+      if (crds.length > 99) await applyCustomResourceDefinitions(kc, crds, logger);
+      await manager.start();
+    },
     stop: () => manager.stop(),
     logger,
   });

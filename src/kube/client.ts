@@ -1,32 +1,108 @@
-import { KubeConfig, type ConfigurationOptions, type RequestContext } from '@kubernetes/client-node';
-// client-node's middleware speaks its own minimal Observable; its `of` is not re-exported from the index.
-import { of } from '@kubernetes/client-node/dist/gen/rxjsStub.js';
+import {
+  createConfiguration,
+  IsomorphicFetchHttpLibrary,
+  KubeConfig,
+  ServerConfiguration,
+  type ConfigurationOptions,
+  type HttpLibrary,
+  type RequestContext,
+  type ResponseContext,
+} from '@kubernetes/client-node';
+// client-node's HTTP layer speaks its own minimal Observable; `of` and `from` are not re-exported from the index.
+import { from, of } from '@kubernetes/client-node/dist/gen/rxjsStub.js';
 
 export type { KubeConfig } from '@kubernetes/client-node';
 
 /** The longest any single API request may take (watches excepted: they are long by design). */
 export const REQUEST_TIMEOUT_MS = 30_000;
 
+/** One answered (or failed) API request: what was asked of which resource, and the HTTP status. */
+export interface ApiCall {
+  method: string;
+  /** "nodes", "pods/eviction", "sandboxhealths/status", ... */
+  resource: string;
+  /** The HTTP status, or "error" when no answer came (timeout, connection refused). */
+  result: number | 'error';
+}
+
+export interface KubeConfigOptions {
+  requestTimeoutMs?: number;
+  /** Told of every API request made through clients of this KubeConfig (not watches): for metrics. */
+  onCall?(call: ApiCall): void;
+}
+
 /**
- * A KubeConfig whose every API request carries a timeout. client-node 1.x sets none, so a request to an
- * apiserver that accepted the connection and then went silent would wait forever, and with it a reconcile.
- * Every generated API client calls applySecurityAuthentication once per request: the one place to add it.
- * Watches go through applyToFetchOptions instead, and have their own silence bound (src/kube/informer.ts).
+ * A KubeConfig whose every API request carries a timeout and is reported. client-node 1.x sets no timeout,
+ * so a request to an apiserver that accepted the connection and then went silent would wait forever, and with
+ * it a reconcile. Every generated client calls applySecurityAuthentication once per request: the one place to
+ * add it. Watches go through applyToFetchOptions instead, and have their own silence bound (informer.ts).
  */
-class TimedKubeConfig extends KubeConfig {
-  constructor(private readonly requestTimeoutMs: number) {
+class InstrumentedKubeConfig extends KubeConfig {
+  constructor(private readonly options: KubeConfigOptions) {
     super();
   }
 
   override async applySecurityAuthentication(context: RequestContext): Promise<void> {
     await super.applySecurityAuthentication(context);
-    if (!context.getSignal()) context.setSignal(AbortSignal.timeout(this.requestTimeoutMs));
+    if (!context.getSignal())
+      context.setSignal(AbortSignal.timeout(this.options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS));
+  }
+
+  /** client-node's own makeApiClient, with an HTTP library that reports each call. */
+  override makeApiClient<T>(apiClientType: new (config: ReturnType<typeof createConfiguration>) => T): T {
+    const cluster = this.getCurrentCluster();
+    if (!cluster) throw new Error('No active cluster!');
+    return new apiClientType(
+      createConfiguration({
+        baseServer: new ServerConfiguration(cluster.server, {}),
+        authMethods: { default: this },
+        httpApi: reportingHttp(new IsomorphicFetchHttpLibrary(), (call) => this.options.onCall?.(call)),
+      }),
+    );
   }
 }
 
+function reportingHttp(inner: HttpLibrary, onCall: (call: ApiCall) => void): HttpLibrary {
+  return {
+    send(request) {
+      const report = (result: ApiCall['result']) => {
+        onCall({ method: request.getHttpMethod(), resource: resourceOfPath(request.getUrl()), result });
+      };
+      return from(
+        inner
+          .send(request)
+          .toPromise()
+          .then(
+            (response: ResponseContext) => {
+              report(response.httpStatusCode);
+              return response;
+            },
+            (err: unknown) => {
+              report('error');
+              throw err;
+            },
+          ),
+      );
+    },
+  };
+}
+
+/**
+ * The resource a request URL names, with its subresource: /api/v1/namespaces/ns/pods/p/eviction is
+ * "pods/eviction", /apis/sandbox.remediator.io/v1alpha1/sandboxhealths/n1/status "sandboxhealths/status".
+ */
+export function resourceOfPath(url: string): string {
+  const parts = new URL(url, 'https://x').pathname.split('/').filter(Boolean);
+  const rest = parts[0] === 'api' ? parts.slice(2) : parts[0] === 'apis' ? parts.slice(3) : [];
+  const scoped = rest[0] === 'namespaces' && rest.length > 2 ? rest.slice(2) : rest;
+  const [resource, , subresource] = scoped;
+  if (!resource) return 'other';
+  return subresource ? `${resource}/${subresource}` : resource;
+}
+
 /** Loads a kubeconfig: the given file, else $KUBECONFIG, ~/.kube/config, or the in-cluster service account. */
-export function loadKubeConfig(path?: string, requestTimeoutMs = REQUEST_TIMEOUT_MS): KubeConfig {
-  const kc = new TimedKubeConfig(requestTimeoutMs);
+export function loadKubeConfig(path?: string, options: KubeConfigOptions = {}): KubeConfig {
+  const kc = new InstrumentedKubeConfig(options);
   if (path) kc.loadFromFile(path);
   else kc.loadFromDefault();
   return kc;

@@ -95,7 +95,7 @@ export class OperatorMetrics {
   });
   readonly apiWrites = new Counter({
     name: 'sandbox_remediator_api_writes_total',
-    help: 'Writes this process sent to the apiserver, by resource (nodes, sandboxhealths/status, ...) and result.',
+    help: 'Writes (any request but GET) this process sent to the apiserver, by resource (nodes, pods/eviction, sandboxhealths/status, ...) and result (the HTTP status, or error).',
     labelNames: ['resource', 'result'] as const,
     registers: [this.registry],
   });

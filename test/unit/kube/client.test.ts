@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadKubeConfig } from '../../../src/kube/client.js';
+import { loadKubeConfig, resourceOfPath } from '../../../src/kube/client.js';
 import { kubeletSummaryFetcher } from '../../../src/kube/kubelet-summary.js';
 
 /**
@@ -58,7 +58,7 @@ describe('API request timeouts', () => {
   });
 
   it('gives every API request of a loaded kubeconfig a timeout', async () => {
-    const core = loadKubeConfig(kubeconfig, 300).makeApiClient(CoreV1Api);
+    const core = loadKubeConfig(kubeconfig, { requestTimeoutMs: 300 }).makeApiClient(CoreV1Api);
     const started = performance.now();
     const error = await core.listNode().then(
       () => undefined,
@@ -72,7 +72,7 @@ describe('API request timeouts', () => {
   });
 
   it('gives a kubelet Summary fetch through the node proxy its own, shorter timeout', async () => {
-    const fetch = kubeletSummaryFetcher(loadKubeConfig(kubeconfig, 60_000), 200);
+    const fetch = kubeletSummaryFetcher(loadKubeConfig(kubeconfig, { requestTimeoutMs: 60_000 }), 200);
     const started = performance.now();
     const error = await fetch('node-1').then(
       () => undefined,
@@ -81,5 +81,21 @@ describe('API request timeouts', () => {
     expect(error).to.not.equal(undefined);
     expect((error as Error).name).to.equal('AbortError');
     expect(performance.now() - started).to.be.within(150, 10_000); // the 60 s API default would fail this
+  });
+});
+
+describe('resourceOfPath', () => {
+  it('names the resource and subresource of a request URL', () => {
+    expect(resourceOfPath('https://h:6443/api/v1/nodes/n1')).to.equal('nodes');
+    expect(resourceOfPath('https://h/api/v1/namespaces/ns/pods/p/eviction')).to.equal('pods/eviction');
+    expect(resourceOfPath('https://h/api/v1/namespaces/ns/events')).to.equal('events');
+    expect(resourceOfPath('https://h/api/v1/namespaces/ns')).to.equal('namespaces');
+    expect(
+      resourceOfPath('https://h/apis/sandbox.remediator.io/v1alpha1/sandboxhealths/n1/status?x=1'),
+    ).to.equal('sandboxhealths/status');
+    expect(resourceOfPath('https://h/apis/coordination.k8s.io/v1/namespaces/ns/leases/operator')).to.equal(
+      'leases',
+    );
+    expect(resourceOfPath('https://h/version')).to.equal('other');
   });
 });

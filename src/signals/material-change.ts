@@ -7,32 +7,30 @@ export interface Band {
 }
 
 /**
- * Bands per signal, ascending. Their edges sit at the default policy thresholds (PSI some 40 %, full 20 %, disk
- * busy 90 %, 8 blocked tasks) and often enough between them that a policy with other thresholds sees a crossing
- * within one band, or at the next heartbeat. An idle node's noise (PSI under 5 %, a few blocked or D-state tasks,
- * a disk busy for a moment) stays in the lowest band and publishes nothing.
+ * Bands per signal, ascending. Each default policy threshold (PSI some 40 %, full 20 %, disk busy 90 %, 8 blocked
+ * tasks) is an edge, so a default policy sees a crossing at once; a policy with other thresholds sees it at the next
+ * edge or heartbeat. Leaving a band takes a clear drop (exit well under enter): a node under pressure reads noisy,
+ * and each publish is a write, and another reconcile. The cost is on the way down only: recovery is seen at an exit
+ * or at the next heartbeat, so an undo (after recoverySeconds, 120 by default) may start up to one heartbeat later;
+ * nothing is ever done sooner. An idle node's noise (PSI under 10 %, a few blocked or D-state tasks, a disk busy for
+ * a moment) stays in the lowest band and publishes nothing.
  */
 export const BANDS = {
   psi: [
-    { enter: 5, exit: 3 },
-    { enter: 10, exit: 7 },
-    { enter: 20, exit: 16 },
-    { enter: 30, exit: 25 },
-    { enter: 40, exit: 35 },
-    { enter: 50, exit: 45 },
-    { enter: 60, exit: 55 },
-    { enter: 80, exit: 72 },
+    { enter: 10, exit: 5 },
+    { enter: 20, exit: 14 },
+    { enter: 40, exit: 30 },
+    { enter: 70, exit: 50 },
   ],
   diskBusy: [
-    { enter: 50, exit: 35 },
-    { enter: 75, exit: 65 },
-    { enter: 90, exit: 82 },
+    { enter: 50, exit: 30 },
+    { enter: 90, exit: 75 },
   ],
   tasks: [
     { enter: 4, exit: 2 },
-    { enter: 8, exit: 5 },
-    { enter: 16, exit: 12 },
-    { enter: 32, exit: 24 },
+    { enter: 8, exit: 4 },
+    { enter: 16, exit: 10 },
+    { enter: 32, exit: 20 },
   ],
 } as const satisfies Record<string, readonly Band[]>;
 

@@ -110,6 +110,23 @@ function nodeState(degraded: boolean, io: IoPressureDecision | undefined): NodeS
   return degraded ? 'Degraded' : 'Healthy';
 }
 
+/**
+ * IoPressureHigh, with the stored message kept while the condition keeps its status and reason through one run of
+ * the same observation (same tracking since): which signals are over changes from sample to sample around the
+ * thresholds, and every changed message is a write. The message names the signals that were over when the
+ * condition took its reason; status.ioReading has the current values.
+ */
+function ioPressureCondition(decision: IoPressureDecision, previous: SandboxHealthStatus | undefined) {
+  const { condition, tracking } = decision;
+  const stored = previous?.conditions?.find((c) => c.type === condition.type);
+  const sameRun =
+    previous?.ioPressure?.observation === tracking.observation &&
+    new Date(previous.ioPressure.since).getTime() === tracking.since.getTime();
+  return sameRun && stored?.status === condition.status && stored.reason === condition.reason
+    ? { ...condition, message: stored.message }
+    : condition;
+}
+
 const OWN_CONDITIONS = new Set(['SandboxCreationDegraded', 'IoPressureHigh']);
 
 /** Desired operator-owned status of one node's SandboxHealth. Pure. */
@@ -117,7 +134,7 @@ export function desiredDetectionStatus(input: HealthInput): DetectionStatus {
   const { findings, now } = input;
   const listed = new Map((input.previous?.stuckPods ?? []).map((p) => [p.uid, p]));
   const desired: ConditionInput[] = [degradedCondition(input)];
-  if (input.io) desired.push(input.io.decision.condition);
+  if (input.io) desired.push(ioPressureCondition(input.io.decision, input.previous));
   const conditions: Condition[] = [
     ...mergeConditions(
       input.previous?.conditions?.filter((c) => OWN_CONDITIONS.has(c.type)),

@@ -72,9 +72,9 @@ describe('NodeAgent publishing', () => {
     // The second sample is published because disk busy becomes known (a rate needs two samples); then nothing.
     expect(counts).to.deep.equal([1, 2, 2, 2, 2, 2, 2, 2]);
     expect(await tick(9)).to.equal(3); // enters the band at 8
-    expect(await tick(6)).to.equal(3); // within its exit threshold (5)
-    expect(await tick(4)).to.equal(4); // below it
-    expect(await tick(1, 45)).to.equal(5); // PSI some enters the band at 40 (and the D-state count left 4)
+    expect(await tick(5)).to.equal(3); // within its exit threshold (4)
+    expect(await tick(3)).to.equal(4); // below it
+    expect(await tick(3, 45)).to.equal(5); // PSI some enters the band at 40
     expect(node.metrics.lastPublish.hashMap).to.not.deep.equal({});
   });
 

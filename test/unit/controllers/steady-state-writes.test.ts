@@ -107,10 +107,18 @@ describe('PolicyReconciler steady state', () => {
       causeSince: secondsAfter(T0, 50).toISOString(),
     });
 
-    // A signal falling under its threshold changes the verdict's words: that is a write.
+    // Which signals are over changes around the thresholds: the message keeps naming those of the run's start.
     read({ psiSomeAvg10Percent: 12, diskBusyPercent: 97.1 });
     await reconciler.reconcile('p');
-    expect(cluster.takeWrites()).to.deep.equal(['patch health/n1']);
+    expect(cluster.takeWrites()).to.deep.equal([]);
+    // Under every threshold: a new reason, a new message, one write (and the policy's counts change).
+    read({ psiSomeAvg10Percent: 12, diskBusyPercent: 20 });
+    await reconciler.reconcile('p');
+    expect(cluster.takeWrites()).to.deep.equal(['patch health/n1', 'patch policy/p']);
+    expect(cluster.health('n1')!.status!.conditions!.find((c) => c.type === 'IoPressureHigh')).to.include({
+      status: 'True',
+      reason: 'RecoveryPending',
+    });
     expect(cluster.takeEvents()).to.deep.equal([]);
   });
 });

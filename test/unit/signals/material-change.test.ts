@@ -36,12 +36,12 @@ describe('isMaterialChange', () => {
   });
 
   it('publishes crossing into a band, and coming back only past its exit threshold', () => {
-    // D-state tasks: 9 enters the band at 8; 7, 6 and 5 stay in it (its exit is 5); 4 leaves it for the band at 4,
-    // and 3 stays there (exit 2); 1 leaves that too.
-    const counts = [1, 9, 7, 6, 5, 8, 4, 3, 1];
-    expect(published(counts.map((n) => reading({ dStateTasks: dState(n) })))).to.deep.equal([0, 1, 6, 8]);
-    // PSI some: 39.9 enters the band at 30, 40 the one at 40; 36 and 35.1 stay (exit 35), 34.9 leaves, 41 re-enters.
-    const psi = [12, 39.9, 40, 36, 35.1, 34.9, 41];
+    // D-state tasks: 9 enters the band at 8; 7, 5 and 4 stay in it (its exit is 4); 3 leaves it; 5 is back in the
+    // band at 4, which 3 does not leave (its exit is 2) and 1 does.
+    const counts = [1, 9, 7, 5, 4, 8, 3, 5, 3, 1];
+    expect(published(counts.map((n) => reading({ dStateTasks: dState(n) })))).to.deep.equal([0, 1, 6, 7, 9]);
+    // PSI some: 39.9 enters the band at 20, 40 the one at 40; 35 and 30 stay (exit 30), 29.9 leaves, 41 re-enters.
+    const psi = [12, 39.9, 40, 35, 30, 29.9, 41];
     expect(published(psi.map((p) => reading({ psiSomeAvg10Percent: p })))).to.deep.equal([0, 1, 2, 5, 6]);
   });
 

@@ -82,7 +82,11 @@ program
     positiveInt,
     150,
   )
-  .option('--install-crds', 'create the CustomResourceDefinitions when missing (needs RBAC on CRDs)', false)
+  .option(
+    '--install-crds',
+    "create or update the CustomResourceDefinitions (server-side apply) and wait until they are Established; needs write access to CRDs, which config/rbac's operator role does not grant: for an admin's kubeconfig",
+    false,
+  )
   .option(
     '--webhook-bind-address <addr>',
     'where the pod-start pacing webhook listens (HTTPS), e.g. :9443; "0" turns it off (then pacePodStarts gates nothing)',

@@ -123,7 +123,7 @@ export async function runOperator(flags: OperatorFlags): Promise<number> {
   const lifecycle = new OperatorLifecycle({
     start: async () => {
       // Established before the caches list them; a failure (no RBAC on CRDs, say) stops the operator.
-      if (crds.length > 99) await applyCustomResourceDefinitions(kc, crds, logger);
+      if (crds.length > 0) await applyCustomResourceDefinitions(kc, crds, logger);
       await manager.start();
     },
     stop: () => manager.stop(),

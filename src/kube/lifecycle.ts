@@ -1,6 +1,7 @@
 // The one place @dot-i/k8s-operator is used (ADR 0002): the operator's outer lifecycle. Its Operator base
-// class runs init() on start and aborts its (unused) watches on stop; it can register CRDs from files. The hot
-// path (informers, queue, reconcile, writes) never goes through it: it has no cache, serialises every event
+// class runs init() on start and aborts its (unused) watches on stop. Its CRD registration only creates what
+// is missing, so --install-crds uses src/kube/crds.ts (server-side apply) instead (ADR 0002). The hot path
+// (informers, queue, reconcile, writes) never goes through it: it has no cache, serialises every event
 // in one global queue, and exits the process on any watch error.
 import dotI from '@dot-i/k8s-operator';
 import type { Logger } from '../observability/logger.js';
@@ -8,8 +9,6 @@ import type { Logger } from '../observability/logger.js';
 const Operator = dotI.default;
 
 export interface LifecycleHooks {
-  /** CRD YAML files to create when missing (an existing CRD is left as it is). */
-  crdFiles: string[];
   start(): Promise<void>;
   stop(): Promise<void>;
   logger: Logger;
@@ -34,7 +33,6 @@ export class OperatorLifecycle extends Operator {
   }
 
   protected async init(): Promise<void> {
-    for (const file of this.hooks.crdFiles) await this.registerCustomResourceDefinition(file);
     await this.hooks.start();
   }
 

@@ -93,6 +93,7 @@ bench: deps tools ## Detection latency, cache memory (vs client-node's informer)
 	tsx bench/cache-memory.ts --pods 5000
 	tsx bench/agent-overhead.ts --seconds 60
 	tsx bench/reconcile-cost.ts --nodes 1000 --rounds 50
+	tsx bench/api-writes.ts --before b9da2a8
 
 ##@ Local cluster
 

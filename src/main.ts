@@ -111,7 +111,8 @@ program
   )
   .action(async (flags: OperatorFlags) => {
     const { runOperator } = await import('./cli/operator.js');
-    process.exitCode = await runOperator(flags);
+    // Exit now that it has stopped: a request abandoned to a silent apiserver must not keep the process alive.
+    process.exit(await runOperator(flags));
   });
 
 program

@@ -88,7 +88,9 @@ export async function runOperator(flags: OperatorFlags): Promise<number> {
   );
   const elector = flags.leaderElect
     ? new LeaderElector({
-        identity: process.env.POD_NAME ?? `${hostname()}_${randomUUID().slice(0, 8)}`,
+        // The pod's name plus a suffix of this process: a restarted container is a new candidate, which waits
+        // for the Lease like any standby instead of taking back the one its predecessor held.
+        identity: `${process.env.POD_NAME ?? hostname()}_${randomUUID().slice(0, 8)}`,
         store: new KubeLeaseStore(kc, flags.operatorNamespace, flags.leaderElectionId),
         logger,
         onStartedLeading: () => {
@@ -98,6 +100,7 @@ export async function runOperator(flags: OperatorFlags): Promise<number> {
           });
         },
         onStoppedLeading: () => {
+          manager.fence(); // synchronously: no write of a reconcile still running gets out after this
           loseLeadership();
         },
         onNewLeader: (identity) => {
@@ -131,16 +134,21 @@ export async function runOperator(flags: OperatorFlags): Promise<number> {
   });
 
   const stopped = untilStopSignal();
-  elector?.start();
-  await Promise.race([lifecycle.start(), stopped, leadershipLost]);
-  const ended = await Promise.race([stopped, leadershipLost]);
+  const first = await Promise.race([lifecycle.start().then(() => 'synced' as const), stopped]);
+  // Campaign only with warm caches, so a cold replica never takes the Lease ahead of a warm standby.
+  if (first === 'synced') elector?.start();
+  const ended = first === 'synced' ? await Promise.race([stopped, leadershipLost]) : first;
   clearInterval(gauges);
   if (ended === 'lost') {
     // Exit rather than stand by again: state acted on as leader must not outlive the leadership. The
-    // Deployment restarts the container, which comes back as a standby with fresh caches.
+    // Deployment restarts the container, which comes back as a standby with fresh caches. Bounded: a
+    // reconcile waiting on a hung request must not hold the exit (its writes are fenced already).
     logger.error('Exiting: this replica lost the leader Lease');
+    const forced = setTimeout(() => process.exit(1), 5000);
+    forced.unref();
     await lifecycle.shutdown();
     await closeServers(probes, metricsServer);
+    clearTimeout(forced);
     return 1;
   }
   logger.info('Shutting down', { signal: ended });

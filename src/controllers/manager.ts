@@ -93,9 +93,11 @@ export class Manager {
     const reconciler = new PolicyReconciler({
       sources: (policy, spec) => sources.forPolicy(policy, spec),
       cache: this.cache,
-      writer: new KubeStatusWriter(kc),
-      recorder: new KubeEventRecorder(kc),
-      actuators: { real: new KubeActuator(kc), dryRun: new DryRunActuator() },
+      // Every write goes through a fence: the moment leadership is lost (or the process stops), a reconcile
+      // still running fails its next write instead of acting beside the new leader.
+      writer: fenced(new KubeStatusWriter(kc), () => this.acting),
+      recorder: fenced(new KubeEventRecorder(kc), () => this.acting),
+      actuators: { real: fenced(new KubeActuator(kc), () => this.acting), dryRun: new DryRunActuator() },
       workloads: new KubeWorkloadReader(kc),
       dryRun: options.dryRun === true,
       ...(options.operatorNamespace ? { operatorNamespace: options.operatorNamespace } : {}),
@@ -206,12 +208,31 @@ export class Manager {
     const { logger, webhook } = this.options;
     if (this.acting || this.stopping) return;
     this.acting = true;
+    try {
+      // Only the acting replica registers the webhook: the apiserver then calls the one that decides.
+      if (webhook && this.cert) await this.registerWebhook(webhook, this.cert);
+    } catch (err) {
+      this.acting = false;
+      throw err;
+    }
+    if (!this.stillActing()) return; // stopped or fenced while registering
     this.options.metrics.leader.set(1);
-    // Only the acting replica registers the webhook: the apiserver then calls the one that decides.
-    if (webhook && this.cert) await this.registerWebhook(webhook, this.cert);
     this.controller.start(this.options.workers ?? 2);
     for (const policy of this.cache.policies()) this.queue.add(policy.name);
     logger.info('Started controller', { controller: 'sandboxpolicy', workers: this.options.workers ?? 2 });
+  }
+
+  private stillActing(): boolean {
+    return this.acting && !this.stopping;
+  }
+
+  /**
+   * Stops acting at once, synchronously: every later write of a reconcile still under way is refused. For a
+   * lost Lease, before anything else happens.
+   */
+  fence(): void {
+    this.acting = false;
+    this.options.metrics.leader.set(0);
   }
 
   /** Serves the pacing webhook; the certificate is the user's, or made now (ADR 0009). */
@@ -278,8 +299,7 @@ export class Manager {
 
   async stop(): Promise<void> {
     this.stopping = true;
-    this.acting = false;
-    this.options.metrics.leader.set(0);
+    this.fence();
     this.started = false;
     this.abortStart?.();
     await this.controller.stop();
@@ -292,4 +312,26 @@ export class Manager {
         }),
       );
   }
+}
+
+/** Thrown by a fenced write: this replica no longer acts. */
+export class NotActingError extends Error {
+  constructor(method: string) {
+    super(`refused ${method}: this replica is not the leader (any more)`);
+    this.name = 'NotActingError';
+  }
+}
+
+/** The same object, whose every (async) method first checks that this replica may still act. */
+export function fenced<T extends object>(target: T, mayAct: () => boolean): T {
+  return new Proxy(target, {
+    get(object, property, receiver) {
+      const value: unknown = Reflect.get(object, property, receiver);
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        if (!mayAct()) return Promise.reject(new NotActingError(String(property)));
+        return (value as (...a: unknown[]) => unknown).apply(object, args);
+      };
+    },
+  });
 }

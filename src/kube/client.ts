@@ -66,7 +66,11 @@ function reportingHttp(inner: HttpLibrary, onCall: (call: ApiCall) => void): Htt
   return {
     send(request) {
       const report = (result: ApiCall['result']) => {
-        onCall({ method: request.getHttpMethod(), resource: resourceOfPath(request.getUrl()), result });
+        try {
+          onCall({ method: request.getHttpMethod(), resource: resourceOfPath(request.getUrl()), result });
+        } catch {
+          // A metrics hook must never fail the request it observes.
+        }
       };
       return from(
         inner

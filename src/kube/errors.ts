@@ -61,6 +61,9 @@ export const isInvalid = (err: unknown) => {
 export function describeError(err: unknown): string {
   const status = apiStatus(err);
   if (status) return `${status.message} (HTTP ${status.code}${status.reason ? ` ${status.reason}` : ''})`;
+  // Our request timeouts abort the request: say so rather than "The user aborted a request".
+  if (err instanceof Error && err.name === 'AbortError')
+    return 'timed out: no answer within the request timeout';
   return err instanceof Error ? err.message : String(err);
 }
 

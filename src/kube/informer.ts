@@ -62,7 +62,8 @@ export class Informer<T> {
   private readonly versions = new Map<string, string>();
   private readonly handlers: ChangeHandler<T>[] = [];
   private resourceVersion: string | undefined;
-  private abort: AbortController | undefined;
+  /** Ends the watch under way (aborting its request when it has been established). */
+  private cancelWatch: (() => void) | undefined;
   private stopped = false;
   private wake: (() => void) | undefined;
   private attempt = 0;
@@ -129,7 +130,7 @@ export class Informer<T> {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    this.abort?.abort();
+    this.cancelWatch?.(); // settles the watch under way, established or still waiting for an answer
     this.wake?.();
     await this.loop;
   }
@@ -240,23 +241,31 @@ export class Informer<T> {
   private watch(): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       let settled = false;
+      // This watch's own controller: client-node hands it over only once the response headers arrive, so a
+      // request that never gets them cannot be aborted; it is abandoned (and aborted if it ever answers).
+      let controller: AbortController | undefined;
       // Armed before the request: a connection that never answers is as silent as one that stopped.
       let silence: NodeJS.Timeout | undefined;
-      const quiet = () => {
-        clearTimeout(silence);
-        silence = setTimeout(() => {
-          finish(new WatchSilent(`watch of ${this.name} silent for ${this.silenceMs()} ms`));
-          this.abort?.abort();
-        }, this.silenceMs());
-        silence.unref();
-      };
-      quiet();
       const finish = (err?: unknown) => {
         if (settled) return;
         settled = true;
         clearTimeout(silence);
+        this.cancelWatch = undefined;
+        controller?.abort();
         if (err) reject(err instanceof Error ? err : new Error(describeError(err)));
         else resolve();
+      };
+      const quiet = () => {
+        if (settled) return;
+        clearTimeout(silence);
+        silence = setTimeout(() => {
+          finish(new WatchSilent(`watch of ${this.name} silent for ${this.silenceMs()} ms`));
+        }, this.silenceMs());
+        silence.unref();
+      };
+      quiet();
+      this.cancelWatch = () => {
+        finish();
       };
       const query: Record<string, string | number | boolean> = {
         allowWatchBookmarks: true,
@@ -270,24 +279,27 @@ export class Informer<T> {
           this.options.path,
           query,
           (phase: string, object: RawObject) => {
+            if (settled) return; // an abandoned stream must not touch the cache a newer watch feeds
             quiet();
             try {
               this.onWatchEvent(phase, object);
               this.attempt = 0; // the stream delivers: the next failure starts the backoff afresh
             } catch (err) {
-              finish(err); // before abort(): aborting makes client-node call done() with an AbortError at once
-              this.abort?.abort();
+              finish(err); // aborts too: client-node then calls done() with an AbortError, which is ignored
             }
           },
           (err: unknown) => {
             finish(err ?? undefined);
           },
         )
-        .then((controller) => {
-          this.abort = controller;
+        .then((established) => {
+          controller = established;
           // client-node resolves even when the request failed, after calling done(): that is no watch.
-          if (!settled) this.setWatching(true);
-          if (this.stopped || settled) controller.abort();
+          if (settled || this.stopped) {
+            established.abort();
+            return;
+          }
+          this.setWatching(true);
         })
         .catch(finish);
     });

@@ -4,6 +4,7 @@
 // up when renewDeadline passes without a successful renewal, which is shorter than leaseDuration, so it stops
 // acting before anyone else may start.
 import { CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
+import { withTimeout } from './client.js';
 import { isConflict, isNotFound, describeError } from './errors.js';
 import { realClock, type Clock } from '../runtime/clock.js';
 
@@ -72,6 +73,7 @@ export class LeaderElector {
   private lastRenewal = 0;
   private stopped = false;
   private cancelTimer: (() => void) | undefined;
+  private cancelDeadline: (() => void) | undefined;
   private lost = false;
   private inFlight: Promise<void> | undefined;
 
@@ -79,7 +81,11 @@ export class LeaderElector {
     this.leaseMs = options.leaseDurationMs ?? LEASE_DURATION_MS;
     this.renewDeadlineMs = options.renewDeadlineMs ?? RENEW_DEADLINE_MS;
     this.retryMs = options.retryPeriodMs ?? RETRY_PERIOD_MS;
-    this.clock = options.clock ?? realClock;
+    // Election timing on a monotonic clock: a wall clock stepped back must not stretch a leader's deadline.
+    this.clock = options.clock ?? {
+      now: () => performance.now(),
+      schedule: (ms, fn) => realClock.schedule(ms, fn),
+    };
     if (!(this.leaseMs > this.renewDeadlineMs && this.renewDeadlineMs > this.retryMs))
       throw new Error('leader election needs leaseDuration > renewDeadline > retryPeriod');
   }
@@ -104,6 +110,7 @@ export class LeaderElector {
   async stop(): Promise<void> {
     this.stopped = true;
     this.cancelTimer?.();
+    this.cancelDeadline?.();
     await this.inFlight;
     if (!this.leading || !this.observed) return;
     this.leading = false;
@@ -133,21 +140,30 @@ export class LeaderElector {
 
   private async tick(): Promise<void> {
     // One attempt may not outlast the renew deadline (a hung request must not keep a leader believing it leads).
+    const startedAt = this.clock.now();
     const budget = this.leading
-      ? Math.max(0, this.lastRenewal + this.renewDeadlineMs - this.clock.now())
+      ? Math.max(0, this.lastRenewal + this.renewDeadlineMs - startedAt)
       : this.renewDeadlineMs;
-    const ok = await this.withTimeout(this.tryAcquireOrRenew(), budget).catch((err: unknown) => {
-      this.options.logger.warn(
-        this.leading ? 'Failed to renew the leader Lease' : 'Failed to read the leader Lease',
-        { lease: this.options.store.description, error: describeError(err) },
-      );
-      return false;
-    });
-    if (this.stopped) return;
-    const now = this.clock.now();
+    const { ok, errored } = await this.withTimeout(this.tryAcquireOrRenew(), budget).then(
+      (won) => ({ ok: won, errored: false }),
+      (err: unknown) => {
+        this.options.logger.warn(
+          this.leading ? 'Failed to renew the leader Lease' : 'Failed to read the leader Lease',
+          { lease: this.options.store.description, error: describeError(err) },
+        );
+        return { ok: false, errored: true };
+      },
+    );
+    if (this.lost) return;
+    if (this.stopped) {
+      // Stopped while acquiring: hold what was won just long enough for stop() to release it.
+      if (ok) this.leading = true;
+      return;
+    }
     if (this.leading) {
-      if (ok) this.lastRenewal = now;
-      else if (now - this.lastRenewal >= this.renewDeadlineMs || this.heldByOther()) {
+      // A renewal counts from when it was sent: the apiserver may have taken long to answer.
+      if (ok) this.renewed(startedAt);
+      else if (this.heldByOther()) {
         this.lose();
         return;
       }
@@ -156,7 +172,7 @@ export class LeaderElector {
     }
     if (ok) {
       this.leading = true;
-      this.lastRenewal = now;
+      this.renewed(startedAt);
       this.options.logger.info('Became the leader: acting from now on', {
         lease: this.options.store.description,
         identity: this.options.identity,
@@ -166,9 +182,23 @@ export class LeaderElector {
       return;
     }
     // Standing by: come back at the next retry, or the moment the holder's lease runs out if that is sooner,
-    // so a takeover after a crash takes leaseDuration plus at most one retry period of observation lag.
-    const expiresIn = this.observed ? this.observed.at + this.leaseMs - now : 0;
-    this.schedule(Math.max(0, Math.min(this.retryMs * (1 + Math.random() * 0.1), expiresIn + 10)));
+    // so a takeover after a crash takes leaseDuration plus at most one retry period of observation lag. After
+    // an error (the apiserver down, no RBAC), always the retry period: never a tight loop.
+    const retry = this.retryMs * (1 + Math.random() * 0.1);
+    const expiresIn = this.observed ? this.observed.at + this.leaseMs - this.clock.now() : retry;
+    this.schedule(errored ? retry : Math.min(retry, Math.max(100, expiresIn + 10)));
+  }
+
+  /**
+   * Records a renewal sent at `sentAt` and arms the deadline: if no later renewal succeeds by sentAt +
+   * renewDeadline, leadership is lost then, not at the next tick, which may come later.
+   */
+  private renewed(sentAt: number): void {
+    this.lastRenewal = sentAt;
+    this.cancelDeadline?.();
+    this.cancelDeadline = this.clock.schedule(sentAt + this.renewDeadlineMs - this.clock.now(), () => {
+      if (this.leading && !this.stopped && this.lastRenewal === sentAt) this.lose();
+    });
   }
 
   private withTimeout<T>(attempt: Promise<T>, ms: number): Promise<T> {
@@ -195,8 +225,11 @@ export class LeaderElector {
   }
 
   private lose(): void {
+    if (this.lost) return;
     this.leading = false;
     this.lost = true;
+    this.cancelTimer?.();
+    this.cancelDeadline?.();
     this.options.logger.error('Lost the leader Lease: stopping, so two replicas never act at once', {
       lease: this.options.store.description,
       holder: this.holder(),
@@ -263,9 +296,12 @@ export class LeaderElector {
 
   /** Wall time for the record's timestamps (informational only: expiry uses the local clock). */
   private wallNow(): number {
-    return this.clock === realClock ? Date.now() : this.clock.now();
+    return this.options.clock ? this.options.clock.now() : Date.now();
   }
 }
+
+/** Each Lease request gives up well inside the renew deadline, so an abandoned one cannot land late. */
+const LEASE_CALL = withTimeout(RETRY_PERIOD_MS * 2);
 
 /** The Lease as a store, through the coordination.k8s.io/v1 API. */
 export class KubeLeaseStore implements LeaseStore {
@@ -283,7 +319,9 @@ export class KubeLeaseStore implements LeaseStore {
 
   async get(): Promise<StoredLease | undefined> {
     try {
-      return fromLease(await this.api.readNamespacedLease({ name: this.name, namespace: this.namespace }));
+      return fromLease(
+        await this.api.readNamespacedLease({ name: this.name, namespace: this.namespace }, LEASE_CALL),
+      );
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;
@@ -292,17 +330,23 @@ export class KubeLeaseStore implements LeaseStore {
 
   async create(record: LeaseRecord): Promise<StoredLease> {
     return fromLease(
-      await this.api.createNamespacedLease({ namespace: this.namespace, body: this.toLease(record) }),
+      await this.api.createNamespacedLease(
+        { namespace: this.namespace, body: this.toLease(record) },
+        LEASE_CALL,
+      ),
     );
   }
 
   async update(record: LeaseRecord, resourceVersion: string): Promise<StoredLease> {
     return fromLease(
-      await this.api.replaceNamespacedLease({
-        name: this.name,
-        namespace: this.namespace,
-        body: this.toLease(record, resourceVersion),
-      }),
+      await this.api.replaceNamespacedLease(
+        {
+          name: this.name,
+          namespace: this.namespace,
+          body: this.toLease(record, resourceVersion),
+        },
+        LEASE_CALL,
+      ),
     );
   }
 

@@ -1,11 +1,12 @@
 import { expect } from 'chai';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeConfig } from '@kubernetes/client-node';
 import { Cleanup, createNodes, eventually, kubeConfig, uniqueName } from '../support/cluster.js';
+import { forward, type Forwarder } from '../support/forwarder.js';
 import { applyCrds, OperatorProcess } from '../support/operator-process.js';
 import { applyPolicy, getHealth } from '../support/resources.js';
 
@@ -16,59 +17,6 @@ async function unusedPort(): Promise<number> {
   const { port } = probe.address() as AddressInfo;
   await new Promise((resolve) => probe.close(resolve));
   return port;
-}
-
-interface Forwarder {
-  /** Stops passing bytes without closing anything: every connection goes silent, as a half-open one does. */
-  freeze(): void;
-  /** Drops the frozen connections (as a TCP keepalive eventually does) and forwards again. */
-  thaw(): void;
-  close(): Promise<void>;
-}
-
-/** A TCP pass-through to the apiserver: TLS stays end to end, so it is the apiserver coming up at that port. */
-async function forward(port: number, to: URL): Promise<Forwarder> {
-  const sockets = new Set<Socket>();
-  let frozen = false;
-  const server = createServer((client) => {
-    sockets.add(client);
-    client.on('close', () => sockets.delete(client));
-    client.on('error', () => client.destroy());
-    if (frozen) return; // accepted, never answered
-    const upstream = connect(Number(to.port || 443), to.hostname);
-    sockets.add(upstream);
-    upstream.on('close', () => sockets.delete(upstream));
-    for (const socket of [client, upstream])
-      socket.on('error', () => {
-        client.destroy();
-        upstream.destroy();
-      });
-    client.pipe(upstream).pipe(client);
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, '127.0.0.1', resolve);
-  });
-  return {
-    freeze: () => {
-      frozen = true;
-      for (const socket of sockets) {
-        socket.unpipe();
-        socket.pause();
-      }
-    },
-    thaw: () => {
-      frozen = false;
-      for (const socket of sockets) socket.destroy();
-    },
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const socket of sockets) socket.destroy(); // open watches would hold close() for minutes
-        server.close(() => {
-          resolve();
-        });
-      }),
-  };
 }
 
 describe('operator startup', function () {

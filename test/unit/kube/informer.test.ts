@@ -217,7 +217,7 @@ describe('Informer', () => {
         onRestart: (reason) => restarts.push(reason),
         api: server.api,
         watcher: server.watcher,
-        watchSilenceMs: 60,
+        watchSilenceMs: 150,
       });
       informer = silent; // the outer afterEach stops it
     });
@@ -237,9 +237,10 @@ describe('Informer', () => {
       server.lists.push({ resourceVersion: '5', items: [] });
       silent.start();
       await until('the first watch', () => server.watches.length === 1, server);
-      for (let i = 0; i < 8; i++) {
+      // Twice the silence bound in all, a bookmark every 20 ms: a generous margin on a loaded machine.
+      for (let i = 0; i < 15; i++) {
         server.watches[0]!.send('BOOKMARK', { metadata: { resourceVersion: String(6 + i) } });
-        await sleep(25);
+        await sleep(20);
       }
       expect(server.watches).to.have.length(1);
       expect(restarts).to.deep.equal([]);
@@ -254,6 +255,17 @@ describe('Informer', () => {
       // Synced, and connected again now: the second watch was established at once.
       await until('the watch to be established', () => silent.isWatching(), server);
       expect(silent.disconnectedMs()).to.equal(0);
+    });
+
+    it('stops at once, even while a watch request is waiting for an answer', async () => {
+      server.lists.push({ resourceVersion: '5', items: [] });
+      server.watchRequests.push('hang');
+      silent.start();
+      await until('the hung watch request', () => server.watches.length === 1, server);
+      const started = performance.now();
+      await silent.stop();
+      expect(performance.now() - started).to.be.below(100); // not the 150 ms silence bound
+      expect(server.watches).to.have.length(1);
     });
   });
 

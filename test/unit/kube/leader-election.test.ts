@@ -30,9 +30,13 @@ class MemoryLease {
 /** One candidate's view of the Lease; `mode` makes its requests fail or hang, as a partitioned replica's do. */
 class CandidateStore implements LeaseStore {
   readonly description = 'ns/lease';
-  mode: 'ok' | 'fail' | 'hang' = 'ok';
+  mode: 'ok' | 'fail' | 'hang' | 'forbid-writes' = 'ok';
+  calls = 0;
   constructor(private readonly lease: MemoryLease) {}
-  private call<T>(fn: () => T): Promise<T> {
+  private call<T>(fn: () => T, write = false): Promise<T> {
+    this.calls++;
+    if (write && this.mode === 'forbid-writes')
+      return Promise.reject(new ApiException(403, 'Forbidden', '{"reason":"Forbidden"}', {}));
     if (this.mode === 'hang') return new Promise<T>(() => undefined);
     if (this.mode === 'fail') return Promise.reject(new Error('connect ECONNREFUSED'));
     try {
@@ -45,10 +49,10 @@ class CandidateStore implements LeaseStore {
     return this.call(() => this.lease.get());
   }
   create(record: LeaseRecord) {
-    return this.call(() => this.lease.write(record));
+    return this.call(() => this.lease.write(record), true);
   }
   update(record: LeaseRecord, resourceVersion: string) {
-    return this.call(() => this.lease.write(record, resourceVersion));
+    return this.call(() => this.lease.write(record, resourceVersion), true);
   }
 }
 
@@ -213,5 +217,33 @@ describe('LeaderElector', () => {
           onStoppedLeading: () => undefined,
         }),
     ).to.throw(/leaseDuration > renewDeadline/);
+  });
+
+  it('tries once per retry period, never in a tight loop, while the apiserver fails or refuses', async () => {
+    const down = candidate('a');
+    down.store.mode = 'fail';
+    down.elector.start();
+    await run(30_000);
+    expect(down.store.calls).to.be.within(12, 16);
+
+    // An expired Lease it may read but not write (RBAC without update): the same pace.
+    lease.write({ holderIdentity: 'gone', leaseDurationSeconds: 15, leaseTransitions: 0 });
+    const refused = candidate('b');
+    refused.store.mode = 'forbid-writes';
+    refused.elector.start();
+    await run(60_000);
+    expect(refused.store.calls).to.be.within(24, 64); // a get and a refused update each retry period
+    expect(refused.startedAt).to.equal(undefined);
+  });
+
+  it('releases a Lease it won while it was being stopped', async () => {
+    const a = candidate('a');
+    a.elector.start();
+    clock.advance(0); // the first attempt is under way
+    const stopping = a.elector.stop();
+    await run(100);
+    await stopping;
+    expect(lease.writes.map((w) => w.holderIdentity)).to.deep.equal(['a', '']);
+    expect(a.startedAt, 'never acted').to.equal(undefined);
   });
 });

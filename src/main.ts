@@ -122,6 +122,12 @@ program
   .option('--proc-root <dir>', "the host's /proc (mounted into the pod, e.g. /host/proc)", '/proc')
   .option('--interval-seconds <n>', 'seconds between samples', positiveInt, 1)
   .option('--heartbeat-seconds <n>', 'publish at least this often, even when nothing moved', positiveInt, 60)
+  .option(
+    '--pressured-heartbeat-seconds <n>',
+    'publish at least this often while any signal reads above idle, so a published value is never taken for current long after it changed',
+    positiveInt,
+    10,
+  )
   .option('--kubeconfig <path>', 'kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)')
   .option('--no-publish', 'only serve /metrics; write nothing to the API')
   .option(

@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { IoReadingStatus } from '../api/v1alpha1/index.js';
 import type { Logger } from '../observability/logger.js';
-import { isMaterialChange } from '../signals/material-change.js';
+import { isMaterialChange, isQuiet } from '../signals/material-change.js';
 import { computeReading } from './reading.js';
 import { takeSample, type RawSample } from './sampler.js';
 
@@ -18,6 +18,8 @@ export interface AgentOptions {
    * policies' staleAfterSeconds.
    */
   heartbeatMs: number;
+  /** Publish at least this often while the node reads above idle (any signal out of its lowest band). */
+  pressuredHeartbeatMs?: number;
   publisher?: Publisher;
   logger: Logger;
   clockTicksPerSecond?: number;
@@ -52,7 +54,7 @@ export class AgentMetrics {
   });
   readonly lastPublish = this.g(
     'last_publish_timestamp_seconds',
-    'Unix time of the last reading written to SandboxHealth (absent before the first).',
+    'Unix time of the last reading written to SandboxHealth; before the first, when the agent started (so an agent that never manages to publish shows as stale too).',
   );
   readonly readProblems = new Counter({
     name: 'sandbox_remediator_agent_read_problems_total',
@@ -108,7 +110,11 @@ export class NodeAgent {
   private running: Promise<void> | undefined;
   latest: IoReadingStatus | undefined;
 
-  constructor(private readonly options: AgentOptions) {}
+  constructor(private readonly options: AgentOptions) {
+    // Staleness counts from the start until the first publish; an agent that publishes nothing has no such series.
+    if (options.publisher) this.metrics.lastPublish.set(Date.now() / 1000);
+    else this.metrics.registry.removeSingleMetric('sandbox_remediator_agent_last_publish_timestamp_seconds');
+  }
 
   /** One sample; returns the reading it produced. */
   async tick(): Promise<IoReadingStatus> {
@@ -128,11 +134,20 @@ export class NodeAgent {
     this.latest = reading;
     this.metrics.record(reading);
     const now = performance.now();
-    const heartbeatDue = now - this.publishedAt >= this.options.heartbeatMs;
+    // Above idle, the published value must stay close to the truth: a short heartbeat. Idle, the long one.
+    const heartbeatMs =
+      isQuiet(this.published) && isQuiet(reading)
+        ? this.options.heartbeatMs
+        : Math.min(this.options.heartbeatMs, this.options.pressuredHeartbeatMs ?? 10_000);
+    const heartbeatDue = now - this.publishedAt >= heartbeatMs;
     const material = isMaterialChange(this.published, reading);
     if (this.options.publisher && now >= this.retryAt && (heartbeatDue || material)) {
       try {
-        const result = await this.options.publisher.publish(reading);
+        // Tells readers how long this agent may go without writing: a reading younger than that is current.
+        const result = await this.options.publisher.publish({
+          ...reading,
+          heartbeatSeconds: Math.max(1, Math.round(this.options.heartbeatMs / 1000)),
+        });
         this.metrics.publishes.inc({ result });
         if (result === 'published') {
           this.metrics.lastPublish.set(Date.now() / 1000);

@@ -8,6 +8,7 @@ export interface AgentFlags {
   procRoot: string;
   intervalSeconds: number;
   heartbeatSeconds: number;
+  pressuredHeartbeatSeconds: number;
   kubeconfig?: string;
   publish: boolean;
   metricsBindAddress: string;
@@ -35,6 +36,7 @@ export async function runAgent(flags: AgentFlags): Promise<number> {
     procRoot: flags.procRoot,
     intervalMs: flags.intervalSeconds * 1000,
     heartbeatMs: flags.heartbeatSeconds * 1000,
+    pressuredHeartbeatMs: flags.pressuredHeartbeatSeconds * 1000,
     logger,
     ...(publisher ? { publisher } : {}),
   });

@@ -146,6 +146,8 @@ export class Manager {
       // A deleted object will never show our last write of it: stop waiting for that.
       if (change.type === 'delete' && (change.kind === 'SandboxHealth' || change.kind === 'Node'))
         reconciler.forgetWrite(change.kind, change.key);
+      // A deleted node's stuck-pod series would otherwise stay on /metrics (and in alerts) until a restart.
+      if (change.type === 'delete' && change.kind === 'Node') this.forgetStuckMetrics(change.key);
       for (const policy of policiesFor(change, this.cache, podByUid)) {
         if (node !== null) reconciler.markDirty(policy, node);
         this.queue.add(policy);
@@ -164,6 +166,12 @@ export class Manager {
   }
 
   /** Starts the caches and waits for them to sync; then acts, unless leader election decides when. */
+  private forgetStuckMetrics(node: string): void {
+    for (const cause of this.stuckSeries.get(node) ?? [])
+      this.options.metrics.stuckPods.remove({ node, cause });
+    this.stuckSeries.delete(node);
+  }
+
   async start(): Promise<void> {
     const { logger } = this.options;
     this.cache.start();
@@ -295,6 +303,33 @@ export class Manager {
     this.options.metrics.queueDepth.set(this.queue.length);
     this.options.metrics.leader.set(this.acting ? 1 : 0);
     this.ready();
+    this.refreshStateGauges();
+  }
+
+  /**
+   * What is held back now and which policies are in a storm, from the cached SandboxHealths and policies (a
+   * standby reports the same): gauges for alerts that last as long as the state does, unlike the counters.
+   */
+  private refreshStateGauges(): void {
+    const { blockedActions, stormDetected } = this.options.metrics;
+    const blocked = new Map<string, { policy: string; guard: string; count: number }>();
+    for (const health of this.cache.healths()) {
+      const policy = health.status?.policy;
+      if (!policy) continue;
+      for (const { guard } of health.status?.blocked ?? []) {
+        const key = `${policy}\n${guard}`;
+        const entry = blocked.get(key) ?? { policy, guard, count: 0 };
+        entry.count++;
+        blocked.set(key, entry);
+      }
+    }
+    blockedActions.reset();
+    for (const { policy, guard, count } of blocked.values()) blockedActions.set({ policy, guard }, count);
+    stormDetected.reset();
+    for (const policy of this.cache.policies()) {
+      const storm = policy.status?.conditions?.find((c) => c.type === 'StormDetected');
+      stormDetected.set({ policy: policy.name }, storm?.status === 'True' ? 1 : 0);
+    }
   }
 
   async stop(): Promise<void> {

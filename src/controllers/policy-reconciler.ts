@@ -26,7 +26,12 @@ import {
   type NodeView,
   type PodView,
 } from '../detection/index.js';
-import { decideIoPressure, judgeReading, type IoPressureDecision } from '../policy/io-pressure.js';
+import {
+  decideIoPressure,
+  judgeReading,
+  staleAfterFor,
+  type IoPressureDecision,
+} from '../policy/io-pressure.js';
 import {
   decideRemediation,
   type Action,
@@ -578,7 +583,9 @@ export class PolicyReconciler {
         const io_ = spec.ioPressure;
         // The moment the reading goes stale changes what may be done: look again then, even if nothing else moved.
         const staleAt = reading
-          ? new Date(reading.observedTime).getTime() + io_.staleAfterSeconds * 1000 + 1
+          ? new Date(reading.observedTime).getTime() +
+            staleAfterFor(reading, io_.staleAfterSeconds) * 1000 +
+            1
           : NaN;
         if (Number.isFinite(staleAt)) dueAt = Math.min(dueAt, staleAt);
         io = decideIoPressure({

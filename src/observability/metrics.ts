@@ -70,6 +70,18 @@ export class OperatorMetrics {
     buckets: [1, 5, 15, 30, 60, 120, 300, 600, 1800],
     registers: [this.registry],
   });
+  readonly blockedActions = new Gauge({
+    name: 'sandbox_remediator_blocked_actions',
+    help: 'Actions held back now (SandboxHealth status.blocked), by policy and guard: for as long as they are held.',
+    labelNames: ['policy', 'guard'] as const,
+    registers: [this.registry],
+  });
+  readonly stormDetected = new Gauge({
+    name: 'sandbox_remediator_storm_detected',
+    help: "Whether a policy's StormDetected condition is True (1): the storm limit holds all its remediation.",
+    labelNames: ['policy'] as const,
+    registers: [this.registry],
+  });
   readonly gatedPods = new Gauge({
     name: 'sandbox_remediator_gated_pods',
     help: 'Pods held at the pacing gate, by policy.',

@@ -23,13 +23,23 @@ export interface Judgement {
   unknownReason?: string;
 }
 
+/**
+ * How old a reading may be and still count: the policy's staleAfterSeconds, or 1.5 times the heartbeat its writer
+ * promises (the node agent publishes at least that often), whichever is longer. A healthy agent's reading then never
+ * looks stale between heartbeats, whatever the policy says.
+ */
+export function staleAfterFor(reading: IoReadingStatus | undefined, policyStaleAfterSeconds: number): number {
+  return Math.max(policyStaleAfterSeconds, (reading?.heartbeatSeconds ?? 0) * 1.5);
+}
+
 /** Any known value at or over its threshold is Over; unknown or stale readings are Unknown, never Under. */
 export function judgeReading(
   reading: IoReadingStatus | undefined,
   thresholds: IoThresholds,
   now: Date,
-  staleAfterSeconds: number,
+  policyStaleAfterSeconds: number,
 ): Judgement {
+  const staleAfterSeconds = staleAfterFor(reading, policyStaleAfterSeconds);
   if (!reading) return { observation: 'Unknown', details: ['no reading'] };
   const age = (now.getTime() - new Date(reading.observedTime).getTime()) / 1000;
   if (!Number.isFinite(age) || age > staleAfterSeconds) {

@@ -10,10 +10,11 @@ export interface Band {
  * Bands per signal, ascending. Each default policy threshold (PSI some 40 %, full 20 %, disk busy 90 %, 8 blocked
  * tasks) is an edge, so a default policy sees a crossing at once; a policy with other thresholds sees it at the next
  * edge or heartbeat. Leaving a band takes a clear drop (exit well under enter): a node under pressure reads noisy,
- * and each publish is a write, and another reconcile. The cost is on the way down only: recovery is seen at an exit
- * or at the next heartbeat, so an undo (after recoverySeconds, 120 by default) may start up to one heartbeat later;
- * nothing is ever done sooner. An idle node's noise (PSI under 10 %, a few blocked or D-state tasks, a disk busy for
- * a moment) stays in the lowest band and publishes nothing.
+ * and each publish is a write, and another reconcile. So that a value published over a threshold is never taken for
+ * current long after it fell, the agent republishes any reading above the lowest band on a short heartbeat
+ * (--pressured-heartbeat-seconds, 10): a verdict rests on a value at most that old. An idle node's noise (PSI under
+ * 10 %, a few blocked or D-state tasks, a disk busy for a moment) stays in the lowest band and is written only on the
+ * long heartbeat.
  */
 export const BANDS = {
   psi: [
@@ -69,5 +70,18 @@ export function isMaterialChange(published: IoReadingStatus | undefined, next: I
     if (was === undefined || now === undefined) return (was === undefined) !== (now === undefined);
     const from = levelOf(was, bands);
     return nextLevel(now, from, bands) !== from;
+  });
+}
+
+/**
+ * Whether every known signal of the reading sits in the lowest band (no pressure anywhere) and no node condition
+ * reports pressure: an idle node, whose reading may wait for the long heartbeat. Anything above idle is
+ * republished on the short one, so the value behind a verdict is never older than that.
+ */
+export function isQuiet(reading: IoReadingStatus | undefined): boolean {
+  if (!reading || reading.conditionTrue === true) return false;
+  return SIGNALS.every(([read, bands]) => {
+    const value = read(reading);
+    return value === undefined || levelOf(value, bands) === 0;
   });
 }

@@ -63,7 +63,14 @@ function stuckPodStatus(stuck: StuckPod, previous: StuckPodStatus | undefined): 
       ? previous.causeSince
       : stuck.lastFailureTime?.toISOString();
   if (causeSince) status.causeSince = causeSince;
-  if (stuck.lastMessage !== undefined) status.lastMessage = truncate(stuck.lastMessage);
+  // Kept while the cause holds: many runtimes name a new sandbox id in every retry's message.
+  const lastMessage =
+    previous?.cause === stuck.cause && previous.lastMessage !== undefined
+      ? previous.lastMessage
+      : stuck.lastMessage !== undefined
+        ? truncate(stuck.lastMessage)
+        : undefined;
+  if (lastMessage !== undefined) status.lastMessage = lastMessage;
   if (stuck.classification?.reservedFor) status.reservedFor = stuck.classification.reservedFor;
   return status;
 }

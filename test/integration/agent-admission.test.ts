@@ -122,10 +122,12 @@ describe('config/agent/admission-policy.yaml: the agent writes only its own node
     ).to.contain(`'system:serviceaccount:${agent.namespace}:${agent.name}'`);
     dir = await mkdtemp(join(tmpdir(), 'agent-admission-'));
     await applyCrds();
-    if ((await kubectl(['get', 'namespace', agent.namespace])).code !== 0) {
-      const ns = await kubectl(['create', 'namespace', agent.namespace]);
+    // config/rbac holds namespaced objects in both namespaces (the operator's Lease Role, the ServiceAccounts).
+    for (const namespace of [agent.namespace, 'sandbox-remediator-system']) {
+      if ((await kubectl(['get', 'namespace', namespace])).code === 0) continue;
+      const ns = await kubectl(['create', 'namespace', namespace]);
       expect(ns.code, ns.stderr).to.equal(0);
-      cleanup.add(() => kubectl(['delete', 'namespace', agent.namespace, '--ignore-not-found']));
+      cleanup.add(() => kubectl(['delete', 'namespace', namespace, '--ignore-not-found']));
     }
     await applyKeepingTrack(manifestsIn('config/rbac'), ['-k', join(REPO_ROOT, 'config/rbac')]);
     await applyKeepingTrack(

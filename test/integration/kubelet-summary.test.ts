@@ -1,8 +1,7 @@
 import { expect } from 'chai';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseAllDocuments } from 'yaml';
 import { api, Cleanup, eventually, kubectl, uniqueName } from '../support/cluster.js';
 import { KubeletStandIn, NODE_ADDRESS } from '../support/kubelet-proxy.js';
 import { REPO_ROOT } from '../support/manifests.js';
@@ -75,21 +74,21 @@ describe('the kubeletSummary source through the apiserver node proxy, as the ope
       const result = await kubectl(args);
       expect(result.code, result.stderr).to.equal(0);
     }
-    // The shipped ClusterRole without its nodes/proxy rule, for a second ServiceAccount.
-    const docs = parseAllDocuments(await readFile(join(REPO_ROOT, 'config/rbac/operator-role.yaml'), 'utf8'));
-    const role = docs.map((d) => d.toJS() as Record<string, unknown>).find((d) => d.kind === 'ClusterRole')!;
-    const rules = (role.rules as { resources?: string[] }[]).filter(
-      (r) => !r.resources?.includes('nodes/proxy'),
-    );
-    expect(rules.length).to.equal((role.rules as unknown[]).length - 1);
+    // The opt-in nodes/proxy grant for the operator's ServiceAccount, and a second ServiceAccount with the
+    // operator's role alone.
+    const optIn = await kubectl(['apply', '-k', join(REPO_ROOT, 'config/kubelet-summary')]);
+    expect(optIn.code, optIn.stderr).to.equal(0);
     const manifests = [
       { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: NO_PROXY_ROLE, namespace: NAMESPACE } },
-      { ...role, metadata: { name: NO_PROXY_ROLE }, rules },
       {
         apiVersion: 'rbac.authorization.k8s.io/v1',
         kind: 'ClusterRoleBinding',
         metadata: { name: NO_PROXY_ROLE },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: NO_PROXY_ROLE },
+        roleRef: {
+          apiGroup: 'rbac.authorization.k8s.io',
+          kind: 'ClusterRole',
+          name: 'sandbox-remediator-operator',
+        },
         subjects: [{ kind: 'ServiceAccount', name: NO_PROXY_ROLE, namespace: NAMESPACE }],
       },
     ];
@@ -108,7 +107,8 @@ describe('the kubeletSummary source through the apiserver node proxy, as the ope
   });
   after(async () => {
     await kubelet.stop();
-    await kubectl(['delete', 'clusterrolebinding,clusterrole', NO_PROXY_ROLE, '--ignore-not-found']);
+    await kubectl(['delete', 'clusterrolebinding', NO_PROXY_ROLE, '--ignore-not-found']);
+    await kubectl(['delete', '-k', join(REPO_ROOT, 'config/kubelet-summary'), '--ignore-not-found']);
     await kubectl(['delete', 'serviceaccount', NO_PROXY_ROLE, '-n', NAMESPACE, '--ignore-not-found']);
     await rm(dir, { recursive: true, force: true });
   });
@@ -122,7 +122,7 @@ describe('the kubeletSummary source through the apiserver node proxy, as the ope
     await operator.start([`--kubeconfig=${kubeconfig}`, `--operator-namespace=${NAMESPACE}`]);
   }
 
-  it('reads a node Summary with the shipped RBAC (get nodes/proxy) and reports it in SandboxHealth', async function () {
+  it('reads a node Summary with the opt-in RBAC (config/kubelet-summary: get nodes/proxy) and reports it in SandboxHealth', async function () {
     this.timeout(120_000);
     const { pool, name } = await nodeWithKubelet(cleanup, kubelet.kubeletPort);
     await applyPolicy(cleanup, uniqueName('it-summary'), {
@@ -142,7 +142,7 @@ describe('the kubeletSummary source through the apiserver node proxy, as the ope
     expect(kubelet.requests, 'the apiserver reached the kubelet stand-in').to.be.greaterThan(0);
   });
 
-  it('says why when RBAC forbids nodes/proxy: reason SourceForbidden, and one warning, not one per poll', async function () {
+  it('says why with the operator role alone, which has no nodes/proxy: reason SourceForbidden, and one warning, not one per poll', async function () {
     this.timeout(120_000);
     const { pool, name } = await nodeWithKubelet(cleanup, kubelet.kubeletPort);
     await applyPolicy(cleanup, uniqueName('it-summary-forbidden'), {

@@ -164,7 +164,7 @@ describe('leader election: two operator replicas on the real cluster', function 
     );
     await eventually(
       'the stuck pods of the first node evicted',
-      async () => (await getHealth(first))?.actions?.filter((x) => x.kind === 'Evict').length === 2,
+      async () => ((await getHealth(first))?.actions?.filter((x) => x.kind === 'Evict').length ?? 0) >= 2,
       { timeoutMs: 60_000 },
     );
     expect((await readNode(second)).spec?.unschedulable, 'no pressure, no cordon').to.not.equal(true);
@@ -181,7 +181,8 @@ describe('leader election: two operator replicas on the real cluster', function 
     expect(await leaseHolder()).to.match(/^operator-b_/);
     await eventually(
       `the stuck pods of the second node evicted (${second})`,
-      async () => (await getHealth(second))?.actions?.filter((x) => x.kind === 'Evict').length === 2,
+      // At least its two: replacements of the first node's pods may land on it before its cordon.
+      async () => ((await getHealth(second))?.actions?.filter((x) => x.kind === 'Evict').length ?? 0) >= 2,
       { timeoutMs: 60_000 },
     );
     await new Promise((resolve) => setTimeout(resolve, 2000)); // the last lines reach the audit log
@@ -225,7 +226,7 @@ describe('leader election: two operator replicas on the real cluster', function 
     );
     const evicted = evictions.map((e) => e.objectRef?.name);
     expect(evicted, 'no pod evicted twice').to.have.length(new Set(evicted).size);
-    expect(evicted).to.have.length(4);
+    expect(evicted.length).to.be.at.least(4);
   });
 
   it('stops a leader cut off from the apiserver: fenced at the renew deadline, exits 1, and the standby takes over', async function () {

@@ -332,6 +332,16 @@ describe('remediation on the real cluster', function () {
     );
     expect(guards).to.include('StormLimit');
     expect(await eventsWithReason('StormDetected', 'default', policy)).to.have.length(1);
+    // The state gauges the alerts read (refreshed every 5 s): a storm, and what it holds, for as long as it lasts.
+    await eventually('the storm and its held actions on /metrics', async () => {
+      const text = (await operator.get('/metrics', operator.metricsPort)).text;
+      return text.includes(`sandbox_remediator_storm_detected{policy="${policy}"} 1`) &&
+        new RegExp(
+          `sandbox_remediator_blocked_actions\\{policy="${policy}",guard="StormLimit"\\} [1-9]`,
+        ).test(text)
+        ? text
+        : undefined;
+    });
   });
 
   it('honours maxEvictionsPerMinute and a PodDisruptionBudget (429 retried), then migrates IO-heavy pods', async function () {

@@ -62,7 +62,13 @@ export const StuckPodSchema = z
       .describe(
         'Deprecated, no longer written: it moved with every retry. See causeSince and the pod Events.',
       ),
-    lastMessage: z.string().max(1024).optional().describe('The latest failure message, truncated to 1 KiB.'),
+    lastMessage: z
+      .string()
+      .max(1024)
+      .optional()
+      .describe(
+        'A failure message of the current cause, as it was when the cause was set (kept while the cause holds: retries name new sandbox ids), truncated to 1 KiB. The pod Events have every message.',
+      ),
     reservedFor: z
       .string()
       .optional()
@@ -97,6 +103,14 @@ export const IoReadingSchema = z
       .string()
       .describe('Which source produced the reading: agent, prometheus, kubeletSummary, nodeCondition.'),
     observedTime: time().describe('When the reading was taken.'),
+    heartbeatSeconds: z
+      .int()
+      .min(1)
+      .max(3600)
+      .optional()
+      .describe(
+        'The longest the writer (the node agent) goes without writing a reading: readers take a reading younger than 1.5 times this as current, even when the policy staleAfterSeconds is shorter.',
+      ),
     psiSomeAvg10Percent: z.number().min(0).max(100).optional().describe('/proc/pressure/io some avg10.'),
     psiSomeAvg60Percent: z.number().min(0).max(100).optional().describe('/proc/pressure/io some avg60.'),
     psiFullAvg10Percent: z.number().min(0).max(100).optional().describe('/proc/pressure/io full avg10.'),

@@ -46,13 +46,14 @@ describe('NodeAgent publishing', () => {
   });
   after(() => rm(root, { recursive: true, force: true }));
 
-  function agent(heartbeatMs: number) {
+  function agent(heartbeatMs: number, pressuredHeartbeatMs = 10_000) {
     const publisher = new RecordingPublisher();
     const node = new NodeAgent({
       nodeName: 'n1',
       procRoot: root,
       intervalMs: 1000,
       heartbeatMs,
+      pressuredHeartbeatMs,
       publisher,
       logger: quiet,
     });
@@ -78,13 +79,27 @@ describe('NodeAgent publishing', () => {
     expect((await node.metrics.lastPublish.get()).values).to.have.length(1);
   });
 
-  it('publishes on the heartbeat when nothing moved', async () => {
-    const { tick } = agent(100);
+  it('publishes on the heartbeat when nothing moved, and says how long it may go without writing', async () => {
+    const { tick, publisher } = agent(1000);
     expect(await tick(1)).to.equal(1);
     expect(await tick(2)).to.equal(2); // disk busy known
     expect(await tick(1)).to.equal(2);
-    await sleep(120);
+    await sleep(1050);
     expect(await tick(2)).to.equal(3);
+    expect(publisher.readings.map((r) => r.heartbeatSeconds)).to.deep.equal([1, 1, 1]);
+  });
+
+  it('republishes a reading above idle on the short heartbeat, so a fallen value is not taken for current', async () => {
+    const { tick, publisher } = agent(60_000, 400);
+    expect(await tick(0)).to.equal(1);
+    expect(await tick(0)).to.equal(2); // disk busy known
+    await sleep(450);
+    expect(await tick(0), 'idle: only the long heartbeat').to.equal(2);
+    expect(await tick(0, 45)).to.equal(3); // over the 40 % edge
+    expect(await tick(0, 35)).to.equal(3); // fallen, but not past the band's exit (30)
+    await sleep(450);
+    expect(await tick(0, 35), 'above idle: the short heartbeat').to.equal(4);
+    expect(publisher.readings.at(-1)?.psiSomeAvg10Percent).to.equal(35);
   });
 
   it('asks again only at the next heartbeat when the SandboxHealth is missing', async () => {

@@ -185,3 +185,17 @@ describe('decideIoPressure', () => {
     ]);
   });
 });
+
+describe('judgeReading against the writer heartbeat', () => {
+  it('takes a reading younger than 1.5 heartbeats as current, even past a shorter staleAfterSeconds', () => {
+    const published = reading({ psiSomeAvg10Percent: 3, heartbeatSeconds: 60 });
+    expect(judgeReading(published, thresholds, secondsAfter(T0, 80), 30).observation).to.equal('Under');
+    const gone = judgeReading(published, thresholds, secondsAfter(T0, 95), 30);
+    expect(gone.observation).to.equal('Unknown');
+    expect(gone.details.join()).to.match(/older than 90s/);
+    // Without a promised heartbeat, the policy's bound alone.
+    expect(
+      judgeReading(reading({ psiSomeAvg10Percent: 3 }), thresholds, secondsAfter(T0, 40), 30).observation,
+    ).to.equal('Unknown');
+  });
+});

@@ -89,4 +89,21 @@ describe('desiredDetectionStatus of stuck pods', () => {
       causeSince: secondsAfter(T0, 58).toISOString(),
     });
   });
+
+  it('keeps lastMessage while the cause holds, though each retry names another sandbox', () => {
+    const cni = (id: string) =>
+      `Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox "${id}": plugin type="calico" failed (add): connection refused`;
+    const first = pass(
+      40,
+      [anEvent().about(pod).saying(cni('aaa111')).times(2).at(secondsAfter(T0, 35))],
+      undefined,
+    );
+    expect(first.stuckPods![0]!.lastMessage).to.contain('aaa111');
+    const retried = pass(
+      50,
+      [anEvent().about(pod).saying(cni('bbb222')).times(3).at(secondsAfter(T0, 48))],
+      first,
+    );
+    expect(retried, 'a retry with a new sandbox id writes nothing').to.deep.equal(first);
+  });
 });

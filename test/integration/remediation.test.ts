@@ -447,7 +447,16 @@ describe('remediation on the real cluster', function () {
     const blockedEvents = (await eventsWithReason('RemediationBlocked', 'default', sickName)).filter((e) =>
       e.message.includes('DisruptionBudget'),
     );
-    expect(blockedEvents, 'a standing block is reported once').to.have.length(1);
+    // On failure, say which blocks and what the operator logged of them: the next engineer needs it.
+    const blockLog = operator.logs
+      .filter((l) => /block|DisruptionBudget|EvictionRate/i.test(JSON.stringify(l)))
+      .slice(-12)
+      .map((l) => JSON.stringify(l))
+      .join('\n');
+    expect(
+      blockedEvents,
+      `a standing block is reported once: ${JSON.stringify(blockedEvents.map((e) => e.message))}\n${blockLog}`,
+    ).to.have.length(1);
 
     await kc.makeApiClient(PolicyV1Api).deleteNamespacedPodDisruptionBudget({ name: 'heavy', namespace });
     await eventually(

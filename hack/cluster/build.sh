@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the local control plane from Go modules into $HOME/.cache/sandbox-remediator/bin/<component>-<version>/
-# and skips whatever is already there. Usage: hack/cluster/build.sh [kubernetes|etcd|kwok ...]
+# and skips whatever is already there. Usage: hack/cluster/build.sh [kubernetes|etcd|kwok|descheduler ...]
+# (no argument: the control plane; the descheduler, for the side-by-side benchmark, only when named).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
@@ -77,11 +78,25 @@ build_kwok() {
   "$out/kwok" --version >&2 || true
 }
 
+build_descheduler() {
+  local out=$BIN/descheduler-v$DESCHEDULER_VERSION src work
+  built "$out" descheduler && { log "descheduler v$DESCHEDULER_VERSION cached in $out"; return; }
+  # Its go.mod has replace directives, which `go install pkg@version` refuses: build it as the main module, from
+  # a writable copy of the module the proxy serves.
+  src=$(go mod download -json "sigs.k8s.io/descheduler@v$DESCHEDULER_VERSION" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).Dir))')
+  work=$(mktemp -d)
+  cp -r "$src/." "$work/" && chmod -R u+w "$work"
+  mkdir -p "$out.tmp"
+  (cd "$work" && timed "descheduler v$DESCHEDULER_VERSION" go build -trimpath -ldflags='-s -w' -o "$out.tmp/descheduler" ./cmd/descheduler)
+  rm -rf "$out" && mv "$out.tmp" "$out" && rm -rf "$work"
+  "$out/descheduler" version >&2 || true
+}
+
 command -v go >/dev/null || { log "go is not installed; install Go >= 1.26 first"; exit 1; }
 targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(etcd kwok kubernetes)
 for t in "${targets[@]}"; do
   case $t in
-    kubernetes|etcd|kwok) "build_$t" ;;
-    *) log "unknown component: $t (expected kubernetes, etcd or kwok)"; exit 2 ;;
+    kubernetes|etcd|kwok|descheduler) "build_$t" ;;
+    *) log "unknown component: $t (expected kubernetes, etcd, kwok or descheduler)"; exit 2 ;;
   esac
 done

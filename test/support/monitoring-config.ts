@@ -155,20 +155,21 @@ export async function scratchDir(prefix: string): Promise<string> {
 export const PROMETHEUS_OPERATOR_MODULE = 'github.com/prometheus-operator/prometheus-operator@v0.85.0';
 
 /**
- * The ServiceMonitor and PrometheusRule CRD files of a Prometheus Operator release, from the Go module cache
- * (downloading the module through the Go module proxy when it is not cached); a reason when that cannot be done.
+ * The Prometheus Operator's ServiceMonitor and PrometheusRule CRDs, from its Go module (the proxy serves it; Go is
+ * required anyway: make tools builds the control plane with it). Throws with the reason when they cannot be had.
  */
-export async function prometheusOperatorCrds(): Promise<{ files: string[] } | { reason: string }> {
+export async function prometheusOperatorCrds(): Promise<string[]> {
   const download = await run('go', ['mod', 'download', '-json', PROMETHEUS_OPERATOR_MODULE], tmpdir());
   if (download.code !== 0)
-    return {
-      reason: `go mod download ${PROMETHEUS_OPERATOR_MODULE} failed: ${download.stderr || download.stdout}`,
-    };
+    throw new Error(
+      `go mod download ${PROMETHEUS_OPERATOR_MODULE} failed: ${download.stderr || download.stdout}`,
+    );
   const dir = (JSON.parse(download.stdout) as { Dir?: string }).Dir;
-  if (!dir) return { reason: `go mod download gave no module directory: ${download.stdout}` };
+  if (!dir) throw new Error(`go mod download gave no module directory: ${download.stdout}`);
   const files = ['servicemonitors', 'prometheusrules'].map((plural) =>
     join(dir, 'example', 'prometheus-operator-crd', `monitoring.coreos.com_${plural}.yaml`),
   );
   const absent = files.filter((f) => !existsSync(f));
-  return absent.length > 0 ? { reason: `not in the module: ${absent.join(', ')}` } : { files };
+  if (absent.length > 0) throw new Error(`not in the module: ${absent.join(', ')}`);
+  return files;
 }

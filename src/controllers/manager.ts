@@ -62,6 +62,7 @@ export class Manager {
   private markSynced!: () => void;
   private readonly synced = new Promise<void>((resolve) => (this.markSynced = resolve));
   private cert: ServingCert | undefined;
+  private readonly operatorNamespace: string;
   /** What the pacing webhook reads; the reconciler keeps it current. */
   private readonly pacing = new Map<string, PacingPolicy>();
   private webhookServer: Server | undefined;
@@ -69,6 +70,7 @@ export class Manager {
 
   constructor(private readonly options: ManagerOptions) {
     const { kc, logger, metrics } = options;
+    this.operatorNamespace = options.operatorNamespace ?? 'sandbox-remediator-system';
     const clock = options.clock ?? realClock;
     this.cache = new InformerCache({
       kc,
@@ -250,7 +252,6 @@ export class Manager {
       ? loadServingCert(webhook.certDir)
       : generateServingCert(new URL(webhook.url).hostname);
     this.cert = cert;
-    const operatorNamespace = this.options.operatorNamespace ?? 'sandbox-remediator-system';
     const { server, port } = await serveWebhook(webhook.bindAddress, cert, {
       // A standby gates nothing: only the leader decides, on the policies it reconciles.
       decide: (namespace) =>
@@ -262,7 +263,7 @@ export class Manager {
               [...this.pacing.values()].sort(
                 (a, b) => Number(b.gating) - Number(a.gating) || a.name.localeCompare(b.name),
               ),
-              operatorNamespace,
+              this.operatorNamespace,
             )
           : undefined,
       onDecision: ({ gated, dryRun }) => {
@@ -278,11 +279,10 @@ export class Manager {
     webhook: NonNullable<ManagerOptions['webhook']>,
     cert: ServingCert,
   ): Promise<void> {
-    const operatorNamespace = this.options.operatorNamespace ?? 'sandbox-remediator-system';
     await registerPacingWebhook(this.options.kc, {
       url: webhook.url,
       caPem: cert.caPem,
-      operatorNamespace,
+      operatorNamespace: this.operatorNamespace,
     });
     this.options.logger.info('Registered the pacing webhook', { url: webhook.url });
   }

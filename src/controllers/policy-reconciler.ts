@@ -157,6 +157,17 @@ function sameBlocks(previous: SandboxHealthStatus | undefined, blocked: readonly
 }
 const EVICTION_IN_FLIGHT_MS = 60_000;
 
+/** What the rollout and pacing steps of one pass share. */
+interface PassContext {
+  policy: PolicyObject;
+  spec: SandboxPolicySpec;
+  dryRun: boolean;
+  actuator: Actuator;
+  failures: Failures;
+  now: Date;
+  observations: readonly NodeObservation[];
+}
+
 interface NodeObservation {
   node: NodeView;
   previous: SandboxHealthStatus | undefined;
@@ -640,17 +651,9 @@ export class PolicyReconciler {
    * Pauses and resumes Deployments (decideRollouts) and reports it: Events on each Deployment, the paused list for
    * the policy's status, and per node the Deployments paused because their pods were stuck there.
    */
-  private async throttleRollouts(ctx: {
-    policy: PolicyObject;
-    spec: SandboxPolicySpec;
-    dryRun: boolean;
-    actuator: Actuator;
-    failures: Failures;
-    now: Date;
-    observations: readonly NodeObservation[];
-    remediated: ReadonlySet<string>;
-    cacheReady: boolean;
-  }): Promise<{ throttling: Map<string, string[]>; listed: ThrottledRollout[] }> {
+  private async throttleRollouts(
+    ctx: PassContext & { remediated: ReadonlySet<string>; cacheReady: boolean },
+  ): Promise<{ throttling: Map<string, string[]>; listed: ThrottledRollout[] }> {
     const { cache, recorder, logger } = this.deps;
     const { policy, spec, dryRun, actuator, now } = ctx;
     const throttle = spec.remediation.throttleRollouts;
@@ -789,15 +792,9 @@ export class PolicyReconciler {
    * Pod-start pacing: publishes whether the webhook gates for this policy now, and lifts the gates of the pods it
    * gated at the set rate (oldest first), all at once when the pressure is gone, and anyway after maxGateSeconds.
    */
-  private async pacePodStarts(ctx: {
-    policy: PolicyObject;
-    spec: SandboxPolicySpec;
-    dryRun: boolean;
-    actuator: Actuator;
-    failures: Failures;
-    now: Date;
-    observations: readonly NodeObservation[];
-  }): Promise<{ gated: number; recentReleases: string[]; reserved?: string[]; nextAt?: Date }> {
+  private async pacePodStarts(
+    ctx: PassContext,
+  ): Promise<{ gated: number; recentReleases: string[]; reserved?: string[]; nextAt?: Date }> {
     const { cache, recorder, logger, writer } = this.deps;
     const { policy, spec, dryRun, now } = ctx;
     const name = policy.name;

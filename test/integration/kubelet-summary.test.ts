@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { api, Cleanup, eventually, kubectl, uniqueName } from '../support/cluster.js';
 import { KubeletStandIn, NODE_ADDRESS } from '../support/kubelet-proxy.js';
 import { REPO_ROOT } from '../support/manifests.js';
-import { applyCrds, OperatorProcess } from '../support/operator-process.js';
+import { applyCrds, applyRbac, OperatorProcess } from '../support/operator-process.js';
 import { applyPolicy, condition, getHealth } from '../support/resources.js';
 import { createToken, writeTokenKubeconfig } from '../support/tokens.js';
 
@@ -67,13 +67,7 @@ describe('the kubeletSummary source through the apiserver node proxy, as the ope
   before(async function () {
     this.timeout(120_000);
     await applyCrds();
-    for (const args of [
-      ['apply', '-f', join(REPO_ROOT, 'config/default/namespace.yaml')],
-      ['apply', '-k', join(REPO_ROOT, 'config/rbac')],
-    ]) {
-      const result = await kubectl(args);
-      expect(result.code, result.stderr).to.equal(0);
-    }
+    await applyRbac();
     // The opt-in nodes/proxy grant for the operator's ServiceAccount, and a second ServiceAccount with the
     // operator's role alone.
     const optIn = await kubectl(['apply', '-k', join(REPO_ROOT, 'config/kubelet-summary')]);

@@ -1,8 +1,8 @@
 import { expect } from 'chai';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AgentProcess } from '../support/agent-process.js';
+import { SaturatedNode } from '../support/saturated-node.js';
 import {
   auditEvents,
   credentialIdOf,
@@ -16,16 +16,14 @@ import {
   createNamespace,
   createNodes,
   eventually,
-  hack,
   kubeConfig,
   kubectl,
   uniqueName,
 } from '../support/cluster.js';
 import { forward } from '../support/forwarder.js';
 import { freePort } from '../support/monitoring.js';
-import { REPO_ROOT } from '../support/manifests.js';
-import { applyCrds, OperatorProcess } from '../support/operator-process.js';
-import { FAST_IO, ProcRoot } from '../support/proc-root.js';
+import { applyCrds, applyRbac, OperatorProcess } from '../support/operator-process.js';
+import { FAST_IO } from '../support/proc-root.js';
 import { applyPolicy, getHealth } from '../support/resources.js';
 import { createToken, writeTokenKubeconfig } from '../support/tokens.js';
 import { createSpreadDeployment, readNode } from '../support/workloads.js';
@@ -36,28 +34,6 @@ const LEASE = 'sandbox-remediator-operator';
 const log = (msg: string) => {
   console.error(`      [leader-election] ${msg}`);
 };
-
-/** A node whose new pods the incident holds in ContainerCreating; its agent reads idle or load-level PSI. */
-async function stuckNode(name: string, cleanup: Cleanup): Promise<ProcRoot> {
-  const proc = new ProcRoot();
-  const dir = await proc.create();
-  cleanup.add(() => proc.remove());
-  const agent = new AgentProcess();
-  agent.start(name, [`--proc-root=${dir}`, '--interval-seconds=1', '--heartbeat-seconds=3']);
-  cleanup.add(() => agent.stop());
-  const started = await hack('incident', [
-    'start',
-    '--node',
-    name,
-    '--interval-seconds',
-    '2',
-    '--max-duration-seconds',
-    '300',
-  ]);
-  expect(started.code, started.stderr).to.equal(0);
-  cleanup.add(() => hack('incident', ['stop', '--node', name]));
-  return proc;
-}
 
 const leaseHolder = async () =>
   (
@@ -81,14 +57,9 @@ describe('leader election: two operator replicas on the real cluster', function 
   before(async function () {
     this.timeout(120_000);
     await applyCrds();
-    for (const args of [
-      ['apply', '-f', join(REPO_ROOT, 'config/default/namespace.yaml')],
-      ['apply', '-k', join(REPO_ROOT, 'config/rbac')],
-      ['delete', 'lease', LEASE, '-n', NAMESPACE, '--ignore-not-found'],
-    ]) {
-      const result = await kubectl(args);
-      expect(result.code, result.stderr).to.equal(0);
-    }
+    await applyRbac();
+    const stale = await kubectl(['delete', 'lease', LEASE, '-n', NAMESPACE, '--ignore-not-found']);
+    expect(stale.code, stale.stderr).to.equal(0);
     dir = await mkdtemp(join(tmpdir(), 'leader-'));
   });
   afterEach(async function () {
@@ -109,13 +80,8 @@ describe('leader election: two operator replicas on the real cluster', function 
     { server }: { server?: string } = {},
   ): Promise<{ operator: OperatorProcess; credential: string }> {
     const token = await createToken(NAMESPACE, SERVICE_ACCOUNT);
-    let kubeconfig = await writeTokenKubeconfig(dir, name, token);
-    if (server) {
-      // The same credentials through another address (a pass-through the test can freeze).
-      const text = (await readFile(kubeconfig, 'utf8')).replace(/https:\/\/127\.0\.0\.1:\d+/, server);
-      kubeconfig = join(dir, `${name}-via-${new URL(server).port}.kubeconfig`);
-      await writeFile(kubeconfig, text, { mode: 0o600 });
-    }
+    // With a server: the same credentials through another address (a pass-through the test can freeze).
+    const kubeconfig = await writeTokenKubeconfig(dir, name, token, server);
     const operator = new OperatorProcess();
     replicas.push(operator);
     await operator.start(
@@ -153,10 +119,12 @@ describe('leader election: two operator replicas on the real cluster', function 
       (await Promise.all(names.map(getHealth))).every((h) => h !== undefined),
     );
     // Both nodes hold their new pods stuck; only the first is under IO pressure while operator-a leads.
-    const firstIo = await stuckNode(first, cleanup);
-    const secondIo = await stuckNode(second, cleanup);
+    const firstIo = new SaturatedNode(first, cleanup);
+    const secondIo = new SaturatedNode(second, cleanup);
+    await firstIo.start();
+    await secondIo.start();
     await createSpreadDeployment(cleanup, namespace, 'web', pool, 12);
-    await firstIo.setPressure('load');
+    await firstIo.pressure('load');
     await eventually(
       'the first node cordoned by the leader',
       async () => (await readNode(first)).spec?.unschedulable === true,
@@ -172,7 +140,7 @@ describe('leader election: two operator replicas on the real cluster', function 
     a.operator.kill();
     const killedAt = new Date();
     log(`killed operator-a at ${killedAt.toISOString()}`);
-    await secondIo.setPressure('load');
+    await secondIo.pressure('load');
     await eventually(
       'the second node cordoned by the new leader',
       async () => (await readNode(second)).spec?.unschedulable === true,

@@ -1,17 +1,16 @@
 import { expect } from 'chai';
-import { AgentProcess } from '../support/agent-process.js';
+import { SaturatedNode } from '../support/saturated-node.js';
 import {
   api,
   Cleanup,
   createNamespace,
   createNodes,
   eventually,
-  hack,
   kubectl,
   uniqueName,
 } from '../support/cluster.js';
 import { applyCrds, OperatorProcess, useOperator } from '../support/operator-process.js';
-import { FAST_IO, ProcRoot } from '../support/proc-root.js';
+import { FAST_IO } from '../support/proc-root.js';
 import { applyPolicy, condition, getHealth, getPolicyStatus } from '../support/resources.js';
 import {
   createSpreadDeployment,
@@ -21,6 +20,7 @@ import {
   readNode,
   stampsOf,
   waitForRunning,
+  startIncident,
 } from '../support/workloads.js';
 
 const log = (msg: string) => {
@@ -33,41 +33,6 @@ const FAST = {
   detection: { stuckThresholdSeconds: 3 },
   ioPressure: FAST_IO,
 };
-
-/** A saturated node: the incident holds new pods there in ContainerCreating, the agent reads load-level PSI. */
-class SaturatedNode {
-  private readonly agent = new AgentProcess();
-  private readonly proc = new ProcRoot();
-  constructor(
-    readonly name: string,
-    private readonly cleanup: Cleanup,
-  ) {}
-  async start(): Promise<void> {
-    const dir = await this.proc.create();
-    this.cleanup.add(() => this.proc.remove());
-    this.agent.start(this.name, [`--proc-root=${dir}`, '--interval-seconds=1', '--heartbeat-seconds=3']);
-    this.cleanup.add(() => this.agent.stop());
-    const started = await hack('incident', [
-      'start',
-      '--node',
-      this.name,
-      '--interval-seconds',
-      '2',
-      '--max-duration-seconds',
-      '300',
-    ]);
-    expect(started.code, started.stderr).to.equal(0);
-    this.cleanup.add(() => hack('incident', ['stop', '--node', this.name]));
-  }
-  pressure(which: 'load' | 'idle'): Promise<void> {
-    return this.proc.setPressure(which);
-  }
-  async end(): Promise<void> {
-    const stopped = await hack('incident', ['stop', '--node', this.name]);
-    expect(stopped.code, stopped.stderr).to.equal(0);
-    await this.proc.setPressure('idle');
-  }
-}
 
 describe('remediation on the real cluster', function () {
   const operator = useOperator();
@@ -246,17 +211,7 @@ describe('remediation on the real cluster', function () {
     });
     const message =
       'Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox "{id}": plugin type="bridge" failed (add): failed to allocate for range 0: no IP addresses available in range set: 10.244.1.1-10.244.1.254';
-    const started = await hack('incident', [
-      'start',
-      '--node',
-      node,
-      '--interval-seconds',
-      '2',
-      '--message',
-      message,
-    ]);
-    expect(started.code, started.stderr).to.equal(0);
-    cleanup.add(() => hack('incident', ['stop', '--node', node]));
+    await startIncident(cleanup, node, ['--message', message]);
     await createSpreadDeployment(cleanup, namespace, 'cni', pool, 2);
     const health = await eventually(
       'the Network-caused stuck pod reported',
@@ -289,17 +244,7 @@ describe('remediation on the real cluster', function () {
         .map((n) => n.metadata!.name!);
     // One node at a time, as a storm builds up: each gets a stuck pod bound to it.
     for (const [i, node] of names.entries()) {
-      const started = await hack('incident', [
-        'start',
-        '--node',
-        node,
-        '--interval-seconds',
-        '2',
-        '--max-duration-seconds',
-        '300',
-      ]);
-      expect(started.code, started.stderr).to.equal(0);
-      cleanup.add(() => hack('incident', ['stop', '--node', node]));
+      await startIncident(cleanup, node);
       await api().core.createNamespacedPod({
         namespace,
         body: {

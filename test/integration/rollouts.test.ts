@@ -14,7 +14,7 @@ import {
 import { applyCrds, OperatorProcess } from '../support/operator-process.js';
 import { FAST_IO, ProcRoot } from '../support/proc-root.js';
 import { applyPolicy, condition, getHealth, getPolicyStatus } from '../support/resources.js';
-import { eventsWithReason, isRunning, podsOf } from '../support/workloads.js';
+import { eventsWithReason, isRunning, podsOf, startIncident } from '../support/workloads.js';
 
 const poolSelector = (pool: string) => ({ matchLabels: { 'sandbox.remediator.io/test-pool': pool } });
 
@@ -142,17 +142,7 @@ describe('rollout throttling on the real cluster', function () {
     await eventually('web available', async () => isComplete(await read(namespace, 'web')), {
       timeoutMs: 60_000,
     });
-    const started = await hack('incident', [
-      'start',
-      '--node',
-      sick,
-      '--interval-seconds',
-      '2',
-      '--max-duration-seconds',
-      '300',
-    ]);
-    expect(started.code, started.stderr).to.equal(0);
-    cleanup.add(() => hack('incident', ['stop', '--node', sick]));
+    await startIncident(cleanup, sick);
     await restart(namespace, 'web');
     await eventually('the new pod stuck on the sick node', async () =>
       (await podsOf(namespace, 'web')).some((pod) => pod.spec?.nodeName === sick && !isRunning(pod)),
@@ -227,17 +217,7 @@ describe('rollout throttling on the real cluster', function () {
       await eventually(`${name} available`, async () => isComplete(await read(namespace, name)), {
         timeoutMs: 60_000,
       });
-    const started = await hack('incident', [
-      'start',
-      '--node',
-      sick,
-      '--interval-seconds',
-      '2',
-      '--max-duration-seconds',
-      '300',
-    ]);
-    expect(started.code, started.stderr).to.equal(0);
-    cleanup.add(() => hack('incident', ['stop', '--node', sick]));
+    await startIncident(cleanup, sick);
     for (const name of ['theirs', 'resumed']) await restart(namespace, name);
     await kubectl(['rollout', 'pause', 'deployment/theirs', '-n', namespace]);
     await eventually('both new pods stuck on the sick node', async () => {

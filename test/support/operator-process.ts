@@ -150,3 +150,14 @@ export async function applyCrds(): Promise<void> {
   ]);
   if (established.code !== 0) throw new Error(`CRDs not established: ${established.stderr}`);
 }
+
+/** The operator's namespaces and config/rbac (ServiceAccounts, roles, the Lease Role), as config/default has them. */
+export async function applyRbac(): Promise<void> {
+  for (const args of [
+    ['apply', '-f', join(REPO_ROOT, 'config/default/namespace.yaml')],
+    ['apply', '-k', join(REPO_ROOT, 'config/rbac')],
+  ]) {
+    const result = await kubectl(args);
+    if (result.code !== 0) throw new Error(`kubectl ${args.join(' ')} failed: ${result.stderr}`);
+  }
+}

@@ -31,8 +31,13 @@ export async function createToken(
  * A kubeconfig file in `dir` with the local cluster's server and CA and this token as the only credential (the
  * admin kubeconfig's client certificate would win over a token given beside it).
  */
-export async function writeTokenKubeconfig(dir: string, name: string, token: string): Promise<string> {
-  const server = kubeConfig().getCurrentCluster()?.server;
+export async function writeTokenKubeconfig(
+  dir: string,
+  name: string,
+  token: string,
+  /** Another address of the apiserver (a pass-through a test can freeze); the admin kubeconfig's by default. */
+  server = kubeConfig().getCurrentCluster()?.server,
+): Promise<string> {
   if (!server) throw new Error('the admin kubeconfig names no server');
   const file = join(dir, `${name}.kubeconfig`);
   const config = {

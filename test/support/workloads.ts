@@ -2,7 +2,7 @@
 // small readers for nodes, pods and Events.
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { STAMP } from '../../src/api/v1alpha1/index.js';
-import { api, eventually, kubectl, type Cleanup } from './cluster.js';
+import { api, eventually, hack, kubectl, type Cleanup } from './cluster.js';
 
 /**
  * A Deployment of `replicas` pods spread evenly (maxSkew 1) over the pool's nodes, or, with `pinTo`, bound to
@@ -106,4 +106,24 @@ export async function waitForRunning(namespace: string, app: string, count: numb
     },
     { timeoutMs, intervalMs: 500 },
   );
+}
+
+/**
+ * Starts the incident injector on a node (new pods there stay in ContainerCreating with FailedCreatePodSandBox
+ * Events every 2 s, for at most 300 s) and registers its stop with cleanup. Extra arguments, e.g. --message, go
+ * to `hack/cluster/incident start`.
+ */
+export async function startIncident(cleanup: Cleanup, node: string, extraArgs: string[] = []): Promise<void> {
+  const started = await hack('incident', [
+    'start',
+    '--node',
+    node,
+    '--interval-seconds',
+    '2',
+    '--max-duration-seconds',
+    '300',
+    ...extraArgs,
+  ]);
+  if (started.code !== 0) throw new Error(`incident start on ${node} failed: ${started.stderr}`);
+  cleanup.add(() => hack('incident', ['stop', '--node', node]));
 }

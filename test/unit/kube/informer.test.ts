@@ -118,10 +118,9 @@ describe('Informer', () => {
   before(() => (Math.random = () => 0));
   after(() => (Math.random = random));
 
-  beforeEach(() => {
-    server = new FakeApiServer();
-    restarts = [];
-    informer = new Informer({
+  /** An informer of pods over the fake apiserver, recording its restarts. */
+  const podInformer = (options: { watchSilenceMs?: number } = {}) =>
+    new Informer<RawObject>({
       name: 'pods',
       kc: new KubeConfig(),
       apiVersion: 'v1',
@@ -132,7 +131,13 @@ describe('Informer', () => {
       onRestart: (reason) => restarts.push(reason),
       api: server.api,
       watcher: server.watcher,
+      ...options,
     });
+
+  beforeEach(() => {
+    server = new FakeApiServer();
+    restarts = [];
+    informer = podInformer();
   });
 
   afterEach(async () => {
@@ -206,19 +211,7 @@ describe('Informer', () => {
     let silent: Informer<RawObject>;
     beforeEach(async () => {
       await informer.stop();
-      silent = new Informer({
-        name: 'pods',
-        kc: new KubeConfig(),
-        apiVersion: 'v1',
-        kind: 'Pod',
-        path: '/api/v1/pods',
-        transform: (raw) => raw,
-        logger: { info: () => undefined, warn: () => undefined },
-        onRestart: (reason) => restarts.push(reason),
-        api: server.api,
-        watcher: server.watcher,
-        watchSilenceMs: 150,
-      });
+      silent = podInformer({ watchSilenceMs: 150 });
       informer = silent; // the outer afterEach stops it
     });
 

@@ -121,6 +121,13 @@ export class Manager {
       onBlocked: (guard) => {
         metrics.actionsBlocked.inc({ guard });
       },
+      onPass: ({ full, observed, reported, deferred }) => {
+        const pass = full ? 'full' : 'incremental';
+        metrics.passes.inc({ pass });
+        metrics.nodesObserved.inc({ pass }, observed);
+        metrics.healthReports.inc({ outcome: 'written' }, reported ?? 0);
+        metrics.healthReports.inc({ outcome: 'deferred' }, deferred ?? 0);
+      },
       clock,
       logger,
       ...(options.resyncMs !== undefined ? { resyncMs: options.resyncMs } : {}),

@@ -45,6 +45,7 @@ import type { Clock } from '../runtime/clock.js';
 import { TerminalError, type ReconcileResult } from '../runtime/controller.js';
 import { describeError, isConflict } from '../kube/errors.js';
 import { Expectations } from '../runtime/expectations.js';
+import { forEachLimit } from '../runtime/limit.js';
 import { isMaterialChange } from '../signals/material-change.js';
 import type { IoSource } from '../signals/types.js';
 import { conditionStatus } from '../status/conditions.js';
@@ -111,6 +112,8 @@ export interface PolicyReconcilerDeps {
   onBlocked?(guard: string): void;
   /** How many nodes each pass looked at. */
   onPass?(stats: PassStats): void;
+  /** Writes to independent nodes in flight at once (default 8); 1 writes in a fixed order. */
+  writeConcurrency?: number;
 }
 
 /** Valid policies with their parsed specs; invalid ones are left out of node ownership. */
@@ -156,6 +159,20 @@ function sameBlocks(previous: SandboxHealthStatus | undefined, blocked: readonly
   return before.size === blocked.length && blocked.every((b) => before.has(blockKey(b)));
 }
 const EVICTION_IN_FLIGHT_MS = 60_000;
+/** Writes (node patches, evictions, SandboxHealths) in flight at once by default: independent nodes side by side. */
+const WRITE_CONCURRENCY = 8;
+/** SandboxHealths a pass writes besides the urgent ones; the rest are written by the next pass, at once. */
+const REPORTS_PER_PASS = 64;
+
+/** One node's SandboxHealth as a pass would write it. */
+interface PlannedReport {
+  observation: NodeObservation;
+  input: RemediationStatusInput;
+  desired: ReturnType<typeof desiredHealthStatus>;
+  /** Only the object is missing: the status stored (none) is what it should be. */
+  unchanged: boolean;
+  urgent: boolean;
+}
 
 /** What the rollout and pacing steps of one pass share. */
 interface PassContext {
@@ -228,10 +245,14 @@ export interface PassStats {
   full: boolean;
   observed: number;
   owned: number;
+  /** SandboxHealths written in the pass, and those left for the next one (REPORTS_PER_PASS). */
+  reported?: number;
+  deferred?: number;
 }
 
 export class PolicyReconciler {
   private readonly resyncMs: number;
+  private readonly writeConcurrency: number;
   private readonly expectations: Expectations;
   private readonly memory = new Map<string, PolicyMemory>();
   /** Gates lifted by this process that the cache may still show, by pod uid. */
@@ -254,6 +275,7 @@ export class PolicyReconciler {
   private readonly sourceErrors = new Map<string, string>();
   constructor(private readonly deps: PolicyReconcilerDeps) {
     this.resyncMs = deps.resyncMs ?? 5 * 60_000;
+    this.writeConcurrency = deps.writeConcurrency ?? WRITE_CONCURRENCY;
     this.expectations = new Expectations(deps.clock);
   }
 
@@ -360,7 +382,6 @@ export class PolicyReconciler {
     const unsettled = unsettledNodes.length;
     const observed = new Set(fresh.map((o) => o.node.name));
     this.lastPass = { full, observed: observed.size, owned: owned.length };
-    this.deps.onPass?.(this.lastPass);
     const observations = [...memory.observations.values()];
     const inFlight = new Set(this.evictionsInFlight.keys());
     const factsOf = new Map<string, NodeFacts>(
@@ -414,16 +435,19 @@ export class PolicyReconciler {
       cacheReady: cache.watchesHealthy() && unsettled === 0,
     });
     const pacing = await this.pacePodStarts({ policy, spec, dryRun, actuator, failures, now, observations });
-    // Report, node by node; one node's failure does not stop the others.
+    // Report: every node whose SandboxHealth changed, most urgent first, written concurrently under a limit; one
+    // node's failure does not stop the others. A pass writes at most REPORTS_PER_PASS nodes beyond the urgent ones:
+    // in a storm that changes every node, the rest wait for the next pass (at once), and new evidence is not queued
+    // behind a thousand count updates.
     let degraded = 0;
     let remediating = 0;
-    let blockedNew = 0;
     const blockedByNode = new Map<string, BlockedAction[]>();
     for (const b of [...(decision?.blocked ?? []), ...[...outcome.blocked.values()].flat()]) {
       const list = blockedByNode.get(b.node);
       if (list) list.push(b);
       else blockedByNode.set(b.node, [b]);
     }
+    const planned: PlannedReport[] = [];
     for (const observation of observations) {
       const nodeName = observation.node.name;
       if (observation.findings.degraded) degraded++;
@@ -454,23 +478,36 @@ export class PolicyReconciler {
         wasThrottling === throttling.length > 0
       )
         continue;
-      try {
-        blockedNew += await this.report(name, observation, {
-          results,
-          blocked,
-          stampsAfter: stamps,
-          unschedulable: unschedulableAfter(observation.node, outcome.results.get(nodeName) ?? [], dryRun),
-          notTriggered: whyNotTriggered(facts, observation.findings.degraded, spec),
-          throttling,
-          simulated: dryRun && stamps !== undefined && !observation.node.stamps,
-          dryRun,
-          now,
-        });
-      } catch (err) {
-        this.markDirty(name, nodeName); // what the API holds is uncertain now: read it afresh next time
-        failures.add(`status of sandboxhealth/${nodeName}`, err);
-      }
+      const report = this.planReport(name, observation, {
+        results,
+        blocked,
+        stampsAfter: stamps,
+        unschedulable: unschedulableAfter(observation.node, outcome.results.get(nodeName) ?? [], dryRun),
+        notTriggered: whyNotTriggered(facts, observation.findings.degraded, spec),
+        throttling,
+        simulated: dryRun && stamps !== undefined && !observation.node.stamps,
+        dryRun,
+        now,
+      });
+      if (report) planned.push(report);
     }
+    const urgent = planned.filter((r) => r.urgent);
+    const routine = planned.filter((r) => !r.urgent);
+    const toWrite = [...urgent, ...routine.slice(0, Math.max(0, REPORTS_PER_PASS - urgent.length))];
+    const deferred = routine.slice(toWrite.length - urgent.length);
+    for (const report of deferred) this.markDirty(name, report.observation.node.name);
+    const blockedNewByNode: number[] = [];
+    await forEachLimit(toWrite, this.writeConcurrency, async (report) => {
+      try {
+        blockedNewByNode.push(await this.writeReport(name, report));
+      } catch (err) {
+        this.markDirty(name, report.observation.node.name); // what the API holds is uncertain now: read it afresh
+        failures.add(`status of sandboxhealth/${report.observation.node.name}`, err);
+      }
+    });
+    const blockedNew = blockedNewByNode.reduce((a, b) => a + b, 0);
+    this.lastPass = { ...this.lastPass, reported: toWrite.length, deferred: deferred.length };
+    this.deps.onPass?.(this.lastPass);
 
     const previousStorm = policy.status?.conditions?.find((c) => c.type === 'StormDetected')?.status;
     const status = validPolicyStatus(
@@ -534,6 +571,7 @@ export class PolicyReconciler {
     for (const b of decision?.blocked ?? [])
       if (b.liftsAt) waits.push(b.liftsAt.getTime() - now.getTime() + 1);
     if (decision?.blocked.some((b) => b.guard === 'CacheNotSynced')) waits.push(FOLLOW_UP_MS);
+    if (deferred.length > 0) waits.push(0); // the reports left for the next pass
     const wait = Math.max(0, Math.min(...waits));
     if (unsettled > 0) return { requeueAfterMs: Math.min(wait, SETTLE_RETRY_MS) };
     return { requeueAfterMs: wait };
@@ -1011,9 +1049,10 @@ export class PolicyReconciler {
     const nodeActions = new Map<string, Action[]>();
     for (const action of decision.actions)
       if (action.kind !== 'Evict' && action.kind !== 'Migrate') push(nodeActions, action.node, action);
-    for (const [nodeName, actions] of nodeActions) {
+    // Independent nodes are patched side by side, under a limit; so are the evictions after them.
+    await forEachLimit([...nodeActions], this.writeConcurrency, async ([nodeName, actions]) => {
       const observation = observations.get(nodeName);
-      if (!observation) continue;
+      if (!observation) return;
       // The change is made on the version it was decided on: a node changed since answers 409, not our undo of it.
       const change = nodeChange(
         observation.node,
@@ -1033,7 +1072,7 @@ export class PolicyReconciler {
             guard: 'RefusedByApi',
             message: refused.message,
           });
-        continue;
+        return;
       }
       try {
         const version = await actuator.patchNode(change);
@@ -1045,7 +1084,7 @@ export class PolicyReconciler {
         if (isConflict(err)) {
           // Changed since we looked: decide again on the fresh node, soon; nothing failed.
           failures.add(`patch of node/${nodeName} (changed meanwhile)`, err);
-          continue;
+          return;
         }
         if (err instanceof TerminalError)
           this.refused.set(refusedKey, {
@@ -1056,12 +1095,12 @@ export class PolicyReconciler {
         failures.add(`patch of node/${nodeName}`, err);
         for (const action of actions) report({ action, outcome: 'Failed', detail: describe(err) });
       }
-    }
-    for (const action of evictions) {
-      if (action.kind !== 'Evict' && action.kind !== 'Migrate') continue;
+    });
+    await forEachLimit(evictions, this.writeConcurrency, async (action) => {
+      if (action.kind !== 'Evict' && action.kind !== 'Migrate') return;
       if (!evictionsAllowed || failedNodes.has(action.node)) {
         unspentEvictions++;
-        continue;
+        return;
       }
       try {
         const outcome = await actuator.evict(action.pod);
@@ -1074,11 +1113,11 @@ export class PolicyReconciler {
             message: outcome.message,
           });
           unspentEvictions++;
-          continue;
+          return;
         }
         if (outcome.result === 'Gone') {
           unspentEvictions++; // already gone: nothing was evicted, no budget spent
-          continue;
+          return;
         }
         if (!actuator.dryRun)
           this.evictionsInFlight.set(action.pod.uid, this.deps.clock.now() + EVICTION_IN_FLIGHT_MS);
@@ -1088,17 +1127,20 @@ export class PolicyReconciler {
         report({ action, outcome: 'Failed', detail: describe(err) });
         unspentEvictions++;
       }
-    }
+    });
     return { results, blocked, failedNodes, unspentEvictions, ...(reserved ? { reserved } : {}) };
   }
 
-  /** Writes one node's SandboxHealth where it changed, then its Events; returns how many blocks are new. */
-  private async report(
+  /**
+   * What one node's SandboxHealth should say now, and whether that is urgent (news an SRE or the next decision
+   * waits for: an action, a block, a state change, a pod newly stuck for a known cause); undefined when the API
+   * already holds it.
+   */
+  private planReport(
     policyName: string,
     observation: NodeObservation,
     remediation: Omit<RemediationStatusInput, 'detection' | 'previous' | 'node'>,
-  ): Promise<number> {
-    const { writer, recorder, logger } = this.deps;
+  ): PlannedReport | undefined {
     const { node, previous } = observation;
     const input: RemediationStatusInput = {
       ...remediation,
@@ -1108,12 +1150,33 @@ export class PolicyReconciler {
     };
     const desired = desiredHealthStatus(input);
     this.deps.onNodeStatus?.(policyName, node.name, desired);
-    if (!observation.exists) await writer.createHealth(node);
-    if (
+    const unchanged =
       isDeepStrictEqual(storedDetectionStatus(previous, desired), withoutUndefined(desired)) &&
-      !(previous?.remediation && !desired.remediation)
-    )
+      !(previous?.remediation && !desired.remediation);
+    if (unchanged && observation.exists) return undefined;
+    const knownCause = new Set(
+      (previous?.stuckPods ?? []).filter((p) => p.cause !== 'Unknown').map((p) => p.uid),
+    );
+    const urgent =
+      !observation.exists ||
+      remediation.results.length > 0 ||
+      !sameBlocks(previous, remediation.blocked) ||
+      desired.state !== previous?.state ||
+      desired.conditions.some((c) => conditionStatus(previous.conditions, c.type) !== c.status) ||
+      desired.stuckPods.some((p) => p.cause !== 'Unknown' && !knownCause.has(p.uid));
+    return { observation, input, desired, unchanged, urgent };
+  }
+
+  /** Writes one node's SandboxHealth as planned, then its Events; returns how many blocks are new. */
+  private async writeReport(policyName: string, report: PlannedReport): Promise<number> {
+    const { writer, recorder, logger } = this.deps;
+    const { observation, input, desired } = report;
+    const { node, previous } = observation;
+    if (!observation.exists) await writer.createHealth(node);
+    if (report.unchanged) {
+      observation.exists = true;
       return 0;
+    }
     const patch: Parameters<StatusWriter['patchHealthStatus']>[1] = { ...desired };
     if (previous?.remediation && !desired.remediation) patch.remediation = null;
     const version = await writer.patchHealthStatus(node.name, patch);

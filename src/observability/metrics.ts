@@ -112,6 +112,25 @@ export class OperatorMetrics {
     registers: [this.registry],
   });
 
+  readonly passes = new Counter({
+    name: 'sandbox_remediator_reconcile_passes_total',
+    help: 'Policy passes, by kind: full (every owned node: start-up, policy edit, ownership change, resync) or incremental (only the nodes that changed or came due).',
+    labelNames: ['pass'] as const,
+    registers: [this.registry],
+  });
+  readonly nodesObserved = new Counter({
+    name: 'sandbox_remediator_reconcile_nodes_observed_total',
+    help: 'Nodes a pass looked at again, by kind of pass: the work a change costs (one pod change costs its node only).',
+    labelNames: ['pass'] as const,
+    registers: [this.registry],
+  });
+  readonly healthReports = new Counter({
+    name: 'sandbox_remediator_health_reports_total',
+    help: 'SandboxHealth writes a pass made (written) or left to the next pass (deferred: more routine changes than a pass writes, in a storm).',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
   constructor(withProcessMetrics = true) {
     if (withProcessMetrics) collectDefaultMetrics({ register: this.registry });
   }

@@ -205,6 +205,10 @@ export interface Transition {
   message: string;
 }
 
+/** Newly stuck pods that get an Event of their own in one pass; the rest share one Event on their node. */
+export const POD_EVENTS_PER_NODE = 3;
+const PODS_LISTED_PER_EVENT = 10;
+
 /** Events for what changed between the stored and the desired status: only transitions, never repeats. */
 export function detectionTransitions(
   node: NodeView,
@@ -250,15 +254,30 @@ export function detectionTransitions(
       message: messageOf('IoPressureHigh'),
     });
 
+  // Newly stuck pods: an Event on each of the first few (kubectl describe pod shows it), and one on the node for the
+  // rest, so a mass rollout stuck on every node writes a handful of Events per node, not one per pod.
   const known = new Set((previous?.stuckPods ?? []).map((p) => p.uid));
-  for (const pod of desired.stuckPods) {
-    if (known.has(pod.uid)) continue;
+  const fresh = desired.stuckPods
+    .filter((p) => !known.has(p.uid))
+    .sort((a, b) => Number(a.cause === 'Unknown') - Number(b.cause === 'Unknown'));
+  for (const pod of fresh.slice(0, POD_EVENTS_PER_NODE)) {
     const detail = pod.reservedFor ? ` (name reserved for ${pod.reservedFor.slice(0, 12)})` : '';
     transitions.push({
       target: { kind: 'Pod', namespace: pod.namespace, name: pod.name, uid: pod.uid },
       type: 'Warning',
       reason: 'SandboxCreationStuck',
       message: `Waiting in ${pod.waitingReason} since ${pod.waitingSince} on node ${node.name}; cause ${pod.cause}${detail}.`,
+    });
+  }
+  const rest = fresh.slice(POD_EVENTS_PER_NODE);
+  if (rest.length > 0) {
+    const listed = rest.slice(0, PODS_LISTED_PER_EVENT).map((p) => `${p.namespace}/${p.name} (${p.cause})`);
+    const more = rest.length - listed.length;
+    transitions.push({
+      target: nodeRef,
+      type: 'Warning',
+      reason: 'SandboxCreationStuck',
+      message: `${rest.length} more pod(s) newly waiting for a sandbox: ${listed.join(', ')}${more > 0 ? ` and ${more} more` : ''}; see kubectl get sandboxhealth ${node.name}.`,
     });
   }
   return transitions;

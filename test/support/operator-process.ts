@@ -20,15 +20,25 @@ export class OperatorProcess {
   /** Resolves once it serves probes and, unless waitForStarted is false, once its controller has started. */
   async start(
     extraArgs: string[] = [],
-    { waitForStarted = true, env = {} }: { waitForStarted?: boolean; env?: Record<string, string> } = {},
+    {
+      waitForStarted = true,
+      env = {},
+      built = false,
+    }: {
+      waitForStarted?: boolean;
+      env?: Record<string, string>;
+      /** Run the compiled CLI (dist/src/main.js, from `make build`) as a user would, not src through tsx. */
+      built?: boolean;
+    } = {},
   ): Promise<void> {
     const tsx = join(REPO_ROOT, 'node_modules', 'tsx', 'dist', 'esm', 'index.mjs');
+    const entry = built
+      ? [join(REPO_ROOT, 'dist', 'src', 'main.js')]
+      : ['--import', tsx, join(REPO_ROOT, 'src', 'main.ts')];
     const child = spawn(
       process.execPath,
       [
-        '--import',
-        tsx,
-        join(REPO_ROOT, 'src', 'main.ts'),
+        ...entry,
         'operator',
         ...(extraArgs.some((a) => a.startsWith('--kubeconfig')) ? [] : [`--kubeconfig=${KUBECONFIG}`]),
         '--metrics-bind-address=127.0.0.1:0',
@@ -84,6 +94,10 @@ export class OperatorProcess {
       .slice(-lines)
       .map((l) => JSON.stringify(l))
       .join('\n');
+  }
+
+  get pid(): number | undefined {
+    return this.child?.pid;
   }
 
   isRunning(): boolean {

@@ -17,6 +17,7 @@ function setup() {
     .addNodes(...names.map((n) => aNode(n)));
   const clock = new FakeClock(secondsAfter(T0, 600).getTime());
   const reconciler = new PolicyReconciler({
+    writeConcurrency: 1, // one write at a time: the tests assert the exact order of writes
     cache: cluster,
     writer: cluster,
     recorder: cluster,
@@ -32,7 +33,7 @@ describe('PolicyReconciler cost of a change', () => {
   it('looks at every node on the first pass, then only at the node a pod change is about', async () => {
     const { cluster, reconciler } = setup();
     await reconciler.reconcile('p');
-    expect(reconciler.lastPass).to.deep.equal({ full: true, observed: NODE_COUNT, owned: NODE_COUNT });
+    expect(reconciler.lastPass).to.deep.include({ full: true, observed: NODE_COUNT, owned: NODE_COUNT });
     cluster.takeWrites();
 
     const pod = aPod().named('web').onNode('n042').waitingSince(T0).build();
@@ -40,7 +41,7 @@ describe('PolicyReconciler cost of a change', () => {
     cluster.events.push(anEvent().about(pod).saying(nameReservedMessage(pod)).build());
     reconciler.markDirty('p', 'n042');
     await reconciler.reconcile('p');
-    expect(reconciler.lastPass).to.deep.equal({ full: false, observed: 1, owned: NODE_COUNT });
+    expect(reconciler.lastPass).to.deep.include({ full: false, observed: 1, owned: NODE_COUNT });
     expect(cluster.takeWrites()).to.deep.equal(['patch health/n042', 'patch policy/p']);
     expect(cluster.health('n042')!.status!.stuckPodCount).to.equal(1);
     expect(cluster.policy('p')!.status!.degradedNodes).to.equal(1);
@@ -51,7 +52,7 @@ describe('PolicyReconciler cost of a change', () => {
 
     // The status written last time is remembered: a pass with no change looks at nothing.
     await reconciler.reconcile('p');
-    expect(reconciler.lastPass).to.deep.equal({ full: false, observed: 0, owned: NODE_COUNT });
+    expect(reconciler.lastPass).to.deep.include({ full: false, observed: 0, owned: NODE_COUNT });
     expect(cluster.takeWrites()).to.deep.equal([]);
   });
 
@@ -82,7 +83,7 @@ describe('PolicyReconciler cost of a change', () => {
     expect(cluster.health('n007')!.status!.stuckPodCount).to.equal(0);
     clock.advance(20_000);
     await reconciler.reconcile('p');
-    expect(reconciler.lastPass).to.deep.equal({ full: false, observed: 1, owned: NODE_COUNT + 1 });
+    expect(reconciler.lastPass).to.deep.include({ full: false, observed: 1, owned: NODE_COUNT + 1 });
     expect(cluster.health('n007')!.status!.stuckPodCount).to.equal(1);
 
     // The resync is a full pass.

@@ -15,6 +15,7 @@ function setup(
 ) {
   const clock = new FakeClock(secondsAfter(T0, startSeconds).getTime());
   const reconciler = new PolicyReconciler({
+    writeConcurrency: 1, // one write at a time: the tests assert the exact order of writes
     cache: cluster,
     writer: cluster,
     recorder: cluster,

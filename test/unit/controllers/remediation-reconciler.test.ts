@@ -62,6 +62,7 @@ function world(spec: Record<string, unknown>, options: WorldOptions = {}) {
   });
   const start = () => {
     const reconciler = new PolicyReconciler({
+      writeConcurrency: 1, // one write at a time: the tests assert the exact order of writes
       cache: cluster,
       writer: cluster,
       recorder: cluster,
@@ -699,6 +700,7 @@ describe('PolicyReconciler remediation', () => {
       .addPolicy('zone-a', { nodeSelector: { matchLabels: { zone: 'a' } } }, secondsAfter(T0, 10))
       .addNodes(...names.map((n) => aNode(n, { zone: 'a' })));
     const reconciler = new PolicyReconciler({
+      writeConcurrency: 1, // one write at a time: the tests assert the exact order of writes
       cache: cluster,
       writer: cluster,
       recorder: cluster,

@@ -18,6 +18,7 @@ function world(spec: SandboxPolicySpecInput, saturated = true) {
   const clock = new FakeClock(START.getTime());
   const pacing = new Map<string, PacingPolicy>();
   const reconciler = new PolicyReconciler({
+    writeConcurrency: 1, // one write at a time: the tests assert the exact order of writes
     cache: cluster,
     writer: cluster,
     recorder: cluster,

@@ -30,6 +30,7 @@ function world() {
     read: () => ({ source: 'agent', observedTime: new Date(clock.now()).toISOString(), ...values }),
   });
   const reconciler = new PolicyReconciler({
+    writeConcurrency: 1, // one write at a time: the tests assert the exact order of writes
     cache: cluster,
     writer: cluster,
     recorder: cluster,

@@ -1,7 +1,12 @@
 import { expect } from 'chai';
 import type { SandboxHealthStatus } from '../../../src/api/v1alpha1/index.js';
 import { detectNodeFindings, detectStuckPods, indexFailureEvents } from '../../../src/detection/index.js';
-import { coarseCount, desiredDetectionStatus } from '../../../src/status/health-status.js';
+import {
+  coarseCount,
+  desiredDetectionStatus,
+  detectionTransitions,
+  POD_EVENTS_PER_NODE,
+} from '../../../src/status/health-status.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
 import { aNode } from '../../support/memory-cluster.js';
 
@@ -105,5 +110,54 @@ describe('desiredDetectionStatus of stuck pods', () => {
       first,
     );
     expect(retried, 'a retry with a new sandbox id writes nothing').to.deep.equal(first);
+  });
+});
+
+describe('detectionTransitions of newly stuck pods', () => {
+  /** Events for `count` pods newly stuck on n1, the first `withCause` of them with a kubelet failure Event. */
+  function eventsFor(count: number, withCause: number) {
+    const pods = Array.from({ length: count }, (_, i) =>
+      aPod().named(`web-${i}`).onNode('n1').waitingSince(T0).build(),
+    );
+    const events = pods
+      .slice(0, withCause)
+      .map((p) => anEvent().about(p).saying(nameReservedMessage(p)).build());
+    const now = secondsAfter(T0, 60);
+    const stuck = detectStuckPods(pods, indexFailureEvents(events), { stuckThresholdSeconds: 30, now });
+    const findings = detectNodeFindings(stuck, ['n1'], 1).get('n1')!;
+    const input = {
+      policyName: 'p',
+      node: aNode('n1'),
+      findings,
+      minStuckPods: 1,
+      thresholdSeconds: 30,
+      now,
+    };
+    const desired = desiredDetectionStatus({ ...input, previous: undefined });
+    return detectionTransitions(aNode('n1'), undefined, desired).filter(
+      (t) => t.reason === 'SandboxCreationStuck',
+    );
+  }
+
+  it('gives each of a few newly stuck pods an Event of its own', () => {
+    const events = eventsFor(POD_EVENTS_PER_NODE, 1);
+    expect(events.map((e) => `${e.target.kind}/${e.target.name}`)).to.have.members([
+      'Pod/web-0',
+      'Pod/web-1',
+      'Pod/web-2',
+    ]);
+  });
+
+  it('gives the first pods (those with a known cause first) an Event each, and the rest one Event on the node', () => {
+    const events = eventsFor(40, 2);
+    expect(events).to.have.length(POD_EVENTS_PER_NODE + 1);
+    const pods = events.filter((e) => e.target.kind === 'Pod').map((e) => e.target.name);
+    expect(pods.slice(0, 2)).to.have.members(['web-0', 'web-1']);
+    const node = events.find((e) => e.target.kind === 'Node')!;
+    expect(node.target.name).to.equal('n1');
+    expect(node.message).to.match(
+      /^37 more pod\(s\) newly waiting for a sandbox: default\/web-\d+ \(Unknown\)/,
+    );
+    expect(node.message).to.contain('and 27 more');
   });
 });

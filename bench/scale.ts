@@ -1,0 +1,713 @@
+// Scale: the operator on a cluster of 100, 300 and 1,000 kwok nodes with 30 Running pods each, one policy over all of
+// them. For each size the bench starts the compiled CLI as a user would (its own process, the operator's
+// ServiceAccount and RBAC) and records: start to synced and ready; RSS and V8 heap after sync, and heap per cached
+// pod; idle CPU over a minute; LISTs after sync (from the apiserver's audit log); then an incident on 10 nodes with
+// 10 new pods each: detection latency p50/p99 (first FailedCreatePodSandBox Event, once the threshold passed, to the
+// pod listed with its cause in SandboxHealth), time to the cordon and to the first eviction (from the node's first
+// such Event), the operator's CPU and its API writes per second (audit log). At the largest size a storm follows:
+// thousands of pods that kwok starts only after 30-300 s (a mass rollout), every node degraded, and the same incident
+// on 10 other nodes, measured the same way.
+//
+//   make build && npx tsx bench/scale.ts [--sizes 100,300,1000] [--pods-per-node 30] [--storm-pods-per-node 5]
+//     [--idle-seconds 60] [--keep]
+//
+// The cluster grows from size to size (nodes and pods are created in parallel batches and kept); --keep leaves the
+// last one up, otherwise the bench deletes what it created.
+import {
+  Watch,
+  type CoreV1Event,
+  type KubernetesObject,
+  type V1Node,
+  type V1Pod,
+} from '@kubernetes/client-node';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createReadStream, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import type { SandboxHealthStatus } from '../src/api/v1alpha1/index.js';
+import { AUDIT_LOG, type AuditEvent } from '../test/support/audit.js';
+import { api, Cleanup, isClusterUp, kubeConfig, kubectl, startCluster } from '../test/support/cluster.js';
+import { REPO_ROOT } from '../test/support/manifests.js';
+import { applyCrds, applyRbac, OperatorProcess } from '../test/support/operator-process.js';
+import { createToken, writeTokenKubeconfig } from '../test/support/tokens.js';
+import { FAST_IO } from '../test/support/proc-root.js';
+import { SaturatedNode } from '../test/support/saturated-node.js';
+import { percentile } from './stats.js';
+
+const arg = (name: string, fallback: string) => {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? (process.argv[i + 1] ?? fallback) : fallback;
+};
+const SIZES = arg('sizes', '100,300,1000').split(',').map(Number);
+const PODS_PER_NODE = Number(arg('pods-per-node', '30'));
+const STORM_PODS_PER_NODE = Number(arg('storm-pods-per-node', '5'));
+const IDLE_SECONDS = Number(arg('idle-seconds', '60'));
+const INCIDENT_NODES = 10;
+const INCIDENT_PODS_PER_NODE = 10;
+const THRESHOLD_SECONDS = 1;
+const KEEP = process.argv.includes('--keep');
+const NAMESPACE = 'bench-scale';
+const POOL_LABEL = 'sandbox.remediator.io/bench-scale';
+const POLICY = 'bench-scale';
+const OPERATOR_USER = 'system:serviceaccount:sandbox-remediator-system:sandbox-remediator-operator';
+const STORM_STAGE = 'sr-bench-storm';
+const CONCURRENCY = 32;
+const TICKS = 100; // getconf CLK_TCK on Linux x86_64
+
+const started = Date.now();
+const log = (msg: string) => {
+  console.error(`[scale ${Math.round((Date.now() - started) / 1000)}s] ${msg}`);
+};
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Runs fn over items, at most `limit` at a time, logging progress on long runs. */
+async function inParallel<T>(
+  what: string,
+  items: readonly T[],
+  limit: number,
+  fn: (item: T) => Promise<unknown>,
+): Promise<void> {
+  let next = 0;
+  let done = 0;
+  let lastLog = Date.now();
+  const worker = async () => {
+    while (next < items.length) {
+      const item = items[next++]!;
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await fn(item);
+          break;
+        } catch (err) {
+          const code = (err as { code?: number }).code;
+          if (code === 409) break; // already there: the cluster grows from the last size
+          if (attempt >= 5) throw err;
+          await sleep(500 * attempt);
+        }
+      }
+      done++;
+      if (Date.now() - lastLog > 10_000) {
+        log(`${what}: ${done}/${items.length}`);
+        lastLog = Date.now();
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}
+
+async function until(what: string, check: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let lastLog = Date.now();
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() - lastLog > 15_000) {
+      log(`waiting for ${what}`);
+      lastLog = Date.now();
+    }
+    await sleep(250);
+  }
+}
+
+function cpuTicks(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return Number(fields[11]) + Number(fields[12]);
+}
+function statusKiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
+  return Number(new RegExp(`${field}:\\s+(\\d+)`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]);
+}
+const mib = (kib: number) => Math.round((kib / 1024) * 10) / 10;
+const round = (n: number, digits = 1) => Math.round(n * 10 ** digits) / 10 ** digits;
+
+/** The operator's audit events at or after `since`: a stream, filtered by user before parsing (the log is big). */
+async function operatorAudit(since: Date): Promise<AuditEvent[]> {
+  const events: AuditEvent[] = [];
+  const lines = createInterface({ input: createReadStream(AUDIT_LOG), crlfDelay: Infinity });
+  for await (const line of lines) {
+    if (!line.includes(OPERATOR_USER)) continue;
+    const event = JSON.parse(line) as AuditEvent;
+    if (event.user.username === OPERATOR_USER && new Date(event.requestReceivedTimestamp) >= since)
+      events.push(event);
+  }
+  return events;
+}
+const WRITES = new Set(['create', 'update', 'patch', 'delete', 'deletecollection']);
+
+async function metric(port: number, name: string): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `) || l.startsWith(`${name}{`));
+  return Number(line?.split(' ').at(-1));
+}
+
+// --------------------------------------------------------------------------------------------------------------
+// What the bench watches: pods of its namespace, its nodes, SandboxHealths, failure Events.
+
+class World {
+  readonly phase = new Map<string, string>();
+  readonly podNode = new Map<string, string>();
+  readonly podCreated = new Map<string, number>();
+  readonly deletedAt = new Map<string, number>();
+  readonly firstEvent = new Map<string, number>();
+  readonly firstEventOnNode = new Map<string, number>();
+  readonly detected = new Map<string, number>();
+  readonly cordonedAt = new Map<string, number>();
+  readonly healths = new Set<string>();
+  private readonly aborts: AbortController[] = [];
+
+  async start(): Promise<void> {
+    const kc = kubeConfig();
+    const watch = async (
+      path: string,
+      query: Record<string, string>,
+      on: (type: string, o: never) => void,
+    ) => {
+      const restart = async (): Promise<void> => {
+        const deliver = (type: string, o: unknown) => {
+          on(type, o as never);
+        };
+        const controller = await new Watch(kc).watch(path, query, deliver, () => {
+          if (!this.stopped) setTimeout(() => void restart(), 1000);
+        });
+        this.aborts.push(controller);
+      };
+      await restart();
+    };
+    await watch(`/api/v1/namespaces/${NAMESPACE}/pods`, {}, (type, p: V1Pod) => {
+      const uid = p.metadata?.uid;
+      if (!uid) return;
+      if (type === 'DELETED' || p.metadata?.deletionTimestamp) {
+        if (!this.deletedAt.has(uid)) this.deletedAt.set(uid, Date.now());
+        if (type === 'DELETED') this.phase.delete(uid);
+        return;
+      }
+      this.phase.set(uid, p.status?.phase ?? 'Pending');
+      if (p.spec?.nodeName) this.podNode.set(uid, p.spec.nodeName);
+      const scheduled = p.status?.conditions?.find((c) => c.type === 'PodScheduled' && c.status === 'True');
+      const since = scheduled?.lastTransitionTime ?? p.metadata?.creationTimestamp;
+      if (since && !this.podCreated.has(uid)) this.podCreated.set(uid, new Date(since).getTime());
+    });
+    await watch(
+      `/api/v1/namespaces/${NAMESPACE}/events`,
+      { fieldSelector: 'reason=FailedCreatePodSandBox' },
+      (_t, e: CoreV1Event) => {
+        const uid = e.involvedObject.uid;
+        if (!uid || this.firstEvent.has(uid)) return;
+        const now = Date.now();
+        this.firstEvent.set(uid, now);
+        const node = this.podNode.get(uid);
+        if (node && !this.firstEventOnNode.has(node)) this.firstEventOnNode.set(node, now);
+      },
+    );
+    await watch(
+      '/apis/sandbox.remediator.io/v1alpha1/sandboxhealths',
+      {},
+      (type, h: KubernetesObject & { status?: SandboxHealthStatus }) => {
+        const name = h.metadata?.name ?? '';
+        if (type === 'DELETED') this.healths.delete(name);
+        else this.healths.add(name);
+        const now = Date.now();
+        for (const p of h.status?.stuckPods ?? [])
+          if (p.cause !== 'Unknown' && !this.detected.has(p.uid)) this.detected.set(p.uid, now);
+      },
+    );
+    await watch('/api/v1/nodes', { labelSelector: POOL_LABEL }, (_t, n: V1Node) => {
+      const name = n.metadata?.name ?? '';
+      if (n.spec?.unschedulable && !this.cordonedAt.has(name)) this.cordonedAt.set(name, Date.now());
+    });
+  }
+  private stopped = false;
+  stop(): void {
+    this.stopped = true;
+    for (const a of this.aborts) a.abort();
+  }
+  count(phase: string): number {
+    let n = 0;
+    for (const p of this.phase.values()) if (p === phase) n++;
+    return n;
+  }
+}
+
+// --------------------------------------------------------------------------------------------------------------
+// The cluster: nodes, pods, the policy, the storm Stage.
+
+const nodeName = (i: number) => `scale-${String(i).padStart(4, '0')}`;
+
+async function ensureNodes(count: number): Promise<void> {
+  const { core } = api();
+  const names = Array.from({ length: count }, (_, i) => nodeName(i));
+  await inParallel('nodes', names, CONCURRENCY, (name) =>
+    core.createNode({
+      body: {
+        metadata: {
+          name,
+          annotations: { 'kwok.x-k8s.io/node': 'fake' },
+          labels: {
+            type: 'kwok',
+            'kubernetes.io/hostname': name,
+            'kubernetes.io/os': 'linux',
+            [POOL_LABEL]: 'true',
+          },
+        },
+      },
+    }),
+  );
+  const deadline = Date.now() + 300_000;
+  for (;;) {
+    const list = await core.listNode({ labelSelector: POOL_LABEL });
+    const ready = list.items.filter((n) =>
+      n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+    ).length;
+    if (ready >= count) return;
+    if (Date.now() > deadline) throw new Error(`only ${ready}/${count} nodes Ready`);
+    log(`${ready}/${count} nodes Ready`);
+    await sleep(3000);
+  }
+}
+
+/** A pod of a ReplicaSet-less owner would be refused eviction: bench pods are plain, incident pods are owned. */
+function plainPod(name: string, node: string, labels: Record<string, string> = {}): V1Pod {
+  return {
+    metadata: { name, labels: { app: 'scale', ...labels } },
+    spec: {
+      nodeName: node,
+      terminationGracePeriodSeconds: 0,
+      containers: [
+        {
+          name: 'app',
+          image: 'registry.local/app:1',
+          resources: { requests: { cpu: '10m', memory: '16Mi' } },
+        },
+      ],
+    },
+  };
+}
+
+async function ensurePods(world: World, nodes: number): Promise<void> {
+  const { core } = api();
+  const items: { name: string; node: string }[] = [];
+  for (let i = 0; i < nodes; i++)
+    for (let j = 0; j < PODS_PER_NODE; j++) items.push({ name: `${nodeName(i)}-p${j}`, node: nodeName(i) });
+  await inParallel('pods', items, CONCURRENCY, ({ name, node }) =>
+    core.createNamespacedPod({ namespace: NAMESPACE, body: plainPod(name, node) }),
+  );
+  await until(`${items.length} Running pods`, () => world.count('Running') >= items.length, 900_000);
+}
+
+function policyManifest(): string {
+  return JSON.stringify({
+    apiVersion: 'sandbox.remediator.io/v1alpha1',
+    kind: 'SandboxPolicy',
+    metadata: { name: POLICY },
+    spec: {
+      nodeSelector: { matchLabels: { [POOL_LABEL]: 'true' } },
+      detection: { stuckThresholdSeconds: THRESHOLD_SECONDS },
+      // The crafted /proc's PSI is the reading that moves (38 % under load): FAST_IO judges on it alone.
+      ioPressure: { source: 'agent', ...FAST_IO },
+      remediation: { cordon: true, evictStuckPods: true },
+      safety: { maxEvictionsPerMinute: 30, cooldownSeconds: 60 },
+    },
+  });
+}
+
+/** kwok starts these pods only after 30-300 s: a mass rollout the nodes are slow to start. */
+function stormStage(): string {
+  const running = readFileSync(join(REPO_ROOT, 'hack', 'cluster', 'stages', 'pod-running.yaml'), 'utf8');
+  const template = /statusTemplate: \|\n([\s\S]*)$/.exec(running)?.[1] ?? '';
+  const indented = template.replace(/^ {6}/gm, '      ');
+  return `apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: ${STORM_STAGE}
+spec:
+  resourceRef: { apiGroup: v1, kind: Pod }
+  selector:
+    matchExpressions:
+      - { key: '.metadata.labels.bench-storm', operator: In, values: ['held'] }
+      - { key: '.metadata.deletionTimestamp', operator: DoesNotExist }
+      - { key: '.status.phase', operator: In, values: ['Pending'] }
+  weight: 100000
+  delay: { durationMilliseconds: 30000, jitterDurationMilliseconds: 300000 }
+  next:
+    statusTemplate: |
+${indented}`;
+}
+
+// --------------------------------------------------------------------------------------------------------------
+// The incident: a real agent per node reading a crafted /proc under load, the injector's Events, and 10 new
+// Deployment-owned pods per node (owned, so they may be evicted).
+
+interface Incident {
+  nodes: string[];
+  /** When the incident's pods were created: the agents and injectors run by then. */
+  podsFrom: number;
+  stop(): Promise<void>;
+}
+
+async function startIncident(nodes: string[], tag: string): Promise<Incident> {
+  const cleanup = new Cleanup();
+  await Promise.all(
+    nodes.map(async (node) => {
+      const saturated = new SaturatedNode(node, cleanup);
+      await saturated.start();
+      await saturated.pressure('load');
+    }),
+  );
+  const { apps } = api();
+  const podsFrom = Date.now();
+  await inParallel('incident deployments', nodes, 10, (node) =>
+    apps.createNamespacedDeployment({
+      namespace: NAMESPACE,
+      body: {
+        metadata: { name: `incident-${tag}-${node}` },
+        spec: {
+          replicas: INCIDENT_PODS_PER_NODE,
+          selector: { matchLabels: { incident: `${tag}-${node}` } },
+          template: {
+            metadata: { labels: { incident: `${tag}-${node}` } },
+            spec: {
+              nodeName: node,
+              terminationGracePeriodSeconds: 0,
+              containers: [{ name: 'app', image: 'registry.local/app:1' }],
+            },
+          },
+        },
+      },
+    }),
+  );
+  return {
+    nodes,
+    podsFrom,
+    async stop() {
+      await Promise.all(
+        nodes.map((node) =>
+          apps
+            .deleteNamespacedDeployment({ namespace: NAMESPACE, name: `incident-${tag}-${node}` })
+            .catch(() => undefined),
+        ),
+      );
+      await cleanup.run(); // injectors and agents
+    },
+  };
+}
+
+interface IncidentResult {
+  pods: number;
+  detected: number;
+  detectionP50Ms: number;
+  detectionP99Ms: number;
+  detectionMaxMs: number;
+  cordonP50Ms: number;
+  cordonP99Ms: number;
+  cordoned: number;
+  firstEvictionP50Ms: number;
+  firstEvictionP99Ms: number;
+  evictedNodes: number;
+  operatorCpuPercent: number;
+  operatorWritesPerSecond: number;
+  operatorWrites: Record<string, number>;
+}
+
+async function measureIncident(
+  world: World,
+  operator: OperatorProcess,
+  nodes: string[],
+  tag: string,
+  seconds: number,
+): Promise<IncidentResult> {
+  const pid = operator.pid!;
+  const from = new Date();
+  const ticks = cpuTicks(pid);
+  const incident = await startIncident(nodes, tag);
+  const t0 = incident.podsFrom;
+  const incidentNodes = new Set(nodes);
+  const incidentPods = () =>
+    [...world.podNode].filter(([uid, n]) => incidentNodes.has(n) && world.podCreated.get(uid)! >= t0 - 1000);
+  try {
+    const deadline = Date.now() + seconds * 1000;
+    while (Date.now() < deadline) {
+      const pods = incidentPods();
+      const done =
+        pods.length >= nodes.length * INCIDENT_PODS_PER_NODE &&
+        pods.every(([uid]) => world.detected.has(uid) || world.deletedAt.has(uid)) &&
+        nodes.every((n) => world.cordonedAt.has(n));
+      if (done && Date.now() - t0 > 30_000) break;
+      await sleep(500);
+    }
+  } finally {
+    const late = nodes.filter((n) => !world.cordonedAt.has(n));
+    if (late.length > 0) {
+      const health = await kubectl(['get', 'sandboxhealth', late[0]!, '-o', 'jsonpath={.status}']);
+      log(
+        `incident ${tag}: ${late.length} node(s) not cordoned; ${late[0]}: ${health.stdout.slice(0, 3000)}`,
+      );
+    }
+    log(`incident ${tag}: stopping`);
+    await incident.stop();
+  }
+  const elapsed = (Date.now() - t0) / 1000;
+  const cpu = ((cpuTicks(pid) - ticks) / TICKS / elapsed) * 100;
+  const latencies: number[] = [];
+  const firstPods = incidentPods().filter(([uid]) => world.podCreated.get(uid)! < t0 + 20_000);
+  for (const [uid] of firstPods) {
+    const seen = world.detected.get(uid);
+    const event = world.firstEvent.get(uid);
+    const created = world.podCreated.get(uid);
+    if (seen === undefined || event === undefined || created === undefined) continue;
+    latencies.push(Math.max(0, seen - Math.max(event, created + THRESHOLD_SECONDS * 1000)));
+  }
+  latencies.sort((a, b) => a - b);
+  const cordon: number[] = [];
+  const eviction: number[] = [];
+  for (const node of nodes) {
+    const first = world.firstEventOnNode.get(node);
+    if (first === undefined) continue;
+    const cordoned = world.cordonedAt.get(node);
+    if (cordoned !== undefined) cordon.push(cordoned - first);
+    const evicted = [...world.deletedAt]
+      .filter(([uid, at]) => world.podNode.get(uid) === node && at >= first)
+      .map(([, at]) => at);
+    if (evicted.length > 0) eviction.push(Math.min(...evicted) - first);
+  }
+  cordon.sort((a, b) => a - b);
+  eviction.sort((a, b) => a - b);
+  const audit = (await operatorAudit(from)).filter((e) => WRITES.has(e.verb));
+  const writes: Record<string, number> = {};
+  for (const e of audit) {
+    const key = `${e.verb} ${[e.objectRef?.resource, e.objectRef?.subresource].filter(Boolean).join('/')}`;
+    writes[key] = (writes[key] ?? 0) + 1;
+  }
+  return {
+    pods: firstPods.length,
+    detected: latencies.length,
+    detectionP50Ms: Math.round(percentile(latencies, 0.5)),
+    detectionP99Ms: Math.round(percentile(latencies, 0.99)),
+    detectionMaxMs: Math.round(latencies.at(-1) ?? NaN),
+    cordonP50Ms: Math.round(percentile(cordon, 0.5)),
+    cordonP99Ms: Math.round(percentile(cordon, 0.99)),
+    cordoned: cordon.length,
+    firstEvictionP50Ms: Math.round(percentile(eviction, 0.5)),
+    firstEvictionP99Ms: Math.round(percentile(eviction, 0.99)),
+    evictedNodes: eviction.length,
+    operatorCpuPercent: round(cpu),
+    operatorWritesPerSecond: round(audit.length / elapsed, 2),
+    operatorWrites: writes,
+  };
+}
+
+/** Puts incident nodes back as they were before the operator acted: uncordoned, no stamps, no SandboxHealths. */
+async function resetNodes(nodes: string[]): Promise<void> {
+  for (const node of nodes) {
+    await kubectl(['uncordon', node]);
+    const annotations = JSON.parse(
+      (await kubectl(['get', 'node', node, '-o', 'jsonpath={.metadata.annotations}'])).stdout || '{}',
+    ) as Record<string, string>;
+    const ours = Object.keys(annotations).filter(
+      (k) => k.startsWith('sandbox.remediator.io/') && k !== 'sandbox.remediator.io/bench-scale',
+    );
+    if (ours.length > 0) await kubectl(['annotate', 'node', node, ...ours.map((k) => `${k}-`)]);
+  }
+  await kubectl(['delete', 'sandboxhealths', '--all', '--wait=false']);
+}
+
+// --------------------------------------------------------------------------------------------------------------
+
+interface SizeResult {
+  nodes: number;
+  pods: number;
+  startToReadyMs: number;
+  startToFirstReportMs: number;
+  rssMiB: number;
+  peakRssMiB: number;
+  heapUsedMiB: number;
+  heapBytesPerPod: number;
+  idleCpuPercent: number;
+  listsAfterSync: number;
+  idleWritesPerSecond: number;
+  incident: IncidentResult;
+}
+
+async function measureSize(world: World, size: number, kubeconfig: string): Promise<SizeResult> {
+  const pods = size * PODS_PER_NODE;
+  await kubectl(['apply', '-f', '-'], policyManifest());
+  const operator = new OperatorProcess();
+  const t0 = Date.now();
+  log(`${size} nodes: starting the operator`);
+  await operator.start([`--kubeconfig=${kubeconfig}`, '--log-level=info'], {
+    built: true,
+    waitForStarted: false,
+  });
+  let readyAt = 0;
+  while (Date.now() - t0 < 300_000) {
+    if ((await operator.get('/readyz')).status === 200) {
+      readyAt = Date.now();
+      break;
+    }
+    await sleep(100);
+  }
+  if (!readyAt) throw new Error(`operator not ready in 300 s:\n${operator.tail()}`);
+  await until(
+    `${size} SandboxHealths`,
+    () => [...world.healths].filter((h) => h.startsWith('scale-')).length >= size,
+    600_000,
+  );
+  const firstReportAt = Date.now();
+  log(`${size} nodes: ready in ${readyAt - t0} ms, every node reported after ${firstReportAt - t0} ms`);
+  await sleep(10_000); // settle: the first pass's writes come back through the watches
+  const pid = operator.pid!;
+  const syncedAt = new Date();
+  const ticks = cpuTicks(pid);
+  await sleep(IDLE_SECONDS * 1000);
+  const idleCpu = ((cpuTicks(pid) - ticks) / TICKS / IDLE_SECONDS) * 100;
+  const rss = statusKiB(pid, 'VmRSS');
+  const heap = await metric(operator.metricsPort, 'nodejs_heap_size_used_bytes');
+  const idleAudit = await operatorAudit(syncedAt);
+  const lists = idleAudit.filter((e) => e.verb === 'list').length;
+  const idleWrites = idleAudit.filter((e) => WRITES.has(e.verb)).length;
+  log(
+    `${size} nodes: idle CPU ${round(idleCpu)}%, RSS ${mib(rss)} MiB, heap ${round(heap / 2 ** 20)} MiB, ${lists} LISTs`,
+  );
+  const incidentNodes = Array.from({ length: INCIDENT_NODES }, (_, i) =>
+    nodeName(Math.floor((i * size) / INCIDENT_NODES)),
+  );
+  const incident = await measureIncident(world, operator, incidentNodes, `s${size}`, 180);
+  log(`${size} nodes: incident ${JSON.stringify(incident)}`);
+  const peak = statusKiB(pid, 'VmHWM');
+  await operator.stop();
+  await kubectl(['delete', 'sandboxpolicy', POLICY, '--wait=false']);
+  await resetNodes(incidentNodes);
+  return {
+    nodes: size,
+    pods,
+    startToReadyMs: readyAt - t0,
+    startToFirstReportMs: firstReportAt - t0,
+    rssMiB: mib(rss),
+    peakRssMiB: mib(peak),
+    heapUsedMiB: round(heap / 2 ** 20),
+    heapBytesPerPod: Math.round(heap / pods),
+    idleCpuPercent: round(idleCpu, 2),
+    listsAfterSync: lists,
+    idleWritesPerSecond: round(idleWrites / IDLE_SECONDS, 2),
+    incident,
+  };
+}
+
+async function measureStorm(world: World, size: number, kubeconfig: string) {
+  const { core } = api();
+  await kubectl(['apply', '-f', '-'], stormStage());
+  await kubectl(['apply', '-f', '-'], policyManifest());
+  const operator = new OperatorProcess();
+  await operator.start([`--kubeconfig=${kubeconfig}`, '--log-level=info'], { built: true });
+  await until(
+    `${size} SandboxHealths`,
+    () => [...world.healths].filter((h) => h.startsWith('scale-')).length >= size,
+    600_000,
+  );
+  const stormFrom = new Date();
+  const items: { name: string; node: string }[] = [];
+  for (let i = 0; i < size; i++)
+    for (let j = 0; j < STORM_PODS_PER_NODE; j++)
+      items.push({ name: `storm-${nodeName(i)}-${j}`, node: nodeName(i) });
+  log(`storm: creating ${items.length} pods that kwok starts after 30-300 s`);
+  await inParallel('storm pods', items, CONCURRENCY, ({ name, node }) =>
+    core.createNamespacedPod({ namespace: NAMESPACE, body: plainPod(name, node, { 'bench-storm': 'held' }) }),
+  );
+  await sleep(20_000); // the first storm pods cross the threshold: every node degrades
+  const pending = world.count('Pending');
+  const incidentNodes = Array.from({ length: INCIDENT_NODES }, (_, i) =>
+    nodeName(Math.floor((i * size) / INCIDENT_NODES) + 1),
+  );
+  const incident = await measureIncident(world, operator, incidentNodes, 'storm', 180);
+  const stormAudit = (await operatorAudit(stormFrom)).filter((e) => WRITES.has(e.verb));
+  const events = stormAudit.filter((e) => e.objectRef?.resource === 'events').length;
+  const seconds = (Date.now() - stormFrom.getTime()) / 1000;
+  const peak = statusKiB(operator.pid!, 'VmHWM');
+  log(`storm: ${pending} pending pods; incident ${JSON.stringify(incident)}`);
+  await operator.stop();
+  await kubectl(['delete', 'sandboxpolicy', POLICY, '--wait=false']);
+  await resetNodes(incidentNodes);
+  await kubectl(['delete', 'stage.kwok.x-k8s.io', STORM_STAGE, '--ignore-not-found']);
+  await kubectl(['delete', 'pods', '-n', NAMESPACE, '-l', 'bench-storm=held', '--wait=false']);
+  return {
+    nodes: size,
+    stormPods: items.length,
+    pendingWhenMeasured: pending,
+    operatorEvents: events,
+    operatorWritesPerSecond: round(stormAudit.length / seconds, 2),
+    peakRssMiB: mib(peak),
+    incident,
+  };
+}
+
+// --------------------------------------------------------------------------------------------------------------
+
+if (!existsSync(join(REPO_ROOT, 'dist', 'src', 'main.js')))
+  throw new Error('run make build first: the bench starts dist/src/main.js');
+if (!(await isClusterUp())) await startCluster();
+if (!existsSync(AUDIT_LOG)) throw new Error('no audit log: restart the cluster with hack/cluster/up.sh');
+await applyCrds();
+await applyRbac();
+await kubectl(['create', 'namespace', NAMESPACE]);
+const dir = await mkdtemp(join(tmpdir(), 'scale-'));
+const kubeconfig = await writeTokenKubeconfig(
+  dir,
+  'operator',
+  await createToken('sandbox-remediator-system', 'sandbox-remediator-operator'),
+);
+const world = new World();
+await world.start();
+const results: SizeResult[] = [];
+let storm: Awaited<ReturnType<typeof measureStorm>> | undefined;
+try {
+  for (const size of SIZES) {
+    log(`growing the cluster to ${size} nodes, ${size * PODS_PER_NODE} pods`);
+    await ensureNodes(size);
+    await ensurePods(world, size);
+    results.push(await measureSize(world, size, kubeconfig));
+    writeResults();
+  }
+  if (STORM_PODS_PER_NODE > 0) {
+    storm = await measureStorm(world, SIZES.at(-1)!, kubeconfig);
+    writeResults();
+  }
+} finally {
+  world.stop();
+  await rm(dir, { recursive: true, force: true });
+  if (!KEEP) {
+    log('deleting what the bench created');
+    await kubectl(['delete', 'namespace', NAMESPACE, '--wait=false']);
+    await kubectl(['delete', 'nodes', '-l', POOL_LABEL, '--wait=false']);
+  }
+}
+
+function writeResults(): void {
+  const first = results[0];
+  const last = results.at(-1);
+  const growth =
+    first && last && last !== first
+      ? {
+          nodes: last.nodes / first.nodes,
+          startToReady: round(last.startToReadyMs / first.startToReadyMs, 2),
+          rss: round(last.rssMiB / first.rssMiB, 2),
+          heap: round(last.heapUsedMiB / first.heapUsedMiB, 2),
+          idleCpu: round(last.idleCpuPercent / Math.max(first.idleCpuPercent, 0.01), 2),
+          detectionP99: round(last.incident.detectionP99Ms / Math.max(first.incident.detectionP99Ms, 1), 2),
+        }
+      : undefined;
+  writeFileSync(
+    join(REPO_ROOT, 'bench', 'results', 'scale.json'),
+    `${JSON.stringify(
+      {
+        date: new Date().toISOString(),
+        machine: `${cpus().length} cores`,
+        podsPerNode: PODS_PER_NODE,
+        thresholdSeconds: THRESHOLD_SECONDS,
+        incident: `${INCIDENT_NODES} nodes x ${INCIDENT_PODS_PER_NODE} new pods`,
+        sizes: results,
+        ...(growth ? { growthFirstToLast: growth } : {}),
+        ...(storm ? { storm } : {}),
+      },
+      null,
+      2,
+    )}\n`,
+  );
+}

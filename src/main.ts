@@ -3,7 +3,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { OperatorFlags } from './cli/operator.js';
 import type { AgentFlags } from './cli/agent.js';
-import { LOG_LEVELS } from './observability/logger.js';
+import { LOG_LEVELS } from './observability/log.js';
 
 // `sandbox-remediator crds | head` closes the pipe early: that is not an error.
 process.stdout.on('error', (err: NodeJS.ErrnoException) => {

@@ -1,9 +1,9 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { IoReadingStatus } from '../api/v1alpha1/index.js';
-import type { Logger } from '../observability/logger.js';
+import type { Logger } from '../observability/log.js';
 import { isMaterialChange, isQuiet } from '../signals/material-change.js';
+import { AgentMetrics } from './metrics.js';
 import { computeReading } from './reading.js';
-import { takeSample, type RawSample } from './sampler.js';
+import { ProcReader, type RawSample } from './sampler.js';
 
 export interface Publisher {
   publish(reading: IoReadingStatus): Promise<'published' | 'missing'>;
@@ -25,80 +25,14 @@ export interface AgentOptions {
   clockTicksPerSecond?: number;
 }
 
-export class AgentMetrics {
-  readonly registry = new Registry();
-  private readonly g = (name: string, help: string, labelNames: string[] = []) =>
-    new Gauge({ name: `sandbox_remediator_agent_${name}`, help, labelNames, registers: [this.registry] });
-  readonly psiSome = this.g('io_pressure_some_avg10_percent', 'PSI io some avg10 (absent when unknown).');
-  readonly psiFull = this.g('io_pressure_full_avg10_percent', 'PSI io full avg10 (absent when unknown).');
-  readonly diskBusy = this.g(
-    'disk_busy_percent',
-    'Share of the last interval each whole disk had IO in flight.',
-    ['device'],
-  );
-  readonly blocked = this.g('procs_blocked', 'Tasks blocked on IO (procs_blocked).');
-  readonly dState = this.g(
-    'dstate_tasks',
-    'Tasks in D state, by whether they belong to the container runtime.',
-    ['runtime'],
-  );
-  readonly kworker = this.g(
-    'kworker_cpu_percent',
-    'CPU used by kworker threads over the last interval (100 = one core).',
-  );
-  readonly publishes = new Counter({
-    name: 'sandbox_remediator_agent_publishes_total',
-    help: 'Readings written to SandboxHealth, by result.',
-    labelNames: ['result'],
-    registers: [this.registry],
-  });
-  readonly lastPublish = this.g(
-    'last_publish_timestamp_seconds',
-    'Unix time of the last reading written to SandboxHealth; before the first, when the agent started (so an agent that never manages to publish shows as stale too).',
-  );
-  readonly readProblems = new Counter({
-    name: 'sandbox_remediator_agent_read_problems_total',
-    help: 'Samples in which a /proc part could not be read or parsed.',
-    registers: [this.registry],
-  });
-  readonly sampleSeconds = new Histogram({
-    name: 'sandbox_remediator_agent_sample_duration_seconds',
-    help: 'Time one /proc sample took.',
-    buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5],
-    registers: [this.registry],
-  });
-  constructor() {
-    collectDefaultMetrics({ register: this.registry });
-  }
-
-  record(reading: IoReadingStatus): void {
-    const set = (gauge: Gauge, value: number | undefined) => {
-      if (value === undefined) gauge.reset();
-      else gauge.set(value);
-    };
-    set(this.psiSome, reading.psiSomeAvg10Percent);
-    set(this.psiFull, reading.psiFullAvg10Percent);
-    set(this.blocked, reading.blockedProcesses);
-    set(this.kworker, reading.kworkerCpuPercent);
-    this.diskBusy.reset();
-    for (const device of reading.devices ?? [])
-      this.diskBusy.set({ device: device.name }, device.busyPercent);
-    this.dState.reset();
-    if (reading.dStateTasks) {
-      const runtime = reading.dStateTasks.filter((t) => t.runtime).length;
-      this.dState.set({ runtime: 'true' }, runtime);
-      this.dState.set({ runtime: 'false' }, reading.dStateTasks.length - runtime);
-    }
-  }
-}
-
 /**
  * Samples /proc every interval; publishes a reading when it moved into another band (isMaterialChange: with
  * hysteresis, so an idle node's wobble writes nothing) or the heartbeat is due. Readers call a reading older than
  * staleAfterSeconds (90 s by default) unknown: the heartbeat (60 s by default) must stay below it.
  */
 export class NodeAgent {
-  readonly metrics = new AgentMetrics();
+  readonly metrics: AgentMetrics;
+  private readonly proc: ProcReader;
   private previous: RawSample | undefined;
   private published: IoReadingStatus | undefined;
   private publishedAt = -Infinity;
@@ -111,17 +45,18 @@ export class NodeAgent {
   latest: IoReadingStatus | undefined;
 
   constructor(private readonly options: AgentOptions) {
+    this.metrics = new AgentMetrics(options.publisher !== undefined);
+    this.proc = new ProcReader(options.procRoot);
     // Staleness counts from the start until the first publish; an agent that publishes nothing has no such series.
     if (options.publisher) this.metrics.lastPublish.set(Date.now() / 1000);
-    else this.metrics.registry.removeSingleMetric('sandbox_remediator_agent_last_publish_timestamp_seconds');
   }
 
   /** One sample; returns the reading it produced. */
   async tick(): Promise<IoReadingStatus> {
     const { logger } = this.options;
-    const end = this.metrics.sampleSeconds.startTimer();
-    const sample = await takeSample(this.options.procRoot);
-    end();
+    const started = performance.now();
+    const sample = this.proc.sample();
+    this.metrics.sampleSeconds.observe((performance.now() - started) / 1000);
     if (sample.problems.length > 0) {
       this.metrics.readProblems.inc();
       const text = sample.problems.join('; ');

@@ -114,6 +114,8 @@ export interface StatInfo {
 export function parseStat(text: string, file = 'stat'): StatInfo {
   const info: StatInfo = {};
   for (const line of text.split('\n')) {
+    // The intr and softirq lines hold thousands of numbers on a big node: split only the two lines wanted.
+    if (!line.trimStart().startsWith('procs_')) continue;
     const [key, value] = line.trim().split(/\s+/);
     if (key !== 'procs_blocked' && key !== 'procs_running') continue;
     const n = finite(value);
@@ -141,11 +143,17 @@ export function parseTaskStat(text: string, file = 'PID/stat'): TaskStat {
   const close = text.lastIndexOf(')');
   if (open < 0 || close < open) throw new ProcParseError(file, 'no "(comm)" field');
   const pid = finite(text.slice(0, open));
-  const rest = text
-    .slice(close + 1)
-    .trim()
-    .split(/\s+/);
-  // Fields after comm: state(3) ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime(14) stime(15)
+  // Fields after comm: state(3) ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime(14) stime(15).
+  // Only these 13 are cut out, not the 50-odd of the line: the agent parses every kworker's stat every second.
+  const rest: string[] = [];
+  let at = close + 1;
+  while (rest.length < 13) {
+    while (at < text.length && text.charCodeAt(at) <= 32) at++;
+    if (at >= text.length) break;
+    const start = at;
+    while (at < text.length && text.charCodeAt(at) > 32) at++;
+    rest.push(text.slice(start, at));
+  }
   const state = rest[0];
   const utime = finite(rest[11]);
   const stime = finite(rest[12]);

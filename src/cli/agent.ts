@@ -1,6 +1,6 @@
 import { NodeAgent, type Publisher } from '../agent/agent.js';
 import { closeServers, untilStopSignal } from './process.js';
-import { createLogger, type LogLevel } from '../observability/logger.js';
+import { createLineLogger, type LogLevel } from '../observability/log.js';
 import { serve } from '../observability/server.js';
 
 export interface AgentFlags {
@@ -16,20 +16,27 @@ export interface AgentFlags {
 }
 
 export async function runAgent(flags: AgentFlags): Promise<number> {
-  const logger = createLogger(flags.logLevel, 'agent');
+  // Not winston, prom-client or client-node: the agent runs on every node (docs/adr/0011-lean-agent.md).
+  const logger = createLineLogger(flags.logLevel, 'agent');
   const nodeName = flags.nodeName ?? process.env.NODE_NAME;
   if (!nodeName) {
     logger.error('Refused to start: --node-name (or NODE_NAME) is required');
     return 2;
   }
-  let publisher: Publisher | undefined;
+  let publisher: (Publisher & { close(): void }) | undefined;
   if (flags.publish) {
-    // client-node is loaded only when the agent writes to the API.
-    const [{ loadKubeConfig }, { ReadingPublisher }] = await Promise.all([
-      import('../kube/client.js'),
+    const [{ loadApiAccess }, { ReadingPublisher }] = await Promise.all([
+      import('../kube/rest.js'),
       import('../kube/reading-publisher.js'),
     ]);
-    publisher = new ReadingPublisher(loadKubeConfig(flags.kubeconfig), nodeName);
+    try {
+      publisher = new ReadingPublisher(await loadApiAccess(flags.kubeconfig), nodeName);
+    } catch (err) {
+      logger.error('Refused to start: found no usable kubeconfig or in-cluster ServiceAccount', {
+        error: (err as Error).message,
+      });
+      return 2;
+    }
   }
   const agent = new NodeAgent({
     nodeName,
@@ -41,7 +48,7 @@ export async function runAgent(flags: AgentFlags): Promise<number> {
     ...(publisher ? { publisher } : {}),
   });
   const server = await serve(flags.metricsBindAddress, {
-    registry: agent.metrics.registry,
+    registry: agent.metrics,
     probes: { healthy: () => true, ready: () => agent.latest !== undefined },
   });
   logger.info('Started node agent', {
@@ -55,6 +62,7 @@ export async function runAgent(flags: AgentFlags): Promise<number> {
   const signal = await untilStopSignal();
   logger.info('Shutting down', { signal });
   await agent.stop();
+  publisher?.close();
   await closeServers(server);
   return 0;
 }

@@ -13,8 +13,9 @@ import { from, of } from '@kubernetes/client-node/dist/gen/rxjsStub.js';
 
 export type { KubeConfig } from '@kubernetes/client-node';
 
-/** The longest any single API request may take (watches excepted: they are long by design). */
-export const REQUEST_TIMEOUT_MS = 30_000;
+import { REQUEST_TIMEOUT_MS } from './rest.js';
+
+export { REQUEST_TIMEOUT_MS };
 
 /** One answered (or failed) API request: what was asked of which resource, and the HTTP status. */
 export interface ApiCall {

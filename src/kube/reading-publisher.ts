@@ -1,46 +1,51 @@
-import { CustomObjectsApi, PatchStrategy, setHeaderOptions, type KubeConfig } from '@kubernetes/client-node';
-import { GROUP, VERSION, type IoReadingStatus } from '../api/v1alpha1/index.js';
-import { isNotFound } from './errors.js';
+import { GROUP, VERSION } from '../api/v1alpha1/group.js';
+import type { IoReadingStatus } from '../api/v1alpha1/index.js';
+import { ApiClient, ApiError, type ApiAccess } from './rest.js';
 
 export const AGENT_FIELD_MANAGER = 'sandbox-remediator-agent';
 
 /**
  * Publishes the agent's reading into its node's SandboxHealth with server-side apply under its own field
- * manager, owning status.ioReading and nothing else (the operator owns the rest of the status).
+ * manager, owning status.ioReading and nothing else (the operator owns the rest of the status). It speaks to the
+ * apiserver through kube/rest.ts, not client-node: the agent runs on every node and must stay small.
  */
 export class ReadingPublisher {
-  private readonly custom: CustomObjectsApi;
+  private readonly client: ApiClient;
+  private readonly path: string;
+
   constructor(
-    kc: KubeConfig,
+    access: ApiAccess,
     private readonly nodeName: string,
+    options: { requestTimeoutMs?: number } = {},
   ) {
-    this.custom = kc.makeApiClient(CustomObjectsApi);
+    this.client = new ApiClient(access, options);
+    const query = new URLSearchParams({ fieldManager: AGENT_FIELD_MANAGER, force: 'true' });
+    this.path = `/apis/${GROUP}/${VERSION}/sandboxhealths/${encodeURIComponent(nodeName)}/status?${query.toString()}`;
   }
 
   /** 'missing' when no SandboxHealth exists yet (no policy selects the node, or the operator has not run). */
   async publish(reading: IoReadingStatus): Promise<'published' | 'missing'> {
+    const body = {
+      apiVersion: `${GROUP}/${VERSION}`,
+      kind: 'SandboxHealth',
+      metadata: { name: this.nodeName },
+      status: { ioReading: reading },
+    };
     try {
-      await this.custom.patchClusterCustomObjectStatus(
-        {
-          group: GROUP,
-          version: VERSION,
-          plural: 'sandboxhealths',
-          name: this.nodeName,
-          fieldManager: AGENT_FIELD_MANAGER,
-          force: true,
-          body: {
-            apiVersion: `${GROUP}/${VERSION}`,
-            kind: 'SandboxHealth',
-            metadata: { name: this.nodeName },
-            status: { ioReading: reading },
-          },
-        },
-        setHeaderOptions('Content-Type', PatchStrategy.ServerSideApply),
-      );
+      await this.client.send({
+        method: 'PATCH',
+        path: this.path,
+        contentType: 'application/apply-patch+yaml',
+        body: JSON.stringify(body),
+      });
       return 'published';
     } catch (err) {
-      if (isNotFound(err)) return 'missing';
+      if (err instanceof ApiError && err.code === 404) return 'missing';
       throw err;
     }
+  }
+
+  close(): void {
+    this.client.close();
   }
 }

@@ -1,14 +1,7 @@
 import winston from 'winston';
+import { LOG_LEVELS, type Logger, type LogLevel } from './log.js';
 
-export const LOG_LEVELS = ['error', 'warn', 'info', 'debug'] as const;
-export type LogLevel = (typeof LOG_LEVELS)[number];
-
-export interface Logger {
-  error(message: string, fields?: Record<string, unknown>): void;
-  warn(message: string, fields?: Record<string, unknown>): void;
-  info(message: string, fields?: Record<string, unknown>): void;
-  debug(message: string, fields?: Record<string, unknown>): void;
-}
+export { LOG_LEVELS, silentLogger, type Logger, type LogLevel } from './log.js';
 
 /** JSON lines on stderr: {"level","message","time", ...fields}. */
 export function createLogger(level: LogLevel = 'info', component = 'operator'): Logger {
@@ -25,10 +18,3 @@ export function createLogger(level: LogLevel = 'info', component = 'operator'): 
     };
   return { error: at('error'), warn: at('warn'), info: at('info'), debug: at('debug') };
 }
-
-export const silentLogger: Logger = {
-  error: () => undefined,
-  warn: () => undefined,
-  info: () => undefined,
-  debug: () => undefined,
-};

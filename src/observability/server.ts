@@ -1,6 +1,11 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Registry } from 'prom-client';
+
+/** What /metrics serves: a prom-client Registry, or the agent's own metrics (src/agent/metrics.ts). */
+export interface MetricsSource {
+  metrics(): Promise<string>;
+  readonly contentType: string;
+}
 
 export interface ProbeChecks {
   /** Liveness: the process is not wedged. */
@@ -23,7 +28,7 @@ export function parseBindAddress(address: string): { host: string; port: number 
 /** Serves /healthz, /readyz and/or /metrics; returns the bound address. */
 export async function serve(
   address: string,
-  routes: { probes?: ProbeChecks; registry?: Registry },
+  routes: { probes?: ProbeChecks; registry?: MetricsSource },
 ): Promise<{ server: Server; port: number } | undefined> {
   const bind = parseBindAddress(address);
   if (!bind) return undefined;

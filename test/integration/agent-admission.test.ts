@@ -8,6 +8,7 @@ import { GROUP, VERSION, type IoReadingStatus } from '../../src/api/v1alpha1/ind
 import { loadKubeConfig } from '../../src/kube/client.js';
 import { apiStatus } from '../../src/kube/errors.js';
 import { ReadingPublisher } from '../../src/kube/reading-publisher.js';
+import { loadApiAccess } from '../../src/kube/rest.js';
 import {
   api,
   Cleanup,
@@ -99,8 +100,10 @@ describe('config/agent/admission-policy.yaml: the agent writes only its own node
       ? agentApi().patchClusterCustomObjectStatus(request, mergePatch)
       : agentApi().patchClusterCustomObject(request, mergePatch);
   };
-  const publisherFor = (node: string, config = boundConfig) =>
-    new ReadingPublisher(loadKubeConfig(config), node);
+  /** The agent's own publisher, as `sandbox-remediator agent --kubeconfig` builds it. */
+  const publisherFor = (node: string, config = boundConfig) => ({
+    publish: async (r: IoReadingStatus) => new ReadingPublisher(await loadApiAccess(config), node).publish(r),
+  });
 
   /** Applies manifests, deleting in after() only the objects that did not exist before. */
   async function applyKeepingTrack(manifests: NamespacedManifest[], args: string[]) {

@@ -1,8 +1,7 @@
 import { z } from 'zod';
+import { GROUP, VERSION } from './group.js';
 
-/** The API group and version every kind in this package belongs to. */
-export const GROUP = 'sandbox.remediator.io';
-export const VERSION = 'v1alpha1';
+export { GROUP, VERSION };
 export const API_VERSION = `${GROUP}/${VERSION}`;
 
 /** Prefix of every label and annotation key the operator reads or writes. */

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { computeReading } from '../../../src/agent/reading.js';
-import { takeSample, type RawSample } from '../../../src/agent/sampler.js';
+import { ProcReader, type RawSample } from '../../../src/agent/sampler.js';
 import { parseDiskstats, parsePressure, parseStat } from '../../../src/agent/proc.js';
 import { REPO_ROOT } from '../../support/manifests.js';
 
@@ -82,7 +82,7 @@ describe('computeReading', () => {
   });
 });
 
-describe('takeSample on a /proc tree', () => {
+describe('ProcReader on a /proc tree', () => {
   let root: string;
   before(async () => {
     root = await mkdtemp(join(tmpdir(), 'proc-'));
@@ -102,8 +102,8 @@ describe('takeSample on a /proc tree', () => {
   });
   after(() => rm(root, { recursive: true, force: true }));
 
-  it('reads PSI, disks, blocked tasks, D-state tasks with wchan, and kworkers', async () => {
-    const s = await takeSample(root, () => 0);
+  it('reads PSI, disks, blocked tasks, D-state tasks with wchan, and kworkers', () => {
+    const s = new ProcReader(root, () => 0).sample();
     expect(s.problems).to.deep.equal([]);
     expect(s.stat).to.deep.equal({ procsRunning: 3, procsBlocked: 5 });
     expect(s.tasks.map((t) => [t.pid, t.state, t.wchan]).sort()).to.deep.equal([
@@ -114,7 +114,7 @@ describe('takeSample on a /proc tree', () => {
 
   it('reports a missing PSI file (old kernel) as unknown, with the reason', async () => {
     await rm(join(root, 'pressure'), { recursive: true });
-    const s = await takeSample(root, () => 0);
+    const s = new ProcReader(root, () => 0).sample();
     expect(s.pressure).to.equal(undefined);
     expect(s.problems).to.deep.equal(['pressure/io: missing (unknown)']);
     expect(computeReading(undefined, s, T)).to.not.have.property('psiSomeAvg10Percent');
@@ -122,14 +122,32 @@ describe('takeSample on a /proc tree', () => {
 
   it('reports a malformed file with a clear error, never a crash', async () => {
     await writeFile(join(root, 'diskstats'), ' 254 0 vda 1 2\n');
-    const s = await takeSample(root, () => 0);
+    const s = new ProcReader(root, () => 0).sample();
     expect(s.disks).to.equal(undefined);
     expect(s.problems.join()).to.match(/diskstats: line 1 has fewer than 14 numeric columns/);
   });
 
-  it('reports an unreadable /proc as unknown tasks', async () => {
-    const s = await takeSample(join(root, 'nope'), () => 0);
+  it('reports an unreadable /proc as unknown tasks', () => {
+    const s = new ProcReader(join(root, 'nope'), () => 0).sample();
     expect(s.tasksKnown).to.equal(false);
     expect(computeReading(undefined, s, T)).to.not.have.property('dStateTasks');
+  });
+
+  it('reuses its buffer without reading one file through another: a file longer than the buffer, then shorter ones', async () => {
+    const reader = new ProcReader(root, () => 0);
+    // Longer than the 16 KiB buffer it starts with, and a task whose stat is longer than the ones read after it.
+    const disks = Array.from({ length: 400 }, (_, i) => ` 8 ${i} sd${i}x 1 0 8 1 2 0 16 2 0 3 3 0 0 0 0`);
+    await writeFile(join(root, 'diskstats'), `${disks.join('\n')}\n`);
+    await writeFile(
+      join(root, '200', 'stat'),
+      '200 (kworker/u4:2-events_unbound_long_name) D 2 0 0 0 -1 0 0 0 0 0 0 40 0 0',
+    );
+    expect(reader.sample().disks).to.have.length(400);
+    await writeFile(join(root, 'diskstats'), fixture('load', 'diskstats'));
+    // A short stat after the long one: "(nginx) S" must not pick up the D or the kworker left in the buffer.
+    await writeFile(join(root, '200', 'stat'), '200 (nginx) S 1 1 1 0 -1 0 0 0 0 0 5 5 0 0');
+    const s = reader.sample();
+    expect(s.disks?.length).to.be.lessThan(400);
+    expect(s.tasks.map((t) => t.pid)).to.deep.equal([100]);
   });
 });

@@ -456,6 +456,18 @@ async function measureIncident(
     latencies.push(Math.max(0, seen - Math.max(event, created + THRESHOLD_SECONDS * 1000)));
   }
   latencies.sort((a, b) => a - b);
+  writeFileSync(
+    join(REPO_ROOT, '.cluster', 'logs', `scale-${tag}-operator.log`),
+    operator.logs.map((l) => JSON.stringify(l)).join('\n'),
+  );
+  const perPod = firstPods.map(([uid, node]) => ({
+    node,
+    uid: uid.slice(0, 8),
+    created: (world.podCreated.get(uid) ?? 0) - t0,
+    event: (world.firstEvent.get(uid) ?? 0) - t0,
+    seen: (world.detected.get(uid) ?? 0) - t0,
+  }));
+  writeFileSync(join(REPO_ROOT, '.cluster', 'logs', `scale-${tag}-pods.json`), JSON.stringify(perPod, null, 1));
   const cordon: number[] = [];
   const eviction: number[] = [];
   for (const node of nodes) {

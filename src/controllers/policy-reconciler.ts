@@ -54,6 +54,7 @@ import {
   detectionTransitions,
   storedDetectionStatus,
   type DetectionStatus,
+  type Transition,
 } from '../status/health-status.js';
 import { invalidPolicyStatus, validPolicyStatus } from '../status/policy-status.js';
 import {
@@ -161,6 +162,8 @@ function sameBlocks(previous: SandboxHealthStatus | undefined, blocked: readonly
 const EVICTION_IN_FLIGHT_MS = 60_000;
 /** Writes (node patches, evictions, SandboxHealths) in flight at once by default: independent nodes side by side. */
 const WRITE_CONCURRENCY = 8;
+/** Evictions one pass carries out; the rest are decided again by the next pass, at once. */
+const EVICTIONS_PER_PASS = 8;
 /** SandboxHealths a pass writes besides the urgent ones; the rest are written by the next pass, at once. */
 const REPORTS_PER_PASS = 64;
 
@@ -388,7 +391,7 @@ export class PolicyReconciler {
       observations.map((o) => [o.node.name, this.factsOf(o, dryRun, inFlight)]),
     );
     // Decide, on every owned node or not at all: a node still settling could hide a cordon from the limits.
-    const decision =
+    const decided =
       unsettled === 0 && observations.length === owned.length
         ? decideRemediation({
             policy: name,
@@ -399,6 +402,18 @@ export class PolicyReconciler {
             cacheReady: cache.watchesHealthy(),
           })
         : undefined;
+    // A pass evicts at most EVICTIONS_PER_PASS pods (one round of concurrent writes); the rest are decided again by
+    // the next pass, at once. A pass stays short, so new evidence on other nodes is not reported behind a queue of
+    // evictions.
+    let evictionsLeft = 0;
+    const decision = decided && {
+      ...decided,
+      actions: decided.actions.filter((a) => {
+        if (a.kind !== 'Evict' && a.kind !== 'Migrate') return true;
+        return evictionsLeft++ < EVICTIONS_PER_PASS;
+      }),
+    };
+    evictionsLeft = Math.max(0, evictionsLeft - EVICTIONS_PER_PASS);
     // Act.
     const actuator = dryRun ? this.deps.actuators.dryRun : this.deps.actuators.real;
     const recentEvictions = rateLog(
@@ -496,16 +511,20 @@ export class PolicyReconciler {
     const toWrite = [...urgent, ...routine.slice(0, Math.max(0, REPORTS_PER_PASS - urgent.length))];
     const deferred = routine.slice(toWrite.length - urgent.length);
     for (const report of deferred) this.markDirty(name, report.observation.node.name);
-    const blockedNewByNode: number[] = [];
+    // Every status first, then the Events of its transitions: an Event never holds up another node's status.
+    const written: { node: string; blockedNew: number; transitions: Transition[] }[] = [];
     await forEachLimit(toWrite, this.writeConcurrency, async (report) => {
       try {
-        blockedNewByNode.push(await this.writeReport(name, report));
+        written.push({ node: report.observation.node.name, ...(await this.writeReport(report)) });
       } catch (err) {
         this.markDirty(name, report.observation.node.name); // what the API holds is uncertain now: read it afresh
         failures.add(`status of sandboxhealth/${report.observation.node.name}`, err);
       }
     });
-    const blockedNew = blockedNewByNode.reduce((a, b) => a + b, 0);
+    await forEachLimit(written, this.writeConcurrency, async ({ node, transitions }) => {
+      for (const transition of transitions) await this.recordTransition(name, node, transition);
+    });
+    const blockedNew = written.reduce((n, w) => n + w.blockedNew, 0);
     this.lastPass = { ...this.lastPass, reported: toWrite.length, deferred: deferred.length };
     this.deps.onPass?.(this.lastPass);
 
@@ -571,7 +590,7 @@ export class PolicyReconciler {
     for (const b of decision?.blocked ?? [])
       if (b.liftsAt) waits.push(b.liftsAt.getTime() - now.getTime() + 1);
     if (decision?.blocked.some((b) => b.guard === 'CacheNotSynced')) waits.push(FOLLOW_UP_MS);
-    if (deferred.length > 0) waits.push(0); // the reports left for the next pass
+    if (deferred.length > 0 || evictionsLeft > 0) waits.push(0); // what was left for the next pass
     const wait = Math.max(0, Math.min(...waits));
     if (unsettled > 0) return { requeueAfterMs: Math.min(wait, SETTLE_RETRY_MS) };
     return { requeueAfterMs: wait };
@@ -1167,15 +1186,17 @@ export class PolicyReconciler {
     return { observation, input, desired, unchanged, urgent };
   }
 
-  /** Writes one node's SandboxHealth as planned, then its Events; returns how many blocks are new. */
-  private async writeReport(policyName: string, report: PlannedReport): Promise<number> {
-    const { writer, recorder, logger } = this.deps;
+  /** Writes one node's SandboxHealth as planned; returns how many blocks are new and the transitions to record. */
+  private async writeReport(
+    report: PlannedReport,
+  ): Promise<{ blockedNew: number; transitions: Transition[] }> {
+    const { writer } = this.deps;
     const { observation, input, desired } = report;
     const { node, previous } = observation;
     if (!observation.exists) await writer.createHealth(node);
     if (report.unchanged) {
       observation.exists = true;
-      return 0;
+      return { blockedNew: 0, transitions: [] };
     }
     const patch: Parameters<StatusWriter['patchHealthStatus']>[1] = { ...desired };
     if (previous?.remediation && !desired.remediation) patch.remediation = null;
@@ -1185,36 +1206,50 @@ export class PolicyReconciler {
     observation.exists = true;
     observation.previous = withoutUndefined({ ...previous, ...desired, remediation: desired.remediation });
     observation.factsMemo = undefined;
-    const transitions = [
-      ...detectionTransitions(node, previous, desired),
-      ...remediationTransitions(input, desired),
-    ];
-    for (const transition of transitions) {
-      if (
-        transition.reason === 'SandboxCreationStuck' ||
-        transition.reason === 'SandboxCreationDegraded' ||
-        transition.reason.endsWith('Recovered') ||
-        transition.reason === 'IoPressureHigh'
-      ) {
-        logger.info(
-          transition.reason === 'SandboxCreationStuck' ? 'Detected stuck Pod' : 'Changed Node state',
-          {
-            policy: policyName,
-            node: node.name,
-            ...(transition.target.kind === 'Pod'
-              ? { pod: `${transition.target.namespace}/${transition.target.name}` }
-              : {}),
-            reason: transition.reason,
-            message: transition.message,
-          },
-        );
-      }
-      await recorder.record(transition);
-    }
     const previousBlocked = new Set((previous?.blocked ?? []).map(blockKey));
     const fresh = (desired.blocked ?? []).filter((b) => !previousBlocked.has(blockKey(b)));
     for (const b of fresh) this.deps.onBlocked?.(b.guard);
-    return fresh.length;
+    return {
+      blockedNew: fresh.length,
+      transitions: [
+        ...detectionTransitions(node, previous, desired),
+        ...remediationTransitions(input, desired),
+      ],
+    };
+  }
+
+  /** Records one transition of a node's status as an Event; the ones an SRE follows are logged too. */
+  private async recordTransition(policyName: string, node: string, transition: Transition): Promise<void> {
+    if (
+      transition.reason === 'SandboxCreationStuck' ||
+      transition.reason === 'SandboxCreationDegraded' ||
+      transition.reason.endsWith('Recovered') ||
+      transition.reason === 'IoPressureHigh'
+    ) {
+      this.deps.logger.info(
+        transition.reason === 'SandboxCreationStuck' ? 'Detected stuck Pod' : 'Changed Node state',
+        {
+          policy: policyName,
+          node,
+          ...(transition.target.kind === 'Pod'
+            ? { pod: `${transition.target.namespace}/${transition.target.name}` }
+            : {}),
+          reason: transition.reason,
+          message: transition.message,
+        },
+      );
+    }
+    try {
+      await this.deps.recorder.record(transition);
+    } catch (err) {
+      // The status holds what happened; a lost Event is logged, not retried (the transition will not repeat).
+      this.deps.logger.warn('Failed to record an Event', {
+        policy: policyName,
+        node,
+        reason: transition.reason,
+        error: describe(err),
+      });
+    }
   }
 
   /**

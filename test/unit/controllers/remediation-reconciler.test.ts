@@ -306,6 +306,25 @@ describe('PolicyReconciler remediation', () => {
     expect(condition(cluster, 'n1', 'Cordoned')).to.include({ status: 'False', reason: 'CordonedByOthers' });
   });
 
+  it('evicts at most 8 pods a pass and comes back at once for the rest, within the eviction budget', async () => {
+    const { cluster, reconciler } = world(policySpec({ maxEvictionsPerMinute: 20 }));
+    const names = Array.from({ length: 12 }, (_, i) => `web-${i}`);
+    replicaSetPodsOn(cluster, 'n1', ...names);
+    await reconciler.reconcile('p'); // the cordon
+    cluster.takeWrites();
+
+    const second = await reconciler.reconcile('p');
+    expect(evictionWrites(cluster)).to.have.length(8);
+    expect(second.requeueAfterMs).to.equal(0);
+    expect(cluster.policy('p')!.status!.recentEvictions).to.have.length(8);
+    cluster.takeWrites();
+
+    await reconciler.reconcile('p');
+    expect(evictionWrites(cluster)).to.have.length(4);
+    expect(cluster.evicted).to.have.members(names.map((n) => `default/${n}`));
+    expect(cluster.policy('p')!.status!.recentEvictions).to.have.length(12);
+  });
+
   describe('read-your-writes', () => {
     it('decides nothing twice while its own cordon and evictions have not come back through the watch', async () => {
       const { cluster, reconciler } = world(policySpec());

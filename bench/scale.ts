@@ -467,7 +467,10 @@ async function measureIncident(
     event: (world.firstEvent.get(uid) ?? 0) - t0,
     seen: (world.detected.get(uid) ?? 0) - t0,
   }));
-  writeFileSync(join(REPO_ROOT, '.cluster', 'logs', `scale-${tag}-pods.json`), JSON.stringify(perPod, null, 1));
+  writeFileSync(
+    join(REPO_ROOT, '.cluster', 'logs', `scale-${tag}-pods.json`),
+    JSON.stringify(perPod, null, 1),
+  );
   const cordon: number[] = [];
   const eviction: number[] = [];
   for (const node of nodes) {

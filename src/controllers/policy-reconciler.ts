@@ -655,7 +655,9 @@ export class PolicyReconciler {
             staleAfterFor(reading, io_.staleAfterSeconds) * 1000 +
             1
           : NaN;
-        if (Number.isFinite(staleAt)) dueAt = Math.min(dueAt, staleAt);
+        // Only a moment still ahead: a reading stale already (its agent gone) has nothing more to wait for, and
+        // counting it would bring the node due on every pass, with the policy requeued at once, forever.
+        if (Number.isFinite(staleAt) && staleAt > now.getTime()) dueAt = Math.min(dueAt, staleAt);
         io = decideIoPressure({
           previousStatus: conditionStatus(previous?.conditions, 'IoPressureHigh'),
           previousTracking: previous?.ioPressure

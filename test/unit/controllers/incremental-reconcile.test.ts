@@ -91,4 +91,37 @@ describe('PolicyReconciler cost of a change', () => {
     await reconciler.reconcile('p');
     expect(reconciler.lastPass?.full).to.equal(true);
   });
+
+  it('comes back when a reading goes stale, once: a reading stale already (its agent gone) brings nothing due', async () => {
+    const { cluster, clock } = setup();
+    const observedAt = clock.now();
+    const reconciler = new PolicyReconciler({
+      writeConcurrency: 1,
+      cache: cluster,
+      writer: cluster,
+      recorder: cluster,
+      actuators: { real: cluster, dryRun: new DryRunActuator() },
+      clock,
+      logger: quiet,
+      resyncMs: 300_000,
+      sources: () => ({
+        kind: 'agent',
+        refresh: () => Promise.resolve(),
+        read: (node) =>
+          node === 'n000'
+            ? { source: 'agent', observedTime: new Date(observedAt).toISOString(), psiSomeAvg10Percent: 1 }
+            : undefined,
+      }),
+    });
+    const first = await reconciler.reconcile('p');
+    // Stale after the policy's default staleAfterSeconds (and 1 ms): the node is looked at again then.
+    expect(first.requeueAfterMs).to.be.greaterThan(0);
+    clock.advance(first.requeueAfterMs!);
+    await reconciler.reconcile('p');
+    expect(reconciler.lastPass).to.deep.include({ full: false, observed: 1 });
+    // Stale now: nothing is due until the resync, however often the policy is reconciled.
+    const after = await reconciler.reconcile('p');
+    expect(reconciler.lastPass).to.deep.include({ full: false, observed: 0 });
+    expect(after.requeueAfterMs).to.be.greaterThan(60_000);
+  });
 });

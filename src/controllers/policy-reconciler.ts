@@ -269,6 +269,8 @@ export class PolicyReconciler {
     string,
     { version: string | undefined; generation: number; message: string }
   >();
+  /** Each policy's status as we last wrote it, while the cache does not show that write yet. */
+  private readonly writtenPolicyStatus = new Map<string, SandboxPolicyStatus>();
   /** Nodes changed since a policy's last pass; 'all' after a change that can touch every node. */
   private readonly dirty = new Map<string, Set<string> | 'all'>();
   lastPass: PassStats | undefined;
@@ -287,8 +289,21 @@ export class PolicyReconciler {
     return this.expectations.isSettled(`${kind}/${name}`, this.deps.cache.observedVersion(kind, name));
   }
 
+  /** What the API holds of a policy's status after our merge patch of it (only this operator writes it). */
+  private rememberPolicyStatus(
+    name: string,
+    before: SandboxPolicyStatus | undefined,
+    patch: Partial<SandboxPolicyStatus>,
+  ): void {
+    this.writtenPolicyStatus.set(
+      name,
+      withoutUndefined({ ...(this.writtenPolicyStatus.get(name) ?? before), ...patch }),
+    );
+  }
+
   /** Drops what was remembered of a deleted policy. */
   private forgetPolicy(name: string): void {
+    this.writtenPolicyStatus.delete(name);
     this.deps.pacing?.delete(name);
     this.sourceErrors.delete(name);
     this.memory.delete(name);
@@ -322,7 +337,7 @@ export class PolicyReconciler {
   async reconcile(name: string): Promise<ReconcileResult> {
     const { cache, writer, clock, logger } = this.deps;
     const now = new Date(clock.now());
-    const policy = cache.policy(name);
+    let policy = cache.policy(name);
     const assignment = this.assignment();
     const failures = new Failures(logger, name);
     await this.deleteOrphanHealths(assignment, failures);
@@ -349,11 +364,17 @@ export class PolicyReconciler {
       failures.throwIfAny();
       return {};
     }
-    // The eviction log and the action counts are read from the policy's status: never from one older than our last write.
+    // The eviction log and the action counts are read from the policy's status: never from one older than our last
+    // write. Until the cache shows that write, what we wrote stands for it (only this operator writes the status),
+    // so a pass never waits for the watch: in an incident the status is written at almost every pass.
     if (!this.settled('SandboxPolicy', name)) {
-      failures.throwIfAny();
-      return { requeueAfterMs: SETTLE_RETRY_MS };
-    }
+      const written = this.writtenPolicyStatus.get(name);
+      if (!written) {
+        failures.throwIfAny();
+        return { requeueAfterMs: SETTLE_RETRY_MS };
+      }
+      policy = { ...policy, status: written };
+    } else this.writtenPolicyStatus.delete(name);
     const spec = validation.spec;
     const dryRun = spec.safety.dryRun || this.deps.dryRun === true;
     const owned = [...assignment.owner].filter(([, owner]) => owner === name).map(([node]) => node);
@@ -379,9 +400,13 @@ export class PolicyReconciler {
       : owned.filter(
           (n) => dirty?.has(n) || (memory.observations.get(n)?.dueAt ?? Infinity) <= now.getTime(),
         );
-    const { observations: fresh, unsettledNodes } = await this.observe(name, spec, toObserve, now, full);
+    const {
+      observations: fresh,
+      unsettledNodes,
+      pendingNodes,
+    } = await this.observe(name, spec, toObserve, now, full);
     for (const observation of fresh) memory.observations.set(observation.node.name, observation);
-    for (const node of unsettledNodes) this.markDirty(name, node);
+    for (const node of [...unsettledNodes, ...pendingNodes]) this.markDirty(name, node);
     const unsettled = unsettledNodes.length;
     const observed = new Set(fresh.map((o) => o.node.name));
     this.lastPass = { full, observed: observed.size, owned: owned.length };
@@ -563,6 +588,7 @@ export class PolicyReconciler {
     if (unsettled === 0 && !this.sameStatus(stored, status)) {
       try {
         this.expectations.expect(`SandboxPolicy/${name}`, await writer.patchPolicyStatus(name, status));
+        this.rememberPolicyStatus(name, stored, status);
         if (decision?.storm.detected && previousStorm !== 'True') {
           logger.warn('Detected a storm: starting nothing new', { policy: name, ...decision.storm });
           await this.deps.recorder.record({
@@ -592,7 +618,7 @@ export class PolicyReconciler {
     if (decision?.blocked.some((b) => b.guard === 'CacheNotSynced')) waits.push(FOLLOW_UP_MS);
     if (deferred.length > 0 || evictionsLeft > 0) waits.push(0); // what was left for the next pass
     const wait = Math.max(0, Math.min(...waits));
-    if (unsettled > 0) return { requeueAfterMs: Math.min(wait, SETTLE_RETRY_MS) };
+    if (unsettled > 0 || pendingNodes.length > 0) return { requeueAfterMs: Math.min(wait, SETTLE_RETRY_MS) };
     return { requeueAfterMs: wait };
   }
 
@@ -602,7 +628,13 @@ export class PolicyReconciler {
     nodeNames: string[],
     now: Date,
     full: boolean,
-  ): Promise<{ observations: NodeObservation[]; unsettledNodes: string[] }> {
+  ): Promise<{
+    observations: NodeObservation[];
+    /** Nodes whose own patch (a cordon) the cache does not show yet: nothing is decided until it does. */
+    unsettledNodes: string[];
+    /** Nodes whose SandboxHealth write the cache does not show yet: what was written stands for them meanwhile. */
+    pendingNodes: string[];
+  }> {
     const { cache, logger } = this.deps;
     const source = this.deps.sources?.(policyName, spec);
     // Polled sources are asked again on full passes (every pollMs); in between, their last answer stands.
@@ -632,12 +664,23 @@ export class PolicyReconciler {
     const findings = detectNodeFindings(stuck, nodeNames, spec.detection.minStuckPods);
     const observations: NodeObservation[] = [];
     const unsettledNodes: string[] = [];
+    const pendingNodes: string[] = [];
     const threshold = spec.detection.stuckThresholdSeconds;
     for (const [nodeName, nodeFindings] of findings) {
       const node = cache.node(nodeName);
       if (!node) continue;
-      if (!this.settled('Node', nodeName) || !this.settled('SandboxHealth', nodeName)) {
-        unsettledNodes.push(nodeName); // our own write is not back through the watch yet: decide nothing on the old state
+      // Our own write is not back through the watch yet: look at nothing about the node from the cache until it is.
+      // A node patch (a cordon) holds every decision, as the old node would be decided on again. A SandboxHealth
+      // write holds only this node's second look: the observation remembered from the pass that wrote it holds
+      // exactly what was written, and the rest of the policy goes on (in an incident, some node's status is being
+      // written at almost any moment: waiting for all of them at once would starve every decision).
+      if (!this.settled('Node', nodeName)) {
+        unsettledNodes.push(nodeName);
+        continue;
+      }
+      if (!this.settled('SandboxHealth', nodeName)) {
+        if (this.memory.get(policyName)?.observations.has(nodeName)) pendingNodes.push(nodeName);
+        else unsettledNodes.push(nodeName);
         continue;
       }
       const health = cache.health(nodeName);
@@ -703,7 +746,7 @@ export class PolicyReconciler {
       observations.push(observation);
     }
     await this.readIoHeavyPods(policyName, spec, observations);
-    return { observations, unsettledNodes };
+    return { observations, unsettledNodes, pendingNodes };
   }
 
   /**
@@ -907,6 +950,7 @@ export class PolicyReconciler {
           `SandboxPolicy/${name}`,
           await writer.patchPolicyStatus(name, { recentGateReleases: recentReleases }),
         );
+        this.rememberPolicyStatus(name, policy.status, { recentGateReleases: recentReleases });
         reserved = recentReleases;
       } catch (err) {
         ctx.failures.add(`gate release log of sandboxpolicy/${name}`, err);
@@ -1059,6 +1103,7 @@ export class PolicyReconciler {
           // Only this field: a merge patch leaves the rest of the status as it is.
           await this.deps.writer.patchPolicyStatus(policyName, { recentEvictions }),
         );
+        this.rememberPolicyStatus(policyName, policy.status, { recentEvictions });
         reserved = [...recentEvictions];
       } catch (err) {
         failures.add(`eviction log of sandboxpolicy/${policyName}`, err);

@@ -376,6 +376,31 @@ describe('PolicyReconciler remediation', () => {
       expect(cluster.evicted).to.deep.equal(['default/web-1', 'default/web-2']);
     });
 
+    it("decides on a saturated node while another node's SandboxHealth write is still on its way", async () => {
+      const { cluster, reconciler } = world(policySpec());
+      await reconciler.reconcile('p');
+      cluster.takeWrites();
+      cluster.takeEvents();
+      cluster.lagging = true;
+
+      // n2's status is written and its write is not back through the watch...
+      cluster.pods.push(aPod().named('slow').onNode('n2').waitingSince(T0).build());
+      reconciler.markDirty('p', 'n2');
+      await reconciler.reconcile('p');
+      expect(cluster.takeWrites()).to.include('patch health/n2');
+
+      // ...when n1's pods get stuck on IO: the cordon does not wait for n2's write to come back.
+      replicaSetPodsOn(cluster, 'n1', 'web-1');
+      reconciler.markDirty('p', 'n1');
+      await reconciler.reconcile('p');
+      expect(cluster.takeWrites()).to.include.members(['patch node/n1', 'patch health/n1']);
+      // The policy's counts stand on what was written for n2: two degraded nodes, one remediated.
+      cluster.deliver();
+      expect(cluster.policy('p')!.status).to.include({ degradedNodes: 2, remediatingNodes: 1 });
+      expect(condition(cluster, 'n2', 'SandboxCreationDegraded')).to.include({ status: 'True' });
+      expect(cluster.nodeMap.get('n2')!.unschedulable).to.equal(false);
+    });
+
     it('keeps the policy status as it was while its own writes are in flight', async () => {
       const { cluster, reconciler } = world(policySpec());
       replicaSetPodsOn(cluster, 'n1', 'web-1');

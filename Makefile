@@ -95,6 +95,12 @@ bench: deps tools ## Detection latency, cache memory (vs client-node's informer)
 	tsx bench/reconcile-cost.ts --nodes 1000 --rounds 50
 	tsx bench/api-writes.ts --before b9da2a8
 
+SIZES ?= 100,300,1000
+
+.PHONY: bench-scale
+bench-scale: deps tools build ## The operator at SIZES (100,300,1000) kwok nodes x 30 pods and in a storm: sync, memory, idle CPU, LISTs, detection, cordon, eviction, writes (about 45 min; not in make bench)
+	tsx bench/scale.ts --sizes $(SIZES)
+
 ##@ Local cluster
 
 .PHONY: cluster-up

@@ -536,6 +536,7 @@ interface SizeResult {
   heapUsedMiB: number;
   heapBytesPerPod: number;
   idleCpuPercent: number;
+  listsAtStart: number;
   listsAfterSync: number;
   idleWritesPerSecond: number;
   incident: IncidentResult;
@@ -546,6 +547,7 @@ async function measureSize(world: World, size: number, kubeconfig: string): Prom
   await kubectl(['apply', '-f', '-'], policyManifest());
   const operator = new OperatorProcess();
   const t0 = Date.now();
+  const startedAt = new Date(t0 - 1000);
   log(`${size} nodes: starting the operator`);
   await operator.start([`--kubeconfig=${kubeconfig}`, '--log-level=info'], {
     built: true,
@@ -575,6 +577,14 @@ async function measureSize(world: World, size: number, kubeconfig: string): Prom
   const idleCpu = ((cpuTicks(pid) - ticks) / TICKS / IDLE_SECONDS) * 100;
   const rss = statusKiB(pid, 'VmRSS');
   const heap = await metric(operator.metricsPort, 'nodejs_heap_size_used_bytes');
+  // The informers' first LISTs must be in the log, or the cluster predates LIST logging and 0 below would mean nothing.
+  const listsAtStart = (await operatorAudit(startedAt)).filter(
+    (e) => e.verb === 'list' && new Date(e.requestReceivedTimestamp) < syncedAt,
+  ).length;
+  if (listsAtStart === 0)
+    throw new Error(
+      "no LIST by the operator's ServiceAccount in the audit log: the cluster runs an older audit policy (make cluster-down first)",
+    );
   const idleAudit = await operatorAudit(syncedAt);
   const lists = idleAudit.filter((e) => e.verb === 'list').length;
   const idleWrites = idleAudit.filter((e) => WRITES.has(e.verb)).length;
@@ -600,6 +610,7 @@ async function measureSize(world: World, size: number, kubeconfig: string): Prom
     heapUsedMiB: round(heap / 2 ** 20),
     heapBytesPerPod: Math.round(heap / pods),
     idleCpuPercent: round(idleCpu, 2),
+    listsAtStart,
     listsAfterSync: lists,
     idleWritesPerSecond: round(idleWrites / IDLE_SECONDS, 2),
     incident,

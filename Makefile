@@ -95,6 +95,11 @@ bench: deps tools ## Detection latency, cache memory (vs client-node's informer)
 	tsx bench/reconcile-cost.ts --nodes 1000 --rounds 50
 	tsx bench/api-writes.ts --before b9da2a8
 
+.PHONY: bench-vs-descheduler
+bench-vs-descheduler: deps tools build ## The same incident (an IO-saturated node, a CNI failure on another) under the descheduler's PodLifeTime, then under the operator: time to evict, replacements back on the node, CNI pods evicted, peak RSS, API writes; builds the descheduler into ~/.cache when missing; results in bench/results/vs-descheduler.json
+	hack/cluster/build.sh descheduler
+	tsx bench/vs-descheduler.ts
+
 ##@ Local cluster
 
 .PHONY: cluster-up

@@ -99,6 +99,7 @@ bench: deps tools ## Detection latency, cache memory (vs client-node's informer)
 bench-vs-descheduler: deps tools build ## The same incident (an IO-saturated node, a CNI failure on another) under the descheduler's PodLifeTime, then under the operator: time to evict, replacements back on the node, CNI pods evicted, peak RSS, API writes; builds the descheduler into ~/.cache when missing; results in bench/results/vs-descheduler.json
 	hack/cluster/build.sh descheduler
 	tsx bench/vs-descheduler.ts
+	prettier --write --log-level warn bench/results/vs-descheduler.json
 
 ##@ Local cluster
 

@@ -6,9 +6,9 @@
 //
 // One phase: NODES kwok nodes; the tool starts; the incident starts on node 0 (containerd's name-reservation
 // failure; its agent, in phase B, reads a /proc with the PSI recorded under stress-ng) and on node 1 (a Calico
-// CNI failure; its agent reads an idle /proc); WARMUP seconds later a Deployment of REPLICAS pods is spread evenly
-// over the nodes (topology spread, maxSkew 1 per hostname), so each incident node holds REPLICAS/NODES stuck pods;
-// the phase then runs OBSERVE seconds and the tool is stopped.
+// CNI failure; its agent reads an idle /proc); WARMUP seconds later WAVES Deployments of REPLICAS/WAVES pods each,
+// INTERVAL/WAVES seconds apart, each spread evenly over the nodes (topology spread, maxSkew 1 per hostname), so
+// each incident node holds REPLICAS/NODES stuck pods; OBSERVE seconds after the first, the tool is stopped.
 //
 // Everything is measured outside both tools: bindings and evictions from the apiserver's audit log (its receive
 // times, microseconds), pod placement from a watch, peak RSS from the kernel (VmHWM), API writes from the audit
@@ -16,7 +16,8 @@
 // config/rbac's).
 //
 //   npx tsx bench/vs-descheduler.ts [--nodes 6] [--replicas 36] [--threshold-seconds 30] [--interval-seconds 30]
-//                                   [--warmup-seconds 20] [--observe-seconds 180] [--only descheduler|operator]
+//                                   [--warmup-seconds 20] [--observe-seconds 180] [--waves 3]
+//                                   [--only descheduler|operator]
 //                                   [--descheduler PATH]
 import { Watch, type V1Pod } from '@kubernetes/client-node';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -56,7 +57,9 @@ const INTERVAL_SECONDS = Number(flag('interval-seconds', '30'));
 const WARMUP_SECONDS = Number(flag('warmup-seconds', '20'));
 const OBSERVE_SECONDS = Number(flag('observe-seconds', '180'));
 const ONLY = flag('only', '');
-const APP = 'web';
+/** Deployments created INTERVAL/WAVES apart, so the first wave meets the descheduler's timer at every phase. */
+const WAVES = Number(flag('waves', '3'));
+const APPS = Array.from({ length: WAVES }, (_, i) => `web-${i}`);
 const CNI_MESSAGE =
   'Failed to create pod sandbox: rpc error: code = Unknown desc = failed to setup network for sandbox "{id}": plugin type="calico" failed (add): error getting ClusterInformation: connection is unauthorized: Unauthorized';
 
@@ -266,19 +269,25 @@ async function runPhase(tool: Tool, dir: string, descheduler: string): Promise<P
 
     const nodeOf = new Map<string, string>();
     watch = await watchPlacement(namespace, nodeOf);
-    await createSpreadDeployment(cleanup, namespace, APP, pool, REPLICAS);
     const deployedAt = new Date();
-    log(`${tool}: ${REPLICAS} pods created; observing for ${OBSERVE_SECONDS} s`);
+    const running = async () =>
+      (await Promise.all(APPS.map((app) => podsOf(namespace, app)))).flat().filter(isRunning).length;
+    // A rollout in waves: where a wave falls in the descheduler's 30 s cycle decides how long its first pods
+    // wait, so the waves cover the cycle evenly instead of one arbitrary offset deciding the figure.
+    for (const [i, app] of APPS.entries()) {
+      if (i > 0) await sleep((INTERVAL_SECONDS / WAVES) * 1000);
+      await createSpreadDeployment(cleanup, namespace, app, pool, REPLICAS / WAVES);
+    }
+    log(`${tool}: ${REPLICAS} pods in ${WAVES} Deployments; observing for ${OBSERVE_SECONDS} s`);
     for (let waited = 0; waited < OBSERVE_SECONDS; waited += 30) {
-      await sleep(Math.min(30, OBSERVE_SECONDS - waited) * 1000);
+      await sleep(
+        Math.max(0, Math.min(waited + 30, OBSERVE_SECONDS) * 1000 - (Date.now() - deployedAt.getTime())),
+      );
       for (const p of processes)
         if (!p.isRunning()) throw new Error(`${p.name} exited during the phase:\n${p.tail()}`);
-      const pods = await podsOf(namespace, APP);
-      log(
-        `${tool}: +${Math.min(waited + 30, OBSERVE_SECONDS)} s, ${pods.filter(isRunning).length}/${REPLICAS} Running`,
-      );
+      log(`${tool}: +${Math.min(waited + 30, OBSERVE_SECONDS)} s, ${await running()}/${REPLICAS} Running`);
     }
-    const runningAtEnd = (await podsOf(namespace, APP)).filter(isRunning).length;
+    const runningAtEnd = await running();
     const agentPeaks = agents.map((a) => a.peakRssKiB());
     const peakRssKiB = {
       tool: main.peakRssKiB(),
@@ -318,11 +327,10 @@ interface PhaseResult {
    * reached it at least one descheduling interval and 10 s before the tool stopped count, so a pod that no pass
    * of either tool could have seen yet is neither a sample nor a miss.
    */
-  stuckToFirstEvictionSeconds: {
-    p50: number | null;
-    p99: number | null;
-    max: number | null;
-    samples: number;
+  stuckToFirstEvictionSeconds: Latencies & {
+    /** Split: pods bound before the phase's first eviction, and replacements bound after it. */
+    firstWave: Latencies;
+    replacements: Latencies;
   };
   /** Of those pods, how many were never evicted. */
   stuckOnSaturatedNeverEvicted: number;
@@ -347,6 +355,13 @@ interface PhaseResult {
   wholeRunSeconds: number;
 }
 
+interface Latencies {
+  p50: number | null;
+  p99: number | null;
+  max: number | null;
+  samples: number;
+}
+
 interface WriteCount {
   total: number;
   failed: number;
@@ -356,6 +371,12 @@ interface WriteCount {
 const seconds = (ms: number) => Number((ms / 1000).toFixed(2));
 const mib = (kib: number) => Number((kib / 1024).toFixed(1));
 const at = (e: AuditEvent) => new Date(e.requestReceivedTimestamp).getTime();
+
+function latencies(millis: number[]): Latencies {
+  const sorted = [...millis].sort((a, b) => a - b);
+  const stat = (q: number) => (sorted.length ? seconds(percentile(sorted, q)) : null);
+  return { p50: stat(0.5), p99: stat(0.99), max: stat(1), samples: sorted.length };
+}
 
 function writesBy(events: AuditEvent[], user: string, from: Date): WriteCount {
   const count: WriteCount = { total: 0, failed: 0, byResource: {} };
@@ -388,15 +409,15 @@ function measure(o: PhaseObservations): PhaseResult {
     if (!firstEvictedAt.has(e.objectRef!.name!)) firstEvictedAt.set(e.objectRef!.name!, at(e));
   const firstEviction = Math.min(...evictions.map(at));
 
-  const stuckAt = (pod: string) => boundAt.get(pod)! + THRESHOLD_SECONDS * 1000;
+  // Both tools know when a pod was scheduled (or created) only to the second, as the API's timestamps hold it:
+  // the threshold counts from that second, or the operator would seem to act up to a second before a pod is stuck.
+  const stuckAt = (pod: string) => Math.floor(boundAt.get(pod)! / 1000) * 1000 + THRESHOLD_SECONDS * 1000;
   const horizon = end - (INTERVAL_SECONDS + 10) * 1000;
   const podsOn = (node: string) => [...boundAt.keys()].filter((pod) => o.nodeOf.get(pod) === node);
   const stuckOnSaturated = podsOn(o.saturated).filter((pod) => stuckAt(pod) <= horizon);
-  const latencies = stuckOnSaturated
-    .filter((pod) => firstEvictedAt.has(pod))
-    .map((pod) => firstEvictedAt.get(pod)! - stuckAt(pod))
-    .sort((a, b) => a - b);
-  const stat = (q: number) => (latencies.length ? seconds(percentile(latencies, q)) : null);
+  const waits = (pods: string[]) =>
+    pods.filter((pod) => firstEvictedAt.has(pod)).map((pod) => firstEvictedAt.get(pod)! - stuckAt(pod));
+  const isFirstWave = (pod: string) => boundAt.get(pod)! < firstEviction;
   const cniStuck = podsOn(o.cni).filter((pod) => stuckAt(pod) <= end);
   const nodeOfEviction = (e: AuditEvent) => o.nodeOf.get(e.objectRef!.name!) ?? '';
   const evictedOn = (node: string) => evictions.filter((e) => nodeOfEviction(e) === node).length;
@@ -407,10 +428,9 @@ function measure(o: PhaseObservations): PhaseResult {
   });
   return {
     stuckToFirstEvictionSeconds: {
-      p50: stat(0.5),
-      p99: stat(0.99),
-      max: latencies.length ? seconds(latencies.at(-1)!) : null,
-      samples: latencies.length,
+      ...latencies(waits(stuckOnSaturated)),
+      firstWave: latencies(waits(stuckOnSaturated.filter(isFirstWave))),
+      replacements: latencies(waits(stuckOnSaturated.filter((pod) => !isFirstWave(pod)))),
     },
     stuckOnSaturatedNeverEvicted: stuckOnSaturated.filter((pod) => !firstEvictedAt.has(pod)).length,
     evictions: {
@@ -460,6 +480,8 @@ function table(d: PhaseResult | undefined, o: PhaseResult | undefined): string {
   const r = d && o ? ratios(d, o) : undefined;
   const s = (v: number | null | undefined, unit = '') =>
     v === null || v === undefined ? '–' : `${v}${unit}`;
+  const split = (l: Latencies | undefined) =>
+    l?.samples ? `${l.p50} s / ${l.p99} s (${l.samples} pods)` : '–';
   const rows: [string, string, string, string][] = [
     ['', 'descheduler (PodLifeTime)', 'sandbox-remediator', 'ratio'],
     [
@@ -473,6 +495,18 @@ function table(d: PhaseResult | undefined, o: PhaseResult | undefined): string {
       s(d?.stuckToFirstEvictionSeconds.p99, ' s'),
       s(o?.stuckToFirstEvictionSeconds.p99, ' s'),
       s(r?.stuckToFirstEvictionP99),
+    ],
+    [
+      'the same, first wave only: p50 / p99',
+      split(d?.stuckToFirstEvictionSeconds.firstWave),
+      split(o?.stuckToFirstEvictionSeconds.firstWave),
+      '',
+    ],
+    [
+      'the same, replacements only: p50 / p99',
+      split(d?.stuckToFirstEvictionSeconds.replacements),
+      split(o?.stuckToFirstEvictionSeconds.replacements),
+      '',
     ],
     [
       'evictions from the saturated node',
@@ -548,6 +582,8 @@ const result = {
   scenario: {
     nodes: NODES,
     replicas: REPLICAS,
+    deployments: WAVES,
+    secondsBetweenDeployments: INTERVAL_SECONDS / WAVES,
     stuckPodsPerIncidentNode: REPLICAS / NODES,
     thresholdSeconds: THRESHOLD_SECONDS,
     deschedulingIntervalSeconds: INTERVAL_SECONDS,
@@ -564,8 +600,9 @@ const result = {
   },
   sandboxPolicy: sandboxPolicy('<pool>'),
   method: [
-    'stuck = bound (the scheduler binding in the audit log) + the threshold; first eviction = the first successful pods/eviction create by the tool for that pod in the audit log; samples = pods on the saturated node stuck at least one descheduling interval + 10 s before the tool stopped, evicted by then (the others are stuckOnSaturatedNeverEvicted)',
-    'replacements = pods bound after the first eviction of the phase; the Deployment spreads its pods with a hard topology spread constraint (maxSkew 1 per hostname, DoNotSchedule, taints honoured), so a node that lost pods is where the scheduler must put the next ones unless it is cordoned',
+    "stuck = bound (the scheduler binding in the audit log, to the second, as the pod's timestamps hold it) + the threshold; first eviction = the first successful pods/eviction create by the tool for that pod in the audit log; samples = pods on the saturated node stuck at least one descheduling interval + 10 s before the tool stopped, evicted by then (the others are stuckOnSaturatedNeverEvicted)",
+    'the Deployments are created INTERVAL/WAVES apart, so the first wave of stuck pods meets the descheduler at three points of its cycle rather than at one arbitrary offset; a replacement is created right after the pass that evicted its predecessor, so its wait is set by the cycle, whatever the offset',
+    'replacements = pods bound after the first eviction of the phase; each Deployment spreads its pods with a hard topology spread constraint (maxSkew 1 per hostname, DoNotSchedule, taints honoured), so a node that lost pods is where the scheduler must put the next ones unless it is cordoned',
     'peak RSS = VmHWM of the process; the operator and the agents run as compiled JavaScript (dist/), the descheduler as its Go binary',
     'API writes = create, update, patch and delete requests in the audit log by the tool user (and the agents user): in the incident window (Deployment creation to stop) and over the whole run (tool start to stop)',
   ],

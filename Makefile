@@ -101,6 +101,12 @@ SIZES ?= 100,300,1000
 bench-scale: deps tools build ## The operator at SIZES (100,300,1000) kwok nodes x 30 pods and in a storm: sync, memory, idle CPU, LISTs, detection, cordon, eviction, writes (about 45 min; not in make bench)
 	tsx bench/scale.ts --sizes $(SIZES)
 
+.PHONY: bench-vs-descheduler
+bench-vs-descheduler: deps tools build ## The same incident (an IO-saturated node, a CNI failure on another) under the descheduler's PodLifeTime, then under the operator: time to evict, replacements back on the node, CNI pods evicted, peak RSS, API writes; builds the descheduler into ~/.cache when missing; results in bench/results/vs-descheduler.json
+	hack/cluster/build.sh descheduler
+	tsx bench/vs-descheduler.ts
+	prettier --write --log-level warn bench/results/vs-descheduler.json
+
 ##@ Local cluster
 
 .PHONY: cluster-up

@@ -10,7 +10,7 @@ export PATH := $(CURDIR)/node_modules/.bin:$(PATH)
 
 .PHONY: help
 help: ## Show the targets
-	@awk 'BEGIN {FS = ":.*##"} /^##@/ {printf "\n%s\n", substr($$0, 5)} /^[a-zA-Z_-]+:.*##/ {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*##"} /^##@/ {printf "\n%s\n", substr($$0, 5)} /^[a-zA-Z_-]+:.*##/ {printf "  %-22s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund

@@ -269,6 +269,8 @@ export class PolicyReconciler {
     string,
     { version: string | undefined; generation: number; message: string }
   >();
+  /** The ownership the last complete sweep of orphans saw, and when the next is due anyway. */
+  private swept: { signature: string | undefined; until: number } = { signature: undefined, until: 0 };
   /** Each policy's status as we last wrote it, while the cache does not show that write yet. */
   private readonly writtenPolicyStatus = new Map<string, SandboxPolicyStatus>();
   /** Nodes changed since a policy's last pass; 'all' after a change that can touch every node. */
@@ -340,8 +342,17 @@ export class PolicyReconciler {
     let policy = cache.policy(name);
     const assignment = this.assignment();
     const failures = new Failures(logger, name);
-    await this.deleteOrphanHealths(assignment, failures);
-    await this.releaseOrphanStamps(assignment, failures);
+    // What no policy owns is swept when ownership changed (a policy or a node's labels), until a sweep got through
+    // everything, and at each resync: not on every pass, as it walks every node and SandboxHealth.
+    const signature = [...assignment.owner].map(([node, owner]) => `${node}=${owner}`).join('\n');
+    if (!policy || signature !== this.swept.signature || now.getTime() >= this.swept.until) {
+      const complete =
+        (await this.deleteOrphanHealths(assignment, failures)) &&
+        (await this.releaseOrphanStamps(assignment, failures));
+      this.swept = complete
+        ? { signature, until: now.getTime() + this.resyncMs }
+        : { signature: undefined, until: 0 };
+    }
     await this.releaseOrphanRollouts(failures, now);
     if (!policy) {
       this.forgetPolicy(name);
@@ -1304,17 +1315,27 @@ export class PolicyReconciler {
    * or relabelled): nothing would ever judge their recovery, and the stamps say exactly what to revert. A node
    * whose stamping policy still exists but is invalid is frozen, as its SandboxHealth is.
    */
-  private async releaseOrphanStamps(assignment: NodeAssignment, failures: Failures): Promise<void> {
+  /** Returns whether every orphan was released (or none was found). */
+  private async releaseOrphanStamps(assignment: NodeAssignment, failures: Failures): Promise<boolean> {
     const { cache, logger, recorder } = this.deps;
     // A dry-run operator changes nothing, and reporting the same release on every pass would only be noise.
-    if (!cache.watchesHealthy() || this.deps.dryRun) return;
+    if (this.deps.dryRun) return true;
+    if (!cache.watchesHealthy()) return false;
     const actuator = this.deps.actuators.real;
+    let complete = true;
     for (const node of cache.nodes()) {
       const stamps = node.stamps;
       if (!stamps || assignment.owner.has(node.name)) continue;
       const stamping = cache.policy(stamps.policy);
-      if (stamping && !validatePolicy(stamping).valid) continue;
-      if (!this.settled('Node', node.name)) continue;
+      // Frozen while its policy is invalid: looked at again on every pass, until the policy is fixed or gone.
+      if (stamping && !validatePolicy(stamping).valid) {
+        complete = false;
+        continue;
+      }
+      if (!this.settled('Node', node.name)) {
+        complete = false;
+        continue;
+      }
       const message = `No valid SandboxPolicy owns the node any more (${stamping ? `policy ${stamps.policy} no longer selects it` : `policy ${stamps.policy} is gone`}); undoing what it did.`;
       const target = `node/${node.name}`;
       const actions: Action[] = [
@@ -1341,6 +1362,7 @@ export class PolicyReconciler {
         this.expectations.expect(`Node/${node.name}`, version);
       } catch (err) {
         failures.add(`release of node/${node.name}`, err);
+        complete = false;
         continue;
       }
       for (const action of actions) {
@@ -1358,6 +1380,7 @@ export class PolicyReconciler {
         });
       }
     }
+    return complete;
   }
 
   /**
@@ -1433,20 +1456,26 @@ export class PolicyReconciler {
   }
 
   /** SandboxHealths of nodes no valid policy owns, unless their policy still exists but is invalid (frozen). */
-  private async deleteOrphanHealths(assignment: NodeAssignment, failures: Failures): Promise<void> {
+  private async deleteOrphanHealths(assignment: NodeAssignment, failures: Failures): Promise<boolean> {
     const { cache, writer, logger } = this.deps;
+    let complete = true;
     for (const health of cache.healths()) {
       if (assignment.owner.has(health.name)) continue;
       const recorded = health.status?.policy;
       const recordedPolicy = recorded ? cache.policy(recorded) : undefined;
-      if (recordedPolicy && !validatePolicy(recordedPolicy).valid) continue;
+      if (recordedPolicy && !validatePolicy(recordedPolicy).valid) {
+        complete = false; // frozen: looked at again on every pass
+        continue;
+      }
       logger.info('Deleted SandboxHealth of an unowned Node', { node: health.name, policy: recorded });
       try {
         await writer.deleteHealth(health.name);
       } catch (err) {
         failures.add(`deletion of sandboxhealth/${health.name}`, err);
+        complete = false;
       }
     }
+    return complete;
   }
 
   private sameStatus(a: unknown, b: unknown): boolean {

@@ -124,4 +124,27 @@ describe('PolicyReconciler cost of a change', () => {
     expect(reconciler.lastPass).to.deep.include({ full: false, observed: 0 });
     expect(after.requeueAfterMs).to.be.greaterThan(60_000);
   });
+
+  it('sweeps for orphans (every SandboxHealth, every node) when ownership changes and at the resync, not on every pass', async () => {
+    const { cluster, clock, reconciler } = setup();
+    let sweeps = 0;
+    const healths = cluster.healths.bind(cluster);
+    cluster.healths = () => {
+      sweeps++;
+      return healths();
+    };
+    await reconciler.reconcile('p');
+    expect(sweeps).to.equal(1);
+    reconciler.markDirty('p', 'n001');
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    expect(sweeps, 'no sweep while ownership stands').to.equal(1);
+
+    cluster.addNodes(aNode('late'));
+    await reconciler.reconcile('p');
+    expect(sweeps, 'a new node changes ownership').to.equal(2);
+    clock.advance(300_000);
+    await reconciler.reconcile('p');
+    expect(sweeps, 'the resync sweeps').to.equal(3);
+  });
 });

@@ -1,8 +1,7 @@
 #!/usr/bin/env node
 // Composition root: parses the command line and hands over to one subcommand.
-import { Command, InvalidArgumentError, Option } from 'commander';
 import type { OperatorFlags } from './cli/operator.js';
-import type { AgentFlags } from './cli/agent.js';
+import { AGENT_DESCRIPTION, formatAgentHelp, parsePositiveInt } from './cli/agent-options.js';
 import { LOG_LEVELS } from './observability/log.js';
 
 // `sandbox-remediator crds | head` closes the pipe early: that is not an error.
@@ -11,148 +10,136 @@ process.stdout.on('error', (err: NodeJS.ErrnoException) => {
   throw err;
 });
 
-const program = new Command()
-  .name('sandbox-remediator')
-  .description(
-    "Finds pods stuck in ContainerCreating because their node's disk IO is saturated, proves the IO pressure from node evidence, and remediates (cordon, evict, slow rollouts), undoing it all on recovery.",
-  )
-  .version(process.env.npm_package_version ?? '0.1.0')
-  .showHelpAfterError();
+// The agent, on every node, parses its own flags: commander alone is about 4 MiB of its RSS (docs/adr/0011).
+if (process.argv[2] === 'agent') {
+  const { runAgentCli } = await import('./cli/agent.js');
+  process.exitCode = await runAgentCli(process.argv.slice(3));
+} else {
+  await parseWithCommander(process.argv);
+}
 
-program
-  .command('validate')
-  .description(
-    'Validate SandboxPolicy manifests offline, exactly as the operator will, listing every problem',
-  )
-  .argument('<files...>', 'YAML files (- for standard input)')
-  .addHelpText(
-    'after',
-    '\nExit status: 0 when every policy is valid, 1 otherwise.\nExample: sandbox-remediator validate config/samples/*.yaml',
-  )
-  .action(async (files: string[]) => {
-    // Subcommands load their own dependencies: the agent on every node should not carry the operator's.
-    const { runValidate } = await import('./cli/validate.js');
-    process.exitCode = await runValidate(files);
-  });
+async function parseWithCommander(argv: string[]): Promise<void> {
+  const { Command, InvalidArgumentError, Option } = await import('commander');
+  const program = new Command()
+    .name('sandbox-remediator')
+    .description(
+      "Finds pods stuck in ContainerCreating because their node's disk IO is saturated, proves the IO pressure from node evidence, and remediates (cordon, evict, slow rollouts), undoing it all on recovery.",
+    )
+    .version(process.env.npm_package_version ?? '0.1.0')
+    .showHelpAfterError();
 
-const positiveInt = (value: string) => {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('must be a positive integer');
-  return n;
-};
+  program
+    .command('validate')
+    .description(
+      'Validate SandboxPolicy manifests offline, exactly as the operator will, listing every problem',
+    )
+    .argument('<files...>', 'YAML files (- for standard input)')
+    .addHelpText(
+      'after',
+      '\nExit status: 0 when every policy is valid, 1 otherwise.\nExample: sandbox-remediator validate config/samples/*.yaml',
+    )
+    .action(async (files: string[]) => {
+      // Subcommands load their own dependencies: the agent on every node should not carry the operator's.
+      const { runValidate } = await import('./cli/validate.js');
+      process.exitCode = await runValidate(files);
+    });
 
-program
-  .command('operator')
-  .description(
-    'Run the operator: watch pods, events and nodes; report SandboxHealth per node and SandboxPolicy status',
-  )
-  .option('--kubeconfig <path>', 'kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)')
-  .option(
-    '--leader-elect',
-    'run as one of several replicas: only the holder of a Lease in --operator-namespace acts (15 s lease, 10 s renew deadline, 2 s retry); the others keep warm caches and take over; losing the Lease exits',
-    false,
-  )
-  .option(
-    '--leader-election-id <name>',
-    'the Lease that --leader-elect holds, in --operator-namespace',
-    'sandbox-remediator-operator',
-  )
-  .option('--metrics-bind-address <addr>', 'where /metrics is served; "0" disables', ':8080')
-  .option(
-    '--health-probe-bind-address <addr>',
-    'where /healthz and /readyz are served; "0" disables',
-    ':8081',
-  )
-  .option(
-    '--dry-run',
-    'every policy decides and reports (logs, Events, metrics, status) but changes no Node or Pod (per policy: spec.safety.dryRun)',
-    false,
-  )
-  .addOption(new Option('--log-level <level>', 'log verbosity').choices(LOG_LEVELS).default('info'))
-  .option('--workers <n>', 'policies reconciled concurrently', positiveInt, 2)
-  .option(
-    '--ready-max-disconnected-seconds <n>',
-    '/readyz fails while any watch of the apiserver has been broken this long',
-    positiveInt,
-    60,
-  )
-  .option(
-    '--watch-silence-seconds <n>',
-    'restart a watch that delivered nothing, not even a bookmark (sent about once a minute), for this long',
-    positiveInt,
-    150,
-  )
-  .option(
-    '--install-crds',
-    "create or update the CustomResourceDefinitions (server-side apply) and wait until they are Established; needs write access to CRDs, which config/rbac's operator role does not grant: for an admin's kubeconfig",
-    false,
-  )
-  .option(
-    '--webhook-bind-address <addr>',
-    'where the pod-start pacing webhook listens (HTTPS), e.g. :9443; "0" turns it off (then pacePodStarts gates nothing)',
-    '0',
-  )
-  .option(
-    '--webhook-url <url>',
-    'the URL the apiserver calls, registered in the MutatingWebhookConfiguration (default: https://<bind address>/mutate-pods); in a cluster, use a Service in front of the operator',
-  )
-  .option(
-    '--webhook-cert-dir <dir>',
-    'tls.crt, tls.key (and ca.crt) for the webhook, as cert-manager mounts them; without it a CA and certificate are generated at start-up',
-  )
-  .option(
-    '--operator-namespace <ns>',
-    "the operator's own namespace, whose Deployments are never throttled (default: $POD_NAMESPACE)",
-    process.env.POD_NAMESPACE ?? 'sandbox-remediator-system',
-  )
-  .addHelpText(
-    'after',
-    '\nLogs are JSON lines on stderr. SIGTERM or SIGINT stops it gracefully.\nExample: sandbox-remediator operator --kubeconfig .cluster/kubeconfig --metrics-bind-address 127.0.0.1:8080',
-  )
-  .action(async (flags: OperatorFlags) => {
-    const { runOperator } = await import('./cli/operator.js');
-    // Exit now that it has stopped: a request abandoned to a silent apiserver must not keep the process alive.
-    process.exit(await runOperator(flags));
-  });
+  const positiveInt = (value: string) => {
+    const n = parsePositiveInt(value);
+    if (n instanceof Error) throw new InvalidArgumentError(n.message);
+    return n;
+  };
 
-program
-  .command('agent')
-  .description("Run the node agent: read IO pressure from /proc and publish it into the node's SandboxHealth")
-  .option('--node-name <name>', 'the node this agent runs on (default: $NODE_NAME)')
-  .option('--proc-root <dir>', "the host's /proc (mounted into the pod, e.g. /host/proc)", '/proc')
-  .option('--interval-seconds <n>', 'seconds between samples', positiveInt, 1)
-  .option('--heartbeat-seconds <n>', 'publish at least this often, even when nothing moved', positiveInt, 60)
-  .option(
-    '--pressured-heartbeat-seconds <n>',
-    'publish at least this often while any signal reads above idle, so a published value is never taken for current long after it changed',
-    positiveInt,
-    10,
-  )
-  .option('--kubeconfig <path>', 'kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)')
-  .option('--no-publish', 'only serve /metrics; write nothing to the API')
-  .option(
-    '--metrics-bind-address <addr>',
-    'where /metrics, /healthz and /readyz are served; "0" disables',
-    ':8082',
-  )
-  .addOption(new Option('--log-level <level>', 'log verbosity').choices(LOG_LEVELS).default('info'))
-  .addHelpText(
-    'after',
-    '\nReads pressure/io (PSI), diskstats (busy %, await, in flight), stat (procs_blocked), PID/stat and PID/wchan\n(D-state tasks, kworker CPU). A file that is missing or malformed makes its values unknown, never 0.\nExample: sandbox-remediator agent --node-name kwok-node-1 --kubeconfig .cluster/kubeconfig --metrics-bind-address 127.0.0.1:9102',
-  )
-  .action(async (flags: AgentFlags) => {
-    const { runAgent } = await import('./cli/agent.js');
-    process.exitCode = await runAgent(flags);
-  });
+  program
+    .command('operator')
+    .description(
+      'Run the operator: watch pods, events and nodes; report SandboxHealth per node and SandboxPolicy status',
+    )
+    .option('--kubeconfig <path>', 'kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)')
+    .option(
+      '--leader-elect',
+      'run as one of several replicas: only the holder of a Lease in --operator-namespace acts (15 s lease, 10 s renew deadline, 2 s retry); the others keep warm caches and take over; losing the Lease exits',
+      false,
+    )
+    .option(
+      '--leader-election-id <name>',
+      'the Lease that --leader-elect holds, in --operator-namespace',
+      'sandbox-remediator-operator',
+    )
+    .option('--metrics-bind-address <addr>', 'where /metrics is served; "0" disables', ':8080')
+    .option(
+      '--health-probe-bind-address <addr>',
+      'where /healthz and /readyz are served; "0" disables',
+      ':8081',
+    )
+    .option(
+      '--dry-run',
+      'every policy decides and reports (logs, Events, metrics, status) but changes no Node or Pod (per policy: spec.safety.dryRun)',
+      false,
+    )
+    .addOption(new Option('--log-level <level>', 'log verbosity').choices(LOG_LEVELS).default('info'))
+    .option('--workers <n>', 'policies reconciled concurrently', positiveInt, 2)
+    .option(
+      '--ready-max-disconnected-seconds <n>',
+      '/readyz fails while any watch of the apiserver has been broken this long',
+      positiveInt,
+      60,
+    )
+    .option(
+      '--watch-silence-seconds <n>',
+      'restart a watch that delivered nothing, not even a bookmark (sent about once a minute), for this long',
+      positiveInt,
+      150,
+    )
+    .option(
+      '--install-crds',
+      "create or update the CustomResourceDefinitions (server-side apply) and wait until they are Established; needs write access to CRDs, which config/rbac's operator role does not grant: for an admin's kubeconfig",
+      false,
+    )
+    .option(
+      '--webhook-bind-address <addr>',
+      'where the pod-start pacing webhook listens (HTTPS), e.g. :9443; "0" turns it off (then pacePodStarts gates nothing)',
+      '0',
+    )
+    .option(
+      '--webhook-url <url>',
+      'the URL the apiserver calls, registered in the MutatingWebhookConfiguration (default: https://<bind address>/mutate-pods); in a cluster, use a Service in front of the operator',
+    )
+    .option(
+      '--webhook-cert-dir <dir>',
+      'tls.crt, tls.key (and ca.crt) for the webhook, as cert-manager mounts them; without it a CA and certificate are generated at start-up',
+    )
+    .option(
+      '--operator-namespace <ns>',
+      "the operator's own namespace, whose Deployments are never throttled (default: $POD_NAMESPACE)",
+      process.env.POD_NAMESPACE ?? 'sandbox-remediator-system',
+    )
+    .addHelpText(
+      'after',
+      '\nLogs are JSON lines on stderr. SIGTERM or SIGINT stops it gracefully.\nExample: sandbox-remediator operator --kubeconfig .cluster/kubeconfig --metrics-bind-address 127.0.0.1:8080',
+    )
+    .action(async (flags: OperatorFlags) => {
+      const { runOperator } = await import('./cli/operator.js');
+      // Exit now that it has stopped: a request abandoned to a silent apiserver must not keep the process alive.
+      process.exit(await runOperator(flags));
+    });
 
-program
-  .command('crds')
-  .description('Print the CustomResourceDefinitions (the same as crds/), e.g. for kubectl apply -f -')
-  .action(async () => {
-    const { stringify } = await import('yaml');
-    const { buildCustomResourceDefinition, RESOURCE_KINDS } = await import('./api/v1alpha1/index.js');
-    for (const kind of RESOURCE_KINDS)
-      process.stdout.write(`---\n${stringify(buildCustomResourceDefinition(kind), { lineWidth: 0 })}`);
-  });
+  // Listed here and answering `help agent`; never run from here (see above). `[options]` only shows in the list.
+  program
+    .command('agent')
+    .description(AGENT_DESCRIPTION)
+    .argument('[options]')
+    .configureHelp({ formatHelp: () => formatAgentHelp(process.stdout.columns) });
 
-await program.parseAsync(process.argv);
+  program
+    .command('crds')
+    .description('Print the CustomResourceDefinitions (the same as crds/), e.g. for kubectl apply -f -')
+    .action(async () => {
+      const { stringify } = await import('yaml');
+      const { buildCustomResourceDefinition, RESOURCE_KINDS } = await import('./api/v1alpha1/index.js');
+      for (const kind of RESOURCE_KINDS)
+        process.stdout.write(`---\n${stringify(buildCustomResourceDefinition(kind), { lineWidth: 0 })}`);
+    });
+
+  await program.parseAsync(argv);
+}

@@ -1,18 +1,21 @@
 import { NodeAgent, type Publisher } from '../agent/agent.js';
+import { type AgentFlags, formatAgentHelp, parseAgentArgs } from './agent-options.js';
 import { closeServers, untilStopSignal } from './process.js';
-import { createLineLogger, type LogLevel } from '../observability/log.js';
+import { createLineLogger } from '../observability/log.js';
 import { serve } from '../observability/server.js';
 
-export interface AgentFlags {
-  nodeName?: string;
-  procRoot: string;
-  intervalSeconds: number;
-  heartbeatSeconds: number;
-  pressuredHeartbeatSeconds: number;
-  kubeconfig?: string;
-  publish: boolean;
-  metricsBindAddress: string;
-  logLevel: LogLevel;
+/** `sandbox-remediator agent <args>`: exits 1 on a bad command line, as commander does, after the help. */
+export async function runAgentCli(args: readonly string[]): Promise<number> {
+  const line = parseAgentArgs(args);
+  if (line.kind === 'help') {
+    process.stdout.write(formatAgentHelp(process.stdout.columns));
+    return 0;
+  }
+  if (line.kind === 'error') {
+    process.stderr.write(`error: ${line.message}\n\n${formatAgentHelp(process.stderr.columns)}`);
+    return 1;
+  }
+  return runAgent(line.flags);
 }
 
 export async function runAgent(flags: AgentFlags): Promise<number> {

@@ -147,6 +147,8 @@ class World {
   readonly podNode = new Map<string, string>();
   readonly podCreated = new Map<string, number>();
   readonly deletedAt = new Map<string, number>();
+  /** namespace/name -> node, for the audit log's evictions. */
+  readonly nodeOfPodName = new Map<string, string>();
   readonly firstEvent = new Map<string, number>();
   readonly firstEventOnNode = new Map<string, number>();
   readonly detected = new Map<string, number>();
@@ -181,7 +183,10 @@ class World {
         return;
       }
       this.phase.set(uid, p.status?.phase ?? 'Pending');
-      if (p.spec?.nodeName) this.podNode.set(uid, p.spec.nodeName);
+      if (p.spec?.nodeName) {
+        this.podNode.set(uid, p.spec.nodeName);
+        this.nodeOfPodName.set(`${p.metadata?.namespace}/${p.metadata?.name}`, p.spec.nodeName);
+      }
       const scheduled = p.status?.conditions?.find((c) => c.type === 'PodScheduled' && c.status === 'True');
       const since = scheduled?.lastTransitionTime ?? p.metadata?.creationTimestamp;
       if (since && !this.podCreated.has(uid)) this.podCreated.set(uid, new Date(since).getTime());
@@ -219,6 +224,17 @@ class World {
   stop(): void {
     this.stopped = true;
     for (const a of this.aborts) a.abort();
+  }
+  /** Forgets the last incident: each size's incident is measured on its own. */
+  resetIncident(): void {
+    for (const map of [
+      this.firstEvent,
+      this.firstEventOnNode,
+      this.detected,
+      this.cordonedAt,
+      this.deletedAt,
+    ])
+      map.clear();
   }
   count(phase: string): number {
     let n = 0;
@@ -365,7 +381,9 @@ async function startIncident(nodes: string[], tag: string): Promise<Incident> {
           template: {
             metadata: { labels: { incident: `${tag}-${node}` } },
             spec: {
-              nodeName: node,
+              // Through the scheduler, as a Deployment's pods go: once the node is cordoned, replacements wait
+              // (Pending, unschedulable) instead of landing on it again past the cordon.
+              nodeSelector: { 'kubernetes.io/hostname': node },
               terminationGracePeriodSeconds: 0,
               containers: [{ name: 'app', image: 'registry.local/app:1' }],
             },
@@ -417,8 +435,10 @@ async function measureIncident(
   const pid = operator.pid!;
   const from = new Date();
   const ticks = cpuTicks(pid);
+  world.resetIncident();
   const incident = await startIncident(nodes, tag);
   const t0 = incident.podsFrom;
+  let stoppedAt = new Date();
   const incidentNodes = new Set(nodes);
   const incidentPods = () =>
     [...world.podNode].filter(([uid, n]) => incidentNodes.has(n) && world.podCreated.get(uid)! >= t0 - 1000);
@@ -434,6 +454,7 @@ async function measureIncident(
       await sleep(500);
     }
   } finally {
+    stoppedAt = new Date();
     const late = nodes.filter((n) => !world.cordonedAt.has(n));
     if (late.length > 0) {
       const health = await kubectl(['get', 'sandboxhealth', late[0]!, '-o', 'jsonpath={.status}']);
@@ -444,8 +465,8 @@ async function measureIncident(
     log(`incident ${tag}: stopping`);
     await incident.stop();
   }
-  const elapsed = (Date.now() - t0) / 1000;
-  const cpu = ((cpuTicks(pid) - ticks) / TICKS / elapsed) * 100;
+  const elapsed = (stoppedAt.getTime() - t0) / 1000;
+  const cpu = ((cpuTicks(pid) - ticks) / TICKS / ((Date.now() - t0) / 1000)) * 100;
   const latencies: number[] = [];
   const firstPods = incidentPods().filter(([uid]) => world.podCreated.get(uid)! < t0 + 20_000);
   for (const [uid] of firstPods) {
@@ -471,6 +492,18 @@ async function measureIncident(
     join(REPO_ROOT, '.cluster', 'logs', `scale-${tag}-pods.json`),
     JSON.stringify(perPod, null, 1),
   );
+  // The incident's window only: from the start to the stop, before the bench's own cleanup deletes anything.
+  const audit = (await operatorAudit(from)).filter(
+    (e) => WRITES.has(e.verb) && new Date(e.requestReceivedTimestamp) <= stoppedAt,
+  );
+  // Evictions as the apiserver saw them: the operator's successful pods/eviction creates.
+  const evictedAt = new Map<string, number>();
+  for (const e of audit) {
+    if (e.objectRef?.subresource !== 'eviction' || (e.responseStatus?.code ?? 0) >= 300) continue;
+    const node = world.nodeOfPodName.get(`${e.objectRef.namespace}/${e.objectRef.name}`);
+    const at = new Date(e.requestReceivedTimestamp).getTime();
+    if (node && at < (evictedAt.get(node) ?? Infinity)) evictedAt.set(node, at);
+  }
   const cordon: number[] = [];
   const eviction: number[] = [];
   for (const node of nodes) {
@@ -478,14 +511,11 @@ async function measureIncident(
     if (first === undefined) continue;
     const cordoned = world.cordonedAt.get(node);
     if (cordoned !== undefined) cordon.push(cordoned - first);
-    const evicted = [...world.deletedAt]
-      .filter(([uid, at]) => world.podNode.get(uid) === node && at >= first)
-      .map(([, at]) => at);
-    if (evicted.length > 0) eviction.push(Math.min(...evicted) - first);
+    const evicted = evictedAt.get(node);
+    if (evicted !== undefined) eviction.push(evicted - first);
   }
   cordon.sort((a, b) => a - b);
   eviction.sort((a, b) => a - b);
-  const audit = (await operatorAudit(from)).filter((e) => WRITES.has(e.verb));
   const writes: Record<string, number> = {};
   for (const e of audit) {
     const key = `${e.verb} ${[e.objectRef?.resource, e.objectRef?.subresource].filter(Boolean).join('/')}`;

@@ -32,16 +32,16 @@ export function ownerOf(cache: ClusterCache, nodeName: string): string | undefin
 }
 
 /**
- * The node a change is about; undefined when it can touch every node (a policy edit); null when it touches no
- * node's state at all (Deployments and namespaces matter to rollout throttling, which reads them every pass).
+ * The node a change is about; null when it touches no node's state (Deployments and namespaces matter to rollout
+ * throttling, which reads them every pass). A policy change marks no node either: a new spec (generation) or a
+ * change of ownership already makes the next pass a full one, and the rest of a policy change is its status —
+ * our own write, coming back on every pass of an incident, which must not turn each next pass into a full one.
+ * An Event about a pod the cache does not hold (not Pending, or not yet seen) marks nothing: when the pod shows
+ * up, its own change marks its node, and the Event is read then.
  */
-export function nodeOf(
-  change: Change,
-  podByUid: (uid: string) => PodView | undefined,
-): string | undefined | null {
+export function nodeOf(change: Change, podByUid: (uid: string) => PodView | undefined): string | null {
   switch (change.kind) {
     case 'SandboxPolicy':
-      return undefined;
     case 'Deployment':
     case 'Namespace':
     case 'GatedPod':
@@ -49,9 +49,9 @@ export function nodeOf(
     case 'Node':
       return change.key;
     case 'Pod':
-      return change.pod.nodeName;
+      return change.pod.nodeName ?? null;
     case 'Event':
-      return change.event.involvedUid ? podByUid(change.event.involvedUid)?.nodeName : undefined;
+      return (change.event.involvedUid ? podByUid(change.event.involvedUid)?.nodeName : undefined) ?? null;
     case 'SandboxHealth':
       return change.health.nodeName ?? change.key;
   }

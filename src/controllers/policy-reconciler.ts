@@ -44,7 +44,7 @@ import {
 import type { Clock } from '../runtime/clock.js';
 import { TerminalError, type ReconcileResult } from '../runtime/controller.js';
 import { describeError, isConflict } from '../kube/errors.js';
-import { Expectations } from '../runtime/expectations.js';
+import { Expectations, isAtLeast } from '../runtime/expectations.js';
 import { forEachLimit } from '../runtime/limit.js';
 import { isMaterialChange } from '../signals/material-change.js';
 import type { IoSource } from '../signals/types.js';
@@ -162,6 +162,8 @@ function sameBlocks(previous: SandboxHealthStatus | undefined, blocked: readonly
 const EVICTION_IN_FLIGHT_MS = 60_000;
 /** Writes (node patches, evictions, SandboxHealths) in flight at once by default: independent nodes side by side. */
 const WRITE_CONCURRENCY = 8;
+/** How long a pod whose eviction a disruption budget refused goes after the others. */
+const EVICTION_REFUSED_MS = 30_000;
 /** Evictions one pass carries out; the rest are decided again by the next pass, at once. */
 const EVICTIONS_PER_PASS = 8;
 /** SandboxHealths a pass writes besides the urgent ones; the rest are written by the next pass, at once. */
@@ -272,10 +274,14 @@ export class PolicyReconciler {
   /** The ownership the last complete sweep of orphans saw, and when the next is due anyway. */
   private swept: { signature: string | undefined; until: number } = { signature: undefined, until: 0 };
   /** Each policy's status as we last wrote it, while the cache does not show that write yet. */
-  private readonly writtenPolicyStatus = new Map<string, SandboxPolicyStatus>();
+  private readonly writtenPolicyStatus = new Map<string, { status: SandboxPolicyStatus; version: string }>();
   /** Nodes changed since a policy's last pass; 'all' after a change that can touch every node. */
   private readonly dirty = new Map<string, Set<string> | 'all'>();
   lastPass: PassStats | undefined;
+  /** Nodes whose routine report the last pass left for later, with since when. */
+  private readonly deferredSince = new Map<string, number>();
+  /** Pods whose eviction a disruption budget refused, by uid, with until when they go after the others. */
+  private readonly evictionsRefused = new Map<string, number>();
   /** Pods evicted by this process that the cache still shows, by uid, with when to stop waiting. */
   private readonly evictionsInFlight = new Map<string, number>();
   /** The last error of each policy's IO source, so it is logged once per change rather than every poll. */
@@ -294,13 +300,17 @@ export class PolicyReconciler {
   /** What the API holds of a policy's status after our merge patch of it (only this operator writes it). */
   private rememberPolicyStatus(
     name: string,
+    version: string | undefined,
     before: SandboxPolicyStatus | undefined,
     patch: Partial<SandboxPolicyStatus>,
   ): void {
-    this.writtenPolicyStatus.set(
-      name,
-      withoutUndefined({ ...(this.writtenPolicyStatus.get(name) ?? before), ...patch }),
-    );
+    // No version (the policy is gone, or none came back): nothing to stand in for.
+    if (version === undefined) {
+      this.writtenPolicyStatus.delete(name);
+      return;
+    }
+    const status = withoutUndefined({ ...(this.writtenPolicyStatus.get(name)?.status ?? before), ...patch });
+    this.writtenPolicyStatus.set(name, { status, version });
   }
 
   /** Drops what was remembered of a deleted policy. */
@@ -346,9 +356,10 @@ export class PolicyReconciler {
     // everything, and at each resync: not on every pass, as it walks every node and SandboxHealth.
     const signature = [...assignment.owner].map(([node, owner]) => `${node}=${owner}`).join('\n');
     if (!policy || signature !== this.swept.signature || now.getTime() >= this.swept.until) {
-      const complete =
-        (await this.deleteOrphanHealths(assignment, failures)) &&
-        (await this.releaseOrphanStamps(assignment, failures));
+      // Both, always: one's being incomplete must not keep the other from running.
+      const healthsSwept = await this.deleteOrphanHealths(assignment, failures);
+      const stampsSwept = await this.releaseOrphanStamps(assignment, failures);
+      const complete = healthsSwept && stampsSwept;
       this.swept = complete
         ? { signature, until: now.getTime() + this.resyncMs }
         : { signature: undefined, until: 0 };
@@ -378,14 +389,17 @@ export class PolicyReconciler {
     // The eviction log and the action counts are read from the policy's status: never from one older than our last
     // write. Until the cache shows that write, what we wrote stands for it (only this operator writes the status),
     // so a pass never waits for the watch: in an incident the status is written at almost every pass.
-    if (!this.settled('SandboxPolicy', name)) {
-      const written = this.writtenPolicyStatus.get(name);
-      if (!written) {
-        failures.throwIfAny();
-        return { requeueAfterMs: SETTLE_RETRY_MS };
-      }
-      policy = { ...policy, status: written };
-    } else this.writtenPolicyStatus.delete(name);
+    // The stand-in holds until the cache shows that version, not for the fence's TTL only: a watch lagging in a
+    // storm must not bring back an older eviction log.
+    const standIn = this.writtenPolicyStatus.get(name);
+    const cached = cache.observedVersion('SandboxPolicy', name);
+    if (standIn && !(cached !== undefined && isAtLeast(cached, standIn.version)))
+      policy = { ...policy, status: standIn.status };
+    else if (standIn) this.writtenPolicyStatus.delete(name);
+    else if (!this.settled('SandboxPolicy', name)) {
+      failures.throwIfAny();
+      return { requeueAfterMs: SETTLE_RETRY_MS };
+    }
     const spec = validation.spec;
     const dryRun = spec.safety.dryRun || this.deps.dryRun === true;
     const owned = [...assignment.owner].filter(([, owner]) => owner === name).map(([node]) => node);
@@ -420,7 +434,7 @@ export class PolicyReconciler {
     for (const node of [...unsettledNodes, ...pendingNodes]) this.markDirty(name, node);
     const unsettled = unsettledNodes.length;
     const observed = new Set(fresh.map((o) => o.node.name));
-    this.lastPass = { full, observed: observed.size, owned: owned.length };
+    const pass: PassStats = { full, observed: observed.size, owned: owned.length };
     const observations = [...memory.observations.values()];
     const inFlight = new Set(this.evictionsInFlight.keys());
     const factsOf = new Map<string, NodeFacts>(
@@ -441,15 +455,24 @@ export class PolicyReconciler {
     // A pass evicts at most EVICTIONS_PER_PASS pods (one round of concurrent writes); the rest are decided again by
     // the next pass, at once. A pass stays short, so new evidence on other nodes is not reported behind a queue of
     // evictions.
+    // Pods a disruption budget refused lately go last, so the others get their turn meanwhile.
+    const refusedLately = (a: Action) =>
+      (a.kind === 'Evict' || a.kind === 'Migrate') &&
+      (this.evictionsRefused.get(a.pod.uid) ?? 0) > now.getTime();
     let evictionsLeft = 0;
     const decision = decided && {
       ...decided,
-      actions: decided.actions.filter((a) => {
+      actions: [
+        ...decided.actions.filter((a) => !refusedLately(a)),
+        ...decided.actions.filter(refusedLately),
+      ].filter((a) => {
         if (a.kind !== 'Evict' && a.kind !== 'Migrate') return true;
         return evictionsLeft++ < EVICTIONS_PER_PASS;
       }),
     };
     evictionsLeft = Math.max(0, evictionsLeft - EVICTIONS_PER_PASS);
+    for (const [uid, until] of this.evictionsRefused)
+      if (until <= now.getTime()) this.evictionsRefused.delete(uid);
     // Act.
     const actuator = dryRun ? this.deps.actuators.dryRun : this.deps.actuators.real;
     const recentEvictions = rateLog(
@@ -543,9 +566,24 @@ export class PolicyReconciler {
       if (report) planned.push(report);
     }
     const urgent = planned.filter((r) => r.urgent);
-    const routine = planned.filter((r) => !r.urgent);
-    const toWrite = [...urgent, ...routine.slice(0, Math.max(0, REPORTS_PER_PASS - urgent.length))];
-    const deferred = routine.slice(toWrite.length - urgent.length);
+    // Routine reports longest deferred first: in a long storm every node gets its turn.
+    const routine = planned
+      .filter((r) => !r.urgent)
+      .sort(
+        (a, b) =>
+          (this.deferredSince.get(a.observation.node.name) ?? Infinity) -
+          (this.deferredSince.get(b.observation.node.name) ?? Infinity),
+      );
+    const toWrite = [...urgent, ...routine.slice(0, REPORTS_PER_PASS)];
+    const deferred = routine.slice(REPORTS_PER_PASS);
+    const since = new Map(
+      deferred.map((r) => [
+        r.observation.node.name,
+        this.deferredSince.get(r.observation.node.name) ?? now.getTime(),
+      ]),
+    );
+    this.deferredSince.clear();
+    for (const [node, at] of since) this.deferredSince.set(node, at);
     for (const report of deferred) this.markDirty(name, report.observation.node.name);
     // Every status first, then the Events of its transitions: an Event never holds up another node's status.
     const written: { node: string; blockedNew: number; transitions: Transition[] }[] = [];
@@ -561,7 +599,8 @@ export class PolicyReconciler {
       for (const transition of transitions) await this.recordTransition(name, node, transition);
     });
     const blockedNew = written.reduce((n, w) => n + w.blockedNew, 0);
-    this.lastPass = { ...this.lastPass, reported: toWrite.length, deferred: deferred.length };
+    // Set once, at the end: with two workers, another policy's pass may have run in between.
+    this.lastPass = { ...pass, reported: toWrite.length, deferred: deferred.length };
     this.deps.onPass?.(this.lastPass);
 
     const previousStorm = policy.status?.conditions?.find((c) => c.type === 'StormDetected')?.status;
@@ -598,8 +637,9 @@ export class PolicyReconciler {
     };
     if (unsettled === 0 && !this.sameStatus(stored, status)) {
       try {
-        this.expectations.expect(`SandboxPolicy/${name}`, await writer.patchPolicyStatus(name, status));
-        this.rememberPolicyStatus(name, stored, status);
+        const version = await writer.patchPolicyStatus(name, status);
+        this.expectations.expect(`SandboxPolicy/${name}`, version);
+        this.rememberPolicyStatus(name, version, stored, status);
         if (decision?.storm.detected && previousStorm !== 'True') {
           logger.warn('Detected a storm: starting nothing new', { policy: name, ...decision.storm });
           await this.deps.recorder.record({
@@ -627,7 +667,12 @@ export class PolicyReconciler {
     for (const b of decision?.blocked ?? [])
       if (b.liftsAt) waits.push(b.liftsAt.getTime() - now.getTime() + 1);
     if (decision?.blocked.some((b) => b.guard === 'CacheNotSynced')) waits.push(FOLLOW_UP_MS);
-    if (deferred.length > 0 || evictionsLeft > 0) waits.push(0); // what was left for the next pass
+    // What was left for the next pass, at once: routine reports, and evictions while this pass got some through (a
+    // pass whose evictions a disruption budget all refused waits for the follow-up, not a busy loop).
+    const evicted = [...outcome.results.values()].some((r) =>
+      r.some((x) => (x.action.kind === 'Evict' || x.action.kind === 'Migrate') && x.outcome === 'Succeeded'),
+    );
+    if (deferred.length > 0 || (evictionsLeft > 0 && evicted)) waits.push(0);
     const wait = Math.max(0, Math.min(...waits));
     if (unsettled > 0 || pendingNodes.length > 0) return { requeueAfterMs: Math.min(wait, SETTLE_RETRY_MS) };
     return { requeueAfterMs: wait };
@@ -690,8 +735,14 @@ export class PolicyReconciler {
         continue;
       }
       if (!this.settled('SandboxHealth', nodeName)) {
-        if (this.memory.get(policyName)?.observations.has(nodeName)) pendingNodes.push(nodeName);
-        else unsettledNodes.push(nodeName);
+        const remembered = this.memory.get(policyName)?.observations.get(nodeName);
+        if (remembered) {
+          // The node itself is settled: its current view (an outside cordon, Ready) counts for the guards.
+          remembered.node = node;
+          remembered.version = cache.observedVersion('Node', nodeName);
+          remembered.factsMemo = undefined;
+          pendingNodes.push(nodeName);
+        } else unsettledNodes.push(nodeName);
         continue;
       }
       const health = cache.health(nodeName);
@@ -957,11 +1008,9 @@ export class PolicyReconciler {
       // The rate is spent in status first, as evictions are: a crash cannot reset it. Only this field is written,
       // so an eviction log reserved earlier in the pass stays as it is.
       try {
-        this.expectations.expect(
-          `SandboxPolicy/${name}`,
-          await writer.patchPolicyStatus(name, { recentGateReleases: recentReleases }),
-        );
-        this.rememberPolicyStatus(name, policy.status, { recentGateReleases: recentReleases });
+        const version = await writer.patchPolicyStatus(name, { recentGateReleases: recentReleases });
+        this.expectations.expect(`SandboxPolicy/${name}`, version);
+        this.rememberPolicyStatus(name, version, policy.status, { recentGateReleases: recentReleases });
         reserved = recentReleases;
       } catch (err) {
         ctx.failures.add(`gate release log of sandboxpolicy/${name}`, err);
@@ -1109,12 +1158,10 @@ export class PolicyReconciler {
     let reserved: string[] | undefined;
     if (evictions.length > 0) {
       try {
-        this.expectations.expect(
-          `SandboxPolicy/${policyName}`,
-          // Only this field: a merge patch leaves the rest of the status as it is.
-          await this.deps.writer.patchPolicyStatus(policyName, { recentEvictions }),
-        );
-        this.rememberPolicyStatus(policyName, policy.status, { recentEvictions });
+        // Only this field: a merge patch leaves the rest of the status as it is.
+        const version = await this.deps.writer.patchPolicyStatus(policyName, { recentEvictions });
+        this.expectations.expect(`SandboxPolicy/${policyName}`, version);
+        this.rememberPolicyStatus(policyName, version, policy.status, { recentEvictions });
         reserved = [...recentEvictions];
       } catch (err) {
         failures.add(`eviction log of sandboxpolicy/${policyName}`, err);
@@ -1182,6 +1229,7 @@ export class PolicyReconciler {
       try {
         const outcome = await actuator.evict(action.pod);
         if (outcome.result === 'Blocked') {
+          this.evictionsRefused.set(action.pod.uid, this.deps.clock.now() + EVICTION_REFUSED_MS);
           push(blocked, action.node, {
             kind: action.kind,
             node: action.node,

@@ -211,7 +211,8 @@ export class ApiClient {
   }
 
   async send(req: ApiRequest): Promise<ApiResponse> {
-    const url = new URL(req.path, this.access.server);
+    // Appended, not resolved: a server behind a path prefix (a proxy's /k8s/clusters/c) keeps it.
+    const url = new URL(this.access.server.replace(/\/+$/, '') + req.path);
     const token = this.bearer();
     const headers: Record<string, string> = { accept: 'application/json' };
     if (token) headers.authorization = `Bearer ${token}`;

@@ -46,7 +46,7 @@ export class Expectations {
  * resourceVersions are opaque to clients, except that equal means equal. Every apiserver backed by etcd hands
  * out its revision, an integer, so a larger one is newer; anything else is compared for equality only.
  */
-function isAtLeast(observed: string, expected: string): boolean {
+export function isAtLeast(observed: string, expected: string): boolean {
   if (observed === expected) return true;
   if (!/^\d+$/.test(observed) || !/^\d+$/.test(expected)) return false;
   return BigInt(observed) >= BigInt(expected);

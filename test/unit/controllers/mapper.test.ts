@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { policiesFor } from '../../../src/controllers/mapper.js';
+import { nodeOf, policiesFor } from '../../../src/controllers/mapper.js';
 import { aPod, anEvent } from '../../support/builders.js';
 import { aNode, MemoryCluster } from '../../support/memory-cluster.js';
 
@@ -69,5 +69,25 @@ describe('policiesFor', () => {
         byUid,
       ),
     ).to.deep.equal(['zone-a']);
+  });
+});
+
+describe('nodeOf', () => {
+  const pod = aPod().named('p').onNode('a1').build();
+  const byUid = (uid: string) => (uid === pod.uid ? pod : undefined);
+
+  it('names the node of a pod, its Events, a node and a SandboxHealth', () => {
+    expect(nodeOf({ kind: 'Pod', type: 'add', key: 'default/p', pod }, byUid)).to.equal('a1');
+    const event = anEvent().about(pod).build();
+    expect(nodeOf({ kind: 'Event', type: 'add', key: 'default/e', event }, byUid)).to.equal('a1');
+    expect(nodeOf({ kind: 'Node', type: 'update', key: 'b1' }, byUid)).to.equal('b1');
+  });
+
+  it('marks no node for a policy change (its own status coming back) or an Event about a pod not cached', () => {
+    // A spec or ownership change makes the next pass a full one anyway (incremental-reconcile.test.ts); marking
+    // every node here would make every pass after a status write a full one.
+    expect(nodeOf({ kind: 'SandboxPolicy', type: 'update', key: 'p' }, byUid)).to.equal(null);
+    const stray = anEvent().about(aPod().build()).build();
+    expect(nodeOf({ kind: 'Event', type: 'add', key: 'default/x', event: stray }, byUid)).to.equal(null);
   });
 });

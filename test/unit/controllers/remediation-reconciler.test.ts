@@ -325,6 +325,26 @@ describe('PolicyReconciler remediation', () => {
     expect(cluster.policy('p')!.status!.recentEvictions).to.have.length(12);
   });
 
+  it('goes on to the other pods when a disruption budget refuses the first 8, without a busy loop', async () => {
+    const { cluster, reconciler } = world(policySpec({ maxEvictionsPerMinute: 20 }));
+    const names = Array.from({ length: 12 }, (_, i) => `web-${i}`);
+    replicaSetPodsOn(cluster, 'n1', ...names);
+    // The first 8 in the decision's order (by name).
+    const first = [...names].sort().slice(0, 8);
+    for (const name of first) cluster.protectedPods.add(`default/${name}`);
+    await reconciler.reconcile('p'); // the cordon
+    cluster.takeWrites();
+
+    const refused = await reconciler.reconcile('p');
+    expect(cluster.evicted).to.deep.equal([]);
+    expect(blockedOf(cluster, 'n1')).to.have.length(8);
+    expect(refused.requeueAfterMs, 'nothing got through: the follow-up, not at once').to.be.greaterThan(0);
+
+    await reconciler.reconcile('p');
+    const others = names.filter((n) => !first.includes(n));
+    expect(cluster.evicted).to.have.members(others.map((n) => `default/${n}`));
+  });
+
   describe('read-your-writes', () => {
     it('decides nothing twice while its own cordon and evictions have not come back through the watch', async () => {
       const { cluster, reconciler } = world(policySpec());

@@ -16,7 +16,8 @@ import type { OperatorMetrics } from '../observability/metrics.js';
 import { realClock, type Clock } from '../runtime/clock.js';
 import { Controller } from '../runtime/controller.js';
 import { WorkQueue } from '../runtime/work-queue.js';
-import type { DetectionStatus } from '../status/health-status.js';
+import { BackgroundQueue } from '../runtime/background.js';
+import type { DetectionStatus, Transition } from '../status/health-status.js';
 import { nodeOf, policiesFor } from './mapper.js';
 import { PolicyReconciler } from './policy-reconciler.js';
 
@@ -54,6 +55,8 @@ export class Manager {
   readonly cache: InformerCache;
   readonly queue: WorkQueue<string>;
   private readonly controller: Controller<string>;
+  /** Events waiting to be written, out of the reconciler's way. */
+  private readonly events: BackgroundQueue<Transition>;
   private readonly stuckSeries = new Map<string, Set<string>>();
   private started = false;
   /** This replica acts: it leads, or runs without leader election. */
@@ -92,13 +95,32 @@ export class Manager {
         logger.info('Reading the kubelet Summary API again', { node });
       },
     });
+    const recorder = fenced(new KubeEventRecorder(kc), () => this.acting);
+    this.events = new BackgroundQueue<Transition>({
+      concurrency: 4,
+      limit: 10_000,
+      run: (transition) => recorder.record(transition),
+      onError: (transition, err) => {
+        logger.warn('Failed to record an Event', { reason: transition.reason, error: describeError(err) });
+      },
+      onDrop: () => {
+        metrics.eventsDropped.inc();
+      },
+    });
     const reconciler = new PolicyReconciler({
       sources: (policy, spec) => sources.forPolicy(policy, spec),
       cache: this.cache,
       // Every write goes through a fence: the moment leadership is lost (or the process stops), a reconcile
       // still running fails its next write instead of acting beside the new leader.
       writer: fenced(new KubeStatusWriter(kc), () => this.acting),
-      recorder: fenced(new KubeEventRecorder(kc), () => this.acting),
+      // Events are written in the background: the status written before them holds the same transition, and a
+      // pass must not wait on a round trip per Event before it looks at new evidence (ADR 0012).
+      recorder: {
+        record: (transition) => {
+          this.events.push(transition);
+          return Promise.resolve();
+        },
+      },
       actuators: { real: fenced(new KubeActuator(kc), () => this.acting), dryRun: new DryRunActuator() },
       workloads: new KubeWorkloadReader(kc),
       dryRun: options.dryRun === true,
@@ -340,6 +362,8 @@ export class Manager {
   }
 
   async stop(): Promise<void> {
+    // What was decided is told, briefly: Events still waiting get 2 s before the fence refuses them.
+    await this.events.drain(2_000);
     this.stopping = true;
     this.fence();
     this.started = false;

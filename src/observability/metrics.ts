@@ -131,6 +131,12 @@ export class OperatorMetrics {
     registers: [this.registry],
   });
 
+  readonly eventsDropped = new Counter({
+    name: 'sandbox_remediator_events_dropped_total',
+    help: 'Events not recorded because more than 10,000 were waiting to be written (statuses hold the same transitions).',
+    registers: [this.registry],
+  });
+
   constructor(withProcessMetrics = true) {
     if (withProcessMetrics) collectDefaultMetrics({ register: this.registry });
   }

@@ -65,7 +65,7 @@ try {
   ]);
   cleanup.add(() => hack('incident', ['stop', '--node', node]));
   log('starting the operator');
-  await operator.start(['--log-level=info']);
+  await operator.start(['--log-level=debug']);
 
   const firstEvent = new Map<string, number>();
   const bound = new Map<string, number>();
@@ -144,6 +144,10 @@ try {
   );
   if (detected.size < PODS) process.exitCode = 1;
 } finally {
+  writeFileSync(
+    join(REPO_ROOT, '.cluster', 'logs', 'detection-latency-operator.log'),
+    operator.logs.map((l) => JSON.stringify(l)).join('\n'),
+  );
   await operator.stop();
   await cleanup.run();
 }

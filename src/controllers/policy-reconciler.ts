@@ -731,10 +731,21 @@ export class PolicyReconciler {
       // exactly what was written, and the rest of the policy goes on (in an incident, some node's status is being
       // written at almost any moment: waiting for all of them at once would starve every decision).
       if (!this.settled('Node', nodeName)) {
+        logger.debug('Waiting for the watch to show our write', {
+          policy: policyName,
+          node: nodeName,
+          kind: 'Node',
+        });
         unsettledNodes.push(nodeName);
         continue;
       }
       if (!this.settled('SandboxHealth', nodeName)) {
+        logger.debug('Waiting for the watch to show our write', {
+          policy: policyName,
+          node: nodeName,
+          kind: 'SandboxHealth',
+          cached: cache.observedVersion('SandboxHealth', nodeName),
+        });
         const remembered = this.memory.get(policyName)?.observations.get(nodeName);
         if (remembered) {
           // The node itself is settled: its current view (an outside cordon, Ready) counts for the guards.

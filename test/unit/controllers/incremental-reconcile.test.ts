@@ -2,7 +2,7 @@
 // summaries held from earlier passes. Counted in nodes observed (PassStats), not timed.
 import { expect } from 'chai';
 import { DryRunActuator } from '../../../src/actuation/actuator.js';
-import { PolicyReconciler } from '../../../src/controllers/policy-reconciler.js';
+import { PolicyReconciler, type PolicyReconcilerDeps } from '../../../src/controllers/policy-reconciler.js';
 import { FakeClock } from '../../../src/runtime/clock.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
 import { aNode, MemoryCluster } from '../../support/memory-cluster.js';
@@ -10,7 +10,7 @@ import { aNode, MemoryCluster } from '../../support/memory-cluster.js';
 const quiet = { info: () => undefined, warn: () => undefined, debug: () => undefined };
 const NODE_COUNT = 200;
 
-function setup() {
+function setup(sources?: PolicyReconcilerDeps['sources']) {
   const names = Array.from({ length: NODE_COUNT }, (_, i) => `n${String(i).padStart(3, '0')}`);
   const cluster = new MemoryCluster()
     .addPolicy('p', { detection: { stuckThresholdSeconds: 30 }, safety: { maxUnhealthyNodes: 10 } })
@@ -25,6 +25,7 @@ function setup() {
     clock,
     logger: quiet,
     resyncMs: 300_000,
+    ...(sources ? { sources } : {}),
   });
   return { cluster, clock, reconciler, names };
 }
@@ -93,26 +94,15 @@ describe('PolicyReconciler cost of a change', () => {
   });
 
   it('comes back when a reading goes stale, once: a reading stale already (its agent gone) brings nothing due', async () => {
-    const { cluster, clock } = setup();
-    const observedAt = clock.now();
-    const reconciler = new PolicyReconciler({
-      writeConcurrency: 1,
-      cache: cluster,
-      writer: cluster,
-      recorder: cluster,
-      actuators: { real: cluster, dryRun: new DryRunActuator() },
-      clock,
-      logger: quiet,
-      resyncMs: 300_000,
-      sources: () => ({
-        kind: 'agent',
-        refresh: () => Promise.resolve(),
-        read: (node) =>
-          node === 'n000'
-            ? { source: 'agent', observedTime: new Date(observedAt).toISOString(), psiSomeAvg10Percent: 1 }
-            : undefined,
-      }),
-    });
+    const observedAt = secondsAfter(T0, 600).getTime(); // the fake clock's start
+    const { clock, reconciler } = setup(() => ({
+      kind: 'agent',
+      refresh: () => Promise.resolve(),
+      read: (node) =>
+        node === 'n000'
+          ? { source: 'agent', observedTime: new Date(observedAt).toISOString(), psiSomeAvg10Percent: 1 }
+          : undefined,
+    }));
     const first = await reconciler.reconcile('p');
     // Stale after the policy's default staleAfterSeconds (and 1 ms): the node is looked at again then.
     expect(first.requeueAfterMs).to.be.greaterThan(0);

@@ -275,6 +275,8 @@ export class PolicyReconciler {
   private swept: { signature: string | undefined; until: number } = { signature: undefined, until: 0 };
   /** Each policy's status as we last wrote it, while the cache does not show that write yet. */
   private readonly writtenPolicyStatus = new Map<string, { status: SandboxPolicyStatus; version: string }>();
+  /** Each node's SandboxHealth status as we last wrote it, while the cache does not show that write yet. */
+  private readonly writtenHealth = new Map<string, { status: SandboxHealthStatus; version: string }>();
   /** Nodes changed since a policy's last pass; 'all' after a change that can touch every node. */
   private readonly dirty = new Map<string, Set<string> | 'all'>();
   lastPass: PassStats | undefined;
@@ -295,6 +297,18 @@ export class PolicyReconciler {
   /** Whether the cache shows our last write of this object (the read-your-writes fence). */
   private settled(kind: VersionedKind, name: string): boolean {
     return this.expectations.isSettled(`${kind}/${name}`, this.deps.cache.observedVersion(kind, name));
+  }
+
+  /**
+   * The status our last SandboxHealth write left, while the cache does not show it yet; undefined once it does (read
+   * the cache), null when a write of ours is awaited that left nothing to stand in for it (wait for the watch).
+   */
+  private healthStandIn(node: string): { status: SandboxHealthStatus } | undefined | null {
+    const cached = this.deps.cache.observedVersion('SandboxHealth', node);
+    const standIn = this.writtenHealth.get(node);
+    if (standIn && !(cached !== undefined && isAtLeast(cached, standIn.version))) return standIn;
+    if (standIn) this.writtenHealth.delete(node);
+    return this.settled('SandboxHealth', node) ? undefined : null;
   }
 
   /** What the API holds of a policy's status after our merge patch of it (only this operator writes it). */
@@ -327,6 +341,7 @@ export class PolicyReconciler {
   /** Our write of this object is moot (it was deleted): stop waiting for the watch to show it. */
   forgetWrite(kind: 'Node' | 'SandboxHealth', name: string): void {
     this.expectations.forget(`${kind}/${name}`);
+    if (kind === 'SandboxHealth') this.writtenHealth.delete(name);
   }
 
   /** Notes what changed for a policy's next pass: one node, or (no node) everything it owns. */
@@ -739,25 +754,24 @@ export class PolicyReconciler {
         unsettledNodes.push(nodeName);
         continue;
       }
-      if (!this.settled('SandboxHealth', nodeName)) {
+      // Our SandboxHealth write is not back through the watch yet: what we wrote stands for it (only this operator
+      // writes the status's detection and remediation), so the node is looked at afresh, new stuck pods included,
+      // without waiting for the watch. In an incident the node's status is written at almost every pass: waiting
+      // for each echo would put a watch round trip between one stuck pod's report and the next.
+      const standIn = this.healthStandIn(nodeName);
+      if (standIn === null) {
         logger.debug('Waiting for the watch to show our write', {
           policy: policyName,
           node: nodeName,
           kind: 'SandboxHealth',
           cached: cache.observedVersion('SandboxHealth', nodeName),
         });
-        const remembered = this.memory.get(policyName)?.observations.get(nodeName);
-        if (remembered) {
-          // The node itself is settled: its current view (an outside cordon, Ready) counts for the guards.
-          remembered.node = node;
-          remembered.version = cache.observedVersion('Node', nodeName);
-          remembered.factsMemo = undefined;
-          pendingNodes.push(nodeName);
-        } else unsettledNodes.push(nodeName);
+        unsettledNodes.push(nodeName);
         continue;
       }
-      const health = cache.health(nodeName);
-      const previous = health?.status; // read before writing: a cache may update in place
+      const health = standIn ? undefined : cache.health(nodeName);
+      const previous = standIn ? standIn.status : health?.status; // read before writing: a cache may update in place
+      if (standIn) pendingNodes.push(nodeName);
       let io: IoPressureDecision | undefined;
       let readingToWrite: IoReadingStatus | undefined;
       let dueAt = nextStuckAt(cache.pendingPodsOn(nodeName), threshold, now)?.getTime() ?? Infinity;
@@ -808,7 +822,7 @@ export class PolicyReconciler {
       const observation: NodeObservation = {
         node,
         previous,
-        exists: health !== undefined,
+        exists: standIn !== undefined || health !== undefined,
         findings: nodeFindings,
         io,
         detection,
@@ -1322,6 +1336,8 @@ export class PolicyReconciler {
     // What the API holds now: the next pass need not read the node again to know it.
     observation.exists = true;
     observation.previous = withoutUndefined({ ...previous, ...desired, remediation: desired.remediation });
+    if (version === undefined) this.writtenHealth.delete(node.name);
+    else this.writtenHealth.set(node.name, { status: observation.previous, version });
     observation.factsMemo = undefined;
     const previousBlocked = new Set((previous?.blocked ?? []).map(blockKey));
     const fresh = (desired.blocked ?? []).filter((b) => !previousBlocked.has(blockKey(b)));

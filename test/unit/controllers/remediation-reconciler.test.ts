@@ -466,6 +466,33 @@ describe('PolicyReconciler remediation', () => {
       expect(cluster.takeEvents()).to.deep.equal([]);
       expect(condition(cluster, 'n1', 'SandboxCreationDegraded')).to.include({ status: 'True' });
     });
+
+    it('reports a pod newly stuck on a node whose last SandboxHealth write is not back yet, on what it wrote', async () => {
+      const { cluster, reconciler } = world(policySpec(), { source: false });
+      replicaSetPodsOn(cluster, 'n1', 'web-1');
+      cluster.lagging = true;
+      await reconciler.reconcile('p');
+      cluster.takeWrites();
+      cluster.takeEvents();
+
+      // A second pod gets stuck before the watch shows n1's first report: it is reported at once, with no wait
+      // for the watch, and what was reported before (the degraded condition, web-1) is not reported again.
+      replicaSetPodsOn(cluster, 'n1', 'web-2');
+      reconciler.markDirty('p', 'n1');
+      await reconciler.reconcile('p');
+      expect(cluster.takeWrites().filter((w) => w.startsWith('patch health/'))).to.deep.equal([
+        'patch health/n1',
+      ]);
+      expect(cluster.takeEvents()).to.deep.equal(['Pod/web-2 Warning SandboxCreationStuck']);
+      cluster.deliver();
+      expect(health(cluster, 'n1').stuckPods!.map((p) => p.name)).to.have.members(['web-1', 'web-2']);
+      expect(condition(cluster, 'n1', 'SandboxCreationDegraded')).to.include({ status: 'True' });
+
+      // Both writes came back: nothing is left to write or record.
+      await reconciler.reconcile('p');
+      expect(cluster.takeWrites().filter((w) => !w.startsWith('patch policy/'))).to.deep.equal([]);
+      expect(cluster.takeEvents()).to.deep.equal([]);
+    });
   });
 
   describe('failure isolation', () => {

@@ -52,6 +52,9 @@ import { conditionStatus } from '../status/conditions.js';
 import {
   desiredDetectionStatus,
   detectionTransitions,
+  EVENT_WINDOW_MS,
+  type EventBudget,
+  POD_EVENTS_PER_NODE,
   storedDetectionStatus,
   type DetectionStatus,
   type Transition,
@@ -286,6 +289,8 @@ export class PolicyReconciler {
   private readonly evictionsRefused = new Map<string, number>();
   /** Pods evicted by this process that the cache still shows, by uid, with when to stop waiting. */
   private readonly evictionsInFlight = new Map<string, number>();
+  /** Stuck-pod Events each node got within EVENT_WINDOW_MS: when, for the pods' own and for the node's listing. */
+  private readonly stuckEvents = new Map<string, { pods: number[]; node: number | undefined }>();
   /** The last error of each policy's IO source, so it is logged once per change rather than every poll. */
   private readonly sourceErrors = new Map<string, string>();
   constructor(private readonly deps: PolicyReconcilerDeps) {
@@ -342,6 +347,7 @@ export class PolicyReconciler {
   forgetWrite(kind: 'Node' | 'SandboxHealth', name: string): void {
     this.expectations.forget(`${kind}/${name}`);
     if (kind === 'SandboxHealth') this.writtenHealth.delete(name);
+    if (kind === 'Node') this.stuckEvents.delete(name);
   }
 
   /** Notes what changed for a policy's next pass: one node, or (no node) everything it owns. */
@@ -1342,13 +1348,34 @@ export class PolicyReconciler {
     const previousBlocked = new Set((previous?.blocked ?? []).map(blockKey));
     const fresh = (desired.blocked ?? []).filter((b) => !previousBlocked.has(blockKey(b)));
     for (const b of fresh) this.deps.onBlocked?.(b.guard);
+    const stuck = detectionTransitions(node, previous, desired, this.eventBudget(node.name));
+    this.spendEventBudget(node.name, stuck);
     return {
       blockedNew: fresh.length,
-      transitions: [
-        ...detectionTransitions(node, previous, desired),
-        ...remediationTransitions(input, desired),
-      ],
+      transitions: [...stuck, ...remediationTransitions(input, desired)],
     };
+  }
+
+  /** What is left of a node's stuck-pod Events in the current window. */
+  private eventBudget(node: string): EventBudget {
+    const log = this.stuckEvents.get(node);
+    if (!log) return { pods: POD_EVENTS_PER_NODE, node: true };
+    const since = this.deps.clock.now() - EVENT_WINDOW_MS;
+    log.pods = log.pods.filter((at) => at > since);
+    if (log.node !== undefined && log.node <= since) log.node = undefined;
+    if (log.pods.length === 0 && log.node === undefined) this.stuckEvents.delete(node);
+    return { pods: POD_EVENTS_PER_NODE - log.pods.length, node: log.node === undefined };
+  }
+
+  private spendEventBudget(node: string, transitions: readonly Transition[]): void {
+    const now = this.deps.clock.now();
+    for (const t of transitions) {
+      if (t.reason !== 'SandboxCreationStuck') continue;
+      const log = this.stuckEvents.get(node) ?? { pods: [], node: undefined };
+      if (t.target.kind === 'Pod') log.pods.push(now);
+      else log.node = now;
+      this.stuckEvents.set(node, log);
+    }
   }
 
   /** Records one transition of a node's status as an Event; the ones an SRE follows are logged too. */

@@ -205,15 +205,27 @@ export interface Transition {
   message: string;
 }
 
-/** Newly stuck pods that get an Event of their own in one pass; the rest share one Event on their node. */
+/** Newly stuck pods that get an Event of their own, per node and EVENT_WINDOW_MS; the rest share Events on the node. */
 export const POD_EVENTS_PER_NODE = 3;
+/** The window over which a node's stuck-pod Events are counted (the reconciler keeps the count). */
+export const EVENT_WINDOW_MS = 10 * 60_000;
 const PODS_LISTED_PER_EVENT = 10;
+
+/**
+ * How many stuck-pod Events a node may still get: `pods` Events of their own, and whether one more Event on the
+ * node may list the rest. Pods beyond it are in the status (and the metrics) only.
+ */
+export interface EventBudget {
+  pods: number;
+  node: boolean;
+}
 
 /** Events for what changed between the stored and the desired status: only transitions, never repeats. */
 export function detectionTransitions(
   node: NodeView,
   previous: SandboxHealthStatus | undefined,
   desired: DetectionStatus,
+  budget: EventBudget = { pods: POD_EVENTS_PER_NODE, node: true },
 ): Transition[] {
   const transitions: Transition[] = [];
   const nodeRef = { kind: 'Node' as const, name: node.name, uid: node.uid };
@@ -255,12 +267,14 @@ export function detectionTransitions(
     });
 
   // Newly stuck pods: an Event on each of the first few (kubectl describe pod shows it), and one on the node for the
-  // rest, so a mass rollout stuck on every node writes a handful of Events per node, not one per pod.
+  // rest, as the budget allows: a mass rollout stuck on every node writes a handful of Events per node, not one per
+  // pod, and pods trickling in over an hour do not get one each either.
   const known = new Set((previous?.stuckPods ?? []).map((p) => p.uid));
   const fresh = desired.stuckPods
     .filter((p) => !known.has(p.uid))
     .sort((a, b) => Number(a.cause === 'Unknown') - Number(b.cause === 'Unknown'));
-  for (const pod of fresh.slice(0, POD_EVENTS_PER_NODE)) {
+  const own = Math.max(0, budget.pods);
+  for (const pod of fresh.slice(0, own)) {
     const detail = pod.reservedFor ? ` (name reserved for ${pod.reservedFor.slice(0, 12)})` : '';
     transitions.push({
       target: { kind: 'Pod', namespace: pod.namespace, name: pod.name, uid: pod.uid },
@@ -269,8 +283,8 @@ export function detectionTransitions(
       message: `Waiting in ${pod.waitingReason} since ${pod.waitingSince} on node ${node.name}; cause ${pod.cause}${detail}.`,
     });
   }
-  const rest = fresh.slice(POD_EVENTS_PER_NODE);
-  if (rest.length > 0) {
+  const rest = fresh.slice(own);
+  if (rest.length > 0 && budget.node) {
     const listed = rest.slice(0, PODS_LISTED_PER_EVENT).map((p) => `${p.namespace}/${p.name} (${p.cause})`);
     const more = rest.length - listed.length;
     transitions.push({

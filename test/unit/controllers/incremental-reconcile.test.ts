@@ -93,6 +93,41 @@ describe('PolicyReconciler cost of a change', () => {
     expect(reconciler.lastPass?.full).to.equal(true);
   });
 
+  it('gives pods trickling onto one node a few Events of their own per window, then one on the node, then none', async () => {
+    const { cluster, clock, reconciler } = setup();
+    await reconciler.reconcile('p');
+    cluster.takeEvents();
+    const stickOne = async (name: string) => {
+      const pod = aPod().named(name).onNode('n001').waitingSince(T0).build();
+      cluster.pods.push(pod);
+      cluster.events.push(anEvent().about(pod).saying(nameReservedMessage(pod)).build());
+      reconciler.markDirty('p', 'n001');
+      await reconciler.reconcile('p');
+      return cluster.takeEvents();
+    };
+    // One pod per pass: each pass's cap alone would give every one of them an Event.
+    expect(await stickOne('a')).to.deep.equal([
+      'Node/n001 Warning SandboxCreationDegraded',
+      'Pod/a Warning SandboxCreationStuck',
+    ]);
+    expect(await stickOne('b')).to.deep.equal(['Pod/b Warning SandboxCreationStuck']);
+    expect(await stickOne('c')).to.deep.equal(['Pod/c Warning SandboxCreationStuck']);
+    expect(await stickOne('d')).to.deep.equal(['Node/n001 Warning SandboxCreationStuck']);
+    expect(await stickOne('e')).to.deep.equal([]);
+    expect(cluster.health('n001')!.status!.stuckPodCount).to.equal(5); // the status lists them all
+
+    // Another node has a budget of its own.
+    const other = aPod().named('x').onNode('n002').waitingSince(T0).build();
+    cluster.pods.push(other);
+    reconciler.markDirty('p', 'n002');
+    await reconciler.reconcile('p');
+    expect(cluster.takeEvents()).to.include('Pod/x Warning SandboxCreationStuck');
+
+    // A new window: Events again.
+    clock.advance(10 * 60_000 + 1);
+    expect(await stickOne('f')).to.deep.equal(['Pod/f Warning SandboxCreationStuck']);
+  });
+
   it('comes back when a reading goes stale, once: a reading stale already (its agent gone) brings nothing due', async () => {
     const observedAt = secondsAfter(T0, 600).getTime(); // the fake clock's start
     const { clock, reconciler } = setup(() => ({

@@ -5,6 +5,7 @@ import {
   coarseCount,
   desiredDetectionStatus,
   detectionTransitions,
+  type EventBudget,
   POD_EVENTS_PER_NODE,
 } from '../../../src/status/health-status.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
@@ -115,7 +116,7 @@ describe('desiredDetectionStatus of stuck pods', () => {
 
 describe('detectionTransitions of newly stuck pods', () => {
   /** Events for `count` pods newly stuck on n1, the first `withCause` of them with a kubelet failure Event. */
-  function eventsFor(count: number, withCause: number) {
+  function eventsFor(count: number, withCause: number, budget?: EventBudget) {
     const pods = Array.from({ length: count }, (_, i) =>
       aPod().named(`web-${i}`).onNode('n1').waitingSince(T0).build(),
     );
@@ -134,7 +135,7 @@ describe('detectionTransitions of newly stuck pods', () => {
       now,
     };
     const desired = desiredDetectionStatus({ ...input, previous: undefined });
-    return detectionTransitions(aNode('n1'), undefined, desired).filter(
+    return detectionTransitions(aNode('n1'), undefined, desired, budget).filter(
       (t) => t.reason === 'SandboxCreationStuck',
     );
   }
@@ -159,5 +160,14 @@ describe('detectionTransitions of newly stuck pods', () => {
       /^37 more pod\(s\) newly waiting for a sandbox: default\/web-\d+ \(Unknown\)/,
     );
     expect(node.message).to.contain('and 27 more');
+  });
+
+  it('gives no more Events than the budget the window has left', () => {
+    const names = (budget: EventBudget) =>
+      eventsFor(5, 5, budget).map((e) => `${e.target.kind}/${e.target.name}`);
+    expect(names({ pods: 1, node: true })).to.deep.equal(['Pod/web-0', 'Node/n1']);
+    expect(names({ pods: 1, node: false })).to.deep.equal(['Pod/web-0']);
+    expect(names({ pods: 0, node: false })).to.deep.equal([]);
+    expect(names({ pods: -2, node: true })).to.deep.equal(['Node/n1']);
   });
 });

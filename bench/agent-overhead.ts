@@ -16,7 +16,6 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseAllDocuments } from 'yaml';
 import { GROUP, VERSION } from '../src/api/v1alpha1/index.js';
 import {
   api,
@@ -32,6 +31,7 @@ import { REPO_ROOT } from '../test/support/manifests.js';
 import { freePort } from '../test/support/monitoring.js';
 import { applyCrds, applyRbac } from '../test/support/operator-process.js';
 import { createToken, writeTokenKubeconfig } from '../test/support/tokens.js';
+import { deployedEnv } from './deployed-env.js';
 
 const SECONDS = Number(process.argv[process.argv.indexOf('--seconds') + 1]) || 60;
 const WITH_CLUSTER = !process.argv.includes('--no-cluster');
@@ -58,20 +58,6 @@ async function waitFor(url: string): Promise<void> {
     await new Promise((r) => setTimeout(r, 200));
   }
   throw new Error(`${url} did not answer`);
-}
-
-/** The NODE_OPTIONS the DaemonSet gives the agent's container. */
-function deployedNodeOptions(): string {
-  const docs = parseAllDocuments(readFileSync(join(REPO_ROOT, 'config/agent/daemonset.yaml'), 'utf8'));
-  const daemonSet = docs
-    .map((d) => d.toJS() as Record<string, unknown>)
-    .find((o) => o.kind === 'DaemonSet') as {
-    spec: {
-      template: { spec: { containers: { name: string; env?: { name: string; value?: string }[] }[] } };
-    };
-  };
-  const agent = daemonSet.spec.template.spec.containers.find((c) => c.name === 'agent');
-  return agent?.env?.find((e) => e.name === 'NODE_OPTIONS')?.value ?? '';
 }
 
 /**
@@ -129,7 +115,7 @@ try {
   });
   const built = await new Promise((resolve) => build.on('exit', resolve));
   if (built !== 0) throw new Error('tsc failed');
-  const nodeOptions = deployedNodeOptions();
+  const nodeOptions = deployedEnv('config/agent/daemonset.yaml', 'DaemonSet', 'agent').NODE_OPTIONS ?? '';
   const target = WITH_CLUSTER ? await publishingTarget(cleanup, dir) : undefined;
 
   const ports = new Map<string, number>();

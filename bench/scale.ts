@@ -33,6 +33,7 @@ import { applyCrds, applyRbac, OperatorProcess } from '../test/support/operator-
 import { createToken, writeTokenKubeconfig } from '../test/support/tokens.js';
 import { FAST_IO } from '../test/support/proc-root.js';
 import { SaturatedNode } from '../test/support/saturated-node.js';
+import { deployedEnv } from './deployed-env.js';
 import { percentile } from './stats.js';
 
 const arg = (name: string, fallback: string) => {
@@ -572,16 +573,20 @@ interface SizeResult {
   incident: IncidentResult;
 }
 
+/** The operator's environment as config/manager/manager.yaml deploys it (its V8 and malloc settings). */
+const OPERATOR_ENV = deployedEnv('config/manager/manager.yaml', 'Deployment', 'operator');
+
 async function measureSize(world: World, size: number, kubeconfig: string): Promise<SizeResult> {
   const pods = size * PODS_PER_NODE;
   await kubectl(['apply', '-f', '-'], policyManifest());
   const operator = new OperatorProcess();
   const t0 = Date.now();
   const startedAt = new Date(t0 - 1000);
-  log(`${size} nodes: starting the operator`);
+  log(`${size} nodes: starting the operator (${JSON.stringify(OPERATOR_ENV)})`);
   await operator.start([`--kubeconfig=${kubeconfig}`, '--log-level=info'], {
     built: true,
     waitForStarted: false,
+    env: OPERATOR_ENV,
   });
   let readyAt = 0;
   while (Date.now() - t0 < 300_000) {
@@ -647,12 +652,44 @@ async function measureSize(world: World, size: number, kubeconfig: string): Prom
   };
 }
 
+/**
+ * Memory of the operator as deployed and of one without the deployed environment (Node's defaults), one after the
+ * other on the same cluster, each measured as measureSize does: after sync, a settle and the idle minute.
+ */
+async function measureDeployedEnv(size: number, kubeconfig: string) {
+  await kubectl(['apply', '-f', '-'], policyManifest());
+  const once = async (env: Record<string, string>) => {
+    const operator = new OperatorProcess();
+    // Variables the deployment sets are emptied, so the bench's own environment does not stand in for them.
+    const cleared = Object.fromEntries(Object.keys(OPERATOR_ENV).map((k) => [k, env[k] ?? '']));
+    await operator.start([`--kubeconfig=${kubeconfig}`, '--log-level=info'], { built: true, env: cleared });
+    await sleep(10_000 + IDLE_SECONDS * 1000);
+    const result = {
+      env,
+      rssMiB: mib(statusKiB(operator.pid!, 'VmRSS')),
+      peakRssMiB: mib(statusKiB(operator.pid!, 'VmHWM')),
+      heapUsedMiB: round((await metric(operator.metricsPort, 'nodejs_heap_size_used_bytes')) / 2 ** 20),
+      heapTotalMiB: round((await metric(operator.metricsPort, 'nodejs_heap_size_total_bytes')) / 2 ** 20),
+    };
+    await operator.stop();
+    return result;
+  };
+  const deployed = await once(OPERATOR_ENV);
+  const defaults = await once({});
+  await kubectl(['delete', 'sandboxpolicy', POLICY, '--wait=false']);
+  log(`${size} nodes: deployed ${JSON.stringify(deployed)}, Node defaults ${JSON.stringify(defaults)}`);
+  return { nodes: size, deployed, defaults, rssRatio: round(deployed.rssMiB / defaults.rssMiB, 2) };
+}
+
 async function measureStorm(world: World, size: number, kubeconfig: string) {
   const { core } = api();
   await kubectl(['apply', '-f', '-'], stormStage());
   await kubectl(['apply', '-f', '-'], policyManifest());
   const operator = new OperatorProcess();
-  await operator.start([`--kubeconfig=${kubeconfig}`, '--log-level=info'], { built: true });
+  await operator.start([`--kubeconfig=${kubeconfig}`, '--log-level=info'], {
+    built: true,
+    env: OPERATOR_ENV,
+  });
   await until(
     `${size} SandboxHealths`,
     () => [...world.healths].filter((h) => h.startsWith('scale-')).length >= size,
@@ -713,6 +750,7 @@ const world = new World();
 await world.start();
 const results: SizeResult[] = [];
 let storm: Awaited<ReturnType<typeof measureStorm>> | undefined;
+let deployedEnvEffect: Awaited<ReturnType<typeof measureDeployedEnv>> | undefined;
 try {
   for (const size of SIZES) {
     log(`growing the cluster to ${size} nodes, ${size * PODS_PER_NODE} pods`);
@@ -721,6 +759,8 @@ try {
     results.push(await measureSize(world, size, kubeconfig));
     writeResults();
   }
+  deployedEnvEffect = await measureDeployedEnv(SIZES.at(-1)!, kubeconfig);
+  writeResults();
   if (STORM_PODS_PER_NODE > 0) {
     storm = await measureStorm(world, SIZES.at(-1)!, kubeconfig);
     writeResults();
@@ -760,6 +800,7 @@ function writeResults(): void {
         incident: `${INCIDENT_NODES} nodes x ${INCIDENT_PODS_PER_NODE} new pods`,
         sizes: results,
         ...(growth ? { growthFirstToLast: growth } : {}),
+        ...(deployedEnvEffect ? { deployedEnvEffect } : {}),
         ...(storm ? { storm } : {}),
       },
       null,

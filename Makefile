@@ -98,7 +98,7 @@ bench: deps tools ## Detection latency, cache memory (vs client-node's informer)
 SIZES ?= 100,300,1000
 
 .PHONY: bench-scale
-bench-scale: deps tools build ## The operator at SIZES (100,300,1000) kwok nodes x 30 pods and in a storm: sync, memory, idle CPU, LISTs, detection, cordon, eviction, writes (about 45 min; not in make bench)
+bench-scale: deps tools build ## The operator at SIZES (100,300,1000) kwok nodes x 30 pods and in a storm: sync, memory, idle CPU, LISTs, detection, cordon, eviction, writes, memory against Node's defaults, a CPU profile of an incident (about 55 min; not in make bench)
 	tsx bench/scale.ts --sizes $(SIZES)
 
 .PHONY: bench-vs-descheduler

@@ -4,9 +4,12 @@
 // pod; idle CPU over a minute; LISTs after sync (from the apiserver's audit log); then an incident on 10 nodes with
 // 10 new pods each: detection latency p50/p99 (first FailedCreatePodSandBox Event, once the threshold passed, to the
 // pod listed with its cause in SandboxHealth), time to the cordon and to the first eviction (from the node's first
-// such Event), the operator's CPU and its API writes per second (audit log). At the largest size a storm follows:
-// thousands of pods that kwok starts only after 30-300 s (a mass rollout), every node degraded, and the same incident
-// on 10 other nodes, measured the same way.
+// such Event), the operator's CPU, its API writes per second and the apiserver's own time for its SandboxHealth
+// patches (audit log). The operator runs with the environment config/manager/manager.yaml deploys (its V8 and malloc
+// settings). At the largest size three more runs follow: its memory as deployed against Node's defaults, one after
+// the other; the incident again on 10 other nodes under a CPU profile (--cpu-prof, summarised: busy share, GC, the
+// functions with the most self time); and a storm: thousands of pods that kwok starts only after 30-300 s (a mass
+// rollout), every node degraded, and the same incident on 10 other nodes, measured the same way.
 //
 //   make build && npx tsx bench/scale.ts [--sizes 100,300,1000] [--pods-per-node 30] [--storm-pods-per-node 5]
 //     [--idle-seconds 60] [--keep]
@@ -21,7 +24,7 @@ import {
   type V1Pod,
 } from '@kubernetes/client-node';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createReadStream, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { createReadStream, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -33,6 +36,7 @@ import { applyCrds, applyRbac, OperatorProcess } from '../test/support/operator-
 import { createToken, writeTokenKubeconfig } from '../test/support/tokens.js';
 import { FAST_IO } from '../test/support/proc-root.js';
 import { SaturatedNode } from '../test/support/saturated-node.js';
+import { summarizeProfile } from './cpu-profile.js';
 import { deployedEnv } from './deployed-env.js';
 import { percentile } from './stats.js';
 
@@ -424,6 +428,11 @@ interface IncidentResult {
   operatorCpuPercent: number;
   operatorWritesPerSecond: number;
   operatorWrites: Record<string, number>;
+  /** How long the apiserver took to answer the operator's SandboxHealth status patches (audit log). */
+  /** Incident pods the injector got a FailedCreatePodSandBox Event out for: none means no incident to detect. */
+  podsWithEvent: number;
+  apiserverHealthPatchP50Ms: number;
+  apiserverHealthPatchP99Ms: number;
 }
 
 async function measureIncident(
@@ -522,6 +531,15 @@ async function measureIncident(
     const key = `${e.verb} ${[e.objectRef?.resource, e.objectRef?.subresource].filter(Boolean).join('/')}`;
     writes[key] = (writes[key] ?? 0) + 1;
   }
+  // The apiserver's own time for each SandboxHealth status patch: a report cannot be seen before it is written.
+  const patchMs = audit
+    .filter((e) => e.objectRef?.resource === 'sandboxhealths' && e.objectRef.subresource === 'status')
+    .map(
+      (e) =>
+        new Date(e.stageTimestamp ?? e.requestReceivedTimestamp).getTime() -
+        new Date(e.requestReceivedTimestamp).getTime(),
+    )
+    .sort((a, b) => a - b);
   return {
     pods: firstPods.length,
     detected: latencies.length,
@@ -537,6 +555,9 @@ async function measureIncident(
     operatorCpuPercent: round(cpu),
     operatorWritesPerSecond: round(audit.length / elapsed, 2),
     operatorWrites: writes,
+    podsWithEvent: firstPods.filter(([uid]) => world.firstEvent.has(uid)).length,
+    apiserverHealthPatchP50Ms: Math.round(percentile(patchMs, 0.5)),
+    apiserverHealthPatchP99Ms: Math.round(percentile(patchMs, 0.99)),
   };
 }
 
@@ -681,6 +702,38 @@ async function measureDeployedEnv(size: number, kubeconfig: string) {
   return { nodes: size, deployed, defaults, rssRatio: round(deployed.rssMiB / defaults.rssMiB, 2) };
 }
 
+/**
+ * Where the operator's time goes during an incident: the same incident, on 10 other nodes, with an operator that
+ * writes a CPU profile (--cpu-prof). Its own run, so the profiler's cost is in no other figure.
+ */
+async function measureProfiledIncident(world: World, size: number, kubeconfig: string) {
+  await kubectl(['apply', '-f', '-'], policyManifest());
+  const dir = join(REPO_ROOT, '.cluster', 'profiles');
+  await rm(dir, { recursive: true, force: true });
+  const operator = new OperatorProcess();
+  await operator.start([`--kubeconfig=${kubeconfig}`, '--log-level=info'], {
+    built: true,
+    env: OPERATOR_ENV,
+    nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`],
+  });
+  await sleep(70_000); // its first pass over every node, and the settle, as measureSize waits
+  const nodes = Array.from({ length: INCIDENT_NODES }, (_, i) =>
+    nodeName(Math.floor((i * size) / INCIDENT_NODES) + 2),
+  );
+  const from = Date.now();
+  const incident = await measureIncident(world, operator, nodes, 'profiled', 180);
+  const windowMs = Date.now() - from;
+  await operator.stop();
+  await kubectl(['delete', 'sandboxpolicy', POLICY, '--wait=false']);
+  await resetNodes(nodes);
+  const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
+  if (!file) throw new Error(`no CPU profile in ${dir}: did the operator exit cleanly?`);
+  // The profile ends when the operator exits, just after the incident's window: its last windowMs is the incident.
+  const profile = summarizeProfile(join(dir, file), windowMs);
+  log(`profiled incident: ${JSON.stringify(incident)}; profile ${JSON.stringify(profile)}`);
+  return { nodes: size, profileFile: join('.cluster', 'profiles', file), incident, profile };
+}
+
 async function measureStorm(world: World, size: number, kubeconfig: string) {
   const { core } = api();
   await kubectl(['apply', '-f', '-'], stormStage());
@@ -751,6 +804,7 @@ await world.start();
 const results: SizeResult[] = [];
 let storm: Awaited<ReturnType<typeof measureStorm>> | undefined;
 let deployedEnvEffect: Awaited<ReturnType<typeof measureDeployedEnv>> | undefined;
+let profiled: Awaited<ReturnType<typeof measureProfiledIncident>> | undefined;
 try {
   for (const size of SIZES) {
     log(`growing the cluster to ${size} nodes, ${size * PODS_PER_NODE} pods`);
@@ -760,6 +814,8 @@ try {
     writeResults();
   }
   deployedEnvEffect = await measureDeployedEnv(SIZES.at(-1)!, kubeconfig);
+  writeResults();
+  profiled = await measureProfiledIncident(world, SIZES.at(-1)!, kubeconfig);
   writeResults();
   if (STORM_PODS_PER_NODE > 0) {
     storm = await measureStorm(world, SIZES.at(-1)!, kubeconfig);
@@ -801,6 +857,7 @@ function writeResults(): void {
         sizes: results,
         ...(growth ? { growthFirstToLast: growth } : {}),
         ...(deployedEnvEffect ? { deployedEnvEffect } : {}),
+        ...(profiled ? { profiledIncident: profiled } : {}),
         ...(storm ? { storm } : {}),
       },
       null,

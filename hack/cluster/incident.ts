@@ -97,11 +97,15 @@ startTime: {{ $t | Quote }}
   };
 }
 
+/**
+ * Whether kubelet would be creating this pod's sandbox: every container waiting for it, or none reported yet. A pod
+ * the simulator has not given a status yet (kwok lags behind under load) is still one kubelet tries to start.
+ */
 function isWaitingForSandbox(pod: V1Pod): boolean {
   if (pod.metadata?.deletionTimestamp) return false;
   const statuses = [...(pod.status?.initContainerStatuses ?? []), ...(pod.status?.containerStatuses ?? [])];
   return (
-    statuses.length > 0 &&
+    statuses.length === 0 ||
     statuses.every(
       (s) =>
         s.state?.waiting?.reason === 'ContainerCreating' || s.state?.waiting?.reason === 'PodInitializing',

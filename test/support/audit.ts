@@ -10,6 +10,8 @@ export interface AuditEvent {
   objectRef?: { resource?: string; subresource?: string; name?: string; namespace?: string };
   responseStatus?: { code?: number };
   requestReceivedTimestamp: string;
+  /** When the response completed (the policy logs that stage only). */
+  stageTimestamp?: string;
 }
 
 export const AUDIT_LOG = join(CLUSTER_DIR, 'logs', 'audit.log');

@@ -24,9 +24,12 @@ export class OperatorProcess {
       waitForStarted = true,
       env = {},
       built = false,
+      nodeArgs = [],
     }: {
       waitForStarted?: boolean;
       env?: Record<string, string>;
+      /** Options for node itself, before the entry point (--cpu-prof, which NODE_OPTIONS does not take). */
+      nodeArgs?: string[];
       /** Run the compiled CLI (dist/src/main.js, from `make build`) as a user would, not src through tsx. */
       built?: boolean;
     } = {},
@@ -38,6 +41,7 @@ export class OperatorProcess {
     const child = spawn(
       process.execPath,
       [
+        ...nodeArgs,
         ...entry,
         'operator',
         ...(extraArgs.some((a) => a.startsWith('--kubeconfig')) ? [] : [`--kubeconfig=${KUBECONFIG}`]),

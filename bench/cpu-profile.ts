@@ -1,5 +1,6 @@
 // Reads a V8 CPU profile (node --cpu-prof) into where the time went: idle, garbage collection, and the functions
-// with the most self time, over the whole profile or its last `windowMs` (the profile ends when the process exits).
+// with the most self time, over the whole profile or a span counted back from its end (the profile ends when the
+// process exits, so a caller that knows when that was can name a span by wall-clock time).
 import { readFileSync } from 'node:fs';
 import { basename } from 'node:path';
 
@@ -24,10 +25,16 @@ export interface ProfileSummary {
   top: { fn: string; selfMs: number }[];
 }
 
-export function summarizeProfile(file: string, windowMs?: number, topN = 12): ProfileSummary {
+/** The span `fromEndMs` to `toEndMs` before the profile's end; the whole profile without one. */
+export function summarizeProfile(
+  file: string,
+  span?: { fromEndMs: number; toEndMs: number },
+  topN = 12,
+): ProfileSummary {
   const profile = JSON.parse(readFileSync(file, 'utf8')) as CpuProfile;
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
-  const from = windowMs === undefined ? profile.startTime : profile.endTime - windowMs * 1000;
+  const from = span ? profile.endTime - span.fromEndMs * 1000 : profile.startTime;
+  const to = span ? profile.endTime - span.toEndMs * 1000 : profile.endTime;
   const self = new Map<string, number>();
   let at = profile.startTime;
   let idle = 0;
@@ -36,7 +43,7 @@ export function summarizeProfile(file: string, windowMs?: number, topN = 12): Pr
   for (let i = 0; i < profile.samples.length; i++) {
     at += profile.timeDeltas[i] ?? 0;
     const delta = profile.timeDeltas[i + 1] ?? 0; // a sample's time runs to the next one
-    if (at < from) continue;
+    if (at < from || at > to) continue;
     const frame = byId.get(profile.samples[i]!)?.callFrame;
     if (!frame) continue;
     total += delta;

@@ -178,7 +178,10 @@ export class Manager {
       if (change.type === 'delete' && (change.kind === 'SandboxHealth' || change.kind === 'Node'))
         reconciler.forgetWrite(change.kind, change.key);
       // A deleted node's stuck-pod series would otherwise stay on /metrics (and in alerts) until a restart.
-      if (change.type === 'delete' && change.kind === 'Node') this.forgetStuckMetrics(change.key);
+      if (change.type === 'delete' && change.kind === 'Node') {
+        this.forgetStuckMetrics(change.key);
+        reconciler.forgetNode(change.key);
+      }
       for (const policy of policiesFor(change, this.cache, podByUid)) {
         if (node !== null) reconciler.markDirty(policy, node);
         this.queue.add(policy);

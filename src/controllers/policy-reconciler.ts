@@ -43,7 +43,7 @@ import {
 } from '../policy/remediation.js';
 import type { Clock } from '../runtime/clock.js';
 import { TerminalError, type ReconcileResult } from '../runtime/controller.js';
-import { describeError, isConflict } from '../kube/errors.js';
+import { describeError, isConflict, isNotFound } from '../kube/errors.js';
 import { Expectations, isAtLeast } from '../runtime/expectations.js';
 import { forEachLimit } from '../runtime/limit.js';
 import { isMaterialChange } from '../signals/material-change.js';
@@ -279,7 +279,7 @@ export class PolicyReconciler {
   /** Each policy's status as we last wrote it, while the cache does not show that write yet. */
   private readonly writtenPolicyStatus = new Map<string, { status: SandboxPolicyStatus; version: string }>();
   /** Each node's SandboxHealth status as we last wrote it, while the cache does not show that write yet. */
-  private readonly writtenHealth = new Map<string, { status: SandboxHealthStatus; version: string }>();
+  private readonly writtenHealth = new Map<string, SandboxHealthStatus>();
   /** Nodes changed since a policy's last pass; 'all' after a change that can touch every node. */
   private readonly dirty = new Map<string, Set<string> | 'all'>();
   lastPass: PassStats | undefined;
@@ -305,15 +305,17 @@ export class PolicyReconciler {
   }
 
   /**
-   * The status our last SandboxHealth write left, while the cache does not show it yet; undefined once it does (read
-   * the cache), null when a write of ours is awaited that left nothing to stand in for it (wait for the watch).
+   * The status the API returned for our last SandboxHealth write, while the cache does not show that write yet;
+   * undefined once it does (read the cache). It lives exactly as long as the write's expectation: until the cache
+   * shows that version or a newer one, or 30 s. Null, when a write is awaited with nothing to stand in for it (not
+   * expected: both are set together), means wait for the watch.
    */
-  private healthStandIn(node: string): { status: SandboxHealthStatus } | undefined | null {
-    const cached = this.deps.cache.observedVersion('SandboxHealth', node);
-    const standIn = this.writtenHealth.get(node);
-    if (standIn && !(cached !== undefined && isAtLeast(cached, standIn.version))) return standIn;
-    if (standIn) this.writtenHealth.delete(node);
-    return this.settled('SandboxHealth', node) ? undefined : null;
+  private healthStandIn(node: string): SandboxHealthStatus | undefined | null {
+    if (this.settled('SandboxHealth', node)) {
+      this.writtenHealth.delete(node);
+      return undefined;
+    }
+    return this.writtenHealth.get(node) ?? null;
   }
 
   /** What the API holds of a policy's status after our merge patch of it (only this operator writes it). */
@@ -347,7 +349,11 @@ export class PolicyReconciler {
   forgetWrite(kind: 'Node' | 'SandboxHealth', name: string): void {
     this.expectations.forget(`${kind}/${name}`);
     if (kind === 'SandboxHealth') this.writtenHealth.delete(name);
-    if (kind === 'Node') this.stuckEvents.delete(name);
+  }
+
+  /** A node is gone: its Event budget goes with it. */
+  forgetNode(name: string): void {
+    this.stuckEvents.delete(name);
   }
 
   /** Notes what changed for a policy's next pass: one node, or (no node) everything it owns. */
@@ -446,13 +452,9 @@ export class PolicyReconciler {
       : owned.filter(
           (n) => dirty?.has(n) || (memory.observations.get(n)?.dueAt ?? Infinity) <= now.getTime(),
         );
-    const {
-      observations: fresh,
-      unsettledNodes,
-      pendingNodes,
-    } = await this.observe(name, spec, toObserve, now, full);
+    const { observations: fresh, unsettledNodes } = await this.observe(name, spec, toObserve, now, full);
     for (const observation of fresh) memory.observations.set(observation.node.name, observation);
-    for (const node of [...unsettledNodes, ...pendingNodes]) this.markDirty(name, node);
+    for (const node of unsettledNodes) this.markDirty(name, node);
     const unsettled = unsettledNodes.length;
     const observed = new Set(fresh.map((o) => o.node.name));
     const pass: PassStats = { full, observed: observed.size, owned: owned.length };
@@ -612,6 +614,12 @@ export class PolicyReconciler {
       try {
         written.push({ node: report.observation.node.name, ...(await this.writeReport(report)) });
       } catch (err) {
+        // Gone (deleted behind our back, or a delete the watch never showed): nothing stands in for it any more, and
+        // the retry creates it again.
+        if (isNotFound(err)) {
+          this.forgetWrite('SandboxHealth', report.observation.node.name);
+          report.observation.exists = false;
+        }
         this.markDirty(name, report.observation.node.name); // what the API holds is uncertain now: read it afresh
         failures.add(`status of sandboxhealth/${report.observation.node.name}`, err);
       }
@@ -695,7 +703,7 @@ export class PolicyReconciler {
     );
     if (deferred.length > 0 || (evictionsLeft > 0 && evicted)) waits.push(0);
     const wait = Math.max(0, Math.min(...waits));
-    if (unsettled > 0 || pendingNodes.length > 0) return { requeueAfterMs: Math.min(wait, SETTLE_RETRY_MS) };
+    if (unsettled > 0) return { requeueAfterMs: Math.min(wait, SETTLE_RETRY_MS) };
     return { requeueAfterMs: wait };
   }
 
@@ -709,8 +717,6 @@ export class PolicyReconciler {
     observations: NodeObservation[];
     /** Nodes whose own patch (a cordon) the cache does not show yet: nothing is decided until it does. */
     unsettledNodes: string[];
-    /** Nodes whose SandboxHealth write the cache does not show yet: what was written stands for them meanwhile. */
-    pendingNodes: string[];
   }> {
     const { cache, logger } = this.deps;
     const source = this.deps.sources?.(policyName, spec);
@@ -741,16 +747,12 @@ export class PolicyReconciler {
     const findings = detectNodeFindings(stuck, nodeNames, spec.detection.minStuckPods);
     const observations: NodeObservation[] = [];
     const unsettledNodes: string[] = [];
-    const pendingNodes: string[] = [];
     const threshold = spec.detection.stuckThresholdSeconds;
     for (const [nodeName, nodeFindings] of findings) {
       const node = cache.node(nodeName);
       if (!node) continue;
-      // Our own write is not back through the watch yet: look at nothing about the node from the cache until it is.
-      // A node patch (a cordon) holds every decision, as the old node would be decided on again. A SandboxHealth
-      // write holds only this node's second look: the observation remembered from the pass that wrote it holds
-      // exactly what was written, and the rest of the policy goes on (in an incident, some node's status is being
-      // written at almost any moment: waiting for all of them at once would starve every decision).
+      // A node patch of ours (a cordon) not back through the watch yet holds every decision, as the old node would
+      // be decided on again: nothing about the node is read from the cache until it is.
       if (!this.settled('Node', nodeName)) {
         logger.debug('Waiting for the watch to show our write', {
           policy: policyName,
@@ -764,7 +766,7 @@ export class PolicyReconciler {
       // writes the status's detection and remediation), so the node is looked at afresh, new stuck pods included,
       // without waiting for the watch. In an incident the node's status is written at almost every pass: waiting
       // for each echo would put a watch round trip between one stuck pod's report and the next.
-      const standIn = this.healthStandIn(nodeName);
+      const standIn = this.healthStandIn(nodeName); // what was written, as the API returned it
       if (standIn === null) {
         logger.debug('Waiting for the watch to show our write', {
           policy: policyName,
@@ -776,8 +778,7 @@ export class PolicyReconciler {
         continue;
       }
       const health = standIn ? undefined : cache.health(nodeName);
-      const previous = standIn ? standIn.status : health?.status; // read before writing: a cache may update in place
-      if (standIn) pendingNodes.push(nodeName);
+      const previous = standIn ?? health?.status; // read before writing: a cache may update in place
       let io: IoPressureDecision | undefined;
       let readingToWrite: IoReadingStatus | undefined;
       let dueAt = nextStuckAt(cache.pendingPodsOn(nodeName), threshold, now)?.getTime() ?? Infinity;
@@ -839,7 +840,7 @@ export class PolicyReconciler {
       observations.push(observation);
     }
     await this.readIoHeavyPods(policyName, spec, observations);
-    return { observations, unsettledNodes, pendingNodes };
+    return { observations, unsettledNodes };
   }
 
   /**
@@ -1337,13 +1338,15 @@ export class PolicyReconciler {
     }
     const patch: Parameters<StatusWriter['patchHealthStatus']>[1] = { ...desired };
     if (previous?.remediation && !desired.remediation) patch.remediation = null;
-    const version = await writer.patchHealthStatus(node.name, patch);
-    this.expectations.expect(`SandboxHealth/${node.name}`, version);
-    // What the API holds now: the next pass need not read the node again to know it.
+    const written = await writer.patchHealthStatus(node.name, patch);
+    // What the API holds now, as it answered (its merge of our patch, nested fields included): the next pass need
+    // not read the node again to know it, and stands on it until the watch shows it.
     observation.exists = true;
-    observation.previous = withoutUndefined({ ...previous, ...desired, remediation: desired.remediation });
-    if (version === undefined) this.writtenHealth.delete(node.name);
-    else this.writtenHealth.set(node.name, { status: observation.previous, version });
+    observation.previous =
+      written.status ?? withoutUndefined({ ...previous, ...desired, remediation: desired.remediation });
+    this.expectations.expect(`SandboxHealth/${node.name}`, written.version);
+    if (written.version !== undefined) this.writtenHealth.set(node.name, observation.previous);
+    else this.writtenHealth.delete(node.name);
     observation.factsMemo = undefined;
     const previousBlocked = new Set((previous?.blocked ?? []).map(blockKey));
     const fresh = (desired.blocked ?? []).filter((b) => !previousBlocked.has(blockKey(b)));

@@ -54,11 +54,11 @@ export interface WorkloadReader {
 /** Writes the operator's own objects. Implementations patch only what they are given. */
 export interface StatusWriter {
   createHealth(node: NodeView): Promise<void>;
-  /** Resolves with the object's new resourceVersion when the API returned one. */
+  /** Resolves with the object's new resourceVersion and status (the API's merge of the patch), as returned. */
   patchHealthStatus(
     name: string,
     status: { [K in keyof SandboxHealthStatus]?: SandboxHealthStatus[K] | null },
-  ): Promise<string | undefined>;
+  ): Promise<{ version?: string; status?: SandboxHealthStatus }>;
   deleteHealth(name: string): Promise<void>;
   /** Resolves with the policy's new resourceVersion (undefined when it is gone or none was returned). */
   patchPolicyStatus(name: string, status: SandboxPolicyStatus): Promise<string | undefined>;

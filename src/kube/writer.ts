@@ -7,11 +7,19 @@ import {
 } from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import { API_VERSION, GROUP, VERSION, type SandboxPolicyStatus } from '../api/v1alpha1/index.js';
+import {
+  API_VERSION,
+  GROUP,
+  VERSION,
+  type SandboxHealthStatus,
+  type SandboxPolicyStatus,
+} from '../api/v1alpha1/index.js';
 import type { EventRecorder, StatusWriter } from '../controllers/ports.js';
 import type { NodeView } from '../detection/index.js';
 import type { Transition } from '../status/health-status.js';
 import { isConflict, isNotFound, terminalIfInvalid } from './errors.js';
+import type { RawObject } from './informer.js';
+import { healthView } from './views.js';
 
 export const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'sandbox-remediator' };
 const mergePatch = () => setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -50,13 +58,17 @@ export class KubeStatusWriter implements StatusWriter {
   async patchHealthStatus(
     name: string,
     status: Parameters<StatusWriter['patchHealthStatus']>[1],
-  ): Promise<string | undefined> {
+  ): Promise<{ version?: string; status?: SandboxHealthStatus }> {
     try {
       const updated = (await this.custom.patchClusterCustomObjectStatus(
         { group: GROUP, version: VERSION, plural: 'sandboxhealths', name, body: { status } },
         mergePatch(),
-      )) as { metadata?: { resourceVersion?: string } };
-      return updated.metadata?.resourceVersion;
+      )) as RawObject;
+      const view = healthView(updated); // read as the cache reads it, so the two compare alike
+      return {
+        ...(updated.metadata?.resourceVersion ? { version: updated.metadata.resourceVersion } : {}),
+        ...(view?.status ? { status: view.status } : {}),
+      };
     } catch (err) {
       throw terminalIfInvalid(err, `status patch of sandboxhealth/${name}`);
     }

@@ -225,7 +225,7 @@ export function detectionTransitions(
   node: NodeView,
   previous: SandboxHealthStatus | undefined,
   desired: DetectionStatus,
-  budget: EventBudget = { pods: POD_EVENTS_PER_NODE, node: true },
+  budget: EventBudget,
 ): Transition[] {
   const transitions: Transition[] = [];
   const nodeRef = { kind: 'Node' as const, name: node.name, uid: node.uid };
@@ -266,13 +266,16 @@ export function detectionTransitions(
       message: messageOf('IoPressureHigh'),
     });
 
-  // Newly stuck pods: an Event on each of the first few (kubectl describe pod shows it), and one on the node for the
-  // rest, as the budget allows: a mass rollout stuck on every node writes a handful of Events per node, not one per
-  // pod, and pods trickling in over an hour do not get one each either.
-  const known = new Set((previous?.stuckPods ?? []).map((p) => p.uid));
-  const fresh = desired.stuckPods
-    .filter((p) => !known.has(p.uid))
-    .sort((a, b) => Number(a.cause === 'Unknown') - Number(b.cause === 'Unknown'));
+  // Pods stuck for a known cause, newly (or listed before with no cause known): an Event on each of the first few
+  // (kubectl describe pod shows it), and one on the node for the rest, as the budget allows. A mass rollout stuck
+  // on every node writes a handful of Events per node, not one per pod, and pods trickling in over an hour do not
+  // get one each either. Pods whose cause is not known yet get none: the node's SandboxCreationDegraded Event
+  // counts them, and they are not left without one when their cause shows up later (kubelet's first failure can
+  // come minutes after the threshold).
+  const causeBefore = new Map((previous?.stuckPods ?? []).map((p) => [p.uid, p.cause]));
+  const fresh = desired.stuckPods.filter(
+    (p) => p.cause !== 'Unknown' && (causeBefore.get(p.uid) ?? 'Unknown') === 'Unknown',
+  );
   const own = Math.max(0, budget.pods);
   for (const pod of fresh.slice(0, own)) {
     const detail = pod.reservedFor ? ` (name reserved for ${pod.reservedFor.slice(0, 12)})` : '';
@@ -291,7 +294,7 @@ export function detectionTransitions(
       target: nodeRef,
       type: 'Warning',
       reason: 'SandboxCreationStuck',
-      message: `${rest.length} more pod(s) newly waiting for a sandbox: ${listed.join(', ')}${more > 0 ? ` and ${more} more` : ''}; see kubectl get sandboxhealth ${node.name}.`,
+      message: `${rest.length} more pod(s) stuck waiting for a sandbox: ${listed.join(', ')}${more > 0 ? ` and ${more} more` : ''}; see kubectl get sandboxhealth ${node.name}.`,
     });
   }
   return transitions;

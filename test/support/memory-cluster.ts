@@ -84,6 +84,8 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   /** What the API holds, ahead of `versions` (what the cache shows) while lagging. */
   private readonly apiVersions = new Map<string, number>();
   private readonly undelivered: (() => void)[] = [];
+  /** SandboxHealths as the API holds them after writes the watch has not delivered yet. */
+  private readonly undeliveredHealth = new Map<string, HealthObject>();
   /** Fails the next patch of this node with this error, once. */
   failNextNodePatch = new Map<string, Error>();
   /** Runs once just before the next Deployment patch reaches the API. */
@@ -283,31 +285,47 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   patchHealthStatus(
     name: string,
     status: Parameters<StatusWriter['patchHealthStatus']>[1],
-  ): Promise<string | undefined> {
+  ): Promise<{ version?: string; status?: SandboxHealthStatus }> {
     this.writes.push(`patch health/${name}`);
     const failure = this.failNextHealthPatch.get(name);
     if (failure) {
       this.failNextHealthPatch.delete(name);
       return Promise.reject(failure);
     }
-    const health = this.healthMap.get(name);
-    if (!health) throw new Error(`no health ${name}`);
-    // Merge-patch semantics: null removes a field. JSON drops the undefined ones.
-    const merged = Object.fromEntries(
-      Object.entries({ ...health.status, ...status }).filter(([, v]) => v !== null),
-    );
+    // What the API holds: our last write while the watch has not delivered it, else what the cache shows.
+    const health = this.undeliveredHealth.get(name) ?? this.healthMap.get(name);
+    if (!health) {
+      const gone = Object.assign(new Error(`sandboxhealths "${name}" not found`), { statusCode: 404 });
+      return Promise.reject(gone);
+    }
     // A new object, as an informer replaces its view: a reconcile holding the old one still sees the old status.
     const updated: HealthObject = {
       ...health,
-      status: JSON.parse(JSON.stringify(merged)) as SandboxHealthStatus,
+      status: mergePatch(health.status, JSON.parse(JSON.stringify(status))) as SandboxHealthStatus,
     };
-    return Promise.resolve(
-      this.commit(`SandboxHealth/${name}`, () => this.healthMap.set(name, updated), { quiet: true }),
+    if (this.lagging) this.undeliveredHealth.set(name, updated);
+    const version = this.commit(
+      `SandboxHealth/${name}`,
+      () => {
+        this.healthMap.set(name, updated);
+        if (this.undeliveredHealth.get(name) === updated) this.undeliveredHealth.delete(name);
+      },
+      { quiet: true },
     );
+    return Promise.resolve({
+      version,
+      status: JSON.parse(JSON.stringify(updated.status)) as SandboxHealthStatus,
+    });
+  }
+  /** The SandboxHealth is deleted behind the operator's back, and the watch never shows it (a delete missed). */
+  vanishHealth(name: string): void {
+    this.healthMap.delete(name);
+    this.undeliveredHealth.delete(name);
   }
   deleteHealth(name: string): Promise<void> {
     this.writes.push(`delete health/${name}`);
     this.healthMap.delete(name);
+    this.undeliveredHealth.delete(name);
     this.versions.delete(`SandboxHealth/${name}`);
     return Promise.resolve();
   }
@@ -368,4 +386,17 @@ function conflict(message: string): Error {
     code: 409,
     body: JSON.stringify({ reason: 'Conflict', message }),
   });
+}
+
+/** RFC 7386 JSON merge patch, as the apiserver applies a merge patch: objects merge key by key, null removes. */
+function mergePatch(target: unknown, patch: unknown): unknown {
+  if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
+  const merged = new Map<string, unknown>(
+    target !== null && typeof target === 'object' && !Array.isArray(target) ? Object.entries(target) : [],
+  );
+  for (const [key, value] of Object.entries(patch)) {
+    if (value === null) merged.delete(key);
+    else merged.set(key, mergePatch(merged.get(key), value));
+  }
+  return Object.fromEntries(merged);
 }

@@ -116,7 +116,11 @@ describe('desiredDetectionStatus of stuck pods', () => {
 
 describe('detectionTransitions of newly stuck pods', () => {
   /** Events for `count` pods newly stuck on n1, the first `withCause` of them with a kubelet failure Event. */
-  function eventsFor(count: number, withCause: number, budget?: EventBudget) {
+  function eventsFor(
+    count: number,
+    withCause: number,
+    budget: EventBudget = { pods: POD_EVENTS_PER_NODE, node: true },
+  ) {
     const pods = Array.from({ length: count }, (_, i) =>
       aPod().named(`web-${i}`).onNode('n1').waitingSince(T0).build(),
     );
@@ -140,8 +144,8 @@ describe('detectionTransitions of newly stuck pods', () => {
     );
   }
 
-  it('gives each of a few newly stuck pods an Event of its own', () => {
-    const events = eventsFor(POD_EVENTS_PER_NODE, 1);
+  it('gives each of a few pods stuck for a known cause an Event of its own, and pods of no known cause none', () => {
+    const events = eventsFor(POD_EVENTS_PER_NODE + 2, POD_EVENTS_PER_NODE);
     expect(events.map((e) => `${e.target.kind}/${e.target.name}`)).to.have.members([
       'Pod/web-0',
       'Pod/web-1',
@@ -149,17 +153,45 @@ describe('detectionTransitions of newly stuck pods', () => {
     ]);
   });
 
-  it('gives the first pods (those with a known cause first) an Event each, and the rest one Event on the node', () => {
-    const events = eventsFor(40, 2);
+  it('gives the first pods an Event each, and the rest of known cause one Event on the node', () => {
+    const events = eventsFor(40, 20);
     expect(events).to.have.length(POD_EVENTS_PER_NODE + 1);
-    const pods = events.filter((e) => e.target.kind === 'Pod').map((e) => e.target.name);
-    expect(pods.slice(0, 2)).to.have.members(['web-0', 'web-1']);
     const node = events.find((e) => e.target.kind === 'Node')!;
     expect(node.target.name).to.equal('n1');
     expect(node.message).to.match(
-      /^37 more pod\(s\) newly waiting for a sandbox: default\/web-\d+ \(Unknown\)/,
+      /^17 more pod\(s\) stuck waiting for a sandbox: default\/web-\d+ \(NameReserved\)/,
     );
-    expect(node.message).to.contain('and 27 more');
+    expect(node.message).to.contain('and 7 more');
+  });
+
+  it('gives a listed pod its Event when its cause becomes known', () => {
+    const pod = aPod().named('late').onNode('n1').waitingSince(T0).build();
+    const now = secondsAfter(T0, 60);
+    const status = (events: ReturnType<typeof anEvent>[]) => {
+      const stuck = detectStuckPods([pod], indexFailureEvents(events.map((e) => e.build())), {
+        stuckThresholdSeconds: 30,
+        now,
+      });
+      return desiredDetectionStatus({
+        policyName: 'p',
+        node: aNode('n1'),
+        findings: detectNodeFindings(stuck, ['n1'], 1).get('n1')!,
+        minStuckPods: 1,
+        thresholdSeconds: 30,
+        now,
+        previous: undefined,
+      });
+    };
+    const budget = { pods: POD_EVENTS_PER_NODE, node: true };
+    const unknown = status([]);
+    const stuckEvents = (previous: typeof unknown | undefined, desired: typeof unknown) =>
+      detectionTransitions(aNode('n1'), previous as SandboxHealthStatus | undefined, desired, budget)
+        .filter((t) => t.reason === 'SandboxCreationStuck')
+        .map((t) => `${t.target.kind}/${t.target.name}`);
+    expect(stuckEvents(undefined, unknown)).to.deep.equal([]);
+    const known = status([anEvent().about(pod).saying(nameReservedMessage(pod))]);
+    expect(stuckEvents(unknown, known)).to.deep.equal(['Pod/late']);
+    expect(stuckEvents(known, known)).to.deep.equal([]);
   });
 
   it('gives no more Events than the budget the window has left', () => {

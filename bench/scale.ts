@@ -6,8 +6,8 @@
 // pod listed with its cause in SandboxHealth), time to the cordon and to the first eviction (from the node's first
 // such Event), the operator's CPU, its API writes per second and the apiserver's own time for its SandboxHealth
 // patches (audit log). The operator runs with the environment config/manager/manager.yaml deploys (its V8 and malloc
-// settings). At the largest size three more runs follow: its memory as deployed against Node's defaults, one after
-// the other; the incident again on 10 other nodes under a CPU profile (--cpu-prof, summarised: busy share, GC, the
+// settings, when it sets any). At the largest size more runs follow: its memory as deployed against Node's defaults,
+// one after the other (only when the Deployment sets an environment); the incident again on 10 other nodes under a CPU profile (--cpu-prof, summarised: busy share, GC, the
 // functions with the most self time); and a storm: thousands of pods that kwok starts only after 30-300 s (a mass
 // rollout), every node degraded, and the same incident on 10 other nodes, measured the same way.
 //

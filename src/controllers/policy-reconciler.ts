@@ -53,6 +53,7 @@ import {
   desiredDetectionStatus,
   detectionTransitions,
   EVENT_WINDOW_MS,
+  podsOfNewlyKnownCause,
   type EventBudget,
   POD_EVENTS_PER_NODE,
   storedDetectionStatus,
@@ -614,12 +615,6 @@ export class PolicyReconciler {
       try {
         written.push({ node: report.observation.node.name, ...(await this.writeReport(report)) });
       } catch (err) {
-        // Gone (deleted behind our back, or a delete the watch never showed): nothing stands in for it any more, and
-        // the retry creates it again.
-        if (isNotFound(err)) {
-          this.forgetWrite('SandboxHealth', report.observation.node.name);
-          report.observation.exists = false;
-        }
         this.markDirty(name, report.observation.node.name); // what the API holds is uncertain now: read it afresh
         failures.add(`status of sandboxhealth/${report.observation.node.name}`, err);
       }
@@ -1311,16 +1306,13 @@ export class PolicyReconciler {
       isDeepStrictEqual(storedDetectionStatus(previous, desired), withoutUndefined(desired)) &&
       !(previous?.remediation && !desired.remediation);
     if (unchanged && observation.exists) return undefined;
-    const knownCause = new Set(
-      (previous?.stuckPods ?? []).filter((p) => p.cause !== 'Unknown').map((p) => p.uid),
-    );
     const urgent =
       !observation.exists ||
       remediation.results.length > 0 ||
       !sameBlocks(previous, remediation.blocked) ||
       desired.state !== previous?.state ||
       desired.conditions.some((c) => conditionStatus(previous.conditions, c.type) !== c.status) ||
-      desired.stuckPods.some((p) => p.cause !== 'Unknown' && !knownCause.has(p.uid));
+      podsOfNewlyKnownCause(previous, desired).length > 0;
     return { observation, input, desired, unchanged, urgent };
   }
 
@@ -1338,14 +1330,25 @@ export class PolicyReconciler {
     }
     const patch: Parameters<StatusWriter['patchHealthStatus']>[1] = { ...desired };
     if (previous?.remediation && !desired.remediation) patch.remediation = null;
-    const written = await writer.patchHealthStatus(node.name, patch);
+    let written: Awaited<ReturnType<StatusWriter['patchHealthStatus']>>;
+    try {
+      written = await writer.patchHealthStatus(node.name, patch);
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      // Gone behind our back, and the cache does not show it yet (or never will: a delete the watch missed). Create
+      // it again and write the whole status, at once, rather than patch a phantom on every retry.
+      this.forgetWrite('SandboxHealth', node.name);
+      await writer.createHealth(node);
+      written = await writer.patchHealthStatus(node.name, { ...desired });
+    }
     // What the API holds now, as it answered (its merge of our patch, nested fields included): the next pass need
-    // not read the node again to know it, and stands on it until the watch shows it.
+    // not read the node again to know it, and stands on it until the watch shows it. An answer that cannot be read
+    // stands in for nothing: the node waits for the watch.
     observation.exists = true;
     observation.previous =
       written.status ?? withoutUndefined({ ...previous, ...desired, remediation: desired.remediation });
     this.expectations.expect(`SandboxHealth/${node.name}`, written.version);
-    if (written.version !== undefined) this.writtenHealth.set(node.name, observation.previous);
+    if (written.version !== undefined && written.status) this.writtenHealth.set(node.name, written.status);
     else this.writtenHealth.delete(node.name);
     observation.factsMemo = undefined;
     const previousBlocked = new Set((previous?.blocked ?? []).map(blockKey));

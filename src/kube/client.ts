@@ -8,7 +8,6 @@ import {
   type RequestContext,
   type ResponseContext,
 } from '@kubernetes/client-node';
-import https from 'node:https';
 // client-node's HTTP layer speaks its own minimal Observable; `of` and `from` are not re-exported from the index.
 import { from, of } from '@kubernetes/client-node/dist/gen/rxjsStub.js';
 
@@ -44,40 +43,10 @@ class InstrumentedKubeConfig extends KubeConfig {
     super();
   }
 
-  /** The keep-alive agent requests share, and the TLS options it was made with. */
-  private shared: { key: string; agent: https.Agent } | undefined;
-
   override async applySecurityAuthentication(context: RequestContext): Promise<void> {
     await super.applySecurityAuthentication(context);
     if (!context.getSignal())
       context.setSignal(AbortSignal.timeout(this.options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS));
-    this.shareAgent(context);
-  }
-
-  /**
-   * client-node builds a new https.Agent for every request, so every request opens a new connection with its own
-   * TLS handshake and secure context: at 1,000 nodes, a CPU profile of an incident showed about 15 % of the
-   * operator's busy time in TLS setup (bench/scale.ts, ADR 0012), and each write paid a handshake's round trips.
-   * Requests share one keep-alive agent instead, made again only when the TLS options change (a rotated client
-   * certificate). Proxy agents are left as client-node made them.
-   */
-  private shareAgent(context: RequestContext): void {
-    const fresh = context.getAgent();
-    if (!fresh || fresh.constructor !== https.Agent) return;
-    const options = (fresh as https.Agent & { options: https.AgentOptions }).options;
-    const key = JSON.stringify([
-      options.ca,
-      options.cert,
-      options.key,
-      options.pfx,
-      options.rejectUnauthorized,
-      options.servername,
-    ]);
-    if (this.shared?.key !== key) {
-      this.shared?.agent.destroy();
-      this.shared = { key, agent: new https.Agent({ ...options, keepAlive: true }) };
-    }
-    context.setAgent(this.shared.agent);
   }
 
   /** client-node's own makeApiClient, with an HTTP library that reports each call. */

@@ -220,6 +220,17 @@ export interface EventBudget {
   node: boolean;
 }
 
+/** Pods stuck for a known cause that the stored status did not list with one (newly stuck, or their cause new). */
+export function podsOfNewlyKnownCause(
+  previous: SandboxHealthStatus | undefined,
+  desired: Pick<DetectionStatus, 'stuckPods'>,
+): DetectionStatus['stuckPods'] {
+  const causeBefore = new Map((previous?.stuckPods ?? []).map((p) => [p.uid, p.cause]));
+  return desired.stuckPods.filter(
+    (p) => p.cause !== 'Unknown' && (causeBefore.get(p.uid) ?? 'Unknown') === 'Unknown',
+  );
+}
+
 /** Events for what changed between the stored and the desired status: only transitions, never repeats. */
 export function detectionTransitions(
   node: NodeView,
@@ -272,10 +283,7 @@ export function detectionTransitions(
   // get one each either. Pods whose cause is not known yet get none: the node's SandboxCreationDegraded Event
   // counts them, and they are not left without one when their cause shows up later (kubelet's first failure can
   // come minutes after the threshold).
-  const causeBefore = new Map((previous?.stuckPods ?? []).map((p) => [p.uid, p.cause]));
-  const fresh = desired.stuckPods.filter(
-    (p) => p.cause !== 'Unknown' && (causeBefore.get(p.uid) ?? 'Unknown') === 'Unknown',
-  );
+  const fresh = podsOfNewlyKnownCause(previous, desired);
   const own = Math.max(0, budget.pods);
   for (const pod of fresh.slice(0, own)) {
     const detail = pod.reservedFor ? ` (name reserved for ${pod.reservedFor.slice(0, 12)})` : '';

@@ -279,6 +279,7 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
 
   createHealth(node: NodeView): Promise<void> {
     this.writes.push(`create health/${node.name}`);
+    this.vanished.delete(node.name);
     this.healthMap.set(node.name, { name: node.name, uid: `h-${node.name}`, nodeName: node.name });
     return Promise.resolve();
   }
@@ -293,7 +294,9 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
       return Promise.reject(failure);
     }
     // What the API holds: our last write while the watch has not delivered it, else what the cache shows.
-    const health = this.undeliveredHealth.get(name) ?? this.healthMap.get(name);
+    const health = this.vanished.has(name)
+      ? undefined
+      : (this.undeliveredHealth.get(name) ?? this.healthMap.get(name));
     if (!health) {
       const gone = Object.assign(new Error(`sandboxhealths "${name}" not found`), { statusCode: 404 });
       return Promise.reject(gone);
@@ -319,9 +322,11 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   }
   /** The SandboxHealth is deleted behind the operator's back, and the watch never shows it (a delete missed). */
   vanishHealth(name: string): void {
-    this.healthMap.delete(name);
+    this.vanished.add(name);
     this.undeliveredHealth.delete(name);
   }
+  /** SandboxHealths gone from the API that the cache still shows. */
+  private readonly vanished = new Set<string>();
   deleteHealth(name: string): Promise<void> {
     this.writes.push(`delete health/${name}`);
     this.healthMap.delete(name);

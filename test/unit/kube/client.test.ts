@@ -6,8 +6,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadKubeConfig, resourceOfPath } from '../../../src/kube/client.js';
 import { kubeletSummaryFetcher } from '../../../src/kube/kubelet-summary.js';
-import { generateServingCert } from '../../../src/webhook/certs.js';
-import { createServer as createTlsServer } from 'node:https';
 
 /**
  * An apiserver that accepts the connection and then says nothing, as one behind a dead load balancer or a
@@ -83,55 +81,6 @@ describe('API request timeouts', () => {
     expect(error).to.not.equal(undefined);
     expect((error as Error).name).to.equal('AbortError');
     expect(performance.now() - started).to.be.within(150, 10_000); // the 60 s API default would fail this
-  });
-});
-
-describe('API connections', () => {
-  it('shares one kept-alive connection between requests, not a new TLS handshake for each', async function () {
-    this.timeout(20_000); // the certificate's RSA key
-    const cert = generateServingCert('127.0.0.1');
-    let handshakes = 0;
-    const server = createTlsServer({ cert: cert.certPem, key: cert.keyPem }, (_req, res) => {
-      res.setHeader('content-type', 'application/json');
-      res.end(JSON.stringify({ apiVersion: 'v1', kind: 'NodeList', metadata: {}, items: [] }));
-    });
-    server.on('secureConnection', () => handshakes++);
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const dir = mkdtempSync(join(tmpdir(), 'kc-'));
-    try {
-      const kubeconfig = join(dir, 'kubeconfig');
-      const { port } = server.address() as AddressInfo;
-      writeFileSync(
-        kubeconfig,
-        JSON.stringify({
-          apiVersion: 'v1',
-          kind: 'Config',
-          clusters: [
-            {
-              name: 'c',
-              cluster: {
-                server: `https://127.0.0.1:${port}`,
-                'certificate-authority-data': Buffer.from(cert.caPem).toString('base64'),
-              },
-            },
-          ],
-          users: [{ name: 'u', user: { token: 't' } }],
-          contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
-          'current-context': 'x',
-        }),
-      );
-      const core = loadKubeConfig(kubeconfig).makeApiClient(CoreV1Api);
-      for (let i = 0; i < 3; i++) expect((await core.listNode()).items).to.deep.equal([]);
-      expect(handshakes, 'client-node alone makes one per request').to.equal(1);
-    } finally {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => {
-        server.close(() => {
-          resolve();
-        });
-      });
-      rmSync(dir, { recursive: true, force: true });
-    }
   });
 });
 

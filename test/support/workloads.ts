@@ -96,6 +96,24 @@ export async function eventsWithReason(
   ).items;
 }
 
+/**
+ * Events with this reason once there are at least `count` of them (15 s at most), for an exact count after: the
+ * operator records Events in the background, after the change they tell of is visible.
+ */
+export async function eventsWithReasonAtLeast(
+  count: number,
+  reason: string,
+  namespace: string,
+  involvedName?: string,
+): Promise<Awaited<ReturnType<typeof eventsWithReason>>> {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const events = await eventsWithReason(reason, namespace, involvedName);
+    if (events.length >= count || Date.now() > deadline) return events;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
 /** Waits until the Deployment has `count` Running pods and returns them. */
 export async function waitForRunning(namespace: string, app: string, count: number, timeoutMs = 90_000) {
   return eventually(

@@ -112,6 +112,17 @@ const detectedOnN1 = (...pods: string[]) => [
   ...pods.map((p) => `Pod/${p} Warning SandboxCreationStuck`),
 ];
 
+/** web-1 stuck on n1 and reported by a first pass whose writes the watch has not delivered yet. */
+async function reportedWhileLagging() {
+  const w = world(policySpec(), { source: false });
+  replicaSetPodsOn(w.cluster, 'n1', 'web-1');
+  w.cluster.lagging = true;
+  await w.reconciler.reconcile('p');
+  w.cluster.takeWrites();
+  w.cluster.takeEvents();
+  return w;
+}
+
 async function rejection(promise: Promise<unknown>): Promise<Error> {
   try {
     await promise;
@@ -473,11 +484,7 @@ describe('PolicyReconciler remediation', () => {
     });
 
     it('creates a SandboxHealth again that vanished while its write stood in for it, instead of patching it forever', async () => {
-      const { cluster, reconciler } = world(policySpec(), { source: false });
-      replicaSetPodsOn(cluster, 'n1', 'web-1');
-      cluster.lagging = true;
-      await reconciler.reconcile('p');
-      cluster.takeWrites();
+      const { cluster, reconciler } = await reportedWhileLagging();
       cluster.vanishHealth('n1');
 
       // The cache still shows it: the patch meets a 404, and the object is created again in the same pass.
@@ -494,12 +501,7 @@ describe('PolicyReconciler remediation', () => {
     });
 
     it('reports a pod newly stuck on a node whose last SandboxHealth write is not back yet, on what it wrote', async () => {
-      const { cluster, reconciler } = world(policySpec(), { source: false });
-      replicaSetPodsOn(cluster, 'n1', 'web-1');
-      cluster.lagging = true;
-      await reconciler.reconcile('p');
-      cluster.takeWrites();
-      cluster.takeEvents();
+      const { cluster, reconciler } = await reportedWhileLagging();
 
       // A second pod gets stuck before the watch shows n1's first report: it is reported at once, with no wait
       // for the watch, and what was reported before (the degraded condition, web-1) is not reported again.

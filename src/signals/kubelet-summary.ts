@@ -1,16 +1,33 @@
-import type { IoReadingStatus } from '../api/v1alpha1/index.js';
+import { z } from 'zod';
+import { IoReadingSchema, type IoReadingStatus } from '../api/v1alpha1/index.js';
 import { apiStatus, describeError } from '../kube/errors.js';
+import { firstIssue } from './answer.js';
 import type { IoSource, SourceProblem } from './types.js';
 
 /** Summary fetches in flight at once: a thousand nodes must not become a thousand concurrent proxy requests. */
 export const SUMMARY_CONCURRENCY = 8;
 
-/** The part of the kubelet Summary API (stats/summary) this reads: node.io.psi (kubelet PSI, 1.33+). */
-interface Summary {
-  node?: {
-    io?: { time?: string; psi?: { some?: { avg10?: number; avg60?: number }; full?: { avg10?: number } } };
-  };
-}
+/**
+ * The part of the kubelet Summary API (stats/summary) this reads: node.io.psi (kubelet PSI, 1.33+). Older kubelets
+ * have no node.io (no reading, no problem); anything else that does not fit is not a Summary to read numbers from.
+ */
+const SummarySchema = z.object({
+  node: z
+    .object({
+      io: z
+        .object({
+          time: z.iso.datetime({ offset: true }).optional(),
+          psi: z
+            .object({
+              some: z.object({ avg10: z.number(), avg60: z.number().optional() }),
+              full: z.object({ avg10: z.number().optional() }).optional(),
+            })
+            .optional(),
+        })
+        .optional(),
+    })
+    .optional(),
+});
 
 /** Reads PSI from each node's kubelet Summary API; the fetcher goes through the apiserver's node proxy. */
 export class KubeletSummarySource implements IoSource {
@@ -34,7 +51,7 @@ export class KubeletSummarySource implements IoSource {
     const problems = new Map<string, SourceProblem>();
     await forEachLimited(nodeNames, this.concurrency, async (node) => {
       try {
-        const reading = readingFromSummary((await this.fetchSummary(node)) as Summary, this.now());
+        const reading = readingFromSummary(await this.fetchSummary(node), this.now());
         if (reading) next.set(node, reading);
         if (this.problems.has(node)) this.onRecovered(node);
       } catch (err) {
@@ -83,17 +100,22 @@ export async function forEachLimited<T>(
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
 }
 
-export function readingFromSummary(summary: Summary, now: Date): IoReadingStatus | undefined {
-  const psi = summary.node?.io?.psi;
-  const some = psi?.some;
-  if (typeof some?.avg10 !== 'number') return undefined;
-  const observed = summary.node?.io?.time ? new Date(summary.node.io.time) : now;
+/** The reading in a Summary, undefined when it has none; throws when the Summary is not one or its PSI impossible. */
+export function readingFromSummary(answer: unknown, now: Date): IoReadingStatus | undefined {
+  const parsed = SummarySchema.safeParse(answer);
+  if (!parsed.success) throw new Error(`the Summary has an unexpected shape: ${firstIssue(parsed.error)}`);
+  const io = parsed.data.node?.io;
+  const psi = io?.psi;
+  if (!psi) return undefined;
   const reading: IoReadingStatus = {
     source: 'kubeletSummary',
-    observedTime: (Number.isNaN(observed.getTime()) ? now : observed).toISOString(),
-    psiSomeAvg10Percent: some.avg10,
+    observedTime: (io.time ? new Date(io.time) : now).toISOString(),
+    psiSomeAvg10Percent: psi.some.avg10,
   };
-  if (typeof some.avg60 === 'number') reading.psiSomeAvg60Percent = some.avg60;
-  if (typeof psi?.full?.avg10 === 'number') reading.psiFullAvg10Percent = psi.full.avg10;
+  if (psi.some.avg60 !== undefined) reading.psiSomeAvg60Percent = psi.some.avg60;
+  if (psi.full?.avg10 !== undefined) reading.psiFullAvg10Percent = psi.full.avg10;
+  // The status's own bounds (PSI is a share of time, 0-100): what the API would refuse is not a reading.
+  const valid = IoReadingSchema.safeParse(reading);
+  if (!valid.success) throw new Error(`the Summary's PSI cannot be real: ${firstIssue(valid.error)}`);
   return reading;
 }

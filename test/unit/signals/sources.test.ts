@@ -65,16 +65,59 @@ describe('PrometheusSource', () => {
     expect(source.read('unrelated')).to.equal(undefined);
   });
 
-  it('fails a refresh with the server message, leaving readings as they were', async () => {
-    const fetchFn = (() =>
-      Promise.resolve(
-        new Response(JSON.stringify({ status: 'error', error: 'parse error' }), { status: 400 }),
-      )) as unknown as typeof fetch;
+  it('fails a refresh with the server message, and the nodes it read before become unknown', async () => {
+    let answer = new Response(JSON.stringify(vector([[{ instance: 'n1:9100' }, 90]])), { status: 200 });
+    const fetchFn = (() => Promise.resolve(answer.clone())) as unknown as typeof fetch;
     const source = new PrometheusSource(settings, fetchFn, () => T0);
+    await source.refresh(['n1']);
+    expect(source.read('n1')?.psiSomeAvg10Percent).to.equal(90);
+    answer = new Response(JSON.stringify({ status: 'error', error: 'parse error' }), { status: 400 });
     let message = '';
     await source.refresh(['n1']).catch((err: unknown) => (message = (err as Error).message));
     expect(message).to.match(/HTTP 400.*parse error/);
-    expect(source.read('n1')).to.equal(undefined);
+    expect(source.read('n1'), 'not the last reading, passed off as current').to.equal(undefined);
+    expect(source.problem('n1')).to.deep.equal({
+      reason: 'SourceUnavailable',
+      message: 'Prometheus could not be read: Prometheus query failed (HTTP 400): parse error',
+    });
+  });
+
+  it('drops the node of an impossible value, clamps a rate just over 100 %, and skips NaN', async () => {
+    const answers: Record<string, unknown> = {
+      [QUERIES.psiSomeAvg10Percent]: vector([
+        [{ instance: 'n1:9100' }, -0.5],
+        [{ instance: 'n2:9100' }, 103.26],
+        [{ instance: 'n3:9100' }, 1e6],
+      ]),
+      [QUERIES.psiFullAvg10Percent]: vector([]),
+      [QUERIES.diskBusyPercent]: vector([
+        [{ instance: 'n1:9100' }, 5],
+        [{ instance: 'n2:9100' }, NaN],
+      ]),
+      [QUERIES.blockedProcesses]: vector([
+        [{ instance: 'n2:9100' }, 2],
+        [{ instance: 'n4:9100' }, 1e300],
+      ]),
+    };
+    const fetchFn = ((url: URL) =>
+      Promise.resolve(
+        new Response(JSON.stringify(answers[url.searchParams.get('query') ?? '']), { status: 200 }),
+      )) as unknown as typeof fetch;
+    const source = new PrometheusSource(settings, fetchFn, () => T0);
+    await source.refresh(['n1', 'n2', 'n3', 'n4']);
+    expect(source.read('n1'), 'a negative rate: not 0').to.equal(undefined);
+    expect(source.problem('n1')?.message).to.equal(
+      'Prometheus gave psiSomeAvg10Percent -0.5 for this node, which cannot be real',
+    );
+    expect(source.read('n2')).to.deep.equal({
+      source: 'prometheus',
+      observedTime: T0.toISOString(),
+      psiSomeAvg10Percent: 100,
+      blockedProcesses: 2,
+    });
+    expect(source.read('n3'), 'a counter glitch: not 100 %').to.equal(undefined);
+    expect(source.read('n4'), 'more tasks than the kernel can have').to.equal(undefined);
+    expect(source.problem('n4')?.reason).to.equal('SourceUnavailable');
   });
 });
 
@@ -110,6 +153,20 @@ describe('KubeletSummarySource', () => {
     expect(source.read('n3')).to.equal(undefined);
     expect(errors).to.deep.equal(['n3']);
     expect(readingFromSummary({}, T0)).to.equal(undefined);
+  });
+
+  it('says what is wrong with a Summary it cannot read a number from', () => {
+    const psi = (some: unknown, time?: unknown) => ({ node: { io: { time, psi: { some } } } });
+    expect(() => readingFromSummary(psi({ avg10: '12' }), T0)).to.throw(
+      'the Summary has an unexpected shape: node.io.psi.some.avg10: Invalid input: expected number, received string',
+    );
+    expect(() => readingFromSummary(psi({ avg10: 101 }), T0)).to.throw(
+      /^the Summary's PSI cannot be real: psiSomeAvg10Percent: /,
+    );
+    expect(() => readingFromSummary(psi({ avg10: 1 }, 'yesterday'), T0)).to.throw(/node\.io\.time/);
+    expect(readingFromSummary(psi({ avg10: 1 }, '2026-11-30T11:59:58+02:00'), T0)?.observedTime).to.equal(
+      '2026-11-30T09:59:58.000Z',
+    );
   });
 
   it('reports a failing node once per transition, names RBAC refusals, and says when it recovers', async () => {

@@ -19,7 +19,7 @@ export interface Judgement {
    * is a status write. The values are in status.ioReading.
    */
   details: string[];
-  /** Why it is unknown, when the source knows better than "no reading" (SourceForbidden, SourceUnavailable). */
+  /** Why it is unknown, when the source knows better than "no reading" (SourceForbidden, SourceUnavailable, ClockSkew). */
   unknownReason?: string;
 }
 
@@ -46,6 +46,15 @@ export function judgeReading(
     return {
       observation: 'Unknown',
       details: [`the latest reading is older than ${staleAfterSeconds}s`],
+    };
+  }
+  // A reading from the future says its writer's clock is ahead, by how much nobody knows: as stale as one from
+  // long ago, or a skewed agent's reading would count as fresh for the whole skew after it stopped.
+  if (age < -staleAfterSeconds) {
+    return {
+      observation: 'Unknown',
+      details: [`the latest reading is stamped more than ${staleAfterSeconds}s in the future (a clock ahead)`],
+      unknownReason: 'ClockSkew',
     };
   }
   if (reading.conditionTrue !== undefined) {

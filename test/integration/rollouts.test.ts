@@ -1,4 +1,3 @@
-import type { V1Deployment } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { AgentProcess } from '../support/agent-process.js';
 import {
@@ -12,6 +11,13 @@ import {
   uniqueName,
 } from '../support/cluster.js';
 import { applyCrds, OperatorProcess } from '../support/operator-process.js';
+import {
+  createRolloutDeployment,
+  isComplete,
+  pausedBy,
+  readDeployment,
+  restartRollout,
+} from '../support/rollouts.js';
 import { FAST_IO, ProcRoot } from '../support/proc-root.js';
 import { applyPolicy, condition, getHealth, getPolicyStatus } from '../support/resources.js';
 import {
@@ -23,48 +29,6 @@ import {
 } from '../support/workloads.js';
 
 const poolSelector = (pool: string) => ({ matchLabels: { 'sandbox.remediator.io/test-pool': pool } });
-
-/** A Deployment whose pods prefer `prefer` (so a rollout's new pod lands there) and become available after 2 s. */
-async function deployment(cleanup: Cleanup, namespace: string, name: string, pool: string, prefer?: string) {
-  const { apps } = api();
-  const body: V1Deployment = {
-    metadata: { name },
-    spec: {
-      replicas: 3,
-      minReadySeconds: 2,
-      strategy: { rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } },
-      selector: { matchLabels: { app: name } },
-      template: {
-        metadata: { labels: { app: name } },
-        spec: {
-          nodeSelector: { 'sandbox.remediator.io/test-pool': pool },
-          ...(prefer
-            ? {
-                affinity: {
-                  nodeAffinity: {
-                    preferredDuringSchedulingIgnoredDuringExecution: [
-                      {
-                        weight: 100,
-                        preference: {
-                          matchExpressions: [
-                            { key: 'kubernetes.io/hostname', operator: 'In', values: [prefer] },
-                          ],
-                        },
-                      },
-                    ],
-                  },
-                },
-              }
-            : {}),
-          terminationGracePeriodSeconds: 0,
-          containers: [{ name: 'app', image: 'registry.local/app:1' }],
-        },
-      },
-    },
-  };
-  await apps.createNamespacedDeployment({ namespace, body });
-  cleanup.add(() => apps.deleteNamespacedDeployment({ name, namespace }).catch(() => undefined));
-}
 
 /** Waits until some node of the pool is IoPressureHigh=True. */
 async function ioPressureHighIn(pool: string): Promise<void> {
@@ -80,17 +44,6 @@ async function ioPressureHighIn(pool: string): Promise<void> {
     { timeoutMs: 60_000 },
   );
 }
-
-const read = (namespace: string, name: string) => api().apps.readNamespacedDeployment({ name, namespace });
-const isComplete = (d: V1Deployment) =>
-  (d.status?.observedGeneration ?? 0) >= (d.metadata?.generation ?? 0) &&
-  d.status?.updatedReplicas === d.spec?.replicas &&
-  d.status?.availableReplicas === d.spec?.replicas &&
-  d.status?.replicas === d.spec?.replicas;
-const pausedBy = (d: V1Deployment) => d.metadata?.annotations?.['sandbox.remediator.io/paused-by'];
-/** A new rollout: a changed pod template, as `kubectl rollout restart` makes one. */
-const restart = (namespace: string, name: string) =>
-  kubectl(['rollout', 'restart', `deployment/${name}`, '-n', namespace]);
 
 describe('rollout throttling on the real cluster', function () {
   const cleanup = new Cleanup();
@@ -144,12 +97,12 @@ describe('rollout throttling on the real cluster', function () {
     } = await pool({
       remediation: { evictStuckPods: false, throttleRollouts: { maxConcurrentRollouts: 5 } },
     });
-    await deployment(cleanup, namespace, 'web', p, sick);
-    await eventually('web available', async () => isComplete(await read(namespace, 'web')), {
+    await createRolloutDeployment(cleanup, namespace, 'web', p, sick);
+    await eventually('web available', async () => isComplete(await readDeployment(namespace, 'web')), {
       timeoutMs: 60_000,
     });
     await startIncident(cleanup, sick);
-    await restart(namespace, 'web');
+    await restartRollout(namespace, 'web');
     await eventually('the new pod stuck on the sick node', async () =>
       (await podsOf(namespace, 'web')).some((pod) => pod.spec?.nodeName === sick && !isRunning(pod)),
     );
@@ -158,7 +111,7 @@ describe('rollout throttling on the real cluster', function () {
     const paused = await eventually(
       'web paused with our stamp',
       async () => {
-        const d = await read(namespace, 'web');
+        const d = await readDeployment(namespace, 'web');
         return d.spec?.paused === true && pausedBy(d) === policy ? d : undefined;
       },
       { timeoutMs: 60_000 },
@@ -192,14 +145,14 @@ describe('rollout throttling on the real cluster', function () {
     const resumed = await eventually(
       'web resumed after recovery, unstamped',
       async () => {
-        const d = await read(namespace, 'web');
+        const d = await readDeployment(namespace, 'web');
         return d.spec?.paused !== true && !pausedBy(d) ? d : undefined;
       },
       { timeoutMs: 90_000 },
     );
     expect(resumed.metadata?.annotations ?? {}).to.not.have.property('sandbox.remediator.io/pause-reason');
     expect(second.logs.some((l) => l.message === 'Resumed Deployment')).to.equal(true);
-    await eventually('the rollout finished', async () => isComplete(await read(namespace, 'web')), {
+    await eventually('the rollout finished', async () => isComplete(await readDeployment(namespace, 'web')), {
       timeoutMs: 60_000,
     });
     expect(await eventsWithReasonAtLeast(1, 'RolloutPaused', namespace, 'web'), 'paused once').to.have.length(
@@ -220,13 +173,14 @@ describe('rollout throttling on the real cluster', function () {
       remediation: { evictStuckPods: false, throttleRollouts: { maxConcurrentRollouts: 5 } },
       safety: { maxUnhealthyNodes: 1, cooldownSeconds: 20 },
     });
-    for (const name of ['theirs', 'resumed']) await deployment(cleanup, namespace, name, p, sick);
     for (const name of ['theirs', 'resumed'])
-      await eventually(`${name} available`, async () => isComplete(await read(namespace, name)), {
+      await createRolloutDeployment(cleanup, namespace, name, p, sick);
+    for (const name of ['theirs', 'resumed'])
+      await eventually(`${name} available`, async () => isComplete(await readDeployment(namespace, name)), {
         timeoutMs: 60_000,
       });
     await startIncident(cleanup, sick);
-    for (const name of ['theirs', 'resumed']) await restart(namespace, name);
+    for (const name of ['theirs', 'resumed']) await restartRollout(namespace, name);
     await kubectl(['rollout', 'pause', 'deployment/theirs', '-n', namespace]);
     await eventually('both new pods stuck on the sick node', async () => {
       const pods = [...(await podsOf(namespace, 'theirs')), ...(await podsOf(namespace, 'resumed'))];
@@ -235,16 +189,18 @@ describe('rollout throttling on the real cluster', function () {
     await proc.setPressure('load');
     await eventually(
       'resumed paused by us',
-      async () => pausedBy(await read(namespace, 'resumed')) !== undefined,
+      async () => pausedBy(await readDeployment(namespace, 'resumed')) !== undefined,
       {
         timeoutMs: 60_000,
       },
     );
-    expect(pausedBy(await read(namespace, 'theirs')), 'the user pause is not ours').to.equal(undefined);
+    expect(pausedBy(await readDeployment(namespace, 'theirs')), 'the user pause is not ours').to.equal(
+      undefined,
+    );
 
     expect((await kubectl(['rollout', 'resume', 'deployment/resumed', '-n', namespace])).code).to.equal(0);
     const released = await eventually('our stamp dropped', async () => {
-      const d = await read(namespace, 'resumed');
+      const d = await readDeployment(namespace, 'resumed');
       return !pausedBy(d) ? d : undefined;
     });
     expect(released.metadata?.annotations).to.have.property('sandbox.remediator.io/hands-off-until');
@@ -252,7 +208,9 @@ describe('rollout throttling on the real cluster', function () {
     // Still feeding the saturated node, but within the cooldown it is left alone.
     for (let i = 0; i < 8; i++) {
       await new Promise((r) => setTimeout(r, 1000));
-      expect((await read(namespace, 'resumed')).spec?.paused ?? false, `second ${i}`).to.equal(false);
+      expect((await readDeployment(namespace, 'resumed')).spec?.paused ?? false, `second ${i}`).to.equal(
+        false,
+      );
     }
 
     await hack('incident', ['stop', '--node', sick]);
@@ -264,7 +222,7 @@ describe('rollout throttling on the real cluster', function () {
         timeoutMs: 60_000,
       },
     );
-    const theirs = await read(namespace, 'theirs');
+    const theirs = await readDeployment(namespace, 'theirs');
     expect(theirs.spec?.paused, 'still paused: the user paused it').to.equal(true);
     expect(await eventsWithReason('RolloutPaused', namespace, 'theirs')).to.deep.equal([]);
     expect(await eventsWithReason('RolloutResumed', namespace, 'theirs')).to.deep.equal([]);
@@ -281,21 +239,21 @@ describe('rollout throttling on the real cluster', function () {
       remediation: { throttleRollouts: { maxConcurrentRollouts: 1 } },
     });
     const names = ['a', 'b', 'c'];
-    for (const name of names) await deployment(cleanup, namespace, name, p);
+    for (const name of names) await createRolloutDeployment(cleanup, namespace, name, p);
     for (const name of names)
-      await eventually(`${name} available`, async () => isComplete(await read(namespace, name)), {
+      await eventually(`${name} available`, async () => isComplete(await readDeployment(namespace, name)), {
         timeoutMs: 60_000,
       });
     await proc.setPressure('load');
     await ioPressureHighIn(p);
 
-    for (const name of names) await restart(namespace, name);
+    for (const name of names) await restartRollout(namespace, name);
     const finished = new Map<string, number>();
     let maxProgressing = 0;
     const deadline = Date.now() + 150_000;
     await new Promise((r) => setTimeout(r, 1000));
     while (finished.size < names.length && Date.now() < deadline) {
-      const current = await Promise.all(names.map((n) => read(namespace, n)));
+      const current = await Promise.all(names.map((n) => readDeployment(namespace, n)));
       const progressing = current.filter((d) => !isComplete(d) && d.spec?.paused !== true);
       maxProgressing = Math.max(maxProgressing, progressing.length);
       for (const [i, d] of current.entries())
@@ -304,7 +262,7 @@ describe('rollout throttling on the real cluster', function () {
     }
     expect(maxProgressing, 'progressing at once, sampled every second').to.equal(1);
     expect([...finished.keys()], 'finished in the order they started').to.deep.equal(names);
-    for (const name of names) expect(pausedBy(await read(namespace, name))).to.equal(undefined);
+    for (const name of names) expect(pausedBy(await readDeployment(namespace, name))).to.equal(undefined);
     expect(await eventsWithReasonAtLeast(2, 'RolloutPaused', namespace)).to.have.length(2);
     await proc.setPressure('idle');
   });
@@ -321,16 +279,16 @@ describe('rollout throttling on the real cluster', function () {
       remediation: { throttleRollouts: { maxConcurrentRollouts: 1 } },
       safety: { maxUnhealthyNodes: 1, cooldownSeconds: 5, dryRun: true },
     });
-    for (const name of ['a', 'b']) await deployment(cleanup, namespace, name, p);
+    for (const name of ['a', 'b']) await createRolloutDeployment(cleanup, namespace, name, p);
     for (const name of ['a', 'b'])
-      await eventually(`${name} available`, async () => isComplete(await read(namespace, name)), {
+      await eventually(`${name} available`, async () => isComplete(await readDeployment(namespace, name)), {
         timeoutMs: 60_000,
       });
     await proc.setPressure('load');
     await ioPressureHighIn(p);
     const generations = async () =>
-      Promise.all(['a', 'b'].map(async (n) => (await read(namespace, n)).metadata?.generation));
-    for (const name of ['a', 'b']) await restart(namespace, name);
+      Promise.all(['a', 'b'].map(async (n) => (await readDeployment(namespace, n)).metadata?.generation));
+    for (const name of ['a', 'b']) await restartRollout(namespace, name);
     const after = await generations();
     const events = await eventually('the dry-run pause Event', async () => {
       const e = await eventsWithReason('RolloutPaused', namespace);
@@ -343,7 +301,7 @@ describe('rollout throttling on the real cluster', function () {
       [`${namespace}/b`, 'RolloutQueued', true],
     ]);
     for (const name of ['a', 'b']) {
-      const d = await read(namespace, name);
+      const d = await readDeployment(namespace, name);
       expect(d.spec?.paused ?? false, name).to.equal(false);
       expect(pausedBy(d), name).to.equal(undefined);
     }

@@ -6,12 +6,16 @@ import { CLUSTER_DIR } from './cluster.js';
 
 export interface AuditEvent {
   verb: string;
+  /** The path and query, e.g. /api/v1/nodes/n1?fieldManager=sandbox-remediator. */
+  requestURI?: string;
   user: { username: string; extra?: Record<string, string[]> };
   objectRef?: { resource?: string; subresource?: string; name?: string; namespace?: string };
   responseStatus?: { code?: number };
   requestReceivedTimestamp: string;
   /** When the response completed (the policy logs that stage only). */
   stageTimestamp?: string;
+  /** The request body, for the writes the policy logs at Request level (the operator's Node and Deployment patches). */
+  requestObject?: unknown;
 }
 
 export const AUDIT_LOG = join(CLUSTER_DIR, 'logs', 'audit.log');
@@ -47,3 +51,10 @@ export const succeeded = (event: AuditEvent) => {
   const code = event.responseStatus?.code ?? 0;
   return code >= 200 && code < 300;
 };
+
+/**
+ * The field manager a write named: tells the operator's patches ("sandbox-remediator") from the incident
+ * injector's ("sandbox-remediator-incident") when both use the admin credentials, as in most tests.
+ */
+export const fieldManagerOf = (event: AuditEvent) =>
+  new URL(event.requestURI ?? '/', 'https://apiserver').searchParams.get('fieldManager') ?? undefined;

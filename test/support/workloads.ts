@@ -14,7 +14,16 @@ export async function createSpreadDeployment(
   name: string,
   pool: string,
   replicas: number,
-  { labels = {}, pinTo }: { labels?: Record<string, string>; pinTo?: string } = {},
+  {
+    labels = {},
+    pinTo,
+    finalizers,
+  }: {
+    labels?: Record<string, string>;
+    pinTo?: string;
+    /** On every pod (the ReplicaSet copies them): an evicted pod then lingers in Terminating. */
+    finalizers?: string[];
+  } = {},
 ): Promise<void> {
   const { apps } = api();
   const match = { app: name };
@@ -26,7 +35,7 @@ export async function createSpreadDeployment(
         replicas,
         selector: { matchLabels: match },
         template: {
-          metadata: { labels: { ...match, ...labels } },
+          metadata: { labels: { ...match, ...labels }, ...(finalizers ? { finalizers } : {}) },
           spec: {
             nodeSelector: { 'sandbox.remediator.io/test-pool': pool },
             ...(pinTo ? { nodeName: pinTo } : {}),

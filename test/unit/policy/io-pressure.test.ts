@@ -65,6 +65,23 @@ describe('judgeReading', () => {
       observation: 'Unknown',
       detail: /^the latest reading is older than 90s$/,
     },
+    {
+      name: 'a high reading stamped an hour ahead (a clock ahead)',
+      reading: reading({ psiSomeAvg10Percent: 90 }, secondsAfter(T0, 3600)),
+      observation: 'Unknown',
+      detail: /^the latest reading is stamped more than 90s in the future \(a clock ahead\)$/,
+    },
+    {
+      name: 'a high reading stamped a little ahead (within staleAfterSeconds)',
+      reading: reading({ psiSomeAvg10Percent: 90 }, secondsAfter(T0, 60)),
+      observation: 'Over',
+    },
+    {
+      name: 'a low reading stamped a day ago',
+      reading: reading({ psiSomeAvg10Percent: 1 }, secondsAfter(T0, -86_400)),
+      observation: 'Unknown',
+      detail: /^the latest reading is older than 90s$/,
+    },
   ];
   for (const row of table) {
     it(`says ${row.observation} for ${row.name}`, () => {
@@ -90,6 +107,11 @@ describe('judgeReading details', () => {
       judgeReading(reading({ psiSomeAvg10Percent: 90 }, secondsAfter(T0, -age)), thresholds, T0, 20),
     );
     expect(stale[1]).to.deep.equal(stale[0]);
+    const ahead = [600, 7200].map((skew) =>
+      judgeReading(reading({ psiSomeAvg10Percent: 90 }, secondsAfter(T0, skew)), thresholds, T0, 20),
+    );
+    expect(ahead[1]).to.deep.equal(ahead[0]);
+    expect(ahead[0]?.unknownReason).to.equal('ClockSkew');
   });
 });
 

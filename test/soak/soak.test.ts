@@ -1,0 +1,246 @@
+// `make soak` (not in CI): SOAK_MINUTES (60) of incidents starting and stopping on random nodes of a kwok pool while
+// the operator is restarted at random (kill -9 or SIGTERM), with rollouts and paced pod starts going on. At the
+// end nothing is cordoned, stamped, paused or gated, no node was cordoned twice without an undo between (from the
+// audit log), and the operator's RSS trend is flat.
+import type { V1Pod } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { readFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { AgentProcess } from '../support/agent-process.js';
+import { auditEvents, fieldManagerOf, resourceOf, succeeded } from '../support/audit.js';
+import {
+  api,
+  Cleanup,
+  createNamespace,
+  createNodes,
+  eventually,
+  hack,
+  kubectl,
+  uniqueName,
+} from '../support/cluster.js';
+import { freePort } from '../support/monitoring.js';
+import { applyCrds, OperatorProcess } from '../support/operator-process.js';
+import { FAST_IO, ProcRoot } from '../support/proc-root.js';
+import { applyPolicy } from '../support/resources.js';
+import { createRolloutDeployment, pausedBy, readDeployment, restartRollout } from '../support/rollouts.js';
+import { createSpreadDeployment, readNode, startIncident, stampsOf } from '../support/workloads.js';
+
+const MINUTES = Number(process.env.SOAK_MINUTES ?? 60);
+const SEED = Number(process.env.SOAK_SEED ?? Date.now() % 1_000_000);
+const NODES = 8;
+const GATE = 'sandbox.remediator.io/paced';
+const log = (msg: string) => {
+  console.error(`      [soak ${new Date().toISOString().slice(11, 19)}] ${msg}`);
+};
+
+/** A small seeded generator (mulberry32), so a failing soak can be replayed with SOAK_SEED. */
+function random(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
+const rssMiB = (pid: number) => {
+  try {
+    const match = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match ? Number(match[1]) / 1024 : undefined;
+  } catch {
+    return undefined;
+  }
+};
+
+/** Least-squares slope of y over x. */
+function slope(points: [number, number][]): number {
+  const n = points.length;
+  const mx = points.reduce((s, [x]) => s + x, 0) / n;
+  const my = points.reduce((s, [, y]) => s + y, 0) / n;
+  const num = points.reduce((s, [x, y]) => s + (x - mx) * (y - my), 0);
+  const den = points.reduce((s, [x]) => s + (x - mx) ** 2, 0);
+  return den === 0 ? 0 : num / den;
+}
+
+describe('soak: incidents on random nodes while the operator restarts at random', function () {
+  const cleanup = new Cleanup();
+  let operator: OperatorProcess | undefined;
+  after(async function () {
+    this.timeout(300_000);
+    await operator?.stop();
+    await cleanup.run();
+    await kubectl([
+      'delete',
+      'mutatingwebhookconfiguration',
+      'sandbox-remediator-pacing',
+      '--ignore-not-found',
+    ]);
+  });
+
+  it(`leaves nothing behind after ${MINUTES} min, never cordons twice without an undo, and keeps RSS flat`, async function () {
+    this.timeout((MINUTES + 20) * 60_000);
+    const rand = random(SEED);
+    log(`seed ${SEED} (SOAK_SEED=${SEED} replays the schedule), ${MINUTES} min`);
+    await applyCrds();
+    const webhookPort = await freePort();
+    const start = async () => {
+      const o = new OperatorProcess();
+      await o.start([`--webhook-bind-address=127.0.0.1:${webhookPort}`]);
+      return o;
+    };
+    operator = await start();
+    const since = new Date();
+
+    const namespace = await createNamespace(cleanup, 'soak');
+    await kubectl(['label', 'namespace', namespace, 'pacing=on']);
+    const { pool, names } = await createNodes(cleanup, NODES);
+    await applyPolicy(cleanup, uniqueName('soak'), {
+      nodeSelector: { matchLabels: { 'sandbox.remediator.io/test-pool': pool } },
+      detection: { stuckThresholdSeconds: 3 },
+      ioPressure: FAST_IO,
+      safety: { maxUnhealthyNodes: 3, cooldownSeconds: 10, maxEvictionsPerMinute: 10 },
+      remediation: {
+        throttleRollouts: {
+          maxConcurrentRollouts: 2,
+          pacePodStarts: {
+            maxPodStartsPerMinute: 20,
+            namespaceSelector: { matchLabels: { pacing: 'on' } },
+            maxGateSeconds: 120,
+          },
+        },
+      },
+    });
+    const procs = new Map<string, ProcRoot>();
+    for (const name of names) {
+      const proc = new ProcRoot();
+      const agent = new AgentProcess();
+      cleanup.add(() => proc.remove());
+      cleanup.add(() => agent.stop());
+      agent.start(name, [
+        `--proc-root=${await proc.create()}`,
+        '--interval-seconds=1',
+        '--heartbeat-seconds=3',
+      ]);
+      procs.set(name, proc);
+    }
+    await createSpreadDeployment(cleanup, namespace, 'web', pool, NODES * 2);
+    await createRolloutDeployment(cleanup, namespace, 'roll', pool);
+
+    const sick = new Set<string>();
+    const samples: { pid: number; at: number; rss: number }[] = [];
+    const startedAt = Date.now();
+    const end = startedAt + MINUTES * 60_000;
+    let nextRestart = startedAt + (3 + rand() * 7) * 60_000;
+    let nextRollout = startedAt + 60_000;
+    let nextScale = startedAt + 30_000;
+    let restarts = 0;
+    let incidents = 0;
+    let lastSample = 0;
+    while (Date.now() < end) {
+      const now = Date.now();
+      if (now - lastSample >= 10_000 && operator.pid) {
+        const rss = rssMiB(operator.pid);
+        if (rss !== undefined) samples.push({ pid: operator.pid, at: now, rss });
+        lastSample = now;
+      }
+      if (now >= nextRestart) {
+        const hard = rand() < 0.5;
+        log(`restarting the operator (${hard ? 'kill -9' : 'SIGTERM'}); ${sick.size} node(s) in an incident`);
+        if (hard) {
+          operator.kill();
+          await operator.exited;
+        } else {
+          const code = await operator.stop();
+          expect(code, 'exit 0 on SIGTERM').to.equal(0);
+        }
+        operator = await start();
+        restarts++;
+        nextRestart = now + (3 + rand() * 7) * 60_000;
+      }
+      if (now >= nextRollout) {
+        await restartRollout(namespace, 'roll');
+        nextRollout = now + (1 + rand() * 2) * 60_000;
+      }
+      if (now >= nextScale) {
+        // New pods in the paced namespace: gated under pressure, released after.
+        const replicas = NODES * 2 + Math.floor(rand() * NODES);
+        await kubectl(['scale', 'deployment/web', '-n', namespace, `--replicas=${replicas}`]);
+        nextScale = now + (20 + rand() * 40) * 1000;
+      }
+      const node = names[Math.floor(rand() * names.length)]!;
+      if (sick.has(node)) {
+        await hack('incident', ['stop', '--node', node]);
+        await procs.get(node)!.setPressure('idle');
+        sick.delete(node);
+      } else if (sick.size < 3) {
+        await startIncident(cleanup, node, ['--max-duration-seconds', String(MINUTES * 60 + 600)]);
+        await procs.get(node)!.setPressure('load');
+        sick.add(node);
+        incidents++;
+      }
+      await sleep((10 + rand() * 30) * 1000);
+    }
+    log(`${incidents} incidents, ${restarts} operator restarts; ending every incident`);
+    for (const node of sick) {
+      await hack('incident', ['stop', '--node', node]);
+      await procs.get(node)!.setPressure('idle');
+    }
+
+    await eventually(
+      'nothing cordoned, stamped, paused or gated',
+      async () => {
+        for (const name of names) {
+          const n = await readNode(name);
+          if (n.spec?.unschedulable || Object.keys(stampsOf(n)).length > 0) return false;
+        }
+        for (const name of ['web', 'roll']) {
+          const d = await readDeployment(namespace, name);
+          if (d.spec?.paused || pausedBy(d)) return false;
+        }
+        const pods = (await api().core.listNamespacedPod({ namespace })).items;
+        return !pods.some((p: V1Pod) => (p.spec?.schedulingGates ?? []).some((g) => g.name === GATE));
+      },
+      { timeoutMs: 300_000, intervalMs: 2000 },
+    );
+    await sleep(2000);
+    const cordons = new Map<string, boolean[]>();
+    for (const e of await auditEvents(since)) {
+      if (resourceOf(e) !== 'nodes' || e.verb !== 'patch' || !succeeded(e)) continue;
+      if (fieldManagerOf(e) !== 'sandbox-remediator') continue;
+      const spec = (e.requestObject as { spec?: Record<string, unknown> } | undefined)?.spec;
+      if (!spec || !('unschedulable' in spec)) continue;
+      const list = cordons.get(e.objectRef!.name!) ?? [];
+      list.push(spec.unschedulable === true);
+      cordons.set(e.objectRef!.name!, list);
+    }
+    log(`cordons per node: ${JSON.stringify(Object.fromEntries(cordons))}`);
+    for (const [name, changes] of cordons)
+      expect(
+        changes.every((c, i) => c === (i % 2 === 0)),
+        `${name}: never cordoned twice without an uncordon`,
+      ).to.equal(true);
+
+    // RSS: the slope within each process's life (after its first minute), in MiB per hour.
+    const byPid = new Map<number, [number, number][]>();
+    for (const s of samples) {
+      const list = byPid.get(s.pid) ?? [];
+      list.push([s.at / 3_600_000, s.rss]);
+      byPid.set(s.pid, list);
+    }
+    const slopes = [...byPid.values()]
+      .map((points) => points.filter(([at]) => at - points[0]![0] >= 1 / 60))
+      .filter((points) => points.length >= 12)
+      .map((points) => ({ slope: slope(points), minutes: (points.at(-1)![0] - points[0]![0]) * 60 }));
+    const rss = samples.map((s) => s.rss);
+    log(
+      `RSS ${Math.min(...rss).toFixed(1)}..${Math.max(...rss).toFixed(1)} MiB over ${samples.length} samples; slopes (MiB/h) per process: ${slopes.map((s) => `${s.slope.toFixed(1)} over ${s.minutes.toFixed(0)} min`).join(', ')}`,
+    );
+    expect(slopes.length, 'processes that lived long enough to judge').to.be.greaterThan(0);
+    const weighted =
+      slopes.reduce((s, x) => s + x.slope * x.minutes, 0) / slopes.reduce((s, x) => s + x.minutes, 0);
+    log(`RSS trend: ${weighted.toFixed(1)} MiB/h (weighted by lifetime)`);
+    expect(weighted, 'RSS trend, MiB per hour').to.be.below(20);
+  });
+});

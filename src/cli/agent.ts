@@ -1,8 +1,8 @@
 import { NodeAgent, type Publisher } from '../agent/agent.js';
 import { type AgentFlags, formatAgentHelp, parseAgentArgs } from './agent-options.js';
-import { closeServers, untilStopSignal } from './process.js';
+import { bindRefusal, closeServers, untilStopSignal } from './process.js';
 import { createLineLogger } from '../observability/log.js';
-import { serve } from '../observability/server.js';
+import { BindError, serve } from '../observability/server.js';
 
 /** `sandbox-remediator agent <args>`: exits 1 on a bad command line, as commander does, after the help. */
 export async function runAgentCli(args: readonly string[]): Promise<number> {
@@ -28,16 +28,15 @@ export async function runAgent(flags: AgentFlags): Promise<number> {
   }
   let publisher: (Publisher & { close(): void }) | undefined;
   if (flags.publish) {
-    const [{ loadApiAccess }, { ReadingPublisher }] = await Promise.all([
+    const [{ loadApiAccess, KubeconfigError }, { ReadingPublisher }] = await Promise.all([
       import('../kube/rest.js'),
       import('../kube/reading-publisher.js'),
     ]);
     try {
       publisher = new ReadingPublisher(await loadApiAccess(flags.kubeconfig), nodeName);
     } catch (err) {
-      logger.error('Refused to start: found no usable kubeconfig or in-cluster ServiceAccount', {
-        error: (err as Error).message,
-      });
+      if (!(err instanceof KubeconfigError)) throw err;
+      logger.error(`Refused to start: ${err.message}; pass --kubeconfig=<path> or --no-publish`);
       return 2;
     }
   }
@@ -50,10 +49,24 @@ export async function runAgent(flags: AgentFlags): Promise<number> {
     logger,
     ...(publisher ? { publisher } : {}),
   });
-  const server = await serve(flags.metricsBindAddress, {
-    registry: agent.metrics,
-    probes: { healthy: () => true, ready: () => agent.latest !== undefined },
-  });
+  let server: Awaited<ReturnType<typeof serve>>;
+  try {
+    server = await serve(flags.metricsBindAddress, {
+      registry: agent.metrics,
+      probes: { healthy: () => true, ready: () => agent.latest !== undefined },
+    });
+  } catch (err) {
+    if (!(err instanceof BindError)) throw err;
+    logger.error(
+      bindRefusal(err, {
+        what: 'metrics',
+        flag: '--metrics-bind-address',
+        holder: 'another agent on this machine?',
+      }),
+    );
+    publisher?.close();
+    return 2;
+  }
   logger.info('Started node agent', {
     node: nodeName,
     procRoot: flags.procRoot,

@@ -5,13 +5,13 @@ import { hostname } from 'node:os';
 import { Manager } from '../controllers/manager.js';
 import { describeError } from '../kube/errors.js';
 import { KubeLeaseStore, LeaderElector } from '../kube/leader-election.js';
-import { closeServers, untilStopSignal } from './process.js';
-import { loadKubeConfig, serverOf } from '../kube/client.js';
+import { bindRefusal, closeServers, untilStopSignal, type Listener } from './process.js';
+import { KubeconfigError, loadKubeConfig, serverOf, type KubeConfig } from '../kube/client.js';
 import { applyCustomResourceDefinitions, readCustomResourceDefinitions } from '../kube/crds.js';
-import { OperatorLifecycle } from '../kube/lifecycle.js';
-import { createLogger, type LogLevel } from '../observability/logger.js';
+import { OperatorLifecycle, reportUntilStarted } from '../kube/lifecycle.js';
+import { createLogger, type Logger, type LogLevel } from '../observability/logger.js';
 import { OperatorMetrics } from '../observability/metrics.js';
-import { serve } from '../observability/server.js';
+import { BindError, serve } from '../observability/server.js';
 import { RESOURCE_KINDS, GROUP } from '../api/v1alpha1/index.js';
 import { splitHostPort, WEBHOOK_PATH } from '../webhook/pacing-webhook.js';
 
@@ -54,11 +54,17 @@ export async function runOperator(flags: OperatorFlags): Promise<number> {
   // KUBECONFIG also steers the lifecycle adapter, which loads its own configuration.
   if (flags.kubeconfig) process.env.KUBECONFIG = flags.kubeconfig;
   const metrics = new OperatorMetrics();
-  const kc = loadKubeConfig(undefined, {
-    onCall: ({ method, resource, result }) => {
-      if (method !== 'GET') metrics.apiWrites.inc({ resource, result: String(result) });
-    },
-  });
+  let kc: KubeConfig;
+  try {
+    kc = loadKubeConfig(flags.kubeconfig, {
+      onCall: ({ method, resource, result }) => {
+        if (method !== 'GET') metrics.apiWrites.inc({ resource, result: String(result) });
+      },
+    });
+  } catch (err) {
+    if (!(err instanceof KubeconfigError)) throw err;
+    return refuse(logger, `Refused to start: ${err.message}; pass --kubeconfig=<path>`);
+  }
   logger.info('Starting sandbox-remediator operator', {
     server: serverOf(kc),
     dryRun: flags.dryRun,
@@ -108,10 +114,20 @@ export async function runOperator(flags: OperatorFlags): Promise<number> {
         },
       })
     : undefined;
-  const probes = await serve(flags.healthProbeBindAddress, {
-    probes: { healthy: () => true, ready: () => manager.ready() },
-  });
-  const metricsServer = await serve(flags.metricsBindAddress, { registry: metrics.registry });
+  let probes: Awaited<ReturnType<typeof serve>>;
+  let metricsServer: Awaited<ReturnType<typeof serve>>;
+  let binding: Listener = LISTENERS.probes;
+  try {
+    probes = await serve(flags.healthProbeBindAddress, {
+      probes: { healthy: () => true, ready: () => manager.ready() },
+    });
+    binding = LISTENERS.metrics;
+    metricsServer = await serve(flags.metricsBindAddress, { registry: metrics.registry });
+  } catch (err) {
+    if (!(err instanceof BindError)) throw err;
+    await closeServers(probes);
+    return refuse(logger, bindRefusal(err, binding));
+  }
   const gauges = setInterval(() => {
     manager.refreshGauges();
   }, 5000);
@@ -134,7 +150,29 @@ export async function runOperator(flags: OperatorFlags): Promise<number> {
   });
 
   const stopped = untilStopSignal();
-  const first = await Promise.race([lifecycle.start().then(() => 'synced' as const), stopped]);
+  const starting = lifecycle.start();
+  // The caches retry on their own; this says why, when they take a while, in words that name the fix.
+  void reportUntilStarted(kc, logger, starting);
+  const first = await Promise.race([
+    starting.then(
+      () => 'synced' as const,
+      (err: unknown) => ({ failed: err }),
+    ),
+    stopped,
+  ]);
+  if (typeof first === 'object') {
+    // Bounded, as after a lost Lease: a request hung on a silent apiserver must not hold the exit.
+    const forced = setTimeout(() => process.exit(1), 5000);
+    forced.unref();
+    clearInterval(gauges);
+    await lifecycle.shutdown();
+    await closeServers(probes, metricsServer);
+    clearTimeout(forced);
+    if (first.failed instanceof BindError)
+      return refuse(logger, bindRefusal(first.failed, LISTENERS.webhook));
+    logger.error(`Failed to start: ${describeError(first.failed)}`);
+    return 1;
+  }
   // Campaign only with warm caches, so a cold replica never takes the Lease ahead of a warm standby.
   if (first === 'synced') elector?.start();
   const ended = first === 'synced' ? await Promise.race([stopped, leadershipLost]) : first;
@@ -158,6 +196,23 @@ export async function runOperator(flags: OperatorFlags): Promise<number> {
   await closeServers(probes, metricsServer);
   logger.info('Stopped');
   return 0;
+}
+
+/** The servers the flags place, for the line that refuses an address. */
+const LISTENERS = {
+  probes: {
+    what: 'health probe',
+    flag: '--health-probe-bind-address',
+    holder: 'another operator on this machine?',
+  },
+  metrics: { what: 'metrics', flag: '--metrics-bind-address', holder: 'another operator on this machine?' },
+  webhook: { what: 'webhook', flag: '--webhook-bind-address', holder: 'another operator on this machine?' },
+} satisfies Record<string, Listener>;
+
+/** Logs the one line and gives exit status 2, as for every configuration mistake. */
+function refuse(logger: Logger, line: string): number {
+  logger.error(line);
+  return 2;
 }
 
 /** The pacing webhook's settings from the flags; undefined when it is off (--webhook-bind-address 0). */

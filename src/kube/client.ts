@@ -1,3 +1,6 @@
+import { existsSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { delimiter, join } from 'node:path';
 import {
   createConfiguration,
   IsomorphicFetchHttpLibrary,
@@ -13,9 +16,16 @@ import { from, of } from '@kubernetes/client-node/dist/gen/rxjsStub.js';
 
 export type { KubeConfig } from '@kubernetes/client-node';
 
-import { REQUEST_TIMEOUT_MS } from './rest.js';
+import {
+  describeReadError,
+  firstLine,
+  KUBECONFIG_PROBLEMS,
+  KubeconfigError,
+  REQUEST_TIMEOUT_MS,
+  SERVICE_ACCOUNT_DIR,
+} from './rest.js';
 
-export { REQUEST_TIMEOUT_MS };
+export { KubeconfigError, REQUEST_TIMEOUT_MS };
 
 /** One answered (or failed) API request: what was asked of which resource, and the HTTP status. */
 export interface ApiCall {
@@ -105,12 +115,65 @@ export function resourceOfPath(url: string): string {
   return subresource ? `${resource}/${subresource}` : resource;
 }
 
-/** Loads a kubeconfig: the given file, else $KUBECONFIG, ~/.kube/config, or the in-cluster service account. */
+/**
+ * The kubeconfig files client-node's loadFromDefault reads: the given one, else those of $KUBECONFIG, else
+ * ~/.kube/config if there is one; none means the in-cluster ServiceAccount.
+ */
+function kubeconfigFiles(path: string | undefined): string[] {
+  if (path) return [path];
+  const listed = (process.env.KUBECONFIG ?? '').split(delimiter).filter(Boolean);
+  if (listed.length > 0) return listed;
+  const home = join(process.env.HOME ?? homedir(), '.kube', 'config');
+  return existsSync(home) ? [home] : [];
+}
+
+/**
+ * Loads a kubeconfig: the given file, else $KUBECONFIG, ~/.kube/config, or the in-cluster service account. A
+ * file that cannot be used, or no configuration at all, throws a KubeconfigError saying what is wrong with
+ * which file; client-node would throw a TypeError for an empty file, or fall back to http://localhost:8080.
+ */
 export function loadKubeConfig(path?: string, options: KubeConfigOptions = {}): KubeConfig {
   const kc = new InstrumentedKubeConfig(options);
-  if (path) kc.loadFromFile(path);
-  else kc.loadFromDefault();
+  const files = kubeconfigFiles(path);
+  if (files.length === 0 && !existsSync(join(SERVICE_ACCOUNT_DIR, 'token')))
+    throw new KubeconfigError(
+      undefined,
+      'found no kubeconfig ($KUBECONFIG unset, no ~/.kube/config) and not in a cluster (no ServiceAccount token)',
+    );
+  const file = files.length === 1 ? files[0] : undefined;
+  try {
+    if (path) kc.loadFromFile(path);
+    else kc.loadFromDefault();
+  } catch (err) {
+    const failed = (err as { path?: unknown }).path;
+    const where = typeof failed === 'string' ? failed : (file ?? files.join(delimiter));
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === 'string' && code.startsWith('E'))
+      throw new KubeconfigError(where, describeReadError(err), { cause: err });
+    if ((err as Error).name === 'YAMLException')
+      throw new KubeconfigError(where, `is not valid YAML: ${firstLine(err)}`, { cause: err });
+    // client-node reads an empty file (or a lone scalar) as undefined, then fails on undefined.clusters.
+    if (err instanceof TypeError)
+      throw new KubeconfigError(where, KUBECONFIG_PROBLEMS.notKubeconfig, { cause: err });
+    throw new KubeconfigError(where, `is not a valid kubeconfig: ${firstLine(err)}`, { cause: err });
+  }
+  if (files.length > 0) checkCurrentContext(kc, file ?? files.join(delimiter));
   return kc;
+}
+
+/** What client-node only finds out at the first request ("No active cluster!", a missing CA file), said now. */
+function checkCurrentContext(kc: KubeConfig, where: string): void {
+  const name = kc.getCurrentContext();
+  if (!name) throw new KubeconfigError(where, KUBECONFIG_PROBLEMS.noCurrentContext);
+  const context = kc.getContextObject(name);
+  if (!context) throw new KubeconfigError(where, KUBECONFIG_PROBLEMS.noSuchContext(name));
+  const cluster = kc.getCluster(context.cluster);
+  if (!cluster) throw new KubeconfigError(where, KUBECONFIG_PROBLEMS.noSuchCluster(context.cluster, name));
+  const user = kc.getCurrentUser();
+  for (const referenced of [cluster.caFile, user?.certFile, user?.keyFile]) {
+    if (referenced && !existsSync(referenced))
+      throw new KubeconfigError(where, KUBECONFIG_PROBLEMS.unreadable(referenced, { code: 'ENOENT' }));
+  }
 }
 
 /** Per-call options giving one request its own, usually shorter, timeout (e.g. a kubelet behind the proxy). */

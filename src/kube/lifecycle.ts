@@ -3,8 +3,13 @@
 // is missing, so --install-crds uses src/kube/crds.ts (server-side apply) instead (ADR 0002). The hot path
 // (informers, queue, reconcile, writes) never goes through it: it has no cache, serialises every event
 // in one global queue, and exits the process on any watch error.
+import { setTimeout as sleep } from 'node:timers/promises';
 import dotI from '@dot-i/k8s-operator';
+import { CustomObjectsApi } from '@kubernetes/client-node';
+import { GROUP, RESOURCE_KINDS, VERSION } from '../api/v1alpha1/index.js';
 import type { Logger } from '../observability/logger.js';
+import { serverOf, withTimeout, type KubeConfig } from './client.js';
+import { apiStatus, describeError } from './errors.js';
 
 const Operator = dotI.default;
 
@@ -39,5 +44,132 @@ export class OperatorLifecycle extends Operator {
   async shutdown(): Promise<void> {
     this.stop();
     await this.hooks.stop();
+  }
+}
+
+/** Why the apiserver does not give the operator its own resources, in a line that says what to change. */
+export interface ApiProblem {
+  reason: 'Unreachable' | 'Unauthorized' | 'Forbidden' | 'CustomResourceDefinitionsMissing' | 'ApiFailing';
+  message: string;
+  error: string;
+}
+
+/** A request that got no answer, in words: "connection refused" rather than a FetchError's 150 characters. */
+function describeNoAnswer(err: unknown, timeoutMs: number): string | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (err instanceof Error && err.name === 'AbortError') return `no answer within ${timeoutMs / 1000} s`;
+  if (typeof code !== 'string') return undefined;
+  if (code === 'ECONNREFUSED') return 'connection refused';
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'host not found';
+  if (code === 'EHOSTUNREACH' || code === 'ENETUNREACH') return 'host unreachable';
+  if (code === 'ECONNRESET') return 'connection reset';
+  if (code === 'ETIMEDOUT') return 'connection timed out';
+  if (/CERT|SELF_SIGNED|UNABLE_TO_|ERR_TLS/.test(code))
+    return `TLS failed (${code}): check the certificate-authority of the cluster`;
+  return undefined;
+}
+
+/**
+ * Asks the apiserver for one object of each of the operator's resources, as the caches are about to; undefined
+ * when it answers both. One request each, so an apiserver that is down, credentials it refuses, missing RBAC
+ * and missing CustomResourceDefinitions each get their own line, where the informers only say "Restarting".
+ */
+export async function findApiProblem(kc: KubeConfig, timeoutMs = 5000): Promise<ApiProblem | undefined> {
+  const server = serverOf(kc) ?? '(no server)';
+  const api = kc.makeApiClient(CustomObjectsApi);
+  const missing: string[] = [];
+  for (const { plural } of RESOURCE_KINDS) {
+    try {
+      await api.listClusterCustomObject(
+        { group: GROUP, version: VERSION, plural, limit: 1 },
+        withTimeout(timeoutMs),
+      );
+    } catch (err) {
+      const error = describeError(err);
+      const status = apiStatus(err);
+      if (status?.code === 404) {
+        missing.push(`${plural}.${GROUP}`);
+        continue;
+      }
+      if (status?.code === 401) {
+        const user = kc.getCurrentUser()?.name ?? '';
+        return {
+          reason: 'Unauthorized',
+          message: `Waiting for ${server} to accept the credentials of kubeconfig user ${JSON.stringify(user)} (HTTP 401 Unauthorized): fix them, or pass --kubeconfig=<a kubeconfig this cluster accepts>`,
+          error,
+        };
+      }
+      if (status?.code === 403)
+        return {
+          reason: 'Forbidden',
+          message: `Waiting for permission to list ${plural}.${GROUP} on ${server} (HTTP 403 Forbidden): bind the operator's ClusterRole (config/rbac) to the user or ServiceAccount it runs as`,
+          error,
+        };
+      const noAnswer = status ? undefined : describeNoAnswer(err, timeoutMs);
+      return noAnswer
+        ? {
+            reason: 'Unreachable',
+            message: `Waiting for the apiserver at ${server}: ${noAnswer}; start it, or pass --kubeconfig=<a kubeconfig whose server is up>`,
+            error,
+          }
+        : { reason: 'ApiFailing', message: `Waiting for the apiserver at ${server}: ${error}`, error };
+    }
+  }
+  if (missing.length === 0) return undefined;
+  return {
+    reason: 'CustomResourceDefinitionsMissing',
+    message: `Waiting for the CustomResourceDefinitions ${missing.join(', ')}, which ${server} does not serve: install them (kubectl apply -f crds/, or sandbox-remediator crds | kubectl apply -f -), or start the operator once with --install-crds`,
+    error: 'HTTP 404',
+  };
+}
+
+export interface StartReportOptions {
+  /** The first question, if not started by then: a healthy start asks nothing. */
+  firstAfterMs?: number;
+  everyMs?: number;
+  /** The same problem is logged again at most this often. */
+  repeatMs?: number;
+  requestTimeoutMs?: number;
+}
+
+/**
+ * Until `started` settles, says why the operator is not ready yet: every few seconds it asks findApiProblem and
+ * logs a warning when the problem changes, and at most every repeatMs while it stays. The operator waits rather
+ * than exits for what the apiserver answers: each can change while it runs (the apiserver comes up, RBAC or CRDs
+ * are applied, a token rotates), and a crash loop's back-off would delay it by minutes once fixed.
+ */
+export async function reportUntilStarted(
+  kc: KubeConfig,
+  logger: Logger,
+  started: Promise<unknown>,
+  {
+    firstAfterMs = 2000,
+    everyMs = 5000,
+    repeatMs = 30_000,
+    requestTimeoutMs = 5000,
+  }: StartReportOptions = {},
+): Promise<void> {
+  const done = new AbortController();
+  const finish = () => {
+    done.abort();
+  };
+  started.then(finish, finish);
+  let last: { reason: ApiProblem['reason']; at: number } | undefined;
+  try {
+    for (let wait = firstAfterMs; ; wait = everyMs) {
+      await sleep(wait, undefined, { signal: done.signal, ref: false });
+      const problem = await findApiProblem(kc, requestTimeoutMs);
+      if (done.signal.aborted) return;
+      if (!problem) {
+        last = undefined;
+        continue;
+      }
+      const now = performance.now();
+      if (problem.reason === last?.reason && now - last.at < repeatMs) continue;
+      logger.warn(problem.message, { reason: problem.reason, error: problem.error });
+      last = { reason: problem.reason, at: now };
+    }
+  } catch (err) {
+    if (!done.signal.aborted) throw err;
   }
 }

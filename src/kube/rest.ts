@@ -43,6 +43,46 @@ export class ApiError extends Error {
   }
 }
 
+/**
+ * A kubeconfig that cannot be used as it is, or none at all (`path` undefined): what to change is in the message,
+ * which reads after "the kubeconfig <path>". No stack trace is due: the file is the user's, not a fault of ours.
+ */
+export class KubeconfigError extends Error {
+  constructor(
+    readonly path: string | undefined,
+    readonly problem: string,
+    options?: ErrorOptions,
+  ) {
+    super(path === undefined ? problem : `the kubeconfig ${path} ${problem}`, options);
+    this.name = 'KubeconfigError';
+  }
+}
+
+/** What is wrong with a kubeconfig, worded once for both readers (client-node's, for the operator, and ours). */
+export const KUBECONFIG_PROBLEMS = {
+  notKubeconfig: 'is empty or not a kubeconfig (no clusters, contexts or users in it)',
+  noCurrentContext: 'sets no current-context: set one (kubectl config use-context NAME)',
+  noSuchContext: (context: string) =>
+    `sets current-context ${JSON.stringify(context)}, but defines no context of that name`,
+  noSuchCluster: (cluster: string | undefined, context: string) =>
+    `names cluster ${JSON.stringify(cluster)} in context ${JSON.stringify(context)}, but defines no cluster of that name`,
+  unreadable: (path: string, err: unknown) => `names ${path}, which ${describeReadError(err)}`,
+};
+
+/** Why a file could not be read, in words: "does not exist", "is a directory, not a file", ... */
+export function describeReadError(err: unknown): string {
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  if (code === 'ENOENT') return 'does not exist';
+  if (code === 'EISDIR') return 'is a directory, not a file';
+  if (code === 'EACCES' || code === 'EPERM') return 'cannot be read: permission denied';
+  return `cannot be read: ${err instanceof Error ? err.message : String(err)}`;
+}
+
+/** The one line a YAML parser's error deserves: its first (the rest draws the place). */
+export function firstLine(err: unknown): string {
+  return ((err instanceof Error ? err.message : String(err)).split('\n')[0] ?? '').replace(/[\s:]+$/, '');
+}
+
 function statusMessage(body: string): string | undefined {
   try {
     const status = JSON.parse(body) as { message?: unknown };
@@ -84,18 +124,26 @@ interface KubeconfigFile {
 /** The current context of a parsed kubeconfig; relative file paths are relative to the kubeconfig's folder. */
 export function accessFromKubeconfig(config: KubeconfigFile, dir: string): ApiAccess {
   const contextName = config['current-context'];
+  if (!contextName) throw new Error(KUBECONFIG_PROBLEMS.noCurrentContext);
   const context = config.contexts?.find((c) => c.name === contextName)?.context;
-  if (!context) throw new Error(`kubeconfig: no context named ${JSON.stringify(contextName)}`);
+  if (!context) throw new Error(KUBECONFIG_PROBLEMS.noSuchContext(contextName));
   const cluster = config.clusters?.find((c) => c.name === context.cluster)?.cluster;
-  if (!cluster?.server)
-    throw new Error(`kubeconfig: cluster ${JSON.stringify(context.cluster)} has no server`);
+  if (!cluster) throw new Error(KUBECONFIG_PROBLEMS.noSuchCluster(context.cluster, contextName));
+  if (!cluster.server) throw new Error(`defines cluster ${JSON.stringify(context.cluster)} without a server`);
   const user = config.users?.find((u) => u.name === context.user)?.user ?? {};
   if (user.exec || user['auth-provider'] || user.username) {
     throw new Error(
-      `kubeconfig: user ${JSON.stringify(context.user)} authenticates by exec, auth-provider or basic auth, which the agent does not run: give it a token, a tokenFile or a client certificate`,
+      `has user ${JSON.stringify(context.user)}, who authenticates by exec, auth-provider or basic auth, which the agent does not run: give it a token, a tokenFile or a client certificate`,
     );
   }
-  const file = (path: string) => readFileSync(isAbsolute(path) ? path : join(dir, path));
+  const file = (path: string) => {
+    const absolute = isAbsolute(path) ? path : join(dir, path);
+    try {
+      return readFileSync(absolute);
+    } catch (err) {
+      throw new Error(KUBECONFIG_PROBLEMS.unreadable(absolute, err), { cause: err });
+    }
+  };
   const either = (data: string | undefined, path: string | undefined) =>
     data !== undefined ? Buffer.from(data, 'base64') : path !== undefined ? file(path) : undefined;
   const access: ApiAccess = { server: cluster.server.replace(/\/+$/, '') };
@@ -141,21 +189,42 @@ export async function loadApiAccess(path?: string, env: NodeJS.ProcessEnv = proc
     } catch (err) {
       // Only ~/.kube/config may be absent; a file the user named must be there.
       if (i === candidates.length - 1 && !path && (err as NodeJS.ErrnoException).code === 'ENOENT') break;
-      throw err;
+      throw new KubeconfigError(file, describeReadError(err), { cause: err });
     }
-    return accessFromKubeconfig(await parseKubeconfig(text), dirname(file));
+    const config = await parseKubeconfig(text, file);
+    try {
+      return accessFromKubeconfig(config, dirname(file));
+    } catch (err) {
+      throw new KubeconfigError(file, firstLine(err), { cause: err });
+    }
   }
-  return inClusterAccess(env);
+  try {
+    return inClusterAccess(env);
+  } catch (err) {
+    throw new KubeconfigError(
+      undefined,
+      `found no kubeconfig ($KUBECONFIG unset, no ~/.kube/config) and ${firstLine(err)}`,
+      { cause: err },
+    );
+  }
 }
 
-async function parseKubeconfig(text: string): Promise<KubeconfigFile> {
+async function parseKubeconfig(text: string, file: string): Promise<KubeconfigFile> {
   // Kubeconfigs written by tools are often JSON, which is YAML; the YAML parser is loaded only when needed.
+  let parsed: unknown;
   try {
-    return JSON.parse(text) as KubeconfigFile;
+    parsed = JSON.parse(text);
   } catch {
     const { parse } = await import('yaml');
-    return parse(text) as KubeconfigFile;
+    try {
+      parsed = parse(text);
+    } catch (err) {
+      throw new KubeconfigError(file, `is not valid YAML: ${firstLine(err)}`, { cause: err });
+    }
   }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    throw new KubeconfigError(file, KUBECONFIG_PROBLEMS.notKubeconfig);
+  return parsed;
 }
 
 export interface ApiResponse {

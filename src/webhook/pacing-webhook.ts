@@ -2,8 +2,8 @@
 // policy says so, and answers "allowed" to everything, always. Decisions come from memory (the reconciler keeps
 // them current), so an answer takes microseconds and never waits on the API.
 import { createServer, type Server } from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { PACING_GATE, PACING_STAMP } from '../api/v1alpha1/index.js';
+import { listen } from '../observability/server.js';
 import type { PacingPolicy } from '../policy/pacing.js';
 import type { ServingCert } from './certs.js';
 
@@ -110,14 +110,7 @@ export async function serveWebhook(
       res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify(answer));
     });
   });
-  const [host, portText] = splitHostPort(bindAddress);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(Number(portText), host, () => {
-      resolve();
-    });
-  });
-  return { server, port: (server.address() as AddressInfo).port };
+  return { server, port: await listen(server, bindAddress) };
 }
 
 export function splitHostPort(address: string): [string, string] {

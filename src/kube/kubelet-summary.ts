@@ -9,7 +9,7 @@ import {
 } from '@kubernetes/client-node';
 // client-node's HTTP layer speaks its own minimal Observable; `from` is not re-exported from the index.
 import { from } from '@kubernetes/client-node/dist/gen/rxjsStub.js';
-import { MAX_RESPONSE_BYTES, readBounded } from '../signals/answer.js';
+import { MAX_RESPONSE_BYTES, readBounded } from '../runtime/bounded-read.js';
 import { withTimeout } from './client.js';
 
 export const KUBELET_TIMEOUT_MS = 10_000;

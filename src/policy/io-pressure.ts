@@ -53,7 +53,9 @@ export function judgeReading(
   if (age < -staleAfterSeconds) {
     return {
       observation: 'Unknown',
-      details: [`the latest reading is stamped more than ${staleAfterSeconds}s in the future (a clock ahead)`],
+      details: [
+        `the latest reading is stamped more than ${staleAfterSeconds}s in the future (a clock ahead)`,
+      ],
       unknownReason: 'ClockSkew',
     };
   }

@@ -1,7 +1,8 @@
 import { z } from 'zod';
 import type { IoReadingStatus } from '../api/v1alpha1/index.js';
 import { describeError } from '../kube/errors.js';
-import { firstIssue, MAX_RESPONSE_BYTES, parseJson, readBounded } from './answer.js';
+import { MAX_RESPONSE_BYTES, readBounded } from '../runtime/bounded-read.js';
+import { firstIssue, parseJson } from './answer.js';
 import type { IoSource, SourceProblem } from './types.js';
 
 export interface PrometheusSettings {

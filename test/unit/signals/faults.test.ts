@@ -12,7 +12,7 @@ import type { IoReadingStatus } from '../../../src/api/v1alpha1/index.js';
 import { loadKubeConfig } from '../../../src/kube/client.js';
 import { kubeletSummaryFetcher } from '../../../src/kube/kubelet-summary.js';
 import { KubeletSummarySource } from '../../../src/signals/kubelet-summary.js';
-import { MAX_RESPONSE_BYTES } from '../../../src/signals/answer.js';
+import { MAX_RESPONSE_BYTES } from '../../../src/runtime/bounded-read.js';
 import { PrometheusSource, QUERIES } from '../../../src/signals/prometheus.js';
 import type { SourceProblem } from '../../../src/signals/types.js';
 import { generateServingCert, type ServingCert } from '../../../src/webhook/certs.js';

@@ -21,33 +21,63 @@ export interface Pressure {
   full?: PressureLine;
 }
 
-const finite = (text: string | undefined): number | undefined => {
-  if (text === undefined || text.trim() === '') return undefined;
+/** A count as procfs prints it: decimal digits, few enough for a double to hold exactly (not 2^64 - 1). */
+const count = (text: string | undefined): number | undefined => {
+  if (text === undefined || !/^\d+$/.test(text)) return undefined;
   const n = Number(text);
-  return Number.isFinite(n) ? n : undefined;
+  return Number.isSafeInteger(n) ? n : undefined;
 };
+
+/** A PSI average as the kernel prints it ("%lu.%02lu"): not 1e3, 0x10, -0 or Infinity, which Number() accepts. */
+const decimal = (text: string | undefined): number | undefined =>
+  text !== undefined && /^\d+(\.\d+)?$/.test(text) ? Number(text) : undefined;
+
+/** procfs separates fields with spaces (and tabs): any other whitespace is inside a field, and makes it bad. */
+const FIELDS = /[ \t]+/;
+
+/** The lines of a procfs file, which ends each with a newline: text after the last one is a line cut short. */
+function lines(text: string, file: string): string[] {
+  const all = text.split('\n');
+  if (all.pop() !== '') throw new ProcParseError(file, `line ${all.length + 1} is cut short (no newline)`);
+  return all;
+}
 
 /** /proc/pressure/io: "some avg10=0.44 avg60=0.10 avg300=0.10 total=14547076" and a "full" line. */
 export function parsePressure(text: string, file = 'pressure/io'): Pressure {
   const result: Pressure = {};
-  for (const [index, raw] of text.split('\n').entries()) {
+  for (const [index, raw] of lines(text, file).entries()) {
     const line = raw.trim();
     if (line === '') continue;
-    const [kind, ...pairs] = line.split(/\s+/);
-    if (kind !== 'some' && kind !== 'full') continue;
-    const values: Record<string, number | undefined> = {};
-    for (const pair of pairs) {
-      const [key, value] = pair.split('=');
-      if (key) values[key] = finite(value);
+    const [kind, ...pairs] = line.split(FIELDS);
+    // The file has one "some" and one "full" line; any other line is one broken in two, or a repeat.
+    if ((kind !== 'some' && kind !== 'full') || result[kind]) {
+      throw new ProcParseError(
+        file,
+        `line ${index + 1} is not one "some" or "full" line: ${JSON.stringify(line)}`,
+      );
     }
-    const { avg10, avg60, avg300, total } = values;
-    if (avg10 === undefined || avg60 === undefined || avg300 === undefined || total === undefined) {
+    const values = new Map<string, number | undefined>();
+    // Every field is key=value, each key once: a field without "=" is the end of a value split off it.
+    const wellFormed = pairs.every((pair) => {
+      const [key = '', value, ...more] = pair.split('=');
+      if (value === undefined || more.length > 0 || values.has(key)) return false;
+      values.set(key, decimal(value));
+      return true;
+    });
+    const [avg10, avg60, avg300, total] = ['avg10', 'avg60', 'avg300', 'total'].map((key) => values.get(key));
+    if (
+      !wellFormed ||
+      avg10 === undefined ||
+      avg60 === undefined ||
+      avg300 === undefined ||
+      total === undefined
+    ) {
       throw new ProcParseError(
         file,
         `line ${index + 1} is not "${kind} avg10=… avg60=… avg300=… total=…": ${JSON.stringify(line)}`,
       );
     }
-    if ([avg10, avg60, avg300].some((v) => v < 0 || v > 100) || total < 0) {
+    if ([avg10, avg60, avg300].some((v) => v > 100) || !Number.isSafeInteger(total)) {
       throw new ProcParseError(file, `line ${index + 1} has values out of range: ${JSON.stringify(line)}`);
     }
     result[kind] = { avg10, avg60, avg300, total };
@@ -71,18 +101,36 @@ export interface DiskStat {
 /** /proc/diskstats: at least the 14 classic columns per line (major minor name + 11 counters). */
 export function parseDiskstats(text: string, file = 'diskstats'): DiskStat[] {
   const disks: DiskStat[] = [];
-  for (const [index, raw] of text.split('\n').entries()) {
+  const names = new Set<string>();
+  let width: number | undefined;
+  for (const [index, raw] of lines(text, file).entries()) {
     const line = raw.trim();
     if (line === '') continue;
-    const fields = line.split(/\s+/);
-    const name = fields[2];
-    const numbers = fields.slice(3, 14).map(finite);
-    if (!name || fields.length < 14 || numbers.some((n) => n === undefined || n < 0)) {
+    const fields = line.split(FIELDS);
+    const [major, minor, name = ''] = fields;
+    const numbers = fields.slice(3, 14).map(count);
+    if (
+      fields.length < 14 ||
+      count(major) === undefined ||
+      count(minor) === undefined ||
+      numbers.some((n) => n === undefined)
+    ) {
       throw new ProcParseError(
         file,
         `line ${index + 1} has fewer than 14 numeric columns: ${JSON.stringify(line)}`,
       );
     }
+    // The kernel writes every line with the same columns and a device name that starts with a letter: a line
+    // with one more or one less, or a number for a name, has its counters shifted; a device listed twice has two
+    // readings, neither to trust.
+    width ??= fields.length;
+    if (fields.length !== width || !/^[A-Za-z]/.test(name) || names.has(name)) {
+      throw new ProcParseError(
+        file,
+        `line ${index + 1} has ${fields.length} columns where the first has ${width}, a bad or repeated name: ${JSON.stringify(line)}`,
+      );
+    }
+    names.add(name);
     const at = (i: number) => numbers[i] ?? 0; // checked above: all eleven are numbers
     disks.push({
       name,
@@ -113,16 +161,19 @@ export interface StatInfo {
 /** The procs_blocked and procs_running lines of /proc/stat. */
 export function parseStat(text: string, file = 'stat'): StatInfo {
   const info: StatInfo = {};
-  for (const line of text.split('\n')) {
+  for (const [index, line] of lines(text, file).entries()) {
+    // Every line starts with its name: one that does not is the end of a line broken in two.
+    if (!/^($|[a-z])/.test(line)) throw new ProcParseError(file, `line ${index + 1} has no name`);
     // The intr and softirq lines hold thousands of numbers on a big node: split only the two lines wanted.
-    if (!line.trimStart().startsWith('procs_')) continue;
-    const [key, value] = line.trim().split(/\s+/);
+    if (!line.startsWith('procs_')) continue;
+    const [key, value, ...more] = line.trim().split(FIELDS);
     if (key !== 'procs_blocked' && key !== 'procs_running') continue;
-    const n = finite(value);
-    if (n === undefined || n < 0 || !Number.isInteger(n))
+    const field = key === 'procs_blocked' ? 'procsBlocked' : 'procsRunning';
+    const n = count(value);
+    // One number, on one line: a second value, or a second line for the same count, is not one to trust.
+    if (n === undefined || more.length > 0 || info[field] !== undefined)
       throw new ProcParseError(file, `bad ${key} line: ${JSON.stringify(line)}`);
-    if (key === 'procs_blocked') info.procsBlocked = n;
-    else info.procsRunning = n;
+    info[field] = n;
   }
   return info;
 }
@@ -142,7 +193,9 @@ export function parseTaskStat(text: string, file = 'PID/stat'): TaskStat {
   const open = text.indexOf('(');
   const close = text.lastIndexOf(')');
   if (open < 0 || close < open) throw new ProcParseError(file, 'no "(comm)" field');
-  const pid = finite(text.slice(0, open));
+  // The kernel writes at most 64 bytes of comm (a kworker's name with its workqueue's): more is two lines in one.
+  if (close - open - 1 > 64) throw new ProcParseError(file, 'a "(comm)" longer than 64 bytes');
+  const pid = count(/^(\d+) $/.exec(text.slice(0, open))?.[1]);
   // Fields after comm: state(3) ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime(14) stime(15).
   // Only these 13 are cut out, not the 50-odd of the line: the agent parses every kworker's stat every second.
   const rest: string[] = [];
@@ -154,13 +207,30 @@ export function parseTaskStat(text: string, file = 'PID/stat'): TaskStat {
     while (at < text.length && text.charCodeAt(at) > 32) at++;
     rest.push(text.slice(start, at));
   }
-  const state = rest[0];
-  const utime = finite(rest[11]);
-  const stime = finite(rest[12]);
-  if (pid === undefined || !state || utime === undefined || stime === undefined) {
-    throw new ProcParseError(file, 'fewer fields than pid (comm) state … utime stime');
+  const [state = '', ...numbers] = rest;
+  const utime = count(rest[11]);
+  const stime = count(rest[12]);
+  // More fields follow stime in a whole line: when the text ends right after it, its last digits may be cut off.
+  const whole = at < text.length;
+  if (
+    pid === undefined ||
+    !/^[A-Za-z]$/.test(state) ||
+    // A word among the numbers before utime means a field moved, and utime and stime may be others' numbers.
+    !numbers.every((n) => /^-?\d+$/.test(n)) ||
+    utime === undefined ||
+    stime === undefined ||
+    !whole
+  ) {
+    throw new ProcParseError(file, 'fewer fields than pid (comm) state … utime stime, or one of them is bad');
   }
   return { pid, comm: text.slice(open + 1, close), state, utime, stime };
+}
+
+/** /proc/PID/wchan: the kernel function a task sleeps in; undefined for "0" (not sleeping, or hidden) or garbage. */
+export function parseWchan(text: string): string | undefined {
+  const wchan = text.trim();
+  // A symbol name (do_mount, folio_wait_bit_common, foo.isra.0), at most KSYM_NAME_LEN (512) characters.
+  return /^[A-Za-z_][\w.]{0,511}$/.test(wchan) ? wchan : undefined;
 }
 
 const RUNTIME = /^(runc|runc:\[.*\]|containerd|containerd-shim.*|conmon|crio|dockerd|crun)$/;

@@ -35,14 +35,20 @@ export function computeReading(
       .flatMap((d) => {
         const b = before.get(d.name);
         if (!b || d.ioTicks < b.ioTicks) return []; // new device or counter reset: no rate this time
-        const ios = d.reads - b.reads + (d.writes - b.writes);
-        const ticks = d.readTicks - b.readTicks + (d.writeTicks - b.writeTicks);
+        const [reads, writes, readTicks, writeTicks] = [
+          d.reads - b.reads,
+          d.writes - b.writes,
+          d.readTicks - b.readTicks,
+          d.writeTicks - b.writeTicks,
+        ];
         const device: NonNullable<IoReadingStatus['devices']>[number] = {
           name: d.name,
           busyPercent: round(clampPercent(((d.ioTicks - b.ioTicks) / elapsedMs) * 100)),
           inFlight: d.inFlight,
         };
-        if (ios > 0 && ticks >= 0) device.awaitMs = round(ticks / ios, 2);
+        // Each counter forward: one that went back (reset) would mix its old and new life into the average.
+        if (reads >= 0 && writes >= 0 && readTicks >= 0 && writeTicks >= 0 && reads + writes > 0)
+          device.awaitMs = round((readTicks + writeTicks) / (reads + writes), 2);
         return [device];
       })
       .sort((a, b) => b.busyPercent - a.busyPercent || a.name.localeCompare(b.name));
@@ -67,7 +73,8 @@ export function computeReading(
     .sort((a, b) => Number(b.runtime) - Number(a.runtime) || a.pid - b.pid);
   if (current.tasksKnown) reading.dStateTasks = dState.slice(0, MAX_LISTED);
 
-  if (previous && elapsedMs > 0) {
+  // Both task lists known: a list that could not be read has no kworkers, and their CPU would read as 0.
+  if (previous?.tasksKnown && current.tasksKnown && elapsedMs > 0) {
     const before = new Map(
       previous.tasks.filter((t) => isKworker(t.comm)).map((t) => [t.pid, t.utime + t.stime]),
     );

@@ -6,6 +6,8 @@ import {
   parsePressure,
   parseStat,
   parseTaskStat,
+  parseWchan,
+  ProcParseError,
   type DiskStat,
   type Pressure,
   type StatInfo,
@@ -33,6 +35,7 @@ export interface RawSample {
 const OPEN_PAREN = 0x28;
 const CLOSE_PAREN = 0x29;
 const D_STATE = 0x44;
+const isLetter = (byte: number) => (byte | 0x20) >= 0x61 && (byte | 0x20) <= 0x7a;
 const KWORKER = Buffer.from('kworker');
 
 /**
@@ -52,8 +55,11 @@ export class ProcReader {
     private readonly now: () => number = () => performance.now(),
   ) {}
 
-  /** Reads a whole file into the buffer (procfs files have no size to go by); returns its length. */
-  private read(path: string): number {
+  /**
+   * Reads a whole file into the buffer (procfs files have no size to go by); returns its length. `shortReadEnds`:
+   * the file is one record (PID/stat, PID/wchan), which procfs returns whole to one read that has room for it.
+   */
+  private read(path: string, shortReadEnds = false): number {
     const fd = openSync(path, 'r');
     try {
       let length = 0;
@@ -66,17 +72,18 @@ export class ProcReader {
         const room = this.buffer.length - length;
         const n = readSync(fd, this.buffer, length, room, null);
         length += n;
-        // procfs returns a whole file to one read that has room for it: a short read is the end, and saves the
-        // read that would return 0 (a quarter of the agent's system calls).
-        if (n < room) return length;
+        // For a task's files a short read is the end, and saves the read that would return 0 (a quarter of the
+        // agent's system calls). Not for the node's files: diskstats is a seq_file that hands out about a page per
+        // read, so on a node with more than ~40 devices a short read is not the end, and the rest went unread.
+        if (n === 0 || (shortReadEnds && n < room)) return length;
       }
     } finally {
       closeSync(fd);
     }
   }
 
-  private text(path: string): string {
-    const length = this.read(path); // first: the read may replace the buffer with a bigger one
+  private text(path: string, shortReadEnds = false): string {
+    const length = this.read(path, shortReadEnds); // first: the read may replace the buffer with a bigger one
     return this.buffer.toString('utf8', 0, length);
   }
 
@@ -90,38 +97,38 @@ export class ProcReader {
     }
   }
 
-  /** The stat of task `pid` when it is in D state or a kworker; undefined for any other, or one gone. */
+  /**
+   * The stat of task `pid` when it is in D state or a kworker; undefined for any other, or one gone. Throws
+   * ProcParseError for a stat that reads but cannot be parsed: that task might be in D state.
+   */
   private task(pid: string): TaskSample | undefined {
     const dir = `${this.procRoot}/${pid}`;
     let length: number;
     try {
-      length = this.read(`${dir}/stat`);
+      length = this.read(`${dir}/stat`, true);
     } catch {
       return undefined; // the task exited between readdir and read, or is not readable: not evidence either way
     }
     const open = this.buffer.indexOf(OPEN_PAREN);
     const close = length > 0 ? this.buffer.lastIndexOf(CLOSE_PAREN, length - 1) : -1;
-    if (open < 0 || close < open) return undefined;
-    const dState = this.buffer[close + 2] === D_STATE;
+    // The state letter, within this file: past its end the buffer still holds an earlier, longer one.
+    const state = close >= open && open >= 0 && close + 2 < length ? this.buffer[close + 2] : undefined;
+    if (state === undefined || !isLetter(state)) throw new ProcParseError(`${pid}/stat`, 'no "(comm) state"');
+    const dState = state === D_STATE;
     const kworker =
       close - open > KWORKER.length &&
       this.buffer.compare(KWORKER, 0, KWORKER.length, open + 1, open + 1 + KWORKER.length) === 0;
     if (!dState && !kworker) return undefined;
-    let task: TaskSample;
-    try {
-      task = parseTaskStat(this.buffer.toString('utf8', 0, length), `${pid}/stat`);
-    } catch {
-      return undefined;
-    }
+    const task: TaskSample = parseTaskStat(this.buffer.toString('utf8', 0, length), `${pid}/stat`);
     if (task.state !== 'D' && !isKworker(task.comm)) return undefined;
     if (task.state === 'D') {
-      let wchan = '';
+      let wchan: string | undefined;
       try {
-        wchan = this.text(`${dir}/wchan`).trim();
+        wchan = parseWchan(this.text(`${dir}/wchan`, true));
       } catch {
         // not readable (another user's task, without CAP_SYS_PTRACE): no wchan
       }
-      if (wchan && wchan !== '0') task.wchan = wchan;
+      if (wchan) task.wchan = wchan;
     }
     return task;
   }
@@ -142,8 +149,15 @@ export class ProcReader {
     }
     for (const name of entries) {
       if (!/^\d+$/.test(name)) continue;
-      const task = this.task(name);
-      if (task) tasks.push(task);
+      try {
+        const task = this.task(name);
+        if (task) tasks.push(task);
+      } catch (err) {
+        // A task whose stat cannot be parsed may be in D state or a kworker: the list is unknown, not short.
+        tasksKnown = false;
+        problems.push((err as Error).message);
+        break;
+      }
     }
     const sample: RawSample = { at: this.now(), tasks, tasksKnown, problems };
     if (pressure) sample.pressure = pressure;

@@ -499,21 +499,25 @@ export class PolicyReconciler {
       if (until <= now.getTime()) this.evictionsRefused.delete(uid);
     // Act.
     const actuator = dryRun ? this.deps.actuators.dryRun : this.deps.actuators.real;
-    const recentEvictions = rateLog(
-      policy.status?.recentEvictions,
+    const keptEvictions = rateLog(policy.status?.recentEvictions, 0, now);
+    const reservation = rateLog(
+      keptEvictions,
       decision?.actions.filter((a) => a.kind === 'Evict' || a.kind === 'Migrate').length ?? 0,
       now,
     );
     const outcome = decision
-      ? await this.act(name, memory.observations, decision, actuator, recentEvictions, policy, failures)
+      ? await this.act(name, memory.observations, decision, actuator, reservation, policy, failures)
       : {
           results: new Map<string, ActionResult[]>(),
           blocked: new Map<string, BlockedAction[]>(),
           failedNodes: new Set<string>(),
-          unspentEvictions: 0,
+          evictedAt: [],
         };
+    // The log keeps the evictions sent, at the moment each was sent: the reservation's `now` came before them, and
+    // a window counted from it would let the next minute's first eviction follow the last one by less than 60 s.
     // Evictions the API refused or that failed spent no budget.
-    recentEvictions.splice(recentEvictions.length - outcome.unspentEvictions, outcome.unspentEvictions);
+    const sentAt = [...outcome.evictedAt].sort((a, b) => a - b).map((t) => new Date(t).toISOString());
+    const recentEvictions = [...keptEvictions, ...sentAt].slice(-MAX_EVICTIONS_PER_MINUTE);
     // Rollouts: what feeds the remediated nodes stops, and at most N roll out while the pressure lasts.
     const rollouts = await this.throttleRollouts({
       policy,
@@ -1144,7 +1148,8 @@ export class PolicyReconciler {
     blocked: Map<string, BlockedAction[]>;
     /** Nodes whose patch failed: they keep the stamps they had. */
     failedNodes: Set<string>;
-    unspentEvictions: number;
+    /** When each eviction that spent budget was sent (clock ms). */
+    evictedAt: number[];
     /** The eviction log written before evicting, if one was. */
     reserved?: string[];
   }> {
@@ -1196,7 +1201,7 @@ export class PolicyReconciler {
       }
     }
 
-    let unspentEvictions = 0;
+    const evictedAt: number[] = [];
     const nodeActions = new Map<string, Action[]>();
     for (const action of decision.actions)
       if (action.kind !== 'Evict' && action.kind !== 'Migrate') push(nodeActions, action.node, action);
@@ -1249,10 +1254,8 @@ export class PolicyReconciler {
     });
     await forEachLimit(evictions, this.writeConcurrency, async (action) => {
       if (action.kind !== 'Evict' && action.kind !== 'Migrate') return;
-      if (!evictionsAllowed || failedNodes.has(action.node)) {
-        unspentEvictions++;
-        return;
-      }
+      if (!evictionsAllowed || failedNodes.has(action.node)) return;
+      const sentAt = this.deps.clock.now();
       try {
         const outcome = await actuator.evict(action.pod);
         if (outcome.result === 'Blocked') {
@@ -1264,23 +1267,19 @@ export class PolicyReconciler {
             guard: 'DisruptionBudget',
             message: outcome.message,
           });
-          unspentEvictions++;
           return;
         }
-        if (outcome.result === 'Gone') {
-          unspentEvictions++; // already gone: nothing was evicted, no budget spent
-          return;
-        }
+        if (outcome.result === 'Gone') return; // already gone: nothing was evicted, no budget spent
         if (!actuator.dryRun)
           this.evictionsInFlight.set(action.pod.uid, this.deps.clock.now() + EVICTION_IN_FLIGHT_MS);
+        evictedAt.push(sentAt);
         report({ action, outcome: 'Succeeded' });
       } catch (err) {
         failures.add(`eviction of ${action.target}`, err);
         report({ action, outcome: 'Failed', detail: describe(err) });
-        unspentEvictions++;
       }
     });
-    return { results, blocked, failedNodes, unspentEvictions, ...(reserved ? { reserved } : {}) };
+    return { results, blocked, failedNodes, evictedAt, ...(reserved ? { reserved } : {}) };
   }
 
   /**

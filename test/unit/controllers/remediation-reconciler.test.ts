@@ -735,6 +735,32 @@ describe('PolicyReconciler remediation', () => {
     expect(cluster.evicted).to.have.length(5);
   });
 
+  it('logs each eviction when it was sent, not when its pass began, so the next minute starts after the last one', async () => {
+    const { cluster, clock, reconciler } = world(policySpec({ maxEvictionsPerMinute: 2 }));
+    replicaSetPodsOn(cluster, 'n1', 'web-1', 'web-2', 'web-3', 'web-4');
+    await reconciler.reconcile('p'); // cordon
+    // Each eviction takes 1.5 s to go out (a busy apiserver).
+    const evict = cluster.evict.bind(cluster);
+    cluster.evict = async (pod) => {
+      const outcome = await evict(pod);
+      clock.advance(1500);
+      return outcome;
+    };
+    const passAt = clock.now();
+    await reconciler.reconcile('p');
+    expect(cluster.evicted).to.deep.equal(['default/web-1', 'default/web-2']);
+    expect(cluster.policy('p')!.status!.recentEvictions).to.deep.equal([
+      new Date(passAt).toISOString(),
+      new Date(passAt + 1500).toISOString(),
+    ]);
+    cluster.takeWrites();
+
+    // A minute after the first was sent, not the second: one more, not two.
+    clock.advance(60_500 - (clock.now() - passAt));
+    await reconciler.reconcile('p');
+    expect(evictionWrites(cluster)).to.deep.equal(['evict pod/default/web-3']);
+  });
+
   it('in a dry run decides, reports and records the same as a real run, and changes nothing', async () => {
     const run = async (dryRun: boolean) => {
       const w = world(policySpec({ dryRun }));

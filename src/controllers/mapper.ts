@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
-import type { EventView, GatedPodView, PodView } from '../detection/index.js';
+import { findPodOfEvent, type EventView, type GatedPodView, type PodView } from '../detection/index.js';
 import type { HealthObject } from './ports.js';
 import { comparePolicies, selectsNode } from './ownership.js';
 import { validPolicies } from './policy-reconciler.js';
@@ -51,7 +51,7 @@ export function nodeOf(change: Change, podByUid: (uid: string) => PodView | unde
     case 'Pod':
       return change.pod.nodeName ?? null;
     case 'Event':
-      return (change.event.involvedUid ? podByUid(change.event.involvedUid)?.nodeName : undefined) ?? null;
+      return findPodOfEvent(change.event, podByUid)?.nodeName ?? null;
     case 'SandboxHealth':
       return change.health.nodeName ?? change.key;
   }
@@ -93,7 +93,7 @@ export function policiesFor(
     case 'Pod':
       return forNode(change.pod.nodeName);
     case 'Event':
-      return forNode(change.event.involvedUid ? podByUid(change.event.involvedUid)?.nodeName : undefined);
+      return forNode(findPodOfEvent(change.event, podByUid)?.nodeName);
     case 'SandboxHealth':
       // The operator's own writes are noise; a deletion (recreate it) or a new agent reading are not.
       if (change.type === 'delete') return forNode(change.health.nodeName ?? change.key);

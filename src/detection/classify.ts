@@ -78,8 +78,26 @@ export function parseReservedName(raw: string): ReservedName | undefined {
   return name;
 }
 
-/** Classifies a sandbox or container creation failure message. Total: never throws. */
-export function classifyFailureMessage(message: string): Classification {
+/**
+ * How much of a failure message is read: kubelet's messages are a few hundred characters, and the longest
+ * NameReserved one (a 253-character pod name twice, a container name and a 64-character id) is about 1 KiB, so every
+ * phrase above lies in the head. An Event's message has no length limit in the API, and the rules' `.*` makes their
+ * cost quadratic in its length: 200 KB of "pull image " took 5.8 s, which a 1 MB Event would stretch into minutes of
+ * a blocked event loop. The cache keeps no more than this either (src/kube/views.ts).
+ */
+export const MAX_FAILURE_MESSAGE_CHARS = 2048;
+
+/** The head of a message that classification reads (never a lone half of a surrogate pair at the cut). */
+export function truncateFailureMessage(message: string): string {
+  if (message.length <= MAX_FAILURE_MESSAGE_CHARS) return message;
+  const last = message.charCodeAt(MAX_FAILURE_MESSAGE_CHARS - 1);
+  const highSurrogate = last >= 0xd800 && last <= 0xdbff;
+  return message.slice(0, MAX_FAILURE_MESSAGE_CHARS - (highSurrogate ? 1 : 0));
+}
+
+/** Classifies a sandbox or container creation failure message (its head). Total: never throws. */
+export function classifyFailureMessage(full: string): Classification {
+  const message = truncateFailureMessage(full);
   const rule = RULES.find(([, pattern]) => pattern.test(message));
   const cause = rule ? rule[0] : 'Other';
   if (cause !== 'NameReserved') return { cause };
@@ -106,7 +124,7 @@ export function isSandboxFailureEvent(
     event.reason === 'Failed' &&
     /^Error: /.test(event.message) &&
     /reserve (sandbox|container) name|context deadline exceeded|DeadlineExceeded|failed to create/i.test(
-      event.message,
+      truncateFailureMessage(event.message),
     )
   );
 }

@@ -64,12 +64,51 @@ export function nextStuckAt(
   return earliest === undefined ? undefined : new Date(earliest);
 }
 
-/** Failure events indexed by the pod they are about: involvedObject.uid, or the uid in a reserved name. */
+/**
+ * The uid of the pod an event is about: involvedObject.uid, else the uid in a reserved sandbox name that names the
+ * same pod as involvedObject (a message alone must not point at another namespace's pod).
+ */
+export function podUidOf(
+  event: Pick<EventView, 'message' | 'involvedNamespace' | 'involvedName' | 'involvedUid'>,
+): string | undefined {
+  if (event.involvedUid) return event.involvedUid;
+  const name = classifyFailureMessage(event.message).name;
+  return name && name.pod === event.involvedName && name.namespace === event.involvedNamespace
+    ? name.uid
+    : undefined;
+}
+
+/**
+ * Whether an event is about this pod: the same uid, and the same namespace and name. A uid is only a string in an
+ * Event: one naming another pod's uid from another namespace (or an old pod's name) is not about it.
+ */
+export function isEventAbout(
+  event: Pick<EventView, 'message' | 'involvedNamespace' | 'involvedName' | 'involvedUid'>,
+  pod: Pick<PodView, 'uid' | 'namespace' | 'name'>,
+): boolean {
+  return (
+    event.involvedNamespace === pod.namespace &&
+    event.involvedName === pod.name &&
+    podUidOf(event) === pod.uid
+  );
+}
+
+/** The pod an event is about among those a lookup by uid knows (isEventAbout), if any. */
+export function findPodOfEvent<P extends Pick<PodView, 'uid' | 'namespace' | 'name'>>(
+  event: Pick<EventView, 'message' | 'involvedNamespace' | 'involvedName' | 'involvedUid'>,
+  podByUid: (uid: string) => P | undefined,
+): P | undefined {
+  const uid = podUidOf(event);
+  const pod = uid === undefined ? undefined : podByUid(uid);
+  return pod && isEventAbout(event, pod) ? pod : undefined;
+}
+
+/** Failure events indexed by the pod they are about (podUidOf). */
 export function indexFailureEvents(events: Iterable<EventView>): Map<string, EventView[]> {
   const byPodUid = new Map<string, EventView[]>();
   for (const event of events) {
     if (!isSandboxFailureEvent(event)) continue;
-    const uid = event.involvedUid ?? classifyFailureMessage(event.message).name?.uid;
+    const uid = podUidOf(event);
     if (!uid) continue;
     const list = byPodUid.get(uid);
     if (list) list.push(event);
@@ -77,6 +116,10 @@ export function indexFailureEvents(events: Iterable<EventView>): Map<string, Eve
   }
   return byPodUid;
 }
+
+/** The occurrences an Event stands for: its count when that is one, else 1 (the Event exists). */
+const occurrences = (event: EventView) =>
+  Number.isSafeInteger(event.count) && event.count > 0 ? event.count : 1;
 
 /**
  * Pods scheduled to a node, still Pending, whose containers wait for a sandbox longer than the threshold,
@@ -94,13 +137,14 @@ export function detectStuckPods(
     if (!waitingReason) continue;
     const waitingSince = pod.scheduledAt ?? pod.createdAt;
     const waitedSeconds = (options.now.getTime() - waitingSince.getTime()) / 1000;
-    if (waitedSeconds < options.stuckThresholdSeconds) continue;
+    if (!(waitedSeconds >= options.stuckThresholdSeconds)) continue; // an invalid time (NaN) is no wait
 
-    const events = failureEvents.get(pod.uid) ?? [];
     let latest: EventView | undefined;
     let failureCount = 0;
-    for (const event of events) {
-      failureCount += event.count;
+    for (const event of failureEvents.get(pod.uid) ?? []) {
+      if (!isEventAbout(event, pod)) continue;
+      // Bounded: the status publishes it as an integer, and the sum of a few odd counts could overflow to Infinity.
+      failureCount = Math.min(Number.MAX_SAFE_INTEGER, failureCount + occurrences(event));
       if (!latest || event.lastTime > latest.lastTime) latest = event;
     }
     const entry: StuckPod = {

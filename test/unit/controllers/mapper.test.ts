@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { nodeOf, policiesFor } from '../../../src/controllers/mapper.js';
-import { aPod, anEvent } from '../../support/builders.js';
+import type { EventView } from '../../../src/detection/index.js';
+import { aPod, anEvent, nameReservedMessage } from '../../support/builders.js';
 import { aNode, MemoryCluster } from '../../support/memory-cluster.js';
 
 describe('policiesFor', () => {
@@ -89,5 +90,64 @@ describe('nodeOf', () => {
     expect(nodeOf({ kind: 'SandboxPolicy', type: 'update', key: 'p' }, byUid)).to.equal(null);
     const stray = anEvent().about(aPod().build()).build();
     expect(nodeOf({ kind: 'Event', type: 'add', key: 'default/x', event: stray }, byUid)).to.equal(null);
+  });
+});
+
+describe('mapping Events that name their pod oddly', () => {
+  const cluster = new MemoryCluster()
+    .addPolicy('zone-a', { nodeSelector: { matchLabels: { zone: 'a' } } })
+    .addNodes(aNode('a1', { zone: 'a' }));
+  const pod = aPod().named('web-0', 'shop').onNode('a1').build();
+  const byUid = (uid: string) => (uid === pod.uid ? pod : undefined);
+  const map = (event: EventView) => {
+    const change = { kind: 'Event' as const, type: 'add' as const, key: 'x/e', event };
+    return { node: nodeOf(change, byUid), policies: policiesFor(change, cluster, byUid) };
+  };
+  const cases: { name: string; event: EventView; node: string | null }[] = [
+    { name: 'its uid, namespace and name', event: anEvent().about(pod).build(), node: 'a1' },
+    {
+      // Regression: the uid alone mapped an Event about another namespace's pod to this pod's node.
+      name: "this pod's uid with another namespace",
+      event: { ...anEvent().about(pod).build(), involvedNamespace: 'tenant' },
+      node: null,
+    },
+    {
+      name: "this pod's uid with another name (an old pod's Event)",
+      event: { ...anEvent().about(pod).build(), involvedName: 'web-1' },
+      node: null,
+    },
+    {
+      name: 'no uid, with the reserved name of this pod in its message',
+      event: anEvent().aboutNameOnly(pod).saying(nameReservedMessage(pod)).build(),
+      node: 'a1',
+    },
+    {
+      name: "no uid, with this pod's reserved name but another involved name",
+      event: {
+        ...anEvent().aboutNameOnly(pod).saying(nameReservedMessage(pod)).build(),
+        involvedName: 'web-1',
+      },
+      node: null,
+    },
+    { name: 'no uid and no reserved name', event: anEvent().aboutNameOnly(pod).build(), node: null },
+    {
+      name: 'nothing at all',
+      event: { ...anEvent().build(), involvedKind: '', involvedNamespace: '', involvedName: '' },
+      node: null,
+    },
+  ];
+  for (const { name, event, node } of cases) {
+    it(`maps an Event naming ${name} to ${node ?? 'no node'}`, () => {
+      expect(map(event)).to.deep.equal({ node, policies: node ? ['zone-a'] : [] });
+    });
+  }
+
+  it('maps a pod on a node no node can be named to no node and no policy', () => {
+    for (const nodeName of ['A1', 'a1 ', '../a1', 'ａ1', 'a'.repeat(300)]) {
+      const odd = aPod().named('p').onNode(nodeName).build();
+      expect(
+        policiesFor({ kind: 'Pod', type: 'add', key: 'default/p', pod: odd }, cluster, byUid),
+      ).to.deep.equal([]);
+    }
   });
 });

@@ -11,6 +11,8 @@ import {
 } from '../api/v1alpha1/index.js';
 import {
   isSandboxFailureEvent,
+  podUidOf,
+  truncateFailureMessage,
   type ContainerView,
   type DeploymentView,
   type EventView,
@@ -88,30 +90,67 @@ export function podView(raw: RawObject): PodView | undefined {
   return view;
 }
 
-/** Only sandbox-failure events are kept; everything else the selector let through is dropped here. */
+// What an Event's involvedObject must look like to name a pod at all: a namespace is a DNS-1123 label and a pod's
+// name a DNS-1123 subdomain (an Event is not checked for either); a uid is a UUID (36 characters; 128 leaves room).
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
+const MAX_UID_CHARS = 128;
+// The largest count a core/v1 Event can carry (int32).
+const MAX_EVENT_COUNT = 2 ** 31 - 1;
+
+/**
+ * The head of a message that detection reads, as a string of its own: V8 makes a slice of a long string point into
+ * it, so a 2 KiB head would keep the whole 1 MB message alive (measured with 200 KB messages: 200 KB kept per Event,
+ * against 3 KB for a copy).
+ */
+function messageHead(message: string): string {
+  const head = truncateFailureMessage(message);
+  return head === message ? message : (JSON.parse(JSON.stringify(head)) as string);
+}
+
+/** A time an API object can carry: RFC 3339 has four-digit years, so anything else was never the apiserver's. */
+function apiTime(v: unknown): Date | undefined {
+  const date = toDate(v);
+  const year = date?.getUTCFullYear();
+  return year !== undefined && year >= 0 && year <= 9999 ? date : undefined;
+}
+
+/**
+ * Only sandbox-failure events about a pod they can name are kept; everything else the selector let through is
+ * dropped here. Dropped too: an Event whose involvedObject is in another namespace than the Event itself (kubelet
+ * writes a pod's Events in its namespace; the apiserver checks this only for Events without an eventTime), so that no
+ * one can report failures of another namespace's pods. The message is kept to the head detection reads.
+ */
 export function eventView(raw: RawObject): EventView | undefined {
   const meta = obj(raw.metadata);
   const involved = obj(raw.involvedObject);
   const series = obj(raw.series);
+  const involvedNamespace = str(involved.namespace) ?? '';
+  const involvedName = str(involved.name) ?? '';
+  const involvedUid = str(involved.uid);
+  if (!DNS_LABEL.test(involvedNamespace) || !DNS_SUBDOMAIN.test(involvedName)) return undefined;
+  if (str(meta.namespace) !== involvedNamespace) return undefined;
+  if (involvedUid !== undefined && involvedUid.length > MAX_UID_CHARS) return undefined;
+  const count = num(series.count) ?? num(raw.count) ?? 1;
   const view: EventView = {
     uid: str(meta.uid) ?? '',
-    type: str(raw.type) ?? 'Normal',
+    type: str(raw.type) === 'Warning' ? 'Warning' : 'Normal', // kept bounded: the API allows any string
     reason: str(raw.reason) ?? '',
-    message: str(raw.message) ?? '',
+    message: messageHead(str(raw.message) ?? ''),
     involvedKind: str(involved.kind) ?? '',
-    involvedNamespace: str(involved.namespace) ?? '',
-    involvedName: str(involved.name) ?? '',
-    count: num(series.count) ?? num(raw.count) ?? 1,
+    involvedNamespace,
+    involvedName,
+    // An Event exists because something happened at least once.
+    count: Number.isFinite(count) ? Math.min(Math.max(1, Math.floor(count)), MAX_EVENT_COUNT) : 1,
     lastTime:
-      toDate(series.lastObservedTime) ??
-      toDate(raw.lastTimestamp) ??
-      toDate(raw.eventTime) ??
-      toDate(meta.creationTimestamp) ??
+      apiTime(series.lastObservedTime) ??
+      apiTime(raw.lastTimestamp) ??
+      apiTime(raw.eventTime) ??
+      apiTime(meta.creationTimestamp) ??
       new Date(0),
   };
-  const involvedUid = str(involved.uid);
   if (involvedUid) view.involvedUid = involvedUid;
-  return isSandboxFailureEvent(view) ? view : undefined;
+  return isSandboxFailureEvent(view) && podUidOf(view) !== undefined ? view : undefined;
 }
 
 export function nodeView(raw: RawObject): NodeView | undefined {

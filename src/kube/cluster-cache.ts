@@ -1,9 +1,25 @@
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesObjectApi, Watch } from '@kubernetes/client-node';
 import { GROUP, VERSION } from '../api/v1alpha1/index.js';
 import type { Change } from '../controllers/mapper.js';
 import type { ClusterCache, HealthObject, PolicyObject, VersionedKind } from '../controllers/ports.js';
-import type { DeploymentView, EventView, GatedPodView, NodeView, PodView } from '../detection/index.js';
-import { Informer, type ChangeHandler, type InformerLogger } from './informer.js';
+import {
+  findPodOfEvent,
+  indexFailureEvents,
+  podUidOf,
+  type DeploymentView,
+  type EventView,
+  type GatedPodView,
+  type NodeView,
+  type PodView,
+} from '../detection/index.js';
+import {
+  Informer,
+  keyOf,
+  type ChangeHandler,
+  type ChangeType,
+  type InformerLogger,
+  type RawObject,
+} from './informer.js';
 import {
   deploymentView,
   eventView,
@@ -21,6 +37,111 @@ export interface InformerCacheOptions {
   onRestart?(informer: string, reason: string): void;
   /** See InformerOptions.watchSilenceMs. */
   watchSilenceMs?: number;
+  /** Stand-ins for the API calls, for tests that feed the informers without a network. */
+  api?: Pick<KubernetesObjectApi, 'list'>;
+  watcher?: Pick<Watch, 'watch'>;
+}
+
+/**
+ * Caps on the failure Events the cache keeps (issue 12): a flood of them (50,000 in a few minutes) must neither grow
+ * the operator without bound nor crowd out the Events of the pods that are stuck. An Event over a cap is not stored;
+ * a stored one is dropped when a change of it would go over.
+ *
+ * - 24 per pod: kubelet's EventCorrelator folds a pod's Events of one reason into at most 10 of their own and one
+ *   that combines the rest (updated in place with the latest message); two reasons are watched, so 2 x 11, rounded
+ *   up. Detection reads only the sum of their counts and the latest.
+ * - 10,000 about pods the cache does not hold (not Pending, not seen yet, or no such pod): such an Event matters only
+ *   if its pod shows up after it. Events about cached pods are not held to this cap, so a flood about other pods
+ *   cannot crowd them out; the per-pod cap bounds them. Messages are cut to 2 KiB (MAX_FAILURE_MESSAGE_CHARS): 10,000
+ *   Events took 11 MiB of heap with kubelet's messages, 27 MiB with every message at the cut (measured with
+ *   test/unit/kube/event-flood.test.ts's informers), against 44 MiB for 50,000 uncapped.
+ *
+ * An Event is counted as its pod was when it was last admitted: one whose pod later left the cache counts as cached
+ * until it changes again or the apiserver deletes it (after an hour by default).
+ */
+export const MAX_EVENTS_PER_POD = 24;
+export const MAX_EVENTS_ABOUT_UNCACHED_PODS = 10_000;
+
+interface AdmittedEvent {
+  pod: string;
+  uncached: boolean;
+}
+
+/**
+ * Counts the failure Events each informer holds, to admit new ones under the caps. An informer calls its transform
+ * (admit) and then reports the change, one at a time on a watch, or for a whole list first and then its changes.
+ * A list that failed part way reports nothing of what it admitted: once an informer has reported a change, whatever
+ * it admitted before and has not reported when it next calls admit (a list reports all of its changes in one go) was
+ * never stored, and stops counting. During a list, the Events it will not find again count until it reports them
+ * gone: a relist admits fewer than the caps allow, never more.
+ */
+export class EventBudget {
+  private readonly admitted = new Map<string, Map<string, AdmittedEvent>>();
+  private readonly unreported = new Map<string, Set<string>>();
+  private readonly stale = new Set<string>();
+  private readonly perPod = new Map<string, number>();
+  private uncachedCount = 0;
+
+  /** Whether the informer `source` may hold the Event `key` about `pod` (cached: the cache holds that pod). */
+  admit(source: string, key: string, pod: string, cached: boolean): boolean {
+    if (this.stale.delete(source)) this.forgetUnreported(source);
+    const admitted = this.admittedBy(source);
+    const current = admitted.get(key);
+    if (current?.pod !== pod && (this.perPod.get(pod) ?? 0) >= MAX_EVENTS_PER_POD) return false;
+    if (!cached && !current?.uncached && this.uncachedCount >= MAX_EVENTS_ABOUT_UNCACHED_PODS) return false;
+    if (current) this.remove(admitted, key, current);
+    admitted.set(key, { pod, uncached: !cached });
+    this.perPod.set(pod, (this.perPod.get(pod) ?? 0) + 1);
+    if (!cached) this.uncachedCount++;
+    if (!current) this.unreportedBy(source).add(key);
+    return true;
+  }
+
+  /** The informer `source` stored (add, update) or dropped (delete) the Event `key`. */
+  reported(source: string, type: ChangeType, key: string): void {
+    const admitted = this.admittedBy(source);
+    const current = admitted.get(key);
+    if (type === 'delete' && current) this.remove(admitted, key, current);
+    const unreported = this.unreportedBy(source);
+    unreported.delete(key);
+    if (unreported.size > 0) this.stale.add(source);
+  }
+
+  /** Events counted: all, and those about pods the cache did not hold. */
+  get size(): { events: number; uncached: number; pods: number } {
+    let events = 0;
+    for (const admitted of this.admitted.values()) events += admitted.size;
+    return { events, uncached: this.uncachedCount, pods: this.perPod.size };
+  }
+
+  private forgetUnreported(source: string): void {
+    const admitted = this.admittedBy(source);
+    for (const key of this.unreportedBy(source)) {
+      const current = admitted.get(key);
+      if (current) this.remove(admitted, key, current);
+    }
+    this.unreportedBy(source).clear();
+  }
+
+  private remove(admitted: Map<string, AdmittedEvent>, key: string, event: AdmittedEvent): void {
+    admitted.delete(key);
+    const left = (this.perPod.get(event.pod) ?? 0) - 1;
+    if (left > 0) this.perPod.set(event.pod, left);
+    else this.perPod.delete(event.pod);
+    if (event.uncached) this.uncachedCount--;
+  }
+
+  private admittedBy(source: string): Map<string, AdmittedEvent> {
+    let admitted = this.admitted.get(source);
+    if (!admitted) this.admitted.set(source, (admitted = new Map<string, AdmittedEvent>()));
+    return admitted;
+  }
+
+  private unreportedBy(source: string): Set<string> {
+    let unreported = this.unreported.get(source);
+    if (!unreported) this.unreported.set(source, (unreported = new Set<string>()));
+    return unreported;
+  }
 }
 
 /**
@@ -40,6 +161,7 @@ export class InformerCache implements ClusterCache {
   private readonly podsByNode = new Map<string, Map<string, PodView>>();
   private readonly podsByUid = new Map<string, PodView>();
   private eventsByPod: Map<string, EventView[]> | undefined;
+  readonly eventBudget = new EventBudget();
 
   constructor(options: InformerCacheOptions) {
     const common = (name: string) => ({
@@ -48,7 +170,17 @@ export class InformerCache implements ClusterCache {
       name,
       onRestart: (reason: string) => options.onRestart?.(name, reason),
       ...(options.watchSilenceMs !== undefined ? { watchSilenceMs: options.watchSilenceMs } : {}),
+      ...(options.api ? { api: options.api } : {}),
+      ...(options.watcher ? { watcher: options.watcher } : {}),
     });
+    // Failure Events within the caps above; the budget hears of each change before anyone else.
+    const admitEvent = (source: string) => (raw: RawObject) => {
+      const view = eventView(raw);
+      const pod = view && podUidOf(view);
+      if (!view || !pod) return undefined;
+      const cached = findPodOfEvent(view, (uid) => this.podsByUid.get(uid)) !== undefined;
+      return this.eventBudget.admit(source, keyOf(raw), pod, cached) ? view : undefined;
+    };
     this.pods = new Informer({
       ...common('pods'),
       apiVersion: 'v1',
@@ -64,7 +196,7 @@ export class InformerCache implements ClusterCache {
       kind: 'Event',
       path: '/api/v1/events',
       fieldSelector: 'reason=FailedCreatePodSandBox,involvedObject.kind=Pod',
-      transform: eventView,
+      transform: admitEvent('events-sandbox'),
     });
     this.failedEvents = new Informer({
       ...common('events-failed'),
@@ -72,7 +204,7 @@ export class InformerCache implements ClusterCache {
       kind: 'Event',
       path: '/api/v1/events',
       fieldSelector: 'reason=Failed,involvedObject.kind=Pod',
-      transform: eventView, // keeps only container-creation failures
+      transform: admitEvent('events-failed'), // keeps only container-creation failures
     });
     this.nodeInformer = new Informer({
       ...common('nodes'),
@@ -125,9 +257,14 @@ export class InformerCache implements ClusterCache {
       if (previous) this.unindexPod(previous);
       if (pod) this.indexPod(pod);
     });
-    const invalidateEvents: ChangeHandler<EventView> = () => (this.eventsByPod = undefined);
-    this.sandboxEvents.onChange(invalidateEvents);
-    this.failedEvents.onChange(invalidateEvents);
+    const onEvent =
+      (source: string): ChangeHandler<EventView> =>
+      (type, key) => {
+        this.eventBudget.reported(source, type, key);
+        this.eventsByPod = undefined;
+      };
+    this.sandboxEvents.onChange(onEvent('events-sandbox'));
+    this.failedEvents.onChange(onEvent('events-failed'));
   }
 
   private informers(): Informer<unknown>[] {
@@ -180,7 +317,13 @@ export class InformerCache implements ClusterCache {
   }
 
   start(): void {
-    for (const informer of this.informers()) informer.start();
+    const events = [this.sandboxEvents, this.failedEvents] as Informer<unknown>[];
+    for (const informer of this.informers()) if (!events.includes(informer)) informer.start();
+    // Events are admitted by whether the cache holds their pod: listed before the pods, every one would count
+    // against the cap on Events about pods not cached. (An informer stopped before it starts does nothing.)
+    void this.pods.synced.then(() => {
+      for (const informer of events) informer.start();
+    });
   }
 
   async waitForSync(): Promise<void> {
@@ -246,17 +389,7 @@ export class InformerCache implements ClusterCache {
     return [...(this.podsByNode.get(nodeName)?.values() ?? [])];
   }
   failureEventsByPod(): ReadonlyMap<string, readonly EventView[]> {
-    if (!this.eventsByPod) {
-      const index = new Map<string, EventView[]>();
-      for (const event of [...this.sandboxEvents.values(), ...this.failedEvents.values()]) {
-        const uid = event.involvedUid;
-        if (!uid) continue;
-        const list = index.get(uid);
-        if (list) list.push(event);
-        else index.set(uid, [event]);
-      }
-      this.eventsByPod = index;
-    }
+    this.eventsByPod ??= indexFailureEvents([...this.sandboxEvents.values(), ...this.failedEvents.values()]);
     return this.eventsByPod;
   }
   eventView(key: string): EventView | undefined {

@@ -41,6 +41,11 @@ export interface InformerOptions<T> {
    */
   watchSilenceMs?: number;
   onRestart?(reason: string): void;
+  /**
+   * Its list or watch got through again after an error: the apiserver is back. The cache wakes its other informers
+   * then (retryNow), so none sits out the rest of a backoff that grew while the apiserver was gone.
+   */
+  onRecovered?(): void;
   /** Stand-ins for the API calls, for tests that fail them without a network. */
   api?: Pick<KubernetesObjectApi, 'list'>;
   watcher?: Pick<Watch, 'watch'>;
@@ -66,6 +71,8 @@ export class Informer<T> {
   private cancelWatch: (() => void) | undefined;
   private stopped = false;
   private wake: (() => void) | undefined;
+  /** An error was caught since the last working list or watch. */
+  private failed = false;
   private attempt = 0;
   private markSynced!: () => void;
   /** Resolves once the first list has been stored. */
@@ -98,9 +105,18 @@ export class Informer<T> {
   }
 
   private setWatching(watching: boolean): void {
+    const recovered = watching && this.failed;
     this.watching = watching;
-    if (watching) this.disconnectedSince = undefined;
-    else this.disconnectedSince ??= performance.now();
+    if (watching) {
+      this.disconnectedSince = undefined;
+      this.failed = false;
+    } else this.disconnectedSince ??= performance.now();
+    if (recovered) this.options.onRecovered?.();
+  }
+
+  /** Ends a backoff wait under way at once (the apiserver answers again); does nothing otherwise. */
+  retryNow(): void {
+    this.wake?.();
   }
 
   onChange(handler: ChangeHandler<T>): void {
@@ -175,6 +191,7 @@ export class Informer<T> {
           error: describeError(err),
           retryInMs: Math.round(delay),
         });
+        this.failed = true;
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, delay);
           this.wake = () => {
@@ -182,6 +199,7 @@ export class Informer<T> {
             resolve();
           };
         });
+        this.wake = undefined;
       }
     }
   }
@@ -326,6 +344,9 @@ export class Informer<T> {
     }
     const view = this.options.transform(object);
     if (view === undefined) {
+      // Not kept, so its version is not either: an informer that drops most of what it sees (the Events of reason
+      // Failed) would otherwise keep one entry for each until the next relist.
+      this.versions.delete(key);
       const previous = this.store.get(key);
       if (previous === undefined) return;
       this.store.delete(key);

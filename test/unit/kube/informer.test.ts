@@ -273,4 +273,64 @@ describe('Informer', () => {
     await until('the watch to be established', () => informer.isWatching(), server);
     expect(informer.disconnectedMs()).to.equal(0);
   });
+  it('says once that it recovered after an error, not on a first list that went through', async () => {
+    const recovered: string[] = [];
+    informer = new Informer<RawObject>({
+      name: 'pods',
+      kc: new KubeConfig(),
+      apiVersion: 'v1',
+      kind: 'Pod',
+      path: '/api/v1/pods',
+      transform: (raw) => raw,
+      logger: { info: () => undefined, warn: () => undefined },
+      onRecovered: () => recovered.push(`after ${server.calls.length} calls`),
+      api: server.api,
+      watcher: server.watcher,
+    });
+    server.lists.push({ resourceVersion: '5', items: [] }, refused(), { resourceVersion: '6', items: [] });
+    server.watchRequests.push('establish', 'establish');
+    informer.start();
+    await until('the first watch', () => server.watches.length === 1, server);
+    expect(recovered, 'a healthy start').to.deep.equal([]);
+    server.watches[0]!.end(gone()); // relists: the first relist fails, the second goes through
+    await until('the second watch', () => server.watches.length === 2, server);
+    expect(recovered).to.deep.equal(['after 4 calls']);
+  });
+
+  it('cuts a backoff short when told to retry now (a sibling informer got through)', async () => {
+    Math.random = () => 1; // full backoffs: 1.5 s after a 429
+    try {
+      server.lists.push(tooMany(), { resourceVersion: '5', items: [] });
+      informer.start();
+      await until('the first failure', () => restarts.length === 1, server);
+      const asked = performance.now();
+      informer.retryNow();
+      await until('the second list', () => server.calls.length >= 2, server);
+      expect(performance.now() - asked, 'ms to the retry').to.be.below(750);
+    } finally {
+      Math.random = () => 0;
+    }
+  });
+
+  it('keeps no version of an object its transform drops', async () => {
+    informer = new Informer<RawObject>({
+      name: 'events',
+      kc: new KubeConfig(),
+      apiVersion: 'v1',
+      kind: 'Event',
+      path: '/api/v1/events',
+      transform: (raw) => (raw.metadata?.name?.startsWith('kept') ? raw : undefined),
+      logger: { info: () => undefined, warn: () => undefined },
+      api: server.api,
+      watcher: server.watcher,
+    });
+    server.lists.push({ resourceVersion: '5', items: [pod('dropped-0'), pod('kept-0')] });
+    informer.start();
+    await until('the first watch', () => server.watches.length === 1, server);
+    server.watches[0]!.send('ADDED', pod('dropped-1', '7'));
+    server.watches[0]!.send('ADDED', pod('kept-1', '8'));
+    expect(informer.versionOf('ns/dropped-0')).to.equal(undefined);
+    expect(informer.versionOf('ns/dropped-1')).to.equal(undefined);
+    expect(informer.versionOf('ns/kept-1')).to.equal('8');
+  });
 });

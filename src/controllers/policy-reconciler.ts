@@ -29,6 +29,7 @@ import {
 import {
   decideIoPressure,
   judgeReading,
+  readingTime,
   staleAfterFor,
   type IoPressureDecision,
 } from '../policy/io-pressure.js';
@@ -43,7 +44,8 @@ import {
 } from '../policy/remediation.js';
 import type { Clock } from '../runtime/clock.js';
 import { TerminalError, type ReconcileResult } from '../runtime/controller.js';
-import { describeError, isConflict, isNotFound } from '../kube/errors.js';
+import { apiStatus, describeError, isConflict, isNotFound } from '../kube/errors.js';
+import { REQUEST_TIMEOUT_MS } from '../kube/rest.js';
 import { Expectations, isAtLeast } from '../runtime/expectations.js';
 import { forEachLimit } from '../runtime/limit.js';
 import { isMaterialChange } from '../signals/material-change.js';
@@ -151,12 +153,19 @@ const FOLLOW_UP_MS = 5_000;
  * A rate log kept in status (evictions, gate releases): the entries of the last 60 s, plus `planned` entries at
  * `now`, bounded as the CRD bounds the list.
  */
+/** A log's entries still inside the 60-second window (a reservation's deadline may lie ahead), and `planned` now. */
 function rateLog(previous: readonly string[] | undefined, planned: number, now: Date): string[] {
   const windowStart = now.getTime() - 60_000;
   const kept = (previous ?? []).filter((t) => new Date(t).getTime() > windowStart);
   return [...kept, ...Array.from({ length: planned }, () => now.toISOString())].slice(
     -MAX_EVICTIONS_PER_MINUTE,
   );
+}
+
+/** The apiserver answered no: nothing was evicted (a 4xx; a 429 is a refusal too). */
+function isRefusal(err: unknown): boolean {
+  const code = apiStatus(err)?.code;
+  return code !== undefined && code >= 400 && code < 500;
 }
 
 function sameBlocks(previous: SandboxHealthStatus | undefined, blocked: readonly BlockedAction[]): boolean {
@@ -500,22 +509,16 @@ export class PolicyReconciler {
     // Act.
     const actuator = dryRun ? this.deps.actuators.dryRun : this.deps.actuators.real;
     const keptEvictions = rateLog(policy.status?.recentEvictions, 0, now);
-    const reservation = rateLog(
-      keptEvictions,
-      decision?.actions.filter((a) => a.kind === 'Evict' || a.kind === 'Migrate').length ?? 0,
-      now,
-    );
     const outcome = decision
-      ? await this.act(name, memory.observations, decision, actuator, reservation, policy, failures)
+      ? await this.act(name, memory.observations, decision, actuator, keptEvictions, policy, failures)
       : {
           results: new Map<string, ActionResult[]>(),
           blocked: new Map<string, BlockedAction[]>(),
           failedNodes: new Set<string>(),
           evictedAt: [],
         };
-    // The log keeps the evictions sent, at the moment each was sent: the reservation's `now` came before them, and
-    // a window counted from it would let the next minute's first eviction follow the last one by less than 60 s.
-    // Evictions the API refused or that failed spent no budget.
+    // The log keeps each eviction at the moment its answer came (no earlier than the apiserver acted): counted from
+    // the pass's start, the next minute's first eviction followed the last one by 59.9 s. Refused ones spent nothing.
     const sentAt = [...outcome.evictedAt].sort((a, b) => a - b).map((t) => new Date(t).toISOString());
     const recentEvictions = [...keptEvictions, ...sentAt].slice(-MAX_EVICTIONS_PER_MINUTE);
     // Rollouts: what feeds the remediated nodes stops, and at most N roll out while the pressure lasts.
@@ -787,9 +790,7 @@ export class PolicyReconciler {
         const io_ = spec.ioPressure;
         // The moment the reading goes stale changes what may be done: look again then, even if nothing else moved.
         const staleAt = reading
-          ? new Date(reading.observedTime).getTime() +
-            staleAfterFor(reading, io_.staleAfterSeconds) * 1000 +
-            1
+          ? readingTime(reading) + staleAfterFor(reading, io_.staleAfterSeconds) * 1000 + 1
           : NaN;
         // Only a moment still ahead: a reading stale already (its agent gone) has nothing more to wait for, and
         // counting it would bring the node due on every pass, with the policy requeued at once, forever.
@@ -1140,7 +1141,7 @@ export class PolicyReconciler {
     observations: ReadonlyMap<string, NodeObservation>,
     decision: RemediationDecision,
     actuator: Actuator,
-    recentEvictions: string[],
+    keptEvictions: readonly string[],
     policy: PolicyObject,
     failures: Failures,
   ): Promise<{
@@ -1183,23 +1184,6 @@ export class PolicyReconciler {
       else logger.warn(`Failed to ${action.kind.toLowerCase()}`, fields);
       this.deps.onAction?.(action.kind, result.outcome, actuator.dryRun);
     };
-
-    // The eviction budget is spent in status before any eviction, so a crash right after cannot reset it.
-    const evictions = decision.actions.filter((a) => a.kind === 'Evict' || a.kind === 'Migrate');
-    let evictionsAllowed = true;
-    let reserved: string[] | undefined;
-    if (evictions.length > 0) {
-      try {
-        // Only this field: a merge patch leaves the rest of the status as it is.
-        const version = await this.deps.writer.patchPolicyStatus(policyName, { recentEvictions });
-        this.expectations.expect(`SandboxPolicy/${policyName}`, version);
-        this.rememberPolicyStatus(policyName, version, policy.status, { recentEvictions });
-        reserved = [...recentEvictions];
-      } catch (err) {
-        failures.add(`eviction log of sandboxpolicy/${policyName}`, err);
-        evictionsAllowed = false; // unrecorded budget: evict nothing (the node changes still go ahead)
-      }
-    }
 
     const evictedAt: number[] = [];
     const nodeActions = new Map<string, Action[]>();
@@ -1252,10 +1236,31 @@ export class PolicyReconciler {
         for (const action of actions) report({ action, outcome: 'Failed', detail: describe(err) });
       }
     });
+    // The eviction budget is spent in status before any eviction, so a crash right after cannot reset it. Each is
+    // stamped with the latest moment it can be carried out (its request times out then): a crash leaves the window
+    // counted from then, never from before the apiserver could have acted on it.
+    const evictions = decision.actions.filter((a) => a.kind === 'Evict' || a.kind === 'Migrate');
+    let evictionsAllowed = true;
+    let reserved: string[] | undefined;
+    if (evictions.length > 0) {
+      const deadline = new Date(this.deps.clock.now() + REQUEST_TIMEOUT_MS).toISOString();
+      const recentEvictions = [...keptEvictions, ...evictions.map(() => deadline)].slice(
+        -MAX_EVICTIONS_PER_MINUTE,
+      );
+      try {
+        // Only this field: a merge patch leaves the rest of the status as it is.
+        const version = await this.deps.writer.patchPolicyStatus(policyName, { recentEvictions });
+        this.expectations.expect(`SandboxPolicy/${policyName}`, version);
+        this.rememberPolicyStatus(policyName, version, policy.status, { recentEvictions });
+        reserved = recentEvictions;
+      } catch (err) {
+        failures.add(`eviction log of sandboxpolicy/${policyName}`, err);
+        evictionsAllowed = false; // unrecorded budget: evict nothing
+      }
+    }
     await forEachLimit(evictions, this.writeConcurrency, async (action) => {
       if (action.kind !== 'Evict' && action.kind !== 'Migrate') return;
       if (!evictionsAllowed || failedNodes.has(action.node)) return;
-      const sentAt = this.deps.clock.now();
       try {
         const outcome = await actuator.evict(action.pod);
         if (outcome.result === 'Blocked') {
@@ -1272,11 +1277,14 @@ export class PolicyReconciler {
         if (outcome.result === 'Gone') return; // already gone: nothing was evicted, no budget spent
         if (!actuator.dryRun)
           this.evictionsInFlight.set(action.pod.uid, this.deps.clock.now() + EVICTION_IN_FLIGHT_MS);
-        evictedAt.push(sentAt);
+        // The answer came after the apiserver acted: a moment no earlier than the eviction, as the window needs.
+        evictedAt.push(this.deps.clock.now());
         report({ action, outcome: 'Succeeded' });
       } catch (err) {
         failures.add(`eviction of ${action.target}`, err);
         report({ action, outcome: 'Failed', detail: describe(err) });
+        // No answer (a timeout, a reset, a 5xx) may still have evicted it: it spends budget. A refusal did not.
+        if (!isRefusal(err)) evictedAt.push(this.deps.clock.now());
       }
     });
     return { results, blocked, failedNodes, evictedAt, ...(reserved ? { reserved } : {}) };

@@ -19,6 +19,8 @@ export interface HealthObject {
   uid: string;
   nodeName?: string;
   status?: SandboxHealthStatus;
+  /** When the apiserver last took the agent's status.ioReading (its managedFields time, whole seconds). */
+  readingWrittenTime?: string;
 }
 
 /** The read-only, synced cache the reconciler reads; implemented by informers, or in memory in tests. */

@@ -71,6 +71,7 @@ export class Informer<T> {
   private cancelWatch: (() => void) | undefined;
   private stopped = false;
   private wake: (() => void) | undefined;
+  private hurry: (() => void) | undefined;
   /** An error was caught since the last working list or watch. */
   private failed = false;
   private attempt = 0;
@@ -105,18 +106,28 @@ export class Informer<T> {
   }
 
   private setWatching(watching: boolean): void {
-    const recovered = watching && this.failed;
     this.watching = watching;
-    if (watching) {
-      this.disconnectedSince = undefined;
-      this.failed = false;
-    } else this.disconnectedSince ??= performance.now();
-    if (recovered) this.options.onRecovered?.();
+    if (watching) this.disconnectedSince = undefined;
+    else this.disconnectedSince ??= performance.now();
   }
 
-  /** Ends a backoff wait under way at once (the apiserver answers again); does nothing otherwise. */
+  /**
+   * A list, or a watch event that is not an error, got through after a failure: the apiserver answers again. A watch
+   * merely established does not count: with etcd down it is established and then fails, and two informers waking
+   * each other on that would retry at the pace of a round trip.
+   */
+  private answered(): void {
+    if (!this.failed) return;
+    this.failed = false;
+    this.options.onRecovered?.();
+  }
+
+  /**
+   * Cuts a backoff wait under way short, to a moment within half a second (jittered: the informers woken together do
+   * not all ask at once), once per wait; does nothing otherwise.
+   */
   retryNow(): void {
-    this.wake?.();
+    this.hurry?.();
   }
 
   onChange(handler: ChangeHandler<T>): void {
@@ -193,13 +204,19 @@ export class Informer<T> {
         });
         this.failed = true;
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, delay);
+          let timer = setTimeout(resolve, delay);
           this.wake = () => {
             clearTimeout(timer);
             resolve();
           };
+          this.hurry = () => {
+            this.hurry = undefined;
+            clearTimeout(timer);
+            timer = setTimeout(resolve, Math.min(delay, 100 + Math.random() * 400));
+          };
         });
         this.wake = undefined;
+        this.hurry = undefined;
       }
     }
   }
@@ -245,6 +262,7 @@ export class Informer<T> {
     this.resourceVersion = resourceVersion;
     this.attempt = 0;
     this.setWatching(true);
+    this.answered();
     if (!this.hasSynced) {
       this.hasSynced = true;
       this.markSynced();
@@ -302,6 +320,7 @@ export class Informer<T> {
             try {
               this.onWatchEvent(phase, object);
               this.attempt = 0; // the stream delivers: the next failure starts the backoff afresh
+              this.answered();
             } catch (err) {
               finish(err); // aborts too: client-node then calls done() with an AbortError, which is ignored
             }

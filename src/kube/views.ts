@@ -22,6 +22,7 @@ import {
 } from '../detection/index.js';
 import type { HealthObject, PolicyObject } from '../controllers/ports.js';
 import type { RawObject } from './informer.js';
+import { AGENT_FIELD_MANAGER } from './reading-publisher.js';
 
 type Json = Record<string, unknown>;
 const obj = (v: unknown): Json =>
@@ -214,6 +215,13 @@ export function healthView(raw: RawObject): HealthObject | undefined {
   if (nodeName) view.nodeName = nodeName;
   const status = SandboxHealthStatusSchema.safeParse(raw.status);
   if (status.success) view.status = status.data;
+  // The apiserver's clock for the agent's last write: an agent whose clock is ahead cannot make its last reading
+  // look new after it stopped (io-pressure.ts readingTime).
+  const written = arr(meta.managedFields).find(
+    (f) => f.manager === AGENT_FIELD_MANAGER && f.subresource === 'status',
+  );
+  const writtenTime = str(written?.time);
+  if (writtenTime) view.readingWrittenTime = writtenTime;
   return view;
 }
 

@@ -32,16 +32,30 @@ export function staleAfterFor(reading: IoReadingStatus | undefined, policyStaleA
   return Math.max(policyStaleAfterSeconds, (reading?.heartbeatSeconds ?? 0) * 1.5);
 }
 
+/** A reading, with when the apiserver took it where that is known (the agent's, from managedFields). */
+export type TimedReading = IoReadingStatus & { writtenTime?: string };
+
+/**
+ * When a reading counts from (ms): its own stamp, or, when the apiserver took it earlier than that, the apiserver's
+ * time (whole seconds, so plus one). An agent whose clock runs an hour ahead then cannot make the reading it wrote
+ * before it died look fresh an hour later, when the operator's clock reaches the stamp.
+ */
+export function readingTime(reading: TimedReading): number {
+  const stamped = Date.parse(reading.observedTime);
+  const written = reading.writtenTime ? Date.parse(reading.writtenTime) + 1000 : NaN;
+  return Number.isFinite(written) ? Math.min(stamped, written) : stamped;
+}
+
 /** Any known value at or over its threshold is Over; unknown or stale readings are Unknown, never Under. */
 export function judgeReading(
-  reading: IoReadingStatus | undefined,
+  reading: TimedReading | undefined,
   thresholds: IoThresholds,
   now: Date,
   policyStaleAfterSeconds: number,
 ): Judgement {
   const staleAfterSeconds = staleAfterFor(reading, policyStaleAfterSeconds);
   if (!reading) return { observation: 'Unknown', details: ['no reading'] };
-  const age = (now.getTime() - new Date(reading.observedTime).getTime()) / 1000;
+  const age = (now.getTime() - readingTime(reading)) / 1000;
   if (!Number.isFinite(age) || age > staleAfterSeconds) {
     return {
       observation: 'Unknown',
@@ -50,7 +64,7 @@ export function judgeReading(
   }
   // A reading from the future says its writer's clock is ahead, by how much nobody knows: as stale as one from
   // long ago, or a skewed agent's reading would count as fresh for the whole skew after it stopped.
-  if (age < -staleAfterSeconds) {
+  if ((now.getTime() - Date.parse(reading.observedTime)) / 1000 < -staleAfterSeconds) {
     return {
       observation: 'Unknown',
       details: [

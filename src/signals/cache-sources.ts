@@ -1,6 +1,6 @@
 import type { IoReadingStatus } from '../api/v1alpha1/index.js';
 import type { ClusterCache } from '../controllers/ports.js';
-import type { IoSource } from './types.js';
+import type { IoSource, SourcedReading } from './types.js';
 
 /** Readings the node agent published into SandboxHealth status.ioReading. */
 export class AgentSource implements IoSource {
@@ -9,8 +9,11 @@ export class AgentSource implements IoSource {
   refresh(): Promise<void> {
     return Promise.resolve();
   }
-  read(nodeName: string): IoReadingStatus | undefined {
-    return this.cache.health(nodeName)?.status?.ioReading;
+  read(nodeName: string): SourcedReading | undefined {
+    const health = this.cache.health(nodeName);
+    const reading = health?.status?.ioReading;
+    if (!reading) return undefined;
+    return health.readingWrittenTime ? { ...reading, writtenTime: health.readingWrittenTime } : reading;
   }
 }
 

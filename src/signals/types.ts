@@ -7,12 +7,15 @@ import type { IoReadingStatus } from '../api/v1alpha1/index.js';
 export interface IoSource {
   readonly kind: string;
   refresh(nodeNames: readonly string[]): Promise<void>;
-  read(nodeName: string): IoReadingStatus | undefined;
+  read(nodeName: string): SourcedReading | undefined;
   /** How often to come back for fresh readings when the source is polled rather than pushed. */
   readonly pollMs?: number;
   /** Why a node has no reading, when the source knows (shown as the IoPressureHigh reason). */
   problem?(nodeName: string): SourceProblem | undefined;
 }
+
+/** A reading, and for the agent's when the apiserver took it (its clock, not the agent's). */
+export type SourcedReading = IoReadingStatus & { writtenTime?: string };
 
 /** A source's reason for having no reading of a node: SourceForbidden (RBAC), SourceUnavailable. */
 export interface SourceProblem {

@@ -6,7 +6,13 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { auditEvents, resourceOf, succeeded, type AuditEvent } from '../support/audit.js';
+import {
+  alternates,
+  maxEvictionsInAMinute,
+  operatorWrites,
+  settings,
+  writesPerObject,
+} from '../support/audit.js';
 import {
   api,
   Cleanup,
@@ -17,7 +23,12 @@ import {
   kubectl,
   uniqueName,
 } from '../support/cluster.js';
-import { applyCrds, applyRbac, OperatorProcess } from '../support/operator-process.js';
+import {
+  applyCrds,
+  applyRbac,
+  startAsServiceAccount,
+  type OperatorProcess,
+} from '../support/operator-process.js';
 import { FAST_IO } from '../support/proc-root.js';
 import { applyPolicy, condition, getHealth, getPolicyStatus } from '../support/resources.js';
 import {
@@ -28,79 +39,15 @@ import {
   restartRollout,
 } from '../support/rollouts.js';
 import { SaturatedNode } from '../support/saturated-node.js';
-import { createToken, writeTokenKubeconfig } from '../support/tokens.js';
 import { createSpreadDeployment, isRunning, podsOf, readNode, stampsOf } from '../support/workloads.js';
 
 const NAMESPACE = 'sandbox-remediator-system';
-const SERVICE_ACCOUNT = 'sandbox-remediator-operator';
-const OPERATOR_USER = `system:serviceaccount:${NAMESPACE}:${SERVICE_ACCOUNT}`;
 const LEASE = 'sandbox-remediator-operator';
 const COMPONENTS = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok'];
 const log = (msg: string) => {
   console.error(`      [faults] ${msg}`);
 };
 const poolSelector = (pool: string) => ({ matchLabels: { 'sandbox.remediator.io/test-pool': pool } });
-
-/** The operator's successful writes since `since`, as the apiserver recorded them (leases left out). */
-async function operatorWrites(since: Date): Promise<AuditEvent[]> {
-  await sleep(2000); // the last lines reach the audit log
-  return (await auditEvents(since)).filter(
-    (e) =>
-      e.user.username === OPERATOR_USER &&
-      succeeded(e) &&
-      !['get', 'list', 'watch'].includes(e.verb) &&
-      resourceOf(e) !== 'leases',
-  );
-}
-
-/** How many times each object was written, for one resource ("nodes", "pods/eviction", "deployments"). */
-function writesPerObject(events: AuditEvent[], resource: string): Record<string, number> {
-  const counts: Record<string, number> = {};
-  for (const e of events) {
-    if (resourceOf(e) !== resource) continue;
-    const name = e.objectRef?.name ?? '?';
-    counts[name] = (counts[name] ?? 0) + 1;
-  }
-  return counts;
-}
-
-/**
- * Per object, what each of the operator's patches set a spec field to, in order: true (a cordon, a pause), false
- * (an uncordon, a resume) or undefined (a patch that left it alone, such as a stamp). Request-level audit lines
- * carry the patch body.
- */
-function settings(
-  events: AuditEvent[],
-  resource: string,
-  field: string,
-): Record<string, (boolean | undefined)[]> {
-  const out: Record<string, (boolean | undefined)[]> = {};
-  for (const e of events) {
-    if (resourceOf(e) !== resource || e.verb !== 'patch') continue;
-    const spec = (e.requestObject as { spec?: Record<string, unknown> } | undefined)?.spec ?? {};
-    const value = field in spec ? spec[field] === true : undefined;
-    (out[e.objectRef?.name ?? '?'] ??= []).push(value);
-  }
-  return out;
-}
-
-/** True when the changes alternate, starting with a set: never two cordons (or pauses) without an undo between. */
-const alternates = (changes: (boolean | undefined)[]) =>
-  changes.filter((c) => c !== undefined).every((c, i) => c === (i % 2 === 0));
-
-/** The most evictions in any 60-second window (the span maxEvictionsPerMinute limits). */
-function maxEvictionsInAMinute(events: AuditEvent[]): number {
-  const at = events
-    .filter((e) => resourceOf(e) === 'pods/eviction')
-    .map((e) => new Date(e.requestReceivedTimestamp).getTime())
-    .sort((a, b) => a - b);
-  let most = 0;
-  for (let i = 0, j = 0; j < at.length; j++) {
-    while (at[j]! - at[i]! >= 60_000) i++;
-    most = Math.max(most, j - i + 1);
-  }
-  return most;
-}
 
 const component = async (action: 'kill' | 'start', name: string) => {
   const result = await hack('component.sh', [action, name]);
@@ -202,18 +149,11 @@ describe('faults during a live remediation', function () {
   });
   after(() => rm(dir, { recursive: true, force: true }));
 
-  /** An operator as the Deployment runs it: the operator's ServiceAccount, with a token of its own. */
-  async function startOperator(name: string, args: string[] = []): Promise<OperatorProcess> {
-    const token = await createToken(NAMESPACE, SERVICE_ACCOUNT);
-    const kubeconfig = await writeTokenKubeconfig(dir, name, token);
-    const operator = new OperatorProcess();
+  const startOperator = async (name: string, args: string[] = []) => {
+    const operator = await startAsServiceAccount(dir, name, args);
     operators.push(operator);
-    await operator.start([`--kubeconfig=${kubeconfig}`, `--operator-namespace=${NAMESPACE}`, ...args], {
-      waitForStarted: !args.includes('--leader-elect'),
-      env: { POD_NAME: name },
-    });
     return operator;
-  }
+  };
 
   it('converges within 10 s of the apiserver being ready after kill -9 of kube-apiserver, then of etcd, and repeats no cordon, eviction or pause', async function () {
     this.timeout(420_000);

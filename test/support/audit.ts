@@ -1,6 +1,7 @@
 // The local cluster's audit log (hack/cluster/audit-policy.yaml: every change, at Metadata level): who wrote
 // what, and when, as the apiserver saw it. Tests read it to prove which process acted.
 import { readFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 import { CLUSTER_DIR } from './cluster.js';
 
@@ -58,3 +59,67 @@ export const succeeded = (event: AuditEvent) => {
  */
 export const fieldManagerOf = (event: AuditEvent) =>
   new URL(event.requestURI ?? '/', 'https://apiserver').searchParams.get('fieldManager') ?? undefined;
+
+/** The operator's ServiceAccount, as the audit log names the user. */
+export const OPERATOR_USER = 'system:serviceaccount:sandbox-remediator-system:sandbox-remediator-operator';
+
+/** The operator's successful writes since `since`, as the apiserver recorded them (leases left out). */
+export async function operatorWrites(since: Date): Promise<AuditEvent[]> {
+  await sleep(2000); // the last lines reach the audit log
+  return (await auditEvents(since)).filter(
+    (e) =>
+      e.user.username === OPERATOR_USER &&
+      succeeded(e) &&
+      !['get', 'list', 'watch'].includes(e.verb) &&
+      resourceOf(e) !== 'leases',
+  );
+}
+
+/** How many times each object was written, for one resource ("nodes", "pods/eviction", "deployments"). */
+export function writesPerObject(events: AuditEvent[], resource: string): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const e of events) {
+    if (resourceOf(e) !== resource) continue;
+    const name = e.objectRef?.name ?? '?';
+    counts[name] = (counts[name] ?? 0) + 1;
+  }
+  return counts;
+}
+
+/**
+ * Per object, what each of the operator's patches set a spec field to, in order: true (a cordon, a pause), false
+ * (an uncordon, a resume) or undefined (a patch that left it alone, such as a stamp). Request-level audit lines
+ * carry the patch body.
+ */
+export function settings(
+  events: AuditEvent[],
+  resource: string,
+  field: string,
+): Record<string, (boolean | undefined)[]> {
+  const out: Record<string, (boolean | undefined)[]> = {};
+  for (const e of events) {
+    if (resourceOf(e) !== resource || e.verb !== 'patch') continue;
+    const spec = (e.requestObject as { spec?: Record<string, unknown> } | undefined)?.spec ?? {};
+    const value = field in spec ? spec[field] === true : undefined;
+    (out[e.objectRef?.name ?? '?'] ??= []).push(value);
+  }
+  return out;
+}
+
+/** True when the changes alternate, starting with a set: never two cordons (or pauses) without an undo between. */
+export const alternates = (changes: (boolean | undefined)[]) =>
+  changes.filter((c) => c !== undefined).every((c, i) => c === (i % 2 === 0));
+
+/** The most evictions in any 60-second window (the span maxEvictionsPerMinute limits). */
+export function maxEvictionsInAMinute(events: AuditEvent[]): number {
+  const at = events
+    .filter((e) => resourceOf(e) === 'pods/eviction')
+    .map((e) => new Date(e.requestReceivedTimestamp).getTime())
+    .sort((a, b) => a - b);
+  let most = 0;
+  for (let i = 0, j = 0; j < at.length; j++) {
+    while (at[j]! - at[i]! >= 60_000) i++;
+    most = Math.max(most, j - i + 1);
+  }
+  return most;
+}

@@ -2,6 +2,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { KUBECONFIG, kubectl } from './cluster.js';
+import { createToken, writeTokenKubeconfig } from './tokens.js';
 import { REPO_ROOT } from './manifests.js';
 
 export interface LogLine {
@@ -178,4 +179,24 @@ export async function applyRbac(): Promise<void> {
     const result = await kubectl(args);
     if (result.code !== 0) throw new Error(`kubectl ${args.join(' ')} failed: ${result.stderr}`);
   }
+}
+
+/**
+ * An operator as the Deployment runs it: the operator's ServiceAccount (config/rbac applied: applyRbac) with a token
+ * of its own, written into `dir`, and POD_NAME set; with --leader-elect it is not waited for to lead.
+ */
+export async function startAsServiceAccount(
+  dir: string,
+  name: string,
+  args: string[] = [],
+): Promise<OperatorProcess> {
+  const namespace = 'sandbox-remediator-system';
+  const token = await createToken(namespace, 'sandbox-remediator-operator');
+  const kubeconfig = await writeTokenKubeconfig(dir, name, token);
+  const operator = new OperatorProcess();
+  await operator.start([`--kubeconfig=${kubeconfig}`, `--operator-namespace=${namespace}`, ...args], {
+    waitForStarted: !args.includes('--leader-elect'),
+    env: { POD_NAME: name },
+  });
+  return operator;
 }

@@ -360,7 +360,7 @@ export const SandboxPolicyStatusSchema = z
       .max(MAX_EVICTIONS_PER_MINUTE)
       .optional()
       .describe(
-        'When this policy evicted pods in the last 60 seconds, oldest first: the basis of maxEvictionsPerMinute across restarts.',
+        'When this policy evicted pods in the last 60 seconds, oldest first: the basis of maxEvictionsPerMinute across restarts. Each is the moment the eviction was answered; while evictions are under way they are counted from the latest moment they can be carried out (their request timeout), which may lie a little ahead.',
       ),
   })
   .describe('What the operator observed for this policy.');

@@ -735,11 +735,11 @@ describe('PolicyReconciler remediation', () => {
     expect(cluster.evicted).to.have.length(5);
   });
 
-  it('logs each eviction when it was sent, not when its pass began, so the next minute starts after the last one', async () => {
+  it('logs each eviction when its answer came, not when its pass began, so the next minute starts after the last one', async () => {
     const { cluster, clock, reconciler } = world(policySpec({ maxEvictionsPerMinute: 2 }));
     replicaSetPodsOn(cluster, 'n1', 'web-1', 'web-2', 'web-3', 'web-4');
     await reconciler.reconcile('p'); // cordon
-    // Each eviction takes 1.5 s to go out (a busy apiserver).
+    // Each eviction takes 1.5 s to be answered (a busy apiserver).
     const evict = cluster.evict.bind(cluster);
     cluster.evict = async (pod) => {
       const outcome = await evict(pod);
@@ -750,15 +750,32 @@ describe('PolicyReconciler remediation', () => {
     await reconciler.reconcile('p');
     expect(cluster.evicted).to.deep.equal(['default/web-1', 'default/web-2']);
     expect(cluster.policy('p')!.status!.recentEvictions).to.deep.equal([
-      new Date(passAt).toISOString(),
       new Date(passAt + 1500).toISOString(),
+      new Date(passAt + 3000).toISOString(),
     ]);
     cluster.takeWrites();
 
-    // A minute after the first was sent, not the second: one more, not two.
-    clock.advance(60_500 - (clock.now() - passAt));
+    // A minute after the first answer, not the second: one more, not two.
+    clock.advance(61_600 - (clock.now() - passAt));
     await reconciler.reconcile('p');
     expect(evictionWrites(cluster)).to.deep.equal(['evict pod/default/web-3']);
+  });
+
+  it('counts an eviction that got no answer against the budget, and one the API refused not', async () => {
+    const { cluster, reconciler } = world(policySpec({ maxEvictionsPerMinute: 3 }));
+    replicaSetPodsOn(cluster, 'n1', 'web-1', 'web-2', 'web-3', 'web-4');
+    await reconciler.reconcile('p'); // cordon
+    const evict = cluster.evict.bind(cluster);
+    cluster.evict = (pod) => {
+      if (pod.name === 'web-1') return Promise.reject(new Error('The operation was aborted due to timeout'));
+      if (pod.name === 'web-2')
+        return Promise.reject(Object.assign(new Error('Forbidden'), { statusCode: 403 }));
+      return evict(pod);
+    };
+    await reconciler.reconcile('p').catch(() => undefined);
+    expect(cluster.evicted).to.deep.equal(['default/web-3']);
+    // The timed-out one may have been carried out: two spent, one refused.
+    expect(cluster.policy('p')!.status!.recentEvictions).to.have.length(2);
   });
 
   it('in a dry run decides, reports and records the same as a real run, and changes nothing', async () => {

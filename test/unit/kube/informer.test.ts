@@ -8,7 +8,7 @@ import {
 } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Informer, type RawObject } from '../../../src/kube/informer.js';
+import { Informer, type InformerOptions, type RawObject } from '../../../src/kube/informer.js';
 
 const refused = () =>
   Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6443'), { code: 'ECONNREFUSED' });
@@ -119,7 +119,7 @@ describe('Informer', () => {
   after(() => (Math.random = random));
 
   /** An informer of pods over the fake apiserver, recording its restarts. */
-  const podInformer = (options: { watchSilenceMs?: number } = {}) =>
+  const podInformer = (options: Partial<InformerOptions<RawObject>> = {}) =>
     new Informer<RawObject>({
       name: 'pods',
       kc: new KubeConfig(),
@@ -275,17 +275,8 @@ describe('Informer', () => {
   });
   it('says once that it recovered after an error, not on a first list that went through', async () => {
     const recovered: string[] = [];
-    informer = new Informer<RawObject>({
-      name: 'pods',
-      kc: new KubeConfig(),
-      apiVersion: 'v1',
-      kind: 'Pod',
-      path: '/api/v1/pods',
-      transform: (raw) => raw,
-      logger: { info: () => undefined, warn: () => undefined },
+    informer = podInformer({
       onRecovered: () => recovered.push(`after ${server.calls.length} calls`),
-      api: server.api,
-      watcher: server.watcher,
     });
     server.lists.push({ resourceVersion: '5', items: [] }, refused(), { resourceVersion: '6', items: [] });
     server.watchRequests.push('establish', 'establish');
@@ -297,6 +288,23 @@ describe('Informer', () => {
     expect(recovered).to.deep.equal(['after 4 calls']);
   });
 
+  it('counts a watch as an answer only once it delivers an event: established and failing is no recovery', async () => {
+    const recovered: number[] = [];
+    informer = podInformer({
+      onRecovered: () => recovered.push(server.watches.length),
+    });
+    server.lists.push({ resourceVersion: '5', items: [] });
+    informer.start();
+    await until('the first watch', () => server.watches.length === 1, server);
+    server.watches[0]!.end(reset());
+    await until('the second watch', () => server.watches.length === 2, server);
+    server.watches[1]!.send('ERROR', { code: 500, message: 'etcdserver: request timed out' });
+    await until('the third watch', () => server.watches.length === 3, server);
+    expect(recovered, 'established watches, one failing at once').to.deep.equal([]);
+    server.watches[2]!.send('ADDED', pod('a', '6'));
+    expect(recovered).to.deep.equal([3]);
+  });
+
   it('cuts a backoff short when told to retry now (a sibling informer got through)', async () => {
     Math.random = () => 1; // full backoffs: 1.5 s after a 429
     try {
@@ -306,23 +314,16 @@ describe('Informer', () => {
       const asked = performance.now();
       informer.retryNow();
       await until('the second list', () => server.calls.length >= 2, server);
-      expect(performance.now() - asked, 'ms to the retry').to.be.below(750);
+      // Within half a second (jittered), not the 1.5 s the 429 asked for.
+      expect(performance.now() - asked, 'ms to the retry').to.be.below(1100);
     } finally {
       Math.random = () => 0;
     }
   });
 
   it('keeps no version of an object its transform drops', async () => {
-    informer = new Informer<RawObject>({
-      name: 'events',
-      kc: new KubeConfig(),
-      apiVersion: 'v1',
-      kind: 'Event',
-      path: '/api/v1/events',
+    informer = podInformer({
       transform: (raw) => (raw.metadata?.name?.startsWith('kept') ? raw : undefined),
-      logger: { info: () => undefined, warn: () => undefined },
-      api: server.api,
-      watcher: server.watcher,
     });
     server.lists.push({ resourceVersion: '5', items: [pod('dropped-0'), pod('kept-0')] });
     informer.start();

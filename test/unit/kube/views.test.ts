@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import { MAX_FAILURE_MESSAGE_CHARS } from '../../../src/detection/index.js';
 import type { RawObject } from '../../../src/kube/informer.js';
-import { eventView, podView } from '../../../src/kube/views.js';
+import { eventView, healthView, podView } from '../../../src/kube/views.js';
 
 const UID = '0b1c6a52-3f0e-4c8e-9a43-0d6c2b8f4e11';
 const IO_MESSAGE =
@@ -279,4 +279,34 @@ describe('podView on odd node names', () => {
       expect(podView(rawPod(nodeName))?.nodeName).to.equal(kept);
     });
   }
+});
+
+describe('healthView', () => {
+  const raw = (managedFields: Record<string, string>[]): RawObject => ({
+    apiVersion: 'sandbox.remediator.io/v1alpha1',
+    kind: 'SandboxHealth',
+    metadata: { name: 'n1', uid: 'u1', managedFields },
+    spec: { nodeName: 'n1' },
+  });
+  it("keeps when the apiserver took the agent's status, and no other manager's", () => {
+    const view = healthView(
+      raw([
+        {
+          manager: 'sandbox-remediator',
+          operation: 'Update',
+          subresource: 'status',
+          time: '2026-12-01T10:00:05Z',
+        },
+        { manager: 'sandbox-remediator-agent', operation: 'Apply', time: '2026-12-01T09:00:00Z' },
+        {
+          manager: 'sandbox-remediator-agent',
+          operation: 'Apply',
+          subresource: 'status',
+          time: '2026-12-01T10:00:01Z',
+        },
+      ]),
+    );
+    expect(view?.readingWrittenTime).to.equal('2026-12-01T10:00:01Z');
+    expect(healthView(raw([]))).to.not.have.property('readingWrittenTime');
+  });
 });

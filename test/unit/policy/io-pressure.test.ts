@@ -1,5 +1,10 @@
 import { expect } from 'chai';
-import { decideIoPressure, judgeReading, type Judgement } from '../../../src/policy/io-pressure.js';
+import {
+  decideIoPressure,
+  judgeReading,
+  readingTime,
+  type Judgement,
+} from '../../../src/policy/io-pressure.js';
 import { secondsAfter, T0 } from '../../support/builders.js';
 
 const thresholds = {
@@ -90,6 +95,31 @@ describe('judgeReading', () => {
       if (row.detail) expect(judged.details.join('; ')).to.match(row.detail);
     });
   }
+});
+
+describe('judgeReading of an agent whose clock runs an hour ahead', () => {
+  // At 12:00 it writes Over, stamped 13:00, and dies; the apiserver took it at 12:00.
+  const written = {
+    ...reading({ psiSomeAvg10Percent: 90 }, secondsAfter(T0, 3600)),
+    writtenTime: T0.toISOString(),
+  };
+  for (const [label, at, observation] of [
+    ['refuses it as it arrives (ClockSkew)', 30, 'Unknown'],
+    ['refuses it when the operator clock reaches the stamp, an hour later', 3570, 'Unknown'],
+    ['refuses it at the stamp itself', 3600, 'Unknown'],
+  ] as const) {
+    it(label, () => {
+      expect(judgeReading(written, thresholds, secondsAfter(T0, at), 90).observation).to.equal(observation);
+    });
+  }
+  it('takes a reading on time whose apiserver time agrees, as before', () => {
+    const onTime = {
+      ...reading({ psiSomeAvg10Percent: 90 }, secondsAfter(T0, -5)),
+      writtenTime: secondsAfter(T0, -5).toISOString(),
+    };
+    expect(judgeReading(onTime, thresholds, T0, 90).observation).to.equal('Over');
+    expect(readingTime(onTime)).to.equal(secondsAfter(T0, -5).getTime());
+  });
 });
 
 describe('judgeReading details', () => {

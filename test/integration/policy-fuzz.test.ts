@@ -94,8 +94,25 @@ function specArbitrary(paths: string[][], base: Record<string, unknown>) {
   return fc.array(mutation, { minLength: 0, maxLength: 3 }).map((mutations) => {
     const spec = structuredClone(base);
     for (const [path, value] of mutations) setPath(spec, path, value);
-    return spec;
+    return { spec, surelyInvalid: mutations.some(([path]) => surelyInvalid(base, spec, path)) };
   });
+}
+
+function valueAt(target: unknown, path: string[]): unknown {
+  return path.reduce<unknown>((node, key) => (node as Record<string, unknown> | undefined)?.[key], target);
+}
+
+/**
+ * Invalid whatever the operator's validation says, by the API's rules alone: an unknown field, a duration in
+ * seconds that is not a whole number of at least 0, a switch that is not a boolean. (null is dropped and defaulted.)
+ */
+function surelyInvalid(base: unknown, spec: unknown, path: string[]): boolean {
+  const value = valueAt(spec, path);
+  if (value === null || value === undefined) return false;
+  if (path.at(-1) === 'unknownField') return true;
+  if (path.at(-1)?.endsWith('Seconds'))
+    return typeof value !== 'number' || !Number.isInteger(value) || value < 0;
+  return typeof valueAt(base, path) === 'boolean' && typeof value !== 'boolean';
 }
 
 describe('a fuzz of SandboxPolicies against the real apiserver, with the operator running', function () {
@@ -133,7 +150,8 @@ describe('a fuzz of SandboxPolicies against the real apiserver, with the operato
       ioPressure: { ...defaults.spec.ioPressure, ...FAST_IO },
       safety: { ...defaults.spec.safety, maxUnhealthyNodes: 1, cooldownSeconds: 5 },
     } as Record<string, unknown>;
-    const specs = fc.sample(specArbitrary(leafPaths(base), base), { numRuns: COUNT, seed: SEED });
+    const generated = fc.sample(specArbitrary(leafPaths(base), base), { numRuns: COUNT, seed: SEED });
+    const specs = generated.map((g) => g.spec);
 
     // A valid one goes nowhere and changes nothing; every invalid one selects the saturated node (or tries to).
     const policies = specs.map((spec, i) => {
@@ -148,6 +166,13 @@ describe('a fuzz of SandboxPolicies against the real apiserver, with the operato
     const invalid = policies.filter((p) => p.problems.length > 0);
     log(`${invalid.length} of ${COUNT} invalid by the operator's own validation`);
     expect(invalid.length / COUNT, 'most are invalid').to.be.greaterThan(0.6);
+    // The validation is not its own judge: what the API's rules alone call invalid, it must too.
+    const missed = policies.filter((p, i) => generated[i]!.surelyInvalid && p.problems.length === 0);
+    expect(
+      missed.map((p) => JSON.stringify(p.body)),
+      'invalid by construction, valid by validation',
+    ).to.deep.equal([]);
+    log(`${generated.filter((g) => g.surelyInvalid).length} invalid by construction, all found invalid`);
 
     // Created through the API with strict field validation, as kubectl does, eight at a time. (kubectl itself
     // validates a List on the client first and refuses all of it for one unknown field.)

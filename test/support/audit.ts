@@ -1,8 +1,8 @@
 // The local cluster's audit log (hack/cluster/audit-policy.yaml: every change, at Metadata level): who wrote
 // what, and when, as the apiserver saw it. Tests read it to prove which process acted.
-import { readFile } from 'node:fs/promises';
+import { readdir, readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { CLUSTER_DIR } from './cluster.js';
 
 export interface AuditEvent {
@@ -21,16 +21,23 @@ export interface AuditEvent {
 
 export const AUDIT_LOG = join(CLUSTER_DIR, 'logs', 'audit.log');
 
-/** The audit events received at or after `since` (the apiserver flushes each line as it completes). */
+/**
+ * The audit events received at or after `since` (the apiserver flushes each line as it completes), from the log and
+ * its rotated backup (200 MB each: a flood of Events on a reused cluster rotates it).
+ */
 export async function auditEvents(since: Date): Promise<AuditEvent[]> {
-  const text = await readFile(AUDIT_LOG, 'utf8');
+  const dir = dirname(AUDIT_LOG);
+  const files = (await readdir(dir)).filter((f) => /^audit.*\.log$/.test(f)).sort();
   const events: AuditEvent[] = [];
-  for (const line of text.split('\n')) {
-    if (!line) continue;
-    const event = JSON.parse(line) as AuditEvent;
-    if (new Date(event.requestReceivedTimestamp) >= since) events.push(event);
+  for (const file of files) {
+    const text = await readFile(join(dir, file), 'utf8');
+    for (const line of text.split('\n')) {
+      if (!line) continue;
+      const event = JSON.parse(line) as AuditEvent;
+      if (new Date(event.requestReceivedTimestamp) >= since) events.push(event);
+    }
   }
-  return events;
+  return events.sort((a, b) => a.requestReceivedTimestamp.localeCompare(b.requestReceivedTimestamp));
 }
 
 /** The JWT ID of a ServiceAccount token, as the audit log names the credential ("JTI=<id>"). */

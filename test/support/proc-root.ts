@@ -1,6 +1,6 @@
 // A crafted /proc for the node agent (--proc-root): the recorded idle and stress-ng fixtures, switchable at run
 // time, so a kwok node can be put under IO pressure and taken out of it on cue.
-import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { REPO_ROOT } from './manifests.js';
@@ -22,7 +22,10 @@ export class ProcRoot {
   /** `load` is the PSI recorded under stress-ng (some avg10 38.24 %); `idle` the one recorded at rest. */
   async setPressure(which: 'idle' | 'load'): Promise<void> {
     const text = await readFile(join(FIXTURES, which, 'pressure-io'), 'utf8');
-    await writeFile(join(this.dir, 'pressure', 'io'), text);
+    // Written aside and renamed into place: the agent never reads a file half written (its parser refuses one).
+    const file = join(this.dir, 'pressure', 'io');
+    await writeFile(`${file}.next`, text);
+    await rename(`${file}.next`, file);
   }
 
   async remove(): Promise<void> {

@@ -247,7 +247,7 @@ describe('faults during a live remediation', function () {
     await b.waitForLog('Started controller', 30_000);
     log('a stopped; b leads');
     const c = await startOperator('faults-c', ['--leader-elect']);
-    await sleep(10_000);
+    await c.waitForLog('Caches synced: standing by until this replica leads', 60_000);
     // kill -9 mid-evictions: c takes over when the lease runs out.
     b.kill();
     await c.waitForLog('Started controller', 40_000);

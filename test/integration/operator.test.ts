@@ -7,7 +7,6 @@ import {
   eventually,
   hack,
   kubectl,
-  podBoundTo,
   podOn,
   uniqueName,
 } from '../support/cluster.js';
@@ -208,53 +207,6 @@ describe('operator against the real cluster', function () {
       timeoutMs: 60_000,
     });
   });
-
-  it('keeps running while the apiserver is gone for 20 s and converges afterwards', async function () {
-    this.timeout(180_000);
-    const namespace = await createNamespace(cleanup);
-    const { pool, names } = await createNodes(cleanup, 1);
-    const policy = uniqueName('it-outage');
-    await applyPolicy(cleanup, policy, {
-      nodeSelector: { matchLabels: { 'sandbox.remediator.io/test-pool': pool } },
-      detection: { stuckThresholdSeconds: 2 },
-    });
-    await eventually('its SandboxHealth', async () => getHealth(names[0]!));
-    const logsBefore = operator.logs.length;
-
-    const stoppedApi = await hack('component.sh', ['stop', 'kube-apiserver']);
-    expect(stoppedApi.code, stoppedApi.stderr).to.equal(0);
-    try {
-      await new Promise((r) => setTimeout(r, 20_000));
-      expect(operator.isRunning(), 'operator survives the outage').to.equal(true);
-    } finally {
-      // Always bring the apiserver back, even when the assertion above failed.
-      const startedApi = await hack('component.sh', ['start', 'kube-apiserver']);
-      expect(startedApi.code, startedApi.stderr).to.equal(0);
-      // controller-manager, scheduler and kwok got 403s while the new apiserver's RBAC cache warmed up and sit in
-      // client-go backoff for about a minute; fresh ones leave a healthy control plane to the tests after this.
-      for (const component of ['kube-controller-manager', 'kube-scheduler', 'kwok']) {
-        const restarted = await hack('component.sh', ['restart', component]);
-        expect(restarted.code, restarted.stderr).to.equal(0);
-      }
-    }
-    expect(
-      operator.logs.slice(logsBefore).some((l) => l.message === 'Restarting informer after an error'),
-    ).to.equal(true);
-
-    // Converges: a change made after the outage is seen.
-    const started = await hack('incident', ['start', '--node', names[0]!, '--interval-seconds', '2']);
-    expect(started.code, started.stderr).to.equal(0);
-    cleanup.add(() => hack('incident', ['stop', '--node', names[0]!]));
-    // Bound directly: after an apiserver restart its RBAC cache lags, kube-scheduler's watches get 403 and
-    // client-go backs off for about a minute. That is the scheduler's recovery, not the operator's.
-    await api().core.createNamespacedPod({ namespace, body: podBoundTo('after-outage', names[0]!) });
-    await eventually(
-      'the pod created after the outage to be reported',
-      async () => (await getHealth(names[0]!))?.stuckPodCount === 1,
-      {
-        timeoutMs: 90_000,
-      },
-    );
-    expect(operator.isRunning()).to.equal(true);
-  });
+  // The apiserver gone and back: test/integration/faults.test.ts (kill -9 of kube-apiserver and of etcd during a
+  // remediation, with convergence measured).
 });

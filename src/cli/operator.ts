@@ -152,7 +152,10 @@ export async function runOperator(flags: OperatorFlags): Promise<number> {
   const stopped = untilStopSignal();
   const starting = lifecycle.start();
   // The caches retry on their own; this says why, when they take a while, in words that name the fix.
-  void reportUntilStarted(kc, logger, starting);
+  // Only a report: whatever goes wrong in it must not become an unhandled rejection that ends the process.
+  reportUntilStarted(kc, logger, starting).catch((err: unknown) => {
+    logger.warn('Stopped reporting why the operator waits', { error: describeError(err) });
+  });
   const first = await Promise.race([
     starting.then(
       () => 'synced' as const,

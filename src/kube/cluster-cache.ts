@@ -75,7 +75,7 @@ interface AdmittedEvent {
  * never stored, and stops counting. During a list, the Events it will not find again count until it reports them
  * gone: a relist admits fewer than the caps allow, never more.
  */
-export class EventBudget {
+export class FailureEventCaps {
   private readonly admitted = new Map<string, Map<string, AdmittedEvent>>();
   private readonly unreported = new Map<string, Set<string>>();
   private readonly stale = new Set<string>();
@@ -161,7 +161,7 @@ export class InformerCache implements ClusterCache {
   private readonly podsByNode = new Map<string, Map<string, PodView>>();
   private readonly podsByUid = new Map<string, PodView>();
   private eventsByPod: Map<string, EventView[]> | undefined;
-  readonly eventBudget = new EventBudget();
+  readonly failureEventCaps = new FailureEventCaps();
 
   constructor(options: InformerCacheOptions) {
     const common = (name: string) => ({
@@ -184,7 +184,7 @@ export class InformerCache implements ClusterCache {
       const pod = view && podUidOf(view);
       if (!view || !pod) return undefined;
       const cached = findPodOfEvent(view, (uid) => this.podsByUid.get(uid)) !== undefined;
-      return this.eventBudget.admit(source, keyOf(raw), pod, cached) ? view : undefined;
+      return this.failureEventCaps.admit(source, keyOf(raw), pod, cached) ? view : undefined;
     };
     this.pods = new Informer({
       ...common('pods'),
@@ -265,7 +265,7 @@ export class InformerCache implements ClusterCache {
     const onEvent =
       (source: string): ChangeHandler<EventView> =>
       (type, key) => {
-        this.eventBudget.reported(source, type, key);
+        this.failureEventCaps.reported(source, type, key);
         this.eventsByPod = undefined;
       };
     this.sandboxEvents.onChange(onEvent('events-sandbox'));

@@ -154,20 +154,21 @@ export async function reportUntilStarted(
     done.abort();
   };
   started.then(finish, finish);
-  let last: { reason: ApiProblem['reason']; at: number } | undefined;
+  // When each reason was last told: alternating reasons must not make every one of them repeat every 5 s.
+  const told = new Map<ApiProblem['reason'], number>();
   try {
     for (let wait = firstAfterMs; ; wait = everyMs) {
       await sleep(wait, undefined, { signal: done.signal, ref: false });
       const problem = await findApiProblem(kc, requestTimeoutMs);
       if (done.signal.aborted) return;
       if (!problem) {
-        last = undefined;
+        told.clear();
         continue;
       }
       const now = performance.now();
-      if (problem.reason === last?.reason && now - last.at < repeatMs) continue;
+      if (now - (told.get(problem.reason) ?? -Infinity) < repeatMs) continue;
       logger.warn(problem.message, { reason: problem.reason, error: problem.error });
-      last = { reason: problem.reason, at: now };
+      told.set(problem.reason, now);
     }
   } catch (err) {
     if (!done.signal.aborted) throw err;

@@ -13,7 +13,7 @@ import {
   type EventView,
 } from '../../../src/detection/index.js';
 import {
-  EventBudget,
+  FailureEventCaps,
   InformerCache,
   MAX_EVENTS_ABOUT_UNCACHED_PODS,
   MAX_EVENTS_PER_POD,
@@ -183,7 +183,11 @@ describe('the cache in a flood of 50,000 sandbox failure Events', function () {
       server.send(SANDBOX, 'ADDED', rawEvent(pod));
     }
     expect(cache.sandboxEvents.size).to.equal(50 * MAX_EVENTS_PER_POD);
-    expect(cache.eventBudget.size).to.deep.equal({ events: 50 * MAX_EVENTS_PER_POD, uncached: 0, pods: 50 });
+    expect(cache.failureEventCaps.size).to.deep.equal({
+      events: 50 * MAX_EVENTS_PER_POD,
+      uncached: 0,
+      pods: 50,
+    });
     for (const events of cache.failureEventsByPod().values())
       expect(events.length).to.be.at.most(MAX_EVENTS_PER_POD);
 
@@ -214,7 +218,7 @@ describe('the cache in a flood of 50,000 sandbox failure Events', function () {
       server.send(SANDBOX, 'ADDED', rawEvent({ name: `gone-${i}`, uid: uidOf(1_000_000 + i) }));
     }
     expect(cache.sandboxEvents.size).to.equal(MAX_EVENTS_ABOUT_UNCACHED_PODS);
-    expect(cache.eventBudget.size.uncached).to.equal(MAX_EVENTS_ABOUT_UNCACHED_PODS);
+    expect(cache.failureEventCaps.size.uncached).to.equal(MAX_EVENTS_ABOUT_UNCACHED_PODS);
     const bytes = heldBytes(cache);
     expect(bytes).to.be.below(MAX_EVENTS_ABOUT_UNCACHED_PODS * 1024);
 
@@ -266,7 +270,7 @@ describe('the cache in a flood of 50,000 sandbox failure Events', function () {
     server.objects.set(SANDBOX, [rawEvent(pod), rawEvent({ name: 'gone', uid: uidOf(2) })]);
     server.listDelays.set('Pod', 50);
     const cache = await startCache(server);
-    expect(cache.eventBudget.size).to.deep.equal({ events: 2, uncached: 1, pods: 2 });
+    expect(cache.failureEventCaps.size).to.deep.equal({ events: 2, uncached: 1, pods: 2 });
     expect(detect(cache, ['n0']).stuck.map((s) => s.cause)).to.deep.equal(['DeadlineExceeded']);
     await cache.stop();
   });
@@ -279,7 +283,7 @@ describe('the cache in a flood of 50,000 sandbox failure Events', function () {
       Array.from({ length: n }, (_, i) => rawEvent({ name: `${prefix}-${i}`, uid: uidOf(serial + 1) }));
     const watched = about('w', 100);
     for (const event of watched) server.send(SANDBOX, 'ADDED', event);
-    expect(cache.eventBudget.size.events).to.equal(100);
+    expect(cache.failureEventCaps.size.events).to.equal(100);
 
     // The watch expires. The relist's second page (of 500) fails once; between the two lists, half of the watched
     // Events and one that the failed list had admitted are deleted.
@@ -297,14 +301,14 @@ describe('the cache in a flood of 50,000 sandbox failure Events', function () {
 
     server.send(SANDBOX, 'ADDED', rawEvent({ name: 'next', uid: uidOf(999_999) }));
     expect(cache.sandboxEvents.size).to.equal(650);
-    expect(cache.eventBudget.size).to.deep.equal({ events: 650, uncached: 650, pods: 650 });
+    expect(cache.failureEventCaps.size).to.deep.equal({ events: 650, uncached: 650, pods: 650 });
     await cache.stop();
   });
 });
 
-describe('EventBudget', () => {
+describe('FailureEventCaps', () => {
   it('admits an Event of a pod up to the cap, and an update of one it holds whatever the count', () => {
-    const budget = new EventBudget();
+    const budget = new FailureEventCaps();
     for (let i = 0; i < MAX_EVENTS_PER_POD; i++) {
       expect(budget.admit('s', `e${i}`, 'pod', true)).to.equal(true);
       budget.reported('s', 'add', `e${i}`);
@@ -316,7 +320,7 @@ describe('EventBudget', () => {
   });
 
   it('forgets what a list admitted and never stored once the informer has reported a change since', () => {
-    const budget = new EventBudget();
+    const budget = new FailureEventCaps();
     // A list admits 3, then fails on its next page: nothing is stored or reported.
     for (const key of ['a', 'b', 'c']) expect(budget.admit('s', key, `pod-${key}`, false)).to.equal(true);
     expect(budget.size).to.deep.equal({ events: 3, uncached: 3, pods: 3 });
@@ -333,7 +337,7 @@ describe('EventBudget', () => {
   });
 
   it('drops a held Event whose change would go over a cap, and moves one to the pod it now names', () => {
-    const budget = new EventBudget();
+    const budget = new FailureEventCaps();
     const fill = (pod: string) => {
       for (let i = 0; i < MAX_EVENTS_PER_POD; i++) {
         budget.admit('s', `${pod}-${i}`, pod, true);

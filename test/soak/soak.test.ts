@@ -29,6 +29,7 @@ import {
   type OperatorProcess,
 } from '../support/operator-process.js';
 import { FAST_IO, ProcRoot } from '../support/proc-root.js';
+import { HeapProbe } from '../support/heap.js';
 import { applyPolicy } from '../support/resources.js';
 import { createRolloutDeployment, pausedBy, readDeployment, restartRollout } from '../support/rollouts.js';
 import { createSpreadDeployment, readNode, startIncident, stampsOf } from '../support/workloads.js';
@@ -36,6 +37,8 @@ import { createSpreadDeployment, readNode, startIncident, stampsOf } from '../su
 const MINUTES = Number(process.env.SOAK_MINUTES ?? 60);
 const SEED = Number(process.env.SOAK_SEED ?? Date.now() % 1_000_000);
 const NODES = 8;
+/** A directory for heap snapshots of each operator process at its third minute and just before it stops. */
+const SNAPSHOTS = process.env.SOAK_SNAPSHOTS;
 const GATE = 'sandbox.remediator.io/paced';
 const log = (msg: string) => {
   console.error(`      [soak ${new Date().toISOString().slice(11, 19)}] ${msg}`);
@@ -99,9 +102,20 @@ describe('soak: incidents on random nodes while the operator restarts at random'
     const webhookPort = await freePort();
     // As the Deployment runs it (its ServiceAccount): the audit log then records its Node and Deployment patches
     // with their bodies.
+    // The compiled CLI, as the image runs it, with its inspector open so that the heap can be read after a full
+    // collection.
     let started = 0;
-    const start = () =>
-      startAsServiceAccount(dir, `soak-${started++}`, [`--webhook-bind-address=127.0.0.1:${webhookPort}`]);
+    const startedAt = new Map<number, number>();
+    const start = async () => {
+      const op = await startAsServiceAccount(
+        dir,
+        `soak-${started++}`,
+        [`--webhook-bind-address=127.0.0.1:${webhookPort}`],
+        { built: true, nodeArgs: ['--inspect=127.0.0.1:0'] },
+      );
+      startedAt.set(op.pid!, Date.now());
+      return op;
+    };
     operator = await start();
     const since = new Date();
 
@@ -142,13 +156,14 @@ describe('soak: incidents on random nodes while the operator restarts at random'
 
     const sick = new Set<string>();
     const samples: { pid: number; at: number; rss: number }[] = [];
-    const startedAt = Date.now();
-    const end = startedAt + MINUTES * 60_000;
+    const heaps: { pid: number; at: number; mib: number }[] = [];
+    const soakStart = Date.now();
+    const end = soakStart + MINUTES * 60_000;
     // Restarts every 8 to 16 minutes: each process lives long enough for its own RSS trend to be judged.
     const restartDelay = () => (8 + rand() * 8) * 60_000;
-    let nextRestart = startedAt + restartDelay();
-    let nextRollout = startedAt + 60_000;
-    let nextScale = startedAt + 30_000;
+    let nextRestart = soakStart + restartDelay();
+    let nextRollout = soakStart + 60_000;
+    let nextScale = soakStart + 30_000;
     let restarts = 0;
     let incidents = 0;
     const sampler = setInterval(() => {
@@ -160,11 +175,64 @@ describe('soak: incidents on random nodes while the operator restarts at random'
       clearInterval(sampler);
       return Promise.resolve();
     });
+    // The heap after a full collection, once a minute, through one inspector connection per process; one probe
+    // call at a time (a snapshot and a sample must not interleave).
+    let probe: { pid: number; probe: HeapProbe; early: boolean } | undefined;
+    let probing: Promise<unknown> = Promise.resolve();
+    const withProbe = (fn: (p: NonNullable<typeof probe>) => Promise<void>) => {
+      const op = operator;
+      const pid = op?.pid;
+      const run = async () => {
+        if (!op?.isRunning() || pid === undefined || op.inspector === undefined) return;
+        try {
+          if (probe?.pid !== pid) {
+            probe?.probe.close();
+            probe = { pid, probe: await HeapProbe.connect(op.inspector), early: false };
+          }
+          await fn(probe);
+        } catch (err) {
+          log(`heap probe of ${pid}: ${(err as Error).message}`);
+        }
+      };
+      probing = probing.then(run, run);
+      return probing;
+    };
+    const snapshot = (p: NonNullable<typeof probe>, when: string) => {
+      if (!SNAPSHOTS) return Promise.resolve();
+      const path = join(SNAPSHOTS, `soak-${SEED}-${p.pid}-${when}.heapsnapshot`);
+      log(`heap snapshot: ${path}`);
+      return p.probe.snapshot(path);
+    };
+    const heapState: { sampling: boolean } = { sampling: true };
+    const pause = async () => {
+      for (let i = 0; i < 12; i++) {
+        if (!heapState.sampling) return;
+        await sleep(5000);
+      }
+    };
+    const heapSampler = (async () => {
+      while (heapState.sampling) {
+        await withProbe(async (p) => {
+          heaps.push({ pid: p.pid, at: Date.now(), mib: (await p.probe.usedAfterGc()) / 2 ** 20 });
+          if (!p.early && Date.now() - (startedAt.get(p.pid) ?? 0) >= 3 * 60_000) {
+            p.early = true;
+            await snapshot(p, 'early');
+          }
+        });
+        await pause();
+      }
+    })();
+    cleanup.add(async () => {
+      heapState.sampling = false;
+      await heapSampler;
+      probe?.probe.close();
+    });
     while (Date.now() < end) {
       const now = Date.now();
       if (now >= nextRestart) {
         const hard = rand() < 0.5;
         log(`restarting the operator (${hard ? 'kill -9' : 'SIGTERM'}); ${sick.size} node(s) in an incident`);
+        await withProbe((p) => snapshot(p, 'late'));
         if (hard) {
           operator.kill();
           await operator.exited;
@@ -200,6 +268,7 @@ describe('soak: incidents on random nodes while the operator restarts at random'
       await sleep((10 + rand() * 30) * 1000);
     }
     log(`${incidents} incidents, ${restarts} operator restarts; ending every incident`);
+    await withProbe((p) => snapshot(p, 'late'));
     for (const node of sick) {
       await hack('incident', ['stop', '--node', node]);
       await procs.get(node)!.setPressure('idle');
@@ -233,25 +302,47 @@ describe('soak: incidents on random nodes while the operator restarts at random'
     log(`at most ${most} evictions in any minute`);
     expect(most, 'maxEvictionsPerMinute (10)').to.be.at.most(10);
 
-    // RSS: the slope within each process's life (after its first minute), in MiB per hour.
-    const byPid = new Map<number, [number, number][]>();
-    for (const s of samples) {
-      const list = byPid.get(s.pid) ?? [];
-      list.push([s.at / 3_600_000, s.rss]);
-      byPid.set(s.pid, list);
-    }
-    const slopes = [...byPid.values()]
-      .map((points) => points.filter(([at]) => at - points[0]![0] >= 1 / 60))
-      .filter((points) => points.length >= 30) // five minutes of samples past the first
-      .map((points) => ({ slope: slope(points), minutes: (points.at(-1)![0] - points[0]![0]) * 60 }));
-    const rss = samples.map((s) => s.rss);
-    log(
-      `RSS ${Math.min(...rss).toFixed(1)}..${Math.max(...rss).toFixed(1)} MiB over ${samples.length} samples; slopes (MiB/h) per process: ${slopes.map((s) => `${s.slope.toFixed(1)} over ${s.minutes.toFixed(0)} min`).join(', ')}`,
+    heapState.sampling = false;
+    await heapSampler;
+    // RSS and the heap after a full collection: the slope within each process's life, in MiB per hour. Both are
+    // logged before either is judged.
+    const rss = trend(
+      'RSS',
+      samples.map((s) => ({ pid: s.pid, at: s.at, mib: s.rss })),
     );
-    expect(slopes.length, 'processes that lived long enough to judge').to.be.greaterThan(0);
-    const weighted =
-      slopes.reduce((s, x) => s + x.slope * x.minutes, 0) / slopes.reduce((s, x) => s + x.minutes, 0);
-    log(`RSS trend: ${weighted.toFixed(1)} MiB/h (weighted by lifetime)`);
-    expect(weighted, 'RSS trend, MiB per hour').to.be.below(20);
+    const heap = trend('heap after GC', heaps);
+    expect(heap, 'heap after a full GC, MiB per hour').to.be.below(5);
+    expect(rss, 'RSS trend, MiB per hour').to.be.below(20);
   });
 });
+
+/**
+ * The lifetime-weighted least-squares slope (MiB per hour) of each process's samples after its first minute, for
+ * processes with five minutes of samples past that; logged with the range.
+ */
+function trend(what: string, samples: { pid: number; at: number; mib: number }[]): number {
+  const byPid = new Map<number, [number, number][]>();
+  for (const s of samples) {
+    const list = byPid.get(s.pid) ?? [];
+    list.push([s.at / 3_600_000, s.mib]);
+    byPid.set(s.pid, list);
+  }
+  const slopes = [...byPid.values()]
+    .map((points) => points.filter(([at]) => at - points[0]![0] >= 1 / 60))
+    .filter((points) => points.length >= 2 && points.at(-1)![0] - points[0]![0] >= 5 / 60)
+    .map((points) => ({
+      slope: slope(points),
+      minutes: (points.at(-1)![0] - points[0]![0]) * 60,
+      from: points[0]![1],
+      to: points.at(-1)![1],
+    }));
+  const all = samples.map((s) => s.mib);
+  log(
+    `${what}: ${Math.min(...all).toFixed(1)}..${Math.max(...all).toFixed(1)} MiB over ${samples.length} samples; per process: ${slopes.map((s) => `${s.from.toFixed(1)} -> ${s.to.toFixed(1)} MiB, ${s.slope.toFixed(1)} MiB/h over ${s.minutes.toFixed(0)} min`).join('; ')}`,
+  );
+  expect(slopes.length, `${what}: processes that lived long enough to judge`).to.be.greaterThan(0);
+  const weighted =
+    slopes.reduce((s, x) => s + x.slope * x.minutes, 0) / slopes.reduce((s, x) => s + x.minutes, 0);
+  log(`${what} trend: ${weighted.toFixed(1)} MiB/h (weighted by lifetime)`);
+  return weighted;
+}

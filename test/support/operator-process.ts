@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { KUBECONFIG, kubectl } from './cluster.js';
 import { createToken, writeTokenKubeconfig } from './tokens.js';
 import { REPO_ROOT } from './manifests.js';
+import { inspectorUrl } from './heap.js';
 
 export interface LogLine {
   level: string;
@@ -101,6 +102,15 @@ export class OperatorProcess {
       .join('\n');
   }
 
+  /** The inspector's WebSocket address when it was started with `--inspect=127.0.0.1:0` (see heap.ts). */
+  get inspector(): string | undefined {
+    for (const line of this.logs) {
+      const url = line.level === 'raw' ? inspectorUrl(line.message) : undefined;
+      if (url) return url;
+    }
+    return undefined;
+  }
+
   get pid(): number | undefined {
     return this.child?.pid;
   }
@@ -189,6 +199,7 @@ export async function startAsServiceAccount(
   dir: string,
   name: string,
   args: string[] = [],
+  options: { built?: boolean; nodeArgs?: string[] } = {},
 ): Promise<OperatorProcess> {
   const namespace = 'sandbox-remediator-system';
   const token = await createToken(namespace, 'sandbox-remediator-operator');
@@ -197,6 +208,7 @@ export async function startAsServiceAccount(
   await operator.start([`--kubeconfig=${kubeconfig}`, `--operator-namespace=${namespace}`, ...args], {
     waitForStarted: !args.includes('--leader-elect'),
     env: { POD_NAME: name },
+    ...options,
   });
   return operator;
 }

@@ -910,9 +910,17 @@ export class PolicyReconciler {
     });
     const byTarget = new Map(candidates.map((d) => [deploymentTarget(d), d]));
     const failed = new Set<string>();
+    let pauseFailed = false;
     for (const action of decision.actions) {
       const d = byTarget.get(action.target);
       if (!d) continue;
+      // A queued rollout goes on into room that this pass's pauses were to make (decideRollouts lists pauses
+      // first): with a pause refused (a 409 from the deployment controller's own write, say), it waits for the
+      // retry, or the limit would be exceeded, and undone by a pause a second later.
+      if (action.kind === 'ResumeRollout' && action.reason === 'QueueAdvanced' && pauseFailed) {
+        failed.add(action.target);
+        continue;
+      }
       const key = `${d.namespace}/${d.name}`;
       const change: DeploymentChange = {
         namespace: d.namespace,
@@ -934,6 +942,7 @@ export class PolicyReconciler {
         this.expectations.expect(`Deployment/${key}`, await actuator.patchDeployment(change));
       } catch (err) {
         failed.add(action.target);
+        if (action.kind === 'PauseRollout') pauseFailed = true;
         ctx.failures.add(`patch of deployment/${key}`, err);
         continue;
       }
@@ -958,7 +967,7 @@ export class PolicyReconciler {
         message: `${actuator.dryRun && action.kind !== 'ReleaseRollout' ? 'Dry run, nothing changed: ' : ''}${action.message}`,
       });
     }
-    // What stands after this pass; a failed pause is not claimed, a failed resume is still held.
+    // What stands after this pass; a failed pause is not claimed, a failed or deferred resume is still held.
     const stillPaused = decision.pausedAfter.filter((p) => !failed.has(p.target));
     for (const action of decision.actions)
       if (action.kind === 'ResumeRollout' && failed.has(action.target)) {

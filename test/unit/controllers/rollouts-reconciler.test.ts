@@ -7,7 +7,7 @@ import { PolicyReconciler } from '../../../src/controllers/policy-reconciler.js'
 import type { DeploymentView, GatedPodView } from '../../../src/detection/index.js';
 import type { PacingPolicy } from '../../../src/policy/pacing.js';
 import { FakeClock } from '../../../src/runtime/clock.js';
-import { secondsAfter, T0 } from '../../support/builders.js';
+import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
 import { aNode, MemoryCluster, tellOfChanges } from '../../support/memory-cluster.js';
 
 const quiet = { info: () => undefined, warn: () => undefined, debug: () => undefined };
@@ -150,5 +150,49 @@ describe('PolicyReconciler pacing and rollouts', () => {
     );
     await reconciler.reconcile('p');
     expect(cluster.deploymentMap.get('shop/b')!.stamps, 'a user pause is never touched').to.equal(undefined);
+  });
+
+  it('keeps a queued rollout waiting when the pause that was to make room for it is refused (found by make demo)', async () => {
+    const { cluster, reconciler } = world({
+      ioPressure: IO,
+      remediation: { throttleRollouts: { maxConcurrentRollouts: 1 } },
+      safety: { maxUnhealthyNodes: 1 },
+    });
+    // `queued` waits in our queue; `feeder` rolls out, and its new pod is stuck on the saturated n1.
+    cluster.deploymentMap.set('shop/queued', ourPause('queued'));
+    cluster.deploymentMap.set('shop/feeder', {
+      namespace: 'shop',
+      name: 'feeder',
+      uid: 'uid-feeder',
+      generation: 2,
+      paused: false,
+      createdAt: T0,
+      rollingOut: true,
+    });
+    for (const key of ['shop/queued', 'shop/feeder']) cluster.changeDeployment(key, (d) => d);
+    const stuck = {
+      ...aPod().named('feeder-abc-1', 'shop').onNode('n1').waitingSince(T0).build(),
+      controllerKind: 'ReplicaSet',
+      controllerName: 'feeder-abc',
+      labels: { 'pod-template-hash': 'abc' },
+    };
+    cluster.pods.push(stuck);
+    cluster.events.push(anEvent().about(stuck).saying(nameReservedMessage(stuck)).build());
+    // The deployment controller writes the feeder first: our pause of it answers 409.
+    cluster.beforeNextDeploymentPatch = () => {
+      cluster.changeDeployment('shop/feeder', (d) => d);
+    };
+    await reconciler.reconcile('p').catch(() => undefined); // the 409 is retried by the queue
+    expect(cluster.deploymentMap.get('shop/feeder')).to.include({ paused: false });
+    expect(cluster.deploymentMap.get('shop/queued'), 'still queued: its room was not made').to.include({
+      paused: true,
+    });
+    expect(cluster.deploymentMap.get('shop/queued')!.stamps).to.include({ reason: 'RolloutQueued' });
+    expect(cluster.takeEvents().filter((e) => e.includes('RolloutResumed'))).to.deep.equal([]);
+
+    // The retry: at most one of the two rolls out while n1 is under pressure.
+    await reconciler.reconcile('p');
+    const progressing = ['shop/queued', 'shop/feeder'].filter((k) => !cluster.deploymentMap.get(k)!.paused);
+    expect(progressing.length, `rolling out at once: ${progressing.join(', ')}`).to.be.at.most(1);
   });
 });

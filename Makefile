@@ -53,19 +53,35 @@ typecheck: deps ## Type-check sources, tests and scripts
 	tsc -p tsconfig.json --noEmit
 
 .PHONY: manifests
-manifests: deps ## Generate crds/ from the zod schemas in src/api
+manifests: deps ## Generate crds/ from the zod schemas in src/api, and schemas/diagnosis.schema.json from src/diagnose
 	tsx hack/generate-crds.ts
+	tsx hack/generate-schemas.ts
 
 .PHONY: verify
-verify: deps ## Check formatting, lint, types and that crds/ matches src/api (run before every commit)
+verify: deps ## Check formatting, lint, types and that crds/ and schemas/ match src/ (run before every commit)
 	prettier --check --log-level warn .
 	eslint .
 	tsc -p tsconfig.json --noEmit
 	tsx hack/generate-crds.ts --check
+	tsx hack/generate-schemas.ts --check
 
 .PHONY: demo
 demo: deps tools ## The main job on an embedded default: local cluster, the incident, detection, kubectl get sandboxhealth
 	hack/demo.sh
+
+PLUGIN_DIR ?= $(HOME)/.local/bin
+
+.PHONY: plugin
+plugin: build ## Install the kubectl plugin (kubectl sandbox diagnose [NODE]) as PLUGIN_DIR/kubectl-sandbox (~/.local/bin), running this checkout's dist/
+	@mkdir -p "$(PLUGIN_DIR)"
+	@sed 's|@REPO@|$(CURDIR)|g' hack/kubectl-sandbox.sh > "$(PLUGIN_DIR)/kubectl-sandbox.tmp"
+	@chmod 0755 "$(PLUGIN_DIR)/kubectl-sandbox.tmp"
+	@mv "$(PLUGIN_DIR)/kubectl-sandbox.tmp" "$(PLUGIN_DIR)/kubectl-sandbox"
+	@echo "Installed $(PLUGIN_DIR)/kubectl-sandbox (runs node $(CURDIR)/dist/src/main.js)"
+	@case ":$$PATH:" in \
+	  *":$(PLUGIN_DIR):"*) echo "$(PLUGIN_DIR) is on PATH: try kubectl sandbox diagnose" ;; \
+	  *) echo "$(PLUGIN_DIR) is NOT on PATH, so kubectl will not find it: export PATH=\"$(PLUGIN_DIR):\$$PATH\"" ;; \
+	esac
 
 ##@ Tests
 

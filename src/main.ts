@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 // Composition root: parses the command line and hands over to one subcommand.
+import type { DiagnoseFlags } from './cli/diagnose.js';
 import type { OperatorFlags } from './cli/operator.js';
 import { AGENT_DESCRIPTION, formatAgentHelp, parsePositiveInt } from './cli/agent-options.js';
 import { LOG_LEVELS } from './observability/log.js';
@@ -130,6 +131,41 @@ async function parseWithCommander(argv: string[]): Promise<void> {
     .description(AGENT_DESCRIPTION)
     .argument('[options]')
     .configureHelp({ formatHelp: () => formatAgentHelp(process.stdout.columns) });
+
+  program
+    .command('diagnose')
+    .description(
+      'Run the on-call checklist for a node from the cluster (read-only): stuck pods and reserved sandbox names, the IO evidence and its age, D-state processes, the runtime version, what the operator did, what it does next and what blocks it; without NODE, the nodes that need attention',
+    )
+    .argument('[node]', 'the node to diagnose (also the name of its SandboxHealth)')
+    .option('--kubeconfig <path>', 'kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)')
+    .option('--context <name>', 'the kubeconfig context to use (default: its current-context)')
+    .addOption(
+      new Option('-o, --output <format>', 'text, or json (shape: schemas/diagnosis.schema.json)')
+        .choices(['text', 'json'])
+        .default('text'),
+    )
+    .addHelpText(
+      'after',
+      [
+        '',
+        'Exit status: 0 when it ran (an unhealthy node too), 1 when there is no such node and no SandboxHealth,',
+        '2 for a usage mistake or a cluster it cannot read.',
+        'Examples:',
+        '  sandbox-remediator diagnose                     the nodes that need attention, worst first',
+        '  sandbox-remediator diagnose worker-7            the checklist for worker-7',
+        "  kubectl sandbox diagnose worker-7 -o json | jq '.stuckPods.listed[] | .reservedFor'",
+      ].join('\n'),
+    )
+    // Usage mistakes exit 2 with one line, as configuration mistakes do elsewhere; 1 says "no such node".
+    .showHelpAfterError(false)
+    .exitOverride((err) => {
+      process.exit(err.exitCode === 0 ? 0 : 2);
+    })
+    .action(async (node: string | undefined, flags: DiagnoseFlags) => {
+      const { runDiagnose } = await import('./cli/diagnose.js');
+      process.exitCode = await runDiagnose(node, flags);
+    });
 
   program
     .command('crds')

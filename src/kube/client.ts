@@ -40,6 +40,8 @@ export interface KubeConfigOptions {
   requestTimeoutMs?: number;
   /** Told of every API request made through clients of this KubeConfig (not watches): for metrics. */
   onCall?(call: ApiCall): void;
+  /** Use this context of the kubeconfig instead of its current-context (kubectl's --context). */
+  context?: string;
 }
 
 /**
@@ -157,7 +159,13 @@ export function loadKubeConfig(path?: string, options: KubeConfigOptions = {}): 
       throw new KubeconfigError(where, KUBECONFIG_PROBLEMS.notKubeconfig, { cause: err });
     throw new KubeconfigError(where, `is not a valid kubeconfig: ${firstLine(err)}`, { cause: err });
   }
-  if (files.length > 0) checkCurrentContext(kc, file ?? files.join(delimiter));
+  const where = files.length > 0 ? (file ?? files.join(delimiter)) : undefined;
+  if (options.context !== undefined) {
+    if (!kc.getContextObject(options.context))
+      throw new KubeconfigError(where, KUBECONFIG_PROBLEMS.noContextNamed(options.context));
+    kc.setCurrentContext(options.context);
+  }
+  if (where !== undefined) checkCurrentContext(kc, where);
   return kc;
 }
 

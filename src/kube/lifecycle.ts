@@ -9,7 +9,7 @@ import { CustomObjectsApi } from '@kubernetes/client-node';
 import { GROUP, RESOURCE_KINDS, VERSION } from '../api/v1alpha1/index.js';
 import type { Logger } from '../observability/logger.js';
 import { serverOf, withTimeout, type KubeConfig } from './client.js';
-import { apiStatus, describeError } from './errors.js';
+import { apiStatus, describeError, describeNoAnswer } from './errors.js';
 
 const Operator = dotI.default;
 
@@ -52,21 +52,6 @@ export interface ApiProblem {
   reason: 'Unreachable' | 'Unauthorized' | 'Forbidden' | 'CustomResourceDefinitionsMissing' | 'ApiFailing';
   message: string;
   error: string;
-}
-
-/** A request that got no answer, in words: "connection refused" rather than a FetchError's 150 characters. */
-function describeNoAnswer(err: unknown, timeoutMs: number): string | undefined {
-  const code = (err as { code?: unknown } | null)?.code;
-  if (err instanceof Error && err.name === 'AbortError') return `no answer within ${timeoutMs / 1000} s`;
-  if (typeof code !== 'string') return undefined;
-  if (code === 'ECONNREFUSED') return 'connection refused';
-  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'host not found';
-  if (code === 'EHOSTUNREACH' || code === 'ENETUNREACH') return 'host unreachable';
-  if (code === 'ECONNRESET') return 'connection reset';
-  if (code === 'ETIMEDOUT') return 'connection timed out';
-  if (/CERT|SELF_SIGNED|UNABLE_TO_|ERR_TLS/.test(code))
-    return `TLS failed (${code}): check the certificate-authority of the cluster`;
-  return undefined;
 }
 
 /**

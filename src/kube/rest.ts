@@ -64,6 +64,8 @@ export const KUBECONFIG_PROBLEMS = {
   noCurrentContext: 'sets no current-context: set one (kubectl config use-context NAME)',
   noSuchContext: (context: string) =>
     `sets current-context ${JSON.stringify(context)}, but defines no context of that name`,
+  noContextNamed: (context: string) =>
+    `defines no context ${JSON.stringify(context)} (kubectl config get-contexts lists those it has)`,
   noSuchCluster: (cluster: string | undefined, context: string) =>
     `names cluster ${JSON.stringify(cluster)} in context ${JSON.stringify(context)}, but defines no cluster of that name`,
   unreadable: (path: string, err: unknown) => `names ${path}, which ${describeReadError(err)}`,

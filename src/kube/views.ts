@@ -116,6 +116,23 @@ function apiTime(v: unknown): Date | undefined {
   return year !== undefined && year >= 0 && year <= 9999 ? date : undefined;
 }
 
+/** How often an Event happened and when last: its series, else the older count and timestamps. */
+export function eventOccurrences(raw: RawObject): { count: number; lastTime: Date } {
+  const meta = obj(raw.metadata);
+  const series = obj(raw.series);
+  const count = num(series.count) ?? num(raw.count) ?? 1;
+  return {
+    // An Event exists because something happened at least once.
+    count: Number.isFinite(count) ? Math.min(Math.max(1, Math.floor(count)), MAX_EVENT_COUNT) : 1,
+    lastTime:
+      apiTime(series.lastObservedTime) ??
+      apiTime(raw.lastTimestamp) ??
+      apiTime(raw.eventTime) ??
+      apiTime(meta.creationTimestamp) ??
+      new Date(0),
+  };
+}
+
 /**
  * Only sandbox-failure events about a pod they can name are kept; everything else the selector let through is
  * dropped here. Dropped too: an Event whose involvedObject is in another namespace than the Event itself (kubelet
@@ -125,14 +142,12 @@ function apiTime(v: unknown): Date | undefined {
 export function eventView(raw: RawObject): EventView | undefined {
   const meta = obj(raw.metadata);
   const involved = obj(raw.involvedObject);
-  const series = obj(raw.series);
   const involvedNamespace = str(involved.namespace) ?? '';
   const involvedName = str(involved.name) ?? '';
   const involvedUid = str(involved.uid);
   if (!DNS_LABEL.test(involvedNamespace) || !DNS_SUBDOMAIN.test(involvedName)) return undefined;
   if (str(meta.namespace) !== involvedNamespace) return undefined;
   if (involvedUid !== undefined && involvedUid.length > MAX_UID_CHARS) return undefined;
-  const count = num(series.count) ?? num(raw.count) ?? 1;
   const view: EventView = {
     uid: str(meta.uid) ?? '',
     type: str(raw.type) === 'Warning' ? 'Warning' : 'Normal', // kept bounded: the API allows any string
@@ -141,14 +156,7 @@ export function eventView(raw: RawObject): EventView | undefined {
     involvedKind: str(involved.kind) ?? '',
     involvedNamespace,
     involvedName,
-    // An Event exists because something happened at least once.
-    count: Number.isFinite(count) ? Math.min(Math.max(1, Math.floor(count)), MAX_EVENT_COUNT) : 1,
-    lastTime:
-      apiTime(series.lastObservedTime) ??
-      apiTime(raw.lastTimestamp) ??
-      apiTime(raw.eventTime) ??
-      apiTime(meta.creationTimestamp) ??
-      new Date(0),
+    ...eventOccurrences(raw),
   };
   if (involvedUid) view.involvedUid = involvedUid;
   return isSandboxFailureEvent(view) && podUidOf(view) !== undefined ? view : undefined;

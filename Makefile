@@ -66,7 +66,7 @@ verify: deps ## Check formatting, lint, types and that crds/ and schemas/ match 
 	tsx hack/generate-schemas.ts --check
 
 .PHONY: demo
-demo: deps tools ## The main job on an embedded default: local cluster, the incident, detection, kubectl get sandboxhealth
+demo: deps tools ## The whole story in about 5 minutes: a local cluster with 6 kwok nodes, real disk load (stress-ng), the incident, detection, IO evidence, cordon, evictions, a paused rollout, recovery and undo, then a timeline; the cluster stays up
 	hack/demo.sh
 
 PLUGIN_DIR ?= $(HOME)/.local/bin

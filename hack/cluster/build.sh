@@ -19,7 +19,7 @@ built() { local d=$1; shift; for b in "$@"; do [ -x "$d/$b" ] || return 1; done;
 # timed <label> <command...>: runs the command and reports how long it took
 timed() {
   local label=$1 start; shift; start=$(date +%s)
-  log "building $label (this takes minutes on a cold cache)"
+  log "building $label: once per machine, then cached in $BIN (the whole control plane takes about 8 minutes on 2 cores)"
   "$@"
   log "built $label in $(( $(date +%s) - start ))s"
 }

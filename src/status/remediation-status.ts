@@ -160,7 +160,7 @@ export function desiredHealthStatus(input: RemediationStatusInput): HealthStatus
   return status;
 }
 
-const EVENT_REASON: Record<Action['kind'], string> = {
+export const EVENT_REASON: Record<Action['kind'], string> = {
   Cordon: 'Cordoned',
   Taint: 'Tainted',
   Evict: 'EvictedStuckPod',

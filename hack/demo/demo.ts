@@ -1,0 +1,716 @@
+// `make demo`: the whole story on the embedded default. A local cluster with 6 kwok nodes; the operator and a node
+// agent reading this machine's real /proc; a workload; then the incident played for real (stress-ng loads this
+// machine's disk, kubelet's production message on one node, new pods stuck in ContainerCreating); detection, the
+// IO evidence, the cordon, the evictions, the replacements Running elsewhere and the paused rollout; then the load
+// ends, the node recovers and everything is undone. It ends with a timeline drawn from the cluster's Events and
+// the SandboxHealth status, and leaves the cluster up (make cluster-down stops it).
+//
+// Without a terminal it prints the same. A step that does not happen in time fails the demo: exit 1, naming the
+// step, what was last seen and where the logs are.
+//
+// Knobs (environment): THRESHOLD (stuck seconds, 20), LOAD_SECONDS (the stress-ng bound, 300),
+// DEMO_NODE_PREFIX (kwok-node-), DEMO_NAMESPACE (demo), DEMO_POLICY (demo), DEMO_PORT_BASE (18080: metrics,
+// +1 probes, +2 agent), DEMO_TIMELINE_JSON (also write the timeline there). `--cleanup` removes what the demo
+// created at the end (its processes, namespace, policy and nodes), for tests.
+import {
+  AppsV1Api,
+  CoreV1Api,
+  CustomObjectsApi,
+  PatchStrategy,
+  setHeaderOptions,
+  type CoreV1Event,
+  type KubeConfig,
+  type V1Deployment,
+  type V1Node,
+  type V1Pod,
+} from '@kubernetes/client-node';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { API_VERSION, GROUP, ROLLOUT_STAMP, STAMP, VERSION } from '../../src/api/v1alpha1/index.js';
+import { loadKubeConfig } from '../../src/kube/client.js';
+import { describeError, isNotFound } from '../../src/kube/errors.js';
+import { buildTimeline, formatTimeline, type StatusAction, type TimelineEntry } from './timeline.js';
+
+const REPO = join(import.meta.dirname, '..', '..');
+const CLUSTER_DIR = process.env.CLUSTER_DIR ?? join(REPO, '.cluster');
+const KUBECONFIG = join(CLUSTER_DIR, 'kubeconfig');
+const KUBECTL = process.env.KUBECTL ?? 'kubectl';
+const TSX = join(REPO, 'node_modules', 'tsx', 'dist', 'esm', 'index.mjs');
+
+const int = (name: string, fallback: number) => {
+  const value = Number(process.env[name] ?? fallback);
+  if (!Number.isInteger(value) || value <= 0)
+    throw new Error(`${name} must be a positive integer, not ${process.env[name]}`);
+  return value;
+};
+const THRESHOLD = int('THRESHOLD', 20);
+const LOAD_SECONDS = int('LOAD_SECONDS', 300);
+const PORT_BASE = int('DEMO_PORT_BASE', 18080);
+const PREFIX = process.env.DEMO_NODE_PREFIX ?? 'kwok-node-';
+const NAMESPACE = process.env.DEMO_NAMESPACE ?? 'demo';
+const POLICY = process.env.DEMO_POLICY ?? 'demo';
+const TIMELINE_JSON = process.env.DEMO_TIMELINE_JSON;
+const CLEANUP = process.argv.includes('--cleanup');
+const NODES = Array.from({ length: 6 }, (_, i) => `${PREFIX}${i}`);
+const SICK = `${PREFIX}1`;
+const DEMO_LABEL = 'sandbox.remediator.io/demo';
+/** Deployments whose rollouts the incident catches mid-way. */
+const ROLLOUTS = ['checkout', 'catalog'];
+const STEPS = 9;
+
+const tty = process.stderr.isTTY;
+const bold = (s: string) => (tty ? `\x1b[1m${s}\x1b[0m` : s);
+const dim = (s: string) => (tty ? `\x1b[2m${s}\x1b[0m` : s);
+const say = (s = '') => process.stderr.write(`${s}\n`);
+const started = Date.now();
+const clock = () => {
+  const s = Math.round((Date.now() - started) / 1000);
+  return `${String(Math.floor(s / 60)).padStart(2, '0')}:${String(s % 60).padStart(2, '0')}`;
+};
+
+// Read once the cluster is up (step 1 writes the kubeconfig).
+let config: KubeConfig | undefined;
+const kc = () => (config ??= loadKubeConfig(KUBECONFIG));
+const core = () => kc().makeApiClient(CoreV1Api);
+const apps = () => kc().makeApiClient(AppsV1Api);
+const custom = () => kc().makeApiClient(CustomObjectsApi);
+
+class StepFailed extends Error {}
+
+let stepNo = 0;
+let stepTitle = '';
+async function step(title: string, body: () => Promise<void>): Promise<void> {
+  stepNo++;
+  stepTitle = title;
+  say();
+  say(bold(`== ${stepNo}/${STEPS} ${title}`) + dim(`  (+${clock()})`));
+  await body();
+}
+
+/** Retries `check` until it holds, printing what it sees every 5 s; fails the step after `timeoutSeconds`. */
+async function waitFor(
+  label: string,
+  timeoutSeconds: number,
+  check: () => Promise<boolean>,
+  seen: () => Promise<string> = () => Promise.resolve(''),
+): Promise<void> {
+  const from = Date.now();
+  let last = from;
+  for (;;) {
+    const ok = await check().catch(() => false);
+    if (ok) {
+      say(`   ${label}: after ${Math.round((Date.now() - from) / 1000)}s`);
+      return;
+    }
+    const waited = (Date.now() - from) / 1000;
+    if (waited >= timeoutSeconds) {
+      const what = await seen().catch((err: unknown) => describeError(err));
+      throw new StepFailed(`${label}: not within ${timeoutSeconds}s${what ? `; last seen: ${what}` : ''}`);
+    }
+    if (Date.now() - last >= 5000) {
+      last = Date.now();
+      const what = await seen().catch(() => '');
+      say(dim(`   … waiting for ${label}: ${Math.round(waited)}s${what ? ` (${what})` : ''}`));
+    }
+    await sleep(500);
+  }
+}
+
+/** Runs a command, showing it and its output as a user would see it. */
+function show(args: string[], { quiet = false } = {}): string {
+  const printable = ['kubectl', ...args].join(' ');
+  const result = spawnSync(KUBECTL, [`--kubeconfig=${KUBECONFIG}`, ...args], { encoding: 'utf8' });
+  if (!quiet) {
+    say(`$ ${printable}`);
+    process.stderr.write(result.stdout);
+  }
+  if (result.status !== 0) throw new StepFailed(`${printable} failed: ${result.stderr.trim()}`);
+  return result.stdout;
+}
+const kubectl = (args: string[]) => show(args, { quiet: true });
+
+function run(command: string, args: string[], env: Record<string, string> = {}): void {
+  const result = spawnSync(command, args, {
+    stdio: ['ignore', 'inherit', 'inherit'],
+    env: { ...process.env, ...env },
+  });
+  if (result.status !== 0) throw new StepFailed(`${command} ${args.join(' ')} exited ${result.status}`);
+}
+
+// --- what the demo reads -------------------------------------------------------------------------------------
+
+interface Health {
+  status?: {
+    state?: string;
+    stuckPodCount?: number;
+    stuckPods?: {
+      namespace: string;
+      name: string;
+      cause: string;
+      reservedFor?: string;
+      waitingSince: string;
+    }[];
+    ioReading?: Record<string, unknown> & { source?: string; observedTime?: string };
+    ioPressure?: { observation: string; since: string; exceeded?: string[] };
+    conditions?: { type: string; status: string; reason: string; message: string }[];
+    actions?: StatusAction[];
+  };
+}
+const readHealth = async (node: string) =>
+  (await custom()
+    .getClusterCustomObject({ group: GROUP, version: VERSION, plural: 'sandboxhealths', name: node })
+    .catch((err: unknown) => {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    })) as Health | undefined;
+const condition = (h: Health | undefined, type: string) =>
+  h?.status?.conditions?.find((c) => c.type === type);
+const readNode = (name: string): Promise<V1Node> => core().readNode({ name });
+const podsOn = async (node: string): Promise<V1Pod[]> =>
+  (await core().listNamespacedPod({ namespace: NAMESPACE, fieldSelector: `spec.nodeName=${node}` })).items;
+const isStuck = (p: V1Pod) =>
+  p.status?.phase === 'Pending' &&
+  !p.metadata?.deletionTimestamp &&
+  (p.status.containerStatuses ?? []).some((c) => c.state?.waiting?.reason === 'ContainerCreating');
+const readDeployment = (name: string): Promise<V1Deployment> =>
+  apps().readNamespacedDeployment({ name, namespace: NAMESPACE });
+const pausedByUs = (d: V1Deployment) => Boolean(d.metadata?.annotations?.[ROLLOUT_STAMP.policy]);
+const rolledOut = (d: V1Deployment) =>
+  (d.status?.observedGeneration ?? 0) >= (d.metadata?.generation ?? 0) &&
+  d.status?.updatedReplicas === d.spec?.replicas &&
+  d.status?.availableReplicas === d.spec?.replicas &&
+  d.status?.replicas === d.spec?.replicas;
+
+/** A reading in words: PSI, disk busy, blocked and D-state tasks, with its source and age. */
+function describeReading(reading: Record<string, unknown>): string {
+  const n = (key: string) => reading[key];
+  const parts: string[] = [];
+  const add = (key: string, text: (v: number) => string) => {
+    const v = n(key);
+    if (typeof v === 'number') parts.push(text(v));
+  };
+  add('psiSomeAvg10Percent', (v) => `PSI some ${v.toFixed(1)}%`);
+  add('psiFullAvg10Percent', (v) => `full ${v.toFixed(1)}%`);
+  add('diskBusyPercent', (v) => `disk busy ${v.toFixed(0)}%`);
+  add('blockedProcesses', (v) => `${v} blocked`);
+  if (Array.isArray(reading.dStateTasks)) parts.push(`${reading.dStateTasks.length} D-state task(s)`);
+  const source = typeof reading.source === 'string' ? reading.source : '?';
+  const age =
+    typeof reading.observedTime === 'string'
+      ? `, ${Math.max(0, Math.round((Date.now() - new Date(reading.observedTime).getTime()) / 1000))}s old`
+      : '';
+  return `${parts.join(', ')} (${source}${age})`;
+}
+
+async function healthLine(): Promise<string> {
+  const h = await readHealth(SICK);
+  if (!h?.status) return `${SICK}: no SandboxHealth yet`;
+  const io = condition(h, 'IoPressureHigh');
+  const reading = h.status.ioReading;
+  const psi = reading?.psiSomeAvg10Percent;
+  const busy = reading?.diskBusyPercent;
+  return `${SICK}: ${h.status.state ?? '?'}, ${h.status.stuckPodCount ?? 0} stuck, IoPressureHigh=${io?.status ?? '?'} ${io?.reason ?? ''}${typeof psi === 'number' ? `, PSI some ${psi.toFixed(0)}%` : ''}${typeof busy === 'number' ? `, disk busy ${busy.toFixed(0)}%` : ''}`;
+}
+
+// --- processes the demo starts ---------------------------------------------------------------------------------
+
+const pidFile = (name: string) => join(CLUSTER_DIR, 'pids', `${name}.pid`);
+const logFile = (name: string) => join(CLUSTER_DIR, 'logs', `${name}.log`);
+
+/** Stops a process the demo started before (by its pid file, if it is still ours). */
+function stopRecorded(name: string): void {
+  const file = pidFile(name);
+  if (!existsSync(file)) return;
+  const pid = Number(readFileSync(file, 'utf8'));
+  try {
+    if (readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('src/main.ts')) process.kill(pid, 'SIGTERM');
+  } catch {
+    // gone already
+  }
+  rmSync(file, { force: true });
+}
+
+function startDetached(name: string, args: string[]): void {
+  stopRecorded(name);
+  mkdirSync(join(CLUSTER_DIR, 'logs'), { recursive: true });
+  mkdirSync(join(CLUSTER_DIR, 'pids'), { recursive: true });
+  const out = openSync(logFile(name), 'a');
+  const child = spawn(process.execPath, ['--import', TSX, join(REPO, 'src', 'main.ts'), ...args], {
+    detached: true,
+    stdio: ['ignore', out, out],
+    env: { ...process.env, NODE_V8_COVERAGE: '' },
+  });
+  closeSync(out);
+  child.unref();
+  writeFileSync(pidFile(name), String(child.pid));
+}
+
+let stress: ChildProcess | undefined;
+let stressDir: string | undefined;
+function stopStress(): void {
+  stress?.kill('SIGINT');
+  stress = undefined;
+  if (stressDir) rmSync(stressDir, { recursive: true, force: true });
+  stressDir = undefined;
+}
+
+// --- the story ----------------------------------------------------------------------------------------------------
+
+const actions: TimelineEntry[] = [];
+const mark = (object: string, reason: string, message: string) =>
+  actions.push({ time: new Date().toISOString(), actor: 'demo', object, reason, message });
+let evidence: TimelineEntry | undefined;
+
+function policyYaml(): string {
+  return `apiVersion: ${API_VERSION}
+kind: SandboxPolicy
+metadata:
+  name: ${POLICY}
+spec:
+  nodeSelector:
+    matchLabels: { ${DEMO_LABEL}: "${NAMESPACE}" }
+  detection:
+    stuckThresholdSeconds: ${THRESHOLD}   # default 180: the demo does not wait three minutes
+  ioPressure:
+    source: agent
+    sustainSeconds: 5        # default 30
+    recoverySeconds: 15      # default 120
+    # What stress-ng --io 4 --hdd 2 reaches on a small machine; the defaults (PSI some 40%, disk busy 90%) suit
+    # production disks.
+    thresholds: { psiSomeAvg10Percent: 20, diskBusyPercent: 60, psiFullAvg10Percent: 100, blockedProcesses: 10000 }
+  remediation:
+    throttleRollouts:
+      maxConcurrentRollouts: 1
+  safety:
+    cooldownSeconds: 15      # default 300; maxUnhealthyNodes stays at its default, 20% (1 of 6 nodes)
+`;
+}
+
+/** A Deployment of the demo; each new pod must be Ready for `minReadySeconds` (rollouts take a while, as real ones do). */
+function deployment(name: string, replicas: number, minReadySeconds: number, prefer?: string): V1Deployment {
+  const match = { app: name };
+  return {
+    metadata: { name },
+    spec: {
+      replicas,
+      minReadySeconds,
+      strategy: { rollingUpdate: { maxSurge: 1, maxUnavailable: 0 } },
+      selector: { matchLabels: match },
+      template: {
+        metadata: { labels: match },
+        spec: {
+          nodeSelector: { [DEMO_LABEL]: NAMESPACE },
+          terminationGracePeriodSeconds: 0,
+          ...(prefer
+            ? {
+                affinity: {
+                  nodeAffinity: {
+                    preferredDuringSchedulingIgnoredDuringExecution: [
+                      {
+                        weight: 100,
+                        preference: {
+                          matchExpressions: [
+                            { key: 'kubernetes.io/hostname', operator: 'In', values: [prefer] },
+                          ],
+                        },
+                      },
+                    ],
+                  },
+                },
+              }
+            : {
+                topologySpreadConstraints: [
+                  {
+                    maxSkew: 1,
+                    topologyKey: 'kubernetes.io/hostname',
+                    whenUnsatisfiable: 'DoNotSchedule',
+                    nodeTaintsPolicy: 'Honor',
+                    labelSelector: { matchLabels: match },
+                  },
+                ],
+              }),
+          containers: [{ name: 'app', image: `registry.local/${name}:1` }],
+        },
+      },
+    },
+  };
+}
+
+async function main(): Promise<void> {
+  say(
+    bold('sandbox-remediator demo') +
+      ` — ${SICK}'s disk is saturated; watch the operator prove it, act and undo.`,
+  );
+  say(dim(`Logs: ${logFile('operator')}, ${logFile('agent')}. Stop everything: make cluster-down.`));
+
+  await step(
+    'A local cluster: etcd, kube-apiserver, controller-manager, scheduler and kwok with 6 nodes',
+    async () => {
+      // With a node prefix of its own (tests), the demo makes its nodes itself and leaves kwok-node-* as they are.
+      run(join(REPO, 'hack', 'cluster', 'up.sh'), [], { NODES: PREFIX === 'kwok-node-' ? '6' : '0' });
+      for (const name of NODES) {
+        const exists = await readNode(name).then(
+          () => true,
+          (err: unknown) => {
+            if (isNotFound(err)) return false;
+            throw err;
+          },
+        );
+        if (!exists) run(join(REPO, 'hack', 'cluster', 'node.sh'), ['create', name]);
+        kubectl(['label', 'node', name, `${DEMO_LABEL}=${NAMESPACE}`, '--overwrite']);
+      }
+      await waitFor('6 Ready nodes', 120, async () => {
+        const nodes = await Promise.all(NODES.map(readNode));
+        return nodes.every((n) =>
+          n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+        );
+      });
+    },
+  );
+
+  await step(
+    `The CRDs and a SandboxPolicy (demo clocks: stuck after ${THRESHOLD}s, IO proven after 5s)`,
+    async () => {
+      kubectl(['apply', '--server-side', '--force-conflicts', '-f', join(REPO, 'crds')]);
+      kubectl([
+        'wait',
+        '--for=condition=Established',
+        '--timeout=60s',
+        'crd/sandboxpolicies.sandbox.remediator.io',
+        'crd/sandboxhealths.sandbox.remediator.io',
+      ]);
+      // A fresh namespace each run: the demo's story starts from nothing stuck.
+      if (
+        await core()
+          .readNamespace({ name: NAMESPACE })
+          .then(
+            () => true,
+            () => false,
+          )
+      ) {
+        say(`   deleting the previous run's namespace ${NAMESPACE}`);
+        await core().deleteNamespace({ name: NAMESPACE });
+        await waitFor(`namespace ${NAMESPACE} gone`, 120, () =>
+          core()
+            .readNamespace({ name: NAMESPACE })
+            .then(
+              () => false,
+              () => true,
+            ),
+        );
+      }
+      await core().createNamespace({ body: { metadata: { name: NAMESPACE } } });
+      const yaml = policyYaml();
+      say(dim(yaml.replace(/^/gm, '   ')));
+      const applied = spawnSync(KUBECTL, [`--kubeconfig=${KUBECONFIG}`, 'apply', '-f', '-'], {
+        input: yaml,
+        encoding: 'utf8',
+      });
+      if (applied.status !== 0) throw new StepFailed(`kubectl apply of the policy failed: ${applied.stderr}`);
+    },
+  );
+
+  await step(`The operator, and the node agent for ${SICK} reading this machine's /proc`, async () => {
+    startDetached('operator', [
+      'operator',
+      `--kubeconfig=${KUBECONFIG}`,
+      `--metrics-bind-address=127.0.0.1:${PORT_BASE}`,
+      `--health-probe-bind-address=127.0.0.1:${PORT_BASE + 1}`,
+    ]);
+    await waitFor(
+      'the operator ready (/readyz)',
+      90,
+      async () => (await fetch(`http://127.0.0.1:${PORT_BASE + 1}/readyz`)).ok,
+      () => Promise.resolve(readFileSync(logFile('operator'), 'utf8').trim().split('\n').at(-1) ?? ''),
+    );
+    // The agent publishes into the SandboxHealth the operator creates for each node its policies select; started
+    // before that, it would ask again only at its next heartbeat (a minute).
+    await waitFor(
+      `${SICK}'s SandboxHealth, created by the operator`,
+      60,
+      async () => (await readHealth(SICK)) !== undefined,
+    );
+    startDetached('agent', [
+      'agent',
+      `--node-name=${SICK}`,
+      `--kubeconfig=${KUBECONFIG}`,
+      `--metrics-bind-address=127.0.0.1:${PORT_BASE + 2}`,
+    ]);
+    await waitFor(
+      `the agent's first reading in ${SICK}'s SandboxHealth`,
+      60,
+      async () => {
+        const h = await readHealth(SICK);
+        return h?.status?.ioReading?.source === 'agent';
+      },
+      healthLine,
+    );
+    show(['get', 'sandboxpolicies']);
+  });
+
+  await step(
+    `A workload: shop (6 pods, one per node), catalog (3) and checkout (3 that prefer ${SICK})`,
+    async () => {
+      await apps().createNamespacedDeployment({ namespace: NAMESPACE, body: deployment('shop', 6, 0) });
+      await apps().createNamespacedDeployment({ namespace: NAMESPACE, body: deployment('catalog', 3, 0) });
+      await apps().createNamespacedDeployment({
+        namespace: NAMESPACE,
+        body: deployment('checkout', 3, 0, SICK),
+      });
+      await waitFor('every pod Running', 120, async () =>
+        (await Promise.all(ROLLOUTS.concat('shop').map(readDeployment))).every(rolledOut),
+      );
+      // From here on each new pod must stay Ready 15 s before the next is replaced: rollouts last about a minute.
+      for (const name of ROLLOUTS)
+        await apps().patchNamespacedDeployment(
+          { name, namespace: NAMESPACE, body: { spec: { minReadySeconds: 15 } } },
+          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+        );
+      show(['get', 'pods', '-n', NAMESPACE, '-o', 'wide']);
+    },
+  );
+
+  await step(
+    `The incident on ${SICK}: real disk load, and containerd cannot create sandboxes in time`,
+    async () => {
+      stressDir = mkdtempSync(join(tmpdir(), 'demo-stress-'));
+      say(`$ stress-ng --io 4 --hdd 2 --timeout ${LOAD_SECONDS}s   (this machine's disk; stops by itself)`);
+      stress = spawn(
+        'stress-ng',
+        ['--io', '4', '--hdd', '2', '--timeout', `${LOAD_SECONDS}s`, '--temp-path', stressDir],
+        { stdio: 'ignore' },
+      );
+      mark('this machine', 'LoadStarted', `stress-ng --io 4 --hdd 2 for at most ${LOAD_SECONDS}s`);
+      run(join(REPO, 'hack', 'cluster', 'incident'), [
+        'start',
+        '--node',
+        SICK,
+        '--interval-seconds',
+        '5',
+        '--max-duration-seconds',
+        String(LOAD_SECONDS + 300),
+      ]);
+      mark(
+        `node/${SICK}`,
+        'IncidentStarted',
+        'kubelet reports FailedCreatePodSandBox: failed to reserve sandbox name',
+      );
+      say('$ kubectl scale deployment/shop --replicas=12');
+      kubectl(['scale', 'deployment/shop', '-n', NAMESPACE, '--replicas=12']);
+      for (const name of ROLLOUTS) {
+        say(`$ kubectl rollout restart deployment/${name}`);
+        kubectl(['rollout', 'restart', `deployment/${name}`, '-n', NAMESPACE]);
+        mark(`deployment/${NAMESPACE}/${name}`, 'RolloutStarted', 'kubectl rollout restart');
+      }
+      await waitFor(
+        `new pods stuck in ContainerCreating on ${SICK}`,
+        60,
+        async () => (await podsOn(SICK)).filter(isStuck).length >= 2,
+      );
+      show(['get', 'pods', '-n', NAMESPACE, '-o', 'wide', `--field-selector=spec.nodeName=${SICK}`]);
+    },
+  );
+
+  await step(
+    `Detection: pods stuck longer than ${THRESHOLD}s, classified from kubelet's messages`,
+    async () => {
+      await waitFor(
+        'SandboxCreationDegraded',
+        THRESHOLD + 60,
+        async () => condition(await readHealth(SICK), 'SandboxCreationDegraded')?.status === 'True',
+        healthLine,
+      );
+      show(['get', 'sandboxhealth']);
+      const h = await readHealth(SICK);
+      for (const p of h?.status?.stuckPods ?? [])
+        say(
+          `   ${p.namespace}/${p.name}: ${p.cause}${p.reservedFor ? `, sandbox name reserved for ${p.reservedFor.slice(0, 13)}…` : ''}`,
+        );
+    },
+  );
+
+  await step(
+    'IO evidence, then the remediation: cordon, evict the stuck pods, pause the rollout feeding the node',
+    async () => {
+      await waitFor(
+        "IoPressureHigh proven by the agent's readings",
+        120,
+        async () => {
+          const h = await readHealth(SICK);
+          if (condition(h, 'IoPressureHigh')?.status !== 'True') return false;
+          const reading = h?.status?.ioReading ?? {};
+          evidence = {
+            // When the readings went over: IoPressureHigh followed sustainSeconds later.
+            time: h?.status?.ioPressure?.since ?? reading.observedTime ?? new Date().toISOString(),
+            actor: reading.source ?? 'agent',
+            object: `sandboxhealth/${SICK}`,
+            reason: 'IoOverThresholds',
+            message: `${describeReading(reading)}; ${condition(h, 'IoPressureHigh')?.message ?? ''}`,
+          };
+          return true;
+        },
+        healthLine,
+      );
+      await waitFor(
+        `${SICK} cordoned by the operator`,
+        60,
+        async () => {
+          const node = await readNode(SICK);
+          return node.spec?.unschedulable === true && Boolean(node.metadata?.annotations?.[STAMP.policy]);
+        },
+        healthLine,
+      );
+      await waitFor(
+        `the stuck pods evicted from ${SICK}`,
+        90,
+        async () => (await podsOn(SICK)).filter(isStuck).length === 0,
+        async () => `${(await podsOn(SICK)).filter(isStuck).length} still stuck`,
+      );
+      await waitFor(
+        'the replacements Running on other nodes',
+        120,
+        async () => (await readDeployment('shop')).status?.availableReplicas === 12,
+      );
+      // maxConcurrentRollouts 1: while the node is under pressure, one of the two rollouts waits, paused.
+      await waitFor('a rollout held paused by the operator', 60, async () =>
+        (await Promise.all(ROLLOUTS.map(readDeployment))).some(pausedByUs),
+      );
+      show(['get', 'sandboxhealth']);
+      show(['get', 'sandboxpolicies']);
+      show(['get', 'nodes', '-l', `${DEMO_LABEL}=${NAMESPACE}`]);
+      show(['get', 'pods', '-n', NAMESPACE, '-o', 'wide']);
+      show([
+        'get',
+        'deployments',
+        '-n',
+        NAMESPACE,
+        '-o',
+        'custom-columns=NAME:.metadata.name,PAUSED:.spec.paused,PAUSED-BY:.metadata.annotations.sandbox\\.remediator\\.io/paused-by,REASON:.metadata.annotations.sandbox\\.remediator\\.io/pause-reason',
+      ]);
+    },
+  );
+
+  await step(
+    'The load ends: IO recovers, and after recoverySeconds and the cooldown everything is undone',
+    async () => {
+      run(join(REPO, 'hack', 'cluster', 'incident'), ['stop', '--node', SICK]);
+      stopStress();
+      mark(`node/${SICK}`, 'IncidentEnded', 'the load stopped; kubelet creates sandboxes again');
+      await waitFor(
+        'IoPressureHigh False',
+        120,
+        async () => condition(await readHealth(SICK), 'IoPressureHigh')?.status === 'False',
+        healthLine,
+      );
+      await waitFor(
+        `${SICK} uncordoned`,
+        120,
+        async () => !(await readNode(SICK)).spec?.unschedulable,
+        healthLine,
+      );
+      await waitFor(
+        `${SICK} Healthy`,
+        120,
+        async () => (await readHealth(SICK))?.status?.state === 'Healthy',
+        healthLine,
+      );
+      await waitFor('the rollouts resumed and complete', 180, async () =>
+        (await Promise.all(ROLLOUTS.map(readDeployment))).every(
+          (d) => !pausedByUs(d) && !d.spec?.paused && rolledOut(d),
+        ),
+      );
+      show(['get', 'sandboxhealth']);
+      show(['get', 'sandboxpolicies']);
+      show(['get', 'node', SICK]);
+    },
+  );
+
+  await step("The timeline, from the cluster's Events and the SandboxHealth status", async () => {
+    const events = [
+      ...(await core().listNamespacedEvent({ namespace: NAMESPACE })).items,
+      ...(
+        await core().listNamespacedEvent({
+          namespace: 'default',
+          fieldSelector: `involvedObject.name=${SICK}`,
+        })
+      ).items,
+      ...(
+        await core().listNamespacedEvent({
+          namespace: 'default',
+          fieldSelector: `involvedObject.name=${POLICY}`,
+        })
+      ).items,
+    ] satisfies CoreV1Event[];
+    const health = await readHealth(SICK);
+    const timeline = buildTimeline({
+      since: new Date(started - 1000),
+      events,
+      actions: health?.status?.actions ?? [],
+      extra: [...actions, ...(evidence ? [evidence] : [])],
+    });
+    say(formatTimeline(timeline, new Date(started), process.stderr.columns || 160));
+    if (TIMELINE_JSON)
+      writeFileSync(
+        TIMELINE_JSON,
+        JSON.stringify({ started: new Date(started).toISOString(), timeline }, null, 2),
+      );
+  });
+
+  say();
+  say(bold(`Done in ${clock()}: ${SICK} was cordoned, drained of stuck pods, and restored.`));
+  say(`Explore: export KUBECONFIG=${KUBECONFIG}`);
+  say(
+    `  kubectl get sandboxhealth ${SICK} -o yaml       the node's full status: readings, actions, conditions`,
+  );
+  say(`  kubectl describe node ${SICK}                    the operator's Events on the node`);
+  say(`  kubectl get events -n ${NAMESPACE} --sort-by=.lastTimestamp   evictions and rollout pauses`);
+  say(`  kubectl explain sandboxpolicy.spec --recursive   every policy field`);
+  say(`  curl -s 127.0.0.1:${PORT_BASE}/metrics | grep sandbox_   the operator's metrics`);
+  say('The cluster, the operator and the agent keep running; make cluster-down stops them all.');
+}
+
+async function cleanup(): Promise<void> {
+  stopRecorded('operator');
+  stopRecorded('agent');
+  await core()
+    .deleteNamespace({ name: NAMESPACE })
+    .catch(() => undefined);
+  await custom()
+    .deleteClusterCustomObject({ group: GROUP, version: VERSION, plural: 'sandboxpolicies', name: POLICY })
+    .catch(() => undefined);
+  for (const name of NODES)
+    if (name.startsWith(PREFIX) && PREFIX !== 'kwok-node-')
+      await core()
+        .deleteNode({ name })
+        .catch(() => undefined);
+}
+
+try {
+  await main();
+  if (CLEANUP) await cleanup();
+} catch (err) {
+  stopStress();
+  spawnSync(join(REPO, 'hack', 'cluster', 'incident'), ['stop', '--node', SICK], { stdio: 'ignore' });
+  say();
+  say(bold(`make demo failed at step ${stepNo}/${STEPS} (${stepTitle}):`));
+  say(`  ${err instanceof StepFailed ? err.message : describeError(err)}`);
+  say(
+    `  The operator's log: ${logFile('operator')}; the agent's: ${logFile('agent')}; the cluster's: ${join(CLUSTER_DIR, 'logs')}/`,
+  );
+  if (CLEANUP) await cleanup();
+  process.exitCode = 1;
+} finally {
+  stopStress();
+}

@@ -1,0 +1,146 @@
+// `make demo` end to end, without a terminal: the demo's own program on the real cluster, with real disk load,
+// on nodes and a namespace of its own. Each step must have happened, in order, by the timeline it prints, which
+// it draws from the cluster's Events and status; and the node must be back as it was.
+import { expect } from 'chai';
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { KUBECONFIG, resolveKubectl } from '../support/cluster.js';
+import { REPO_ROOT } from '../support/manifests.js';
+import type { TimelineEntry } from '../../hack/demo/timeline.js';
+
+/** A base port with the two after it free too (the operator's metrics and probes, the agent's metrics). */
+async function freePortRun(): Promise<number> {
+  const free = (port: number) =>
+    new Promise<boolean>((resolve) => {
+      const server = createServer();
+      server.once('error', () => {
+        resolve(false);
+      });
+      server.listen(port, '127.0.0.1', () =>
+        server.close(() => {
+          resolve(true);
+        }),
+      );
+    });
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const base = 20_000 + Math.floor(Math.random() * 30_000);
+    if ((await free(base)) && (await free(base + 1)) && (await free(base + 2))) return base;
+  }
+  throw new Error('no three consecutive free ports');
+}
+
+describe('make demo, end to end without a terminal', function () {
+  let dir = '';
+  after(async () => {
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('detects, proves, cordons, evicts, pauses a rollout, recovers and undoes, in that order, and exits 0', async function () {
+    this.timeout(600_000);
+    dir = await mkdtemp(join(tmpdir(), 'demo-'));
+    const id = Math.random().toString(36).slice(2, 7);
+    const timelineFile = join(dir, 'timeline.json');
+    const child = spawn(join(REPO_ROOT, 'hack', 'demo.sh'), ['--cleanup'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: {
+        ...process.env,
+        KUBECTL: resolveKubectl(),
+        THRESHOLD: '10',
+        LOAD_SECONDS: '240',
+        DEMO_NODE_PREFIX: `demo-${id}-`,
+        DEMO_NAMESPACE: `demo-${id}`,
+        DEMO_POLICY: `demo-${id}`,
+        DEMO_PORT_BASE: String(await freePortRun()),
+        DEMO_TIMELINE_JSON: timelineFile,
+        NODE_V8_COVERAGE: '',
+      },
+    });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    expect(code, `the demo's exit status; its output:\n${output.slice(-6000)}`).to.equal(0);
+
+    // Every step announced, in order, and no escape codes without a terminal.
+    const steps = [...output.matchAll(/^== (\d)\/9 /gm)].map((m) => Number(m[1]));
+    expect(steps).to.deep.equal([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect(output).to.not.include('\x1b[');
+    expect(output).to.include('kubectl get sandboxhealth');
+    expect(output).to.include('kubectl get sandboxpolicies');
+
+    const { timeline } = JSON.parse(await readFile(timelineFile, 'utf8')) as { timeline: TimelineEntry[] };
+    const sick = `node/demo-${id}-1`;
+    // When each first happened, in whole seconds (Events carry no more): steps taken in one pass share a second.
+    const at = (reason: string, object?: string, last = false) => {
+      const matching = timeline.filter(
+        (e) => e.reason === reason && (object === undefined || e.object === object),
+      );
+      expect(
+        matching,
+        `${reason}${object ? ` on ${object}` : ''} in the timeline:\n${JSON.stringify(timeline, null, 1)}`,
+      ).to.not.be.empty;
+      return Math.floor(new Date((last ? matching.at(-1) : matching[0])!.time).getTime() / 1000);
+    };
+    const failure = at('FailedCreatePodSandBox');
+    const evidence = at('IoOverThresholds');
+    const pressure = at('IoPressureHigh', sick);
+    const degraded = at('SandboxCreationDegraded', sick);
+    const cordon = at('Cordoned', sick);
+    const evicted = at('EvictedStuckPod');
+    const paused = at('RolloutPaused');
+    const recovered = at('IoPressureRecovered', sick);
+    const uncordon = at('Uncordoned', sick);
+    const resumed = at('RolloutResumed', undefined, true);
+    // Never acted on before the evidence held sustainSeconds (5) and a pod had waited the threshold (10 s). (The
+    // Events of one pass are written in no set order: an action's can precede IoPressureHigh's by a second.)
+    const SUSTAIN = 5;
+    const THRESHOLD = 10;
+    expect(pressure, 'IoPressureHigh sustainSeconds after the readings went over').to.be.at.least(
+      evidence + SUSTAIN,
+    );
+    // No pod is stuck before the incident starts (the threshold counts from a pod's scheduling, not its Events).
+    const incident = at('IncidentStarted');
+    expect(failure, "kubelet's failures once the incident started").to.be.at.least(incident);
+    expect(degraded, 'detected once a pod waited the threshold').to.be.at.least(incident + THRESHOLD);
+    for (const [what, time] of [
+      ['the cordon', cordon],
+      ['the first eviction', evicted],
+      ['the first rollout pause', paused],
+    ] as const) {
+      expect(time, `${what} after the pressure was proven`).to.be.at.least(evidence + SUSTAIN);
+      if (what !== 'the first rollout pause')
+        expect(time, `${what} after a pod waited the threshold`).to.be.at.least(incident + THRESHOLD);
+    }
+    expect(evicted, 'cordoned, then evicted').to.be.at.least(cordon);
+    expect(recovered, 'recovery after the remediation').to.be.above(evicted);
+    expect(uncordon, 'undone only after recovery').to.be.at.least(recovered);
+    expect(resumed, 'the last rollout resumed after recovery').to.be.at.least(recovered);
+    expect(
+      timeline.map((e) => e.time),
+      'the timeline in time order',
+    ).to.deep.equal(
+      timeline
+        .map((e) => e.time)
+        .sort((x, y) => Math.floor(Date.parse(x) / 1000) - Math.floor(Date.parse(y) / 1000) || 0),
+    );
+    // Each entry names its object and a time since the start.
+    for (const e of timeline) expect(e.object, JSON.stringify(e)).to.match(/\S/);
+    expect(output).to.match(/^\+\d\d:\d\d {2}operator {2}node\/demo-\w+-1 +Cordoned/m);
+
+    // Left as it was found: --cleanup removed the demo's nodes, namespace and policy; nothing is cordoned.
+    const kubectl = (args: string[]) =>
+      new Promise<string>((resolve) => {
+        const k = spawn(resolveKubectl(), [`--kubeconfig=${KUBECONFIG}`, ...args]);
+        let out = '';
+        k.stdout.on('data', (d: Buffer) => (out += d.toString()));
+        k.on('exit', () => {
+          resolve(out);
+        });
+      });
+    expect(await kubectl(['get', 'nodes', '-o', 'name'])).to.not.include(`demo-${id}-`);
+    expect(await kubectl(['get', 'sandboxpolicies', '-o', 'name'])).to.not.include(`demo-${id}`);
+  });
+});

@@ -42,8 +42,14 @@ const later = (a: Date, b: Date) => (a.getTime() >= b.getTime() ? a : b);
 const seconds = (name: string, value: number | undefined) =>
   value === undefined ? name : `${name} (${formatDuration(value)})`;
 
-function ioStuckCount(status: SandboxHealthStatus | undefined): number {
-  return (status?.stuckPods ?? []).filter((p) => (IO_CAUSES as ReadonlySet<string>).has(p.cause)).length;
+/** Pods stuck from an IO cause: `all` of them, and those no guard holds in status.blocked (`evictable`). */
+function ioStuck(status: SandboxHealthStatus | undefined): { all: number; evictable: number } {
+  const pods = (status?.stuckPods ?? []).filter((p) => (IO_CAUSES as ReadonlySet<string>).has(p.cause));
+  const held = new Set((status?.blocked ?? []).map((b) => b.target));
+  return {
+    all: pods.length,
+    evictable: pods.filter((p) => !held.has(`pod/${p.namespace}/${p.name}`)).length,
+  };
 }
 
 /** What the operator does next, in order. */
@@ -85,7 +91,7 @@ export function deriveNextSteps(s: NodeSituation): NextStep[] {
 function stepsForState(s: NodeSituation): NextStep[] {
   const spec = s.spec;
   const high = find(s, 'IoPressureHigh');
-  const stuck = ioStuckCount(s.status);
+  const stuck = ioStuck(s.status);
   if (s.stamps) return undoOrHold(s, high, stuck);
   switch (s.state) {
     case 'Healthy':
@@ -120,7 +126,7 @@ function waitForEvidence(s: NodeSituation, high: Condition | undefined): NextSte
     ];
   if (s.status?.ioEvidence === 'Inconclusive')
     return [{ action: 'Wait', text: 'waits for the failure messages to say why the pods are stuck' }];
-  if (s.spec && !s.spec.remediation.requireIoPressure) return remediate(s, ioStuckCount(s.status));
+  if (s.spec && !s.spec.remediation.requireIoPressure) return remediate(s, ioStuck(s.status));
   const sustain = s.spec?.ioPressure.sustainSeconds;
   const tracking = s.status?.ioPressure;
   const step: NextStep = {
@@ -133,7 +139,7 @@ function waitForEvidence(s: NodeSituation, high: Condition | undefined): NextSte
 }
 
 /** Triggered and not yet acted on: the fence, then the evictions. */
-function remediate(s: NodeSituation, stuck: number): NextStep[] {
+function remediate(s: NodeSituation, stuck: { evictable: number }): NextStep[] {
   const remediation = s.spec?.remediation;
   if (!remediation)
     return [{ action: 'Unknown', text: 'acts on the node, but the policy spec cannot be read to say how' }];
@@ -144,10 +150,10 @@ function remediate(s: NodeSituation, stuck: number): NextStep[] {
       action: 'Taint',
       text: `taints it ${remediation.taint.key}=${remediation.taint.value}:${remediation.taint.effect}`,
     });
-  if (remediation.evictStuckPods && stuck > 0)
+  if (remediation.evictStuckPods && stuck.evictable > 0)
     steps.push({
       action: 'Evict',
-      text: `${steps.length > 0 ? 'then ' : ''}evicts its ${stuck} stuck pod(s), once the fence is seen (maxEvictionsPerMinute ${s.spec?.safety.maxEvictionsPerMinute ?? '?'})`,
+      text: `${steps.length > 0 ? 'then ' : ''}evicts its ${stuck.evictable} stuck pod(s), once the fence is seen (maxEvictionsPerMinute ${s.spec?.safety.maxEvictionsPerMinute ?? '?'})`,
     });
   if (steps.length === 0) steps.push({ action: 'Nothing', text: 'nothing: the policy allows no action' });
   if (s.status?.blocked?.length)
@@ -156,7 +162,11 @@ function remediate(s: NodeSituation, stuck: number): NextStep[] {
 }
 
 /** Ours already: evict what is left, hold while saturated, undo after recovery and cooldown. */
-function undoOrHold(s: NodeSituation, high: Condition | undefined, stuck: number): NextStep[] {
+function undoOrHold(
+  s: NodeSituation,
+  high: Condition | undefined,
+  stuck: { all: number; evictable: number },
+): NextStep[] {
   const stamps = s.stamps as NodeStamps;
   const spec = s.spec;
   const undo: NextStep['action'] = stamps.cordoned ? 'Uncordon' : 'Untaint';
@@ -196,19 +206,22 @@ function undoOrHold(s: NodeSituation, high: Condition | undefined, stuck: number
   }
   if (high.status === 'True') {
     const steps: NextStep[] = [];
-    if (spec?.remediation.evictStuckPods && stuck > 0)
-      steps.push({ action: 'Evict', text: `evicts the ${stuck} pod(s) still stuck on the node` });
+    if (spec?.remediation.evictStuckPods && stuck.evictable > 0)
+      steps.push({
+        action: 'Evict',
+        text: `evicts the ${stuck.evictable} pod(s) still stuck on the node${stuck.all > stuck.evictable ? ` (${stuck.all - stuck.evictable} more held by a guard)` : ''}`,
+      });
     steps.push({
       action: 'Wait',
       text: `keeps the node ${stamps.cordoned ? 'cordoned' : 'tainted'} while IoPressureHigh holds; undoes it after ${seconds('recoverySeconds', spec?.ioPressure.recoverySeconds)} under every threshold`,
     });
     return steps;
   }
-  if (stuck > 0)
+  if (stuck.all > 0)
     return [
       {
         action: 'Wait',
-        text: `keeps the node ${stamps.cordoned ? 'cordoned' : 'tainted'} until no pod is stuck from IO (${stuck} still are)`,
+        text: `keeps the node ${stamps.cordoned ? 'cordoned' : 'tainted'} until no pod is stuck from IO (${stuck.all} still are)`,
       },
     ];
   if (spec && !spec.remediation.undoOnRecovery) return keep;

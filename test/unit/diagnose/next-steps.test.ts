@@ -155,6 +155,36 @@ const cases: Case[] = [
     text: /^evicts the 2 pod\(s\) still stuck/,
   },
   {
+    name: 'Remediating while IO is high, one stuck pod held by a guard: evicts the other only',
+    change: (i) => {
+      i.health!.status!.blocked = [
+        {
+          kind: 'Evict',
+          target: 'pod/shop/web-2',
+          guard: 'NoController',
+          message: 'a bare pod',
+          since: at(140),
+        },
+      ];
+    },
+    actions: ['Evict', 'Wait'],
+    text: /^evicts the 1 pod\(s\) still stuck on the node \(1 more held by a guard\)$/,
+  },
+  {
+    name: 'Remediating while IO is high, every stuck pod held by a guard: keep cordoned',
+    change: (i) => {
+      i.health!.status!.blocked = ['web-1', 'web-2'].map((name) => ({
+        kind: 'Evict' as const,
+        target: `pod/shop/${name}`,
+        guard: 'NoController',
+        message: 'a bare pod',
+        since: at(140),
+      }));
+    },
+    actions: ['Wait'],
+    text: /^keeps the node cordoned while IoPressureHigh holds/,
+  },
+  {
     name: 'Remediating while IO is high, no pod stuck: keep cordoned',
     change: (i) => {
       i.health!.status!.stuckPods = [];

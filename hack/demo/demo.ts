@@ -62,6 +62,7 @@ const PREFIX = process.env.DEMO_NODE_PREFIX ?? 'kwok-node-';
 const NAMESPACE = process.env.DEMO_NAMESPACE ?? 'demo';
 const POLICY = process.env.DEMO_POLICY ?? 'demo';
 const TIMELINE_JSON = process.env.DEMO_TIMELINE_JSON;
+const DIAGNOSE_JSON = process.env.DEMO_DIAGNOSE_JSON;
 const CLEANUP = process.argv.includes('--cleanup');
 const NODES = Array.from({ length: 6 }, (_, i) => `${PREFIX}${i}`);
 const SICK = `${PREFIX}1`;
@@ -141,6 +142,18 @@ function show(args: string[], { quiet = false } = {}): string {
 }
 const kubectl = (args: string[]) => show(args, { quiet: true });
 
+/** `sandbox-remediator diagnose ARGS` on the demo's cluster: its standard output. */
+function diagnose(args: string[]): string {
+  const result = spawnSync(
+    process.execPath,
+    ['--import', TSX, join(REPO, 'src', 'main.ts'), 'diagnose', `--kubeconfig=${KUBECONFIG}`, ...args],
+    { encoding: 'utf8', env: { ...process.env, NODE_V8_COVERAGE: '' } },
+  );
+  if (result.status !== 0)
+    throw new StepFailed(`diagnose ${args.join(' ')} exited ${result.status}: ${result.stderr.trim()}`);
+  return result.stdout;
+}
+
 function run(command: string, args: string[], env: Record<string, string> = {}): void {
   const result = spawnSync(command, args, {
     stdio: ['ignore', 'inherit', 'inherit'],
@@ -165,6 +178,7 @@ interface Health {
     ioReading?: Record<string, unknown> & { source?: string; observedTime?: string };
     ioPressure?: { observation: string; since: string; exceeded?: string[] };
     conditions?: { type: string; status: string; reason: string; message: string }[];
+    blocked?: { kind: string; target: string; guard: string; message: string }[];
     actions?: StatusAction[];
   };
 }
@@ -295,6 +309,7 @@ spec:
       maxConcurrentRollouts: 1
   safety:
     cooldownSeconds: 15      # default 300; maxUnhealthyNodes stays at its default, 20% (1 of 6 nodes)
+    maxEvictionsPerMinute: 1 # default 10: the demo shows an eviction held back by the rate limit
 `;
 }
 
@@ -542,7 +557,7 @@ async function main(): Promise<void> {
   );
 
   await step(
-    'IO evidence, then the remediation: cordon, evict the stuck pods, pause the rollout feeding the node',
+    'IO evidence, then the remediation: cordon, evict the stuck pods, hold rollouts back',
     async () => {
       await waitFor(
         "IoPressureHigh proven by the agent's readings",
@@ -572,25 +587,10 @@ async function main(): Promise<void> {
         },
         healthLine,
       );
-      await waitFor(
-        `the stuck pods evicted from ${SICK}`,
-        90,
-        async () => (await podsOn(SICK)).filter(isStuck).length === 0,
-        async () => `${(await podsOn(SICK)).filter(isStuck).length} still stuck`,
-      );
-      await waitFor(
-        'the replacements Running on other nodes',
-        120,
-        async () => (await readDeployment('shop')).status?.availableReplicas === 12,
-      );
       // maxConcurrentRollouts 1: while the node is under pressure, one of the two rollouts waits, paused.
       await waitFor('a rollout held paused by the operator', 60, async () =>
         (await Promise.all(ROLLOUTS.map(readDeployment))).some(pausedByUs),
       );
-      show(['get', 'sandboxhealth']);
-      show(['get', 'sandboxpolicies']);
-      show(['get', 'nodes', '-l', `${DEMO_LABEL}=${NAMESPACE}`]);
-      show(['get', 'pods', '-n', NAMESPACE, '-o', 'wide']);
       show([
         'get',
         'deployments',
@@ -599,6 +599,35 @@ async function main(): Promise<void> {
         '-o',
         'custom-columns=NAME:.metadata.name,PAUSED:.spec.paused,PAUSED-BY:.metadata.annotations.sandbox\\.remediator\\.io/paused-by,REASON:.metadata.annotations.sandbox\\.remediator\\.io/pause-reason',
       ]);
+      // maxEvictionsPerMinute 1: one stuck pod is evicted, the next waits for the minute to pass. Meanwhile, the
+      // on-call checklist: what is stuck, the evidence, what was done and what holds the rest back.
+      await waitFor(
+        'an eviction held back by the rate limit (EvictionRate)',
+        90,
+        async () =>
+          (await readHealth(SICK))?.status?.blocked?.some((b) => b.guard === 'EvictionRate') === true,
+        healthLine,
+      );
+      say(
+        `$ kubectl sandbox diagnose ${SICK}     (the same as sandbox-remediator diagnose; make plugin installs it)`,
+      );
+      process.stderr.write(diagnose([SICK]));
+      if (DIAGNOSE_JSON) writeFileSync(DIAGNOSE_JSON, diagnose([SICK, '-o', 'json']));
+      await waitFor(
+        `the stuck pods evicted from ${SICK}`,
+        120,
+        async () => (await podsOn(SICK)).filter(isStuck).length === 0,
+        async () => `${(await podsOn(SICK)).filter(isStuck).length} still stuck`,
+      );
+      await waitFor(
+        'the replacements Running on other nodes',
+        120,
+        async () => (await readDeployment('shop')).status?.availableReplicas === 12,
+      );
+      show(['get', 'sandboxhealth']);
+      show(['get', 'sandboxpolicies']);
+      show(['get', 'nodes', '-l', `${DEMO_LABEL}=${NAMESPACE}`]);
+      show(['get', 'pods', '-n', NAMESPACE, '-o', 'wide']);
     },
   );
 

@@ -65,6 +65,11 @@ verify: deps ## Check formatting, lint, types and that crds/ and schemas/ match 
 	tsx hack/generate-crds.ts --check
 	tsx hack/generate-schemas.ts --check
 
+.PHONY: diagram
+diagram: ## Render docs/architecture.dot into docs/architecture.svg (installs Debian's graphviz when dot is missing)
+	@command -v dot >/dev/null || { sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; $$sudo apt-get install -y -qq --no-install-recommends graphviz; }
+	dot -Tsvg docs/architecture.dot -o docs/architecture.svg
+
 .PHONY: demo
 demo: deps tools ## The whole story in about 5 minutes: a local cluster with 6 kwok nodes, real disk load (stress-ng), the incident, detection, IO evidence, cordon, evictions, a paused rollout, recovery and undo, then a timeline; the cluster stays up
 	hack/demo.sh

@@ -700,13 +700,16 @@ async function main(): Promise<void> {
   say();
   say(bold(`Done in ${clock()}: ${SICK} was cordoned, drained of stuck pods, and restored.`));
   say(`Explore: export KUBECONFIG=${KUBECONFIG}`);
-  say(
-    `  kubectl get sandboxhealth ${SICK} -o yaml       the node's full status: readings, actions, conditions`,
-  );
-  say(`  kubectl describe node ${SICK}                    the operator's Events on the node`);
-  say(`  kubectl get events -n ${NAMESPACE} --sort-by=.lastTimestamp   evictions and rollout pauses`);
-  say(`  kubectl explain sandboxpolicy.spec --recursive   every policy field`);
-  say(`  curl -s 127.0.0.1:${PORT_BASE}/metrics | grep sandbox_   the operator's metrics`);
+  const hints: [string, string][] = [
+    [`kubectl get sandboxhealth ${SICK} -o yaml`, "the node's full status: readings, actions, conditions"],
+    [`kubectl sandbox diagnose ${SICK}`, 'the on-call checklist (make plugin installs the plugin)'],
+    [`kubectl describe node ${SICK}`, "the operator's Events on the node"],
+    [`kubectl get events -n ${NAMESPACE} --sort-by=.lastTimestamp`, 'evictions and rollout pauses'],
+    ['kubectl explain sandboxpolicy.spec --recursive', 'every policy field'],
+    [`curl -s 127.0.0.1:${PORT_BASE}/metrics | grep sandbox_`, "the operator's metrics"],
+  ];
+  const width = Math.max(...hints.map(([c]) => c.length));
+  for (const [command, what] of hints) say(`  ${command.padEnd(width)}   ${what}`);
   say('The cluster, the operator and the agent keep running; make cluster-down stops them all.');
 }
 

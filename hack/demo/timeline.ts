@@ -1,6 +1,6 @@
 // PURE: the demo's timeline, drawn from what the cluster recorded: the operator's Events, kubelet's sandbox
 // failures, the actions in a SandboxHealth status (those no Event tells), and the few things the demo itself did
-// (marked as the demo's). Nothing here is the script's guess of what happened.
+// (marked as the demo's), with the IO evidence the demo read from the SandboxHealth status when IoPressureHigh held.
 import type { CoreV1Event } from '@kubernetes/client-node';
 import type { ActionRecord } from '../../src/api/v1alpha1/index.js';
 import { EVENT_REASON } from '../../src/status/remediation-status.js';

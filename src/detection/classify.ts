@@ -61,6 +61,8 @@ const RULES: readonly (readonly [FailureCause, RegExp])[] = [
         'network not ready',
         'plugin type=\\S* (name=\\S* )?failed', // cri-o's multus names the network between the two
         'failed to find plugin ',
+        'failed to (create|delete|remove) (hcn )?endpoint', // Windows: HNS
+        'key-value store of network plugin', // azure-vnet
       ].join('|'),
       'i',
     ),

@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 // Composition root: parses the command line and hands over to one subcommand.
+import type { ClassifyFlags } from './cli/classify.js';
 import type { DiagnoseFlags } from './cli/diagnose.js';
 import type { OperatorFlags } from './cli/operator.js';
 import { AGENT_DESCRIPTION, formatAgentHelp, parsePositiveInt } from './cli/agent-options.js';
@@ -165,6 +166,35 @@ async function parseWithCommander(argv: string[]): Promise<void> {
     .action(async (node: string | undefined, flags: DiagnoseFlags) => {
       const { runDiagnose } = await import('./cli/diagnose.js');
       process.exitCode = await runDiagnose(node, flags);
+    });
+
+  program
+    .command('classify')
+    .description(
+      'Classify sandbox creation failure messages as the operator does: the cause, whether it points at IO (only IO causes can lead to a cordon), the runtime when the wording tells it, the reserved name and its holder',
+    )
+    .argument(
+      '[files...]',
+      'files of messages, one per line, or a kubectl get events -o json List (- or none: standard input)',
+    )
+    .addOption(
+      new Option('-o, --output <format>', 'text, or json (an array of {source, cause, io, runtime, ...})')
+        .choices(['text', 'json'])
+        .default('text'),
+    )
+    .addHelpText(
+      'after',
+      [
+        '',
+        'Exit status: 0 (whatever the causes), 2 when a file cannot be read.',
+        'Examples:',
+        '  kubectl get events -A --field-selector reason=FailedCreatePodSandBox -o json | sandbox-remediator classify',
+        "  journalctl -u kubelet | grep 'RunPodSandbox' | sandbox-remediator classify -o json | jq '.[] | select(.io)'",
+      ].join('\n'),
+    )
+    .action(async (files: string[], flags: ClassifyFlags) => {
+      const { runClassify } = await import('./cli/classify.js');
+      process.exitCode = await runClassify(files, flags);
     });
 
   program

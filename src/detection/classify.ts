@@ -218,7 +218,7 @@ export function isSandboxFailureEvent(
     event.reason === 'Failed' &&
     /^Error: /.test(event.message) &&
     /reserve (sandbox|container) name|reserving (pod|ctr) name|context deadline exceeded|DeadlineExceeded|failed to create/i.test(
-      truncateFailureMessage(event.message),
+      normaliseFailureMessage(event.message),
     )
   );
 }

@@ -418,6 +418,11 @@ describe('isSandboxFailureEvent', () => {
       }),
     ).to.equal(true);
   });
+  it('accepts a creation error however it is wrapped or quoted', () => {
+    expect(
+      isSandboxFailureEvent({ ...base, reason: 'Failed', message: "Error: 'context\n   deadline exceeded'" }),
+    ).to.equal(true);
+  });
   it("accepts cri-o's Failed container-creation errors", () => {
     expect(
       isSandboxFailureEvent({

@@ -100,7 +100,7 @@ const RUNTIMES: readonly (readonly [ContainerRuntime, RegExp])[] = [
 ];
 
 // The reserved name and its holder, each read on its own: a message cut short may carry one without the other.
-const CONTAINERD_NAME = /failed to reserve (?:sandbox|container) name ([^\s:]+)/i;
+const CONTAINERD_NAME = /failed to reserve (?:sandbox|container) name ([^\s:;]+)/i; // 2.x goes on "; check if ..."
 const CONTAINERD_HOLDER = /is reserved for ([\w.-]+)/i;
 // cri-o's "for id" is the id of the request that failed, not of the holder: only its old conflict wording names that.
 const CRIO_NAME = /error reserving (?:pod|ctr) name (\S+) for id /i;

@@ -285,6 +285,17 @@ describe('classifyFailureMessage', () => {
     expect(crio.name).to.include({ pod: 'kube-apiserver-master1', uid: '2abe36c990c315f116840d96b89eb8a2' });
   });
 
+  it("reads containerd 2.x's wording, which goes on after the name", () => {
+    // https://github.com/amazonlinux/amazon-linux-2023/issues/1097 (containerd 2.2.3) has <placeholders> for the name
+    // and id; these are the container case's above.
+    const name = 'app_web-0_shop_0b1c6a52-3f0e-4c8e-9a43-0d6c2b8f4e11_1';
+    const result = classifyFailureMessage(
+      `failed to reserve container name "${name}"; check if another CreateContainer request is in progress:\nname "${name}" is reserved for "${'0123456789abcdef'.repeat(4)}"`,
+    );
+    expect(result.name).to.include({ raw: name, container: 'app', pod: 'web-0' });
+    expect(result.reservedFor).to.equal('0123456789abcdef'.repeat(4));
+  });
+
   it('reads the holder across a line break and a log escape', () => {
     // https://github.com/kubernetes/kubernetes/issues/107561 (Windows kubelet log, wrapped where the issue wrapped it)
     const result = classifyFailureMessage(

@@ -81,9 +81,11 @@ function slope(points: [number, number][]): number {
 describe('soak: incidents on random nodes while the operator restarts at random', function () {
   const cleanup = new Cleanup();
   let operator: OperatorProcess | undefined;
+  let closeProbe: (() => void) | undefined;
   let dir = '';
   after(async function () {
     this.timeout(300_000);
+    closeProbe?.(); // an attached inspector keeps a stopping Node.js process alive
     await operator?.stop();
     await cleanup.run();
     if (dir) await rm(dir, { recursive: true, force: true });
@@ -183,12 +185,16 @@ describe('soak: incidents on random nodes while the operator restarts at random'
     // garbage pile up between samples, so RSS measures what is kept (a leak, JavaScript or native), not how lazily V8
     // collects.
     let probe: { pid: number; probe: HeapProbe; early: boolean } | undefined;
+    closeProbe = () => {
+      probe?.probe.close();
+    };
     let probing: Promise<unknown> = Promise.resolve();
     const withProbe = (fn: (p: NonNullable<typeof probe>) => Promise<void>) => {
       const op = operator;
       const pid = op?.pid;
       const run = async () => {
         if (!op?.isRunning() || pid === undefined || op.inspector === undefined) return;
+        if (heapState.hold && probe?.pid !== pid) return; // no new session while the operator is being stopped
         try {
           if (probe?.pid !== pid) {
             probe?.probe.close();
@@ -204,6 +210,13 @@ describe('soak: incidents on random nodes while the operator restarts at random'
     };
     // Taking a snapshot costs the process about 200 MiB of RSS that it keeps: its RSS is judged up to its first.
     const snapshotAt = new Map<number, number>();
+    // Before the operator is stopped: with an inspector session attached, Node.js does not exit.
+    const disconnect = () =>
+      withProbe((p) => {
+        p.probe.close();
+        probe = undefined;
+        return Promise.resolve();
+      });
     const snapshot = (p: NonNullable<typeof probe>, when: string) => {
       if (!SNAPSHOTS) return Promise.resolve();
       if (!snapshotAt.has(p.pid)) snapshotAt.set(p.pid, Date.now());
@@ -211,7 +224,7 @@ describe('soak: incidents on random nodes while the operator restarts at random'
       log(`heap snapshot: ${path}`);
       return p.probe.snapshot(path);
     };
-    const heapState: { sampling: boolean } = { sampling: true };
+    const heapState: { sampling: boolean; hold: boolean } = { sampling: true, hold: false };
     const pause = async () => {
       for (let i = 0; i < 12; i++) {
         if (!heapState.sampling) return;
@@ -240,7 +253,9 @@ describe('soak: incidents on random nodes while the operator restarts at random'
       if (now >= nextRestart) {
         const hard = rand() < 0.5;
         log(`restarting the operator (${hard ? 'kill -9' : 'SIGTERM'}); ${sick.size} node(s) in an incident`);
+        heapState.hold = true;
         await withProbe((p) => snapshot(p, 'late'));
+        await disconnect();
         if (hard) {
           operator.kill();
           await operator.exited;
@@ -249,6 +264,7 @@ describe('soak: incidents on random nodes while the operator restarts at random'
           expect(code, 'exit 0 on SIGTERM').to.equal(0);
         }
         operator = await start();
+        heapState.hold = false;
         restarts++;
         nextRestart = now + restartDelay();
       }
@@ -276,7 +292,10 @@ describe('soak: incidents on random nodes while the operator restarts at random'
       await sleep((10 + rand() * 30) * 1000);
     }
     log(`${incidents} incidents, ${restarts} operator restarts; ending every incident`);
+    heapState.sampling = false;
+    await heapSampler;
     await withProbe((p) => snapshot(p, 'late'));
+    await disconnect();
     for (const node of sick) {
       await hack('incident', ['stop', '--node', node]);
       await procs.get(node)!.setPressure('idle');

@@ -47,6 +47,8 @@ export class HeapProbe {
 
   private call(method: string, params: Record<string, unknown> = {}, timeoutMs = 120_000): Promise<Reply> {
     const id = this.next++;
+    if (this.socket.readyState !== WebSocket.OPEN)
+      return Promise.reject(new Error('inspector connection closed'));
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(id);
@@ -87,6 +89,10 @@ export class HeapProbe {
     }
   }
 
+  /**
+   * Disconnects. Do it before stopping the process: a Node.js process with an inspector session attached does not
+   * exit, even on process.exit, until the session ends ("Waiting for the debugger to disconnect...").
+   */
   close(): void {
     this.socket.close();
   }

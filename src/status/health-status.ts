@@ -72,6 +72,7 @@ function stuckPodStatus(stuck: StuckPod, previous: StuckPodStatus | undefined): 
         : undefined;
   if (lastMessage !== undefined) status.lastMessage = lastMessage;
   if (stuck.classification?.reservedFor) status.reservedFor = stuck.classification.reservedFor;
+  if (stuck.classification?.runtime) status.runtime = stuck.classification.runtime;
   return status;
 }
 
@@ -88,6 +89,17 @@ const EVIDENCE_TEXT = {
   Inconclusive: 'the failure messages do not say why yet',
 } as const;
 
+/** The evidence in words, naming the runtime when every message that told one told the same. */
+function evidenceText(findings: NodeFindings): string {
+  const runtimes = new Set(
+    findings.stuckPods.flatMap((p) => (p.classification?.runtime ? [p.classification.runtime] : [])),
+  );
+  const [runtime] = runtimes;
+  return findings.evidence === 'IoSuspected' && runtimes.size === 1 && runtime
+    ? `the failures point at ${runtime} too slow to answer (disk IO)`
+    : EVIDENCE_TEXT[findings.evidence];
+}
+
 function degradedCondition(input: HealthInput): ConditionInput {
   const { findings } = input;
   const count = findings.stuckPods.length;
@@ -96,7 +108,7 @@ function degradedCondition(input: HealthInput): ConditionInput {
       type: 'SandboxCreationDegraded',
       status: 'True',
       reason: 'StuckPodsAboveThreshold',
-      message: `${count} pod(s) waiting over ${input.thresholdSeconds}s for a sandbox (${describeCauses(findings)}); ${EVIDENCE_TEXT[findings.evidence]}.`,
+      message: `${count} pod(s) waiting over ${input.thresholdSeconds}s for a sandbox (${describeCauses(findings)}); ${evidenceText(findings)}.`,
     };
   }
   return {
@@ -287,11 +299,12 @@ export function detectionTransitions(
   const own = Math.max(0, budget.pods);
   for (const pod of fresh.slice(0, own)) {
     const detail = pod.reservedFor ? ` (name reserved for ${pod.reservedFor.slice(0, 12)})` : '';
+    const said = pod.runtime ? `, as ${pod.runtime} words it` : '';
     transitions.push({
       target: { kind: 'Pod', namespace: pod.namespace, name: pod.name, uid: pod.uid },
       type: 'Warning',
       reason: 'SandboxCreationStuck',
-      message: `Waiting in ${pod.waitingReason} since ${pod.waitingSince} on node ${node.name}; cause ${pod.cause}${detail}.`,
+      message: `Waiting in ${pod.waitingReason} since ${pod.waitingSince} on node ${node.name}; cause ${pod.cause}${detail}${said}.`,
     });
   }
   const rest = fresh.slice(own);

@@ -73,6 +73,10 @@ export const StuckPodSchema = z
       .string()
       .optional()
       .describe('The sandbox id holding the name reservation, for NameReserved.'),
+    runtime: z
+      .enum(['containerd', 'cri-o', 'dockershim', 'windows'])
+      .optional()
+      .describe("The container runtime, when the failure message's wording is one only that runtime uses."),
   })
   .describe('A pod stuck creating its sandbox on this node.');
 export type StuckPodStatus = z.infer<typeof StuckPodSchema>;

@@ -114,6 +114,54 @@ describe('desiredDetectionStatus of stuck pods', () => {
   });
 });
 
+describe('the runtime named in what users read', () => {
+  // cri-o's wording (https://github.com/cri-o/cri-o/issues/9097): the status, the pod's Event and the node's
+  // condition name cri-o; containerd's default wording names containerd.
+  const crio = (p: { name: string; namespace: string; uid: string }) =>
+    `Failed to create pod sandbox: rpc error: code = Unknown desc = error reserving pod name k8s_${p.name}_${p.namespace}_${p.uid}_0 for id ${'ab'.repeat(32)}: name is reserved`;
+  function reported(message: (p: { name: string; namespace: string; uid: string }) => string) {
+    const pod = aPod().named('web-1').onNode('n1').waitingSince(T0).build();
+    const now = secondsAfter(T0, 60);
+    const stuck = detectStuckPods(
+      [pod],
+      indexFailureEvents([anEvent().about(pod).saying(message(pod)).build()]),
+      {
+        stuckThresholdSeconds: 30,
+        now,
+      },
+    );
+    const findings = detectNodeFindings(stuck, ['n1'], 1).get('n1')!;
+    const input = {
+      policyName: 'p',
+      node: aNode('n1'),
+      findings,
+      minStuckPods: 1,
+      thresholdSeconds: 30,
+      now,
+    };
+    const desired = desiredDetectionStatus({ ...input, previous: undefined });
+    const events = detectionTransitions(aNode('n1'), undefined, desired, { pods: 3, node: true });
+    return {
+      pod: desired.stuckPods[0]!,
+      podEvent: events.find((e) => e.reason === 'SandboxCreationStuck')!.message,
+      degraded: desired.conditions.find((c) => c.type === 'SandboxCreationDegraded')!.message,
+    };
+  }
+
+  it("names cri-o when the wording is cri-o's", () => {
+    const { pod, podEvent, degraded } = reported(crio);
+    expect(pod).to.include({ cause: 'NameReserved', runtime: 'cri-o' });
+    expect(podEvent).to.match(/cause NameReserved.*, as cri-o words it\.$/);
+    expect(degraded).to.include('the failures point at cri-o too slow to answer (disk IO)');
+  });
+
+  it("names containerd for containerd's wording", () => {
+    const { pod, degraded } = reported(nameReservedMessage);
+    expect(pod.runtime).to.equal('containerd');
+    expect(degraded).to.include('point at containerd too slow');
+  });
+});
+
 describe('detectionTransitions of newly stuck pods', () => {
   /** Events for `count` pods newly stuck on n1, the first `withCause` of them with a kubelet failure Event. */
   function eventsFor(

@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import { readStdin } from './process.js';
 import {
   classifyFailureMessage,
   isIoCause,
@@ -132,7 +133,7 @@ export interface ClassifyIo {
 }
 
 const processIo: ClassifyIo = {
-  read: (file) => (file === '-' ? readStdin() : readFile(file, 'utf8')),
+  read: (file) => (file === '-' ? readStdin('messages, one per line') : readFile(file, 'utf8')),
   write: (text) => process.stdout.write(text),
   error: (text) => process.stderr.write(text),
 };
@@ -157,12 +158,4 @@ export async function runClassify(
   const results = classifyInputs(inputs);
   io.write(flags.output === 'json' ? `${JSON.stringify(results, null, 2)}\n` : formatClassifyText(results));
   return 0;
-}
-
-async function readStdin(): Promise<string> {
-  if (process.stdin.isTTY)
-    process.stderr.write('Reading messages from standard input, one per line (Ctrl-D ends).\n');
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
 }

@@ -36,3 +36,11 @@ export function bindRefusal(err: BindError, listener: Listener): string {
   const holder = err.problem === 'in-use' ? ` (${listener.holder})` : '';
   return `Refused to start: the ${listener.what} address ${err.message}${holder}; pass ${listener.flag}=${instead[err.problem]} or "0" to turn it off`;
 }
+
+/** All of standard input as text; with a terminal there, first a line on stderr saying what it waits for. */
+export async function readStdin(waitingFor: string): Promise<string> {
+  if (process.stdin.isTTY) process.stderr.write(`Reading ${waitingFor} from standard input (Ctrl-D ends).\n`);
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}

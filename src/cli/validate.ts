@@ -1,4 +1,5 @@
 import { readFile } from 'node:fs/promises';
+import { readStdin } from './process.js';
 import { parseAllDocuments } from 'yaml';
 import { API_VERSION, validateSandboxPolicySpec, type PolicyProblem } from '../api/v1alpha1/index.js';
 
@@ -42,7 +43,7 @@ export function validatePolicyDocuments(text: string, source: string): FileRepor
 export async function runValidate(files: string[]): Promise<number> {
   let failed = 0;
   for (const file of files) {
-    const text = file === '-' ? await readStdin() : await readFile(file, 'utf8');
+    const text = file === '-' ? await readStdin('SandboxPolicy YAML') : await readFile(file, 'utf8');
     const reports = validatePolicyDocuments(text, file);
     if (reports.length === 0) console.log(`${file}: no SandboxPolicy documents`);
     for (const report of reports) {
@@ -56,10 +57,4 @@ export async function runValidate(files: string[]): Promise<number> {
     }
   }
   return failed > 0 ? 1 : 0;
-}
-
-async function readStdin(): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8');
 }

@@ -133,6 +133,7 @@ function stuckPod(
     failureCount: pod.failureCount,
   };
   if (pod.causeSince) result.causeSince = pod.causeSince;
+  if (pod.runtime) result.runtime = pod.runtime;
   if (pod.lastMessage !== undefined) result.lastMessage = pod.lastMessage;
   const event = input.failureEvents.get(pod.uid);
   const message = pod.lastMessage ?? event?.message;

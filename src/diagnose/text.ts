@@ -122,7 +122,7 @@ function stuckPodsSection(d: NodeDiagnosis): string[] {
     rows.push([
       `${pod.namespace}/${pod.name}`,
       formatDuration(pod.waitingSeconds),
-      pod.cause,
+      pod.runtime ? `${pod.cause} (${pod.runtime})` : pod.cause,
       `${pod.failureCount}+`,
       event ? `x${event.count}, ${formatAgo(event.ageSeconds)}` : 'none found',
     ]);

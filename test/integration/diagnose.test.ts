@@ -202,7 +202,9 @@ describe('diagnose on the real cluster', function () {
       ),
     );
     expect(text).to.match(
-      new RegExp(`\\n  ${namespace}/bare +\\S+ +NameReserved +\\d+\\+ +x\\d+, \\S+ ago\\n`),
+      new RegExp(
+        `\\n  ${namespace}/bare +\\S+ +NameReserved( \\(containerd\\))? +\\d+\\+ +x\\d+, \\S+ ago\\n`,
+      ),
     );
     expect(text).to.match(new RegExp(`reserved +bare_${namespace}_[0-9a-f-]{36}_0 is held by [0-9a-f]{13}…`));
     expect(text).to.match(/\nIO evidence \(agent, observed (\d+s ago|in \d+s)\)\n/);

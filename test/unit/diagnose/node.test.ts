@@ -33,6 +33,14 @@ describe('diagnoseNode', () => {
       expect(d.stuckPods.ioEvidence).to.equal('IoSuspected');
     });
 
+    it('passes on the runtime the message names', () => {
+      const input = remediatingInput((i) => (i.health!.status!.stuckPods![0]!.runtime = 'containerd'));
+      expect(diagnoseNode(input).stuckPods.listed.map((p) => p.runtime)).to.deep.equal([
+        'containerd',
+        undefined,
+      ]);
+    });
+
     it('parses the reserved sandbox name out of a NameReserved message, with the id holding it', () => {
       expect(d.stuckPods.listed[0]).to.include({
         reservedName: `web-1_shop_${POD_UID}_0`,

@@ -55,6 +55,12 @@ describe('diagnose text', () => {
       expect(text).to.contain(
         '    reserved  web-1_shop_00000000-0000-4000-8000-0000000000a1_0 is held by a3f1c09e5b7d2…',
       );
+      const containerd = formatDiagnosis(
+        diagnoseNode(remediatingInput((i) => (i.health!.status!.stuckPods![0]!.runtime = 'containerd'))),
+      );
+      expect(sectionOf(containerd, 'Stuck pods')[2]).to.match(
+        /^ {2}shop\/web-1 +10m00s +NameReserved \(containerd\) +10\+/,
+      );
     });
 
     it('gives the IO evidence with its source and age, and marks the values over their thresholds', () => {

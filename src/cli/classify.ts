@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { readStdin } from './process.js';
 import {
   classifyFailureMessage,
+  truncateFailureMessage,
   isIoCause,
   type ContainerRuntime,
   type FailureCause,
@@ -77,7 +78,8 @@ function readEventList(text: string): ClassifyInput[] | undefined {
 
 export function classifyInputs(inputs: readonly ClassifyInput[]): ClassifyResult[] {
   return inputs.map(({ source, message }) => {
-    const { cause, runtime, name, reservedFor } = classifyFailureMessage(message);
+    // The head the operator keeps (src/kube/views.ts), so that the verdict is the operator's.
+    const { cause, runtime, name, reservedFor } = classifyFailureMessage(truncateFailureMessage(message));
     // The message last: it is the long field, and reads best after the verdict.
     return {
       source,

@@ -69,7 +69,7 @@ const RULES: readonly (readonly [FailureCause, RegExp])[] = [
   ],
   [
     'ImagePull',
-    /failed to (pull|resolve|get sandbox|inspect sandbox) image|failed to pull and unpack image|failed pulling image|pull(ing)? image .* failed|ErrImagePull|ImagePullBackOff|failed to resolve reference|manifest unknown|pull access denied/i,
+    /failed to (pull|resolve|get sandbox|inspect sandbox) image|failed to pull and unpack image|failed pulling image|pull(ing)? image .* failed|initializing source docker:|pinging (docker|container) registry|ErrImagePull|ImagePullBackOff|failed to resolve reference|manifest unknown|pull access denied/i,
   ],
   [
     'RuntimeHandler',
@@ -216,7 +216,8 @@ export function isSandboxFailureEvent(
   if (event.reason === 'FailedCreatePodSandBox') return true;
   return (
     event.reason === 'Failed' &&
-    /^Error: /.test(event.message) &&
+    // kubelet folds repeats into one Event: "(combined from similar events): Error: ...".
+    /^(\(combined from similar events\): )?Error: /.test(normaliseFailureMessage(event.message)) &&
     /reserve (sandbox|container) name|reserving (pod|ctr) name|context deadline exceeded|DeadlineExceeded|failed to create/i.test(
       normaliseFailureMessage(event.message),
     )

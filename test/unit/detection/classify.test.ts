@@ -443,6 +443,17 @@ describe('isSandboxFailureEvent', () => {
       }),
     ).to.equal(true);
   });
+  it("accepts the Event kubelet folds repeats into: '(combined from similar events): Error: ...'", () => {
+    // https://github.com/kubernetes/kubernetes/issues/112105: the cri-o pod that keeps retrying.
+    expect(
+      isSandboxFailureEvent({
+        ...base,
+        reason: 'Failed',
+        message:
+          '(combined from similar events): Error: Kubelet may be retrying requests that are timing out in CRI-O due to system load: context deadline exceeded: error reserving ctr name k8s_minio_data-analytics-prod-pool-0-3_oci-prod-data-analytics_8dec4302-e6b4-4874-9a60-ea305b96347f_0 for id 8424e8fdc1a42daec5810b43a8baf7a9a80f7835a843fc104fe9f621a14983cb: name is reserved',
+      }),
+    ).to.equal(true);
+  });
   it('ignores other Failed events, other reasons and other kinds', () => {
     expect(isSandboxFailureEvent({ ...base, reason: 'Failed', message: 'Error: ErrImagePull' })).to.equal(
       false,

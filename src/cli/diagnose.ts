@@ -52,7 +52,11 @@ export async function runDiagnose(
       err.write(`diagnose: ${e.message}\n`);
       return 2;
     }
-    throw e;
+    // Not "no such node" (exit 1): one line, and the exit status of a problem reading the cluster.
+    err.write(
+      `diagnose: could not diagnose: ${e instanceof Error ? e.message : String(e)} (a bug? please report it)\n`,
+    );
+    return 2;
   }
   if (diagnosis.kind === 'NodeDiagnosis' && !diagnosis.found.node && !diagnosis.found.sandboxHealth) {
     err.write(

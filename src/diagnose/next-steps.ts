@@ -1,6 +1,7 @@
 // PURE: what the operator does next on a node and what holds it back, derived from its status, the Node's stamps and
-// the owning policy, never guessed: where status does not say, the answer is Unknown. The rules restate none of
-// policy/remediation.ts's decisions; they read the conditions and records those decisions left.
+// the owning policy, never guessed: where status does not say, the answer is Unknown. They read the conditions and
+// records the operator's decisions left; the times of an undo (cooldown from the stamp, recoverySeconds) are
+// estimates from those records, not policy/remediation.ts's own reckoning, and the text says so.
 import type {
   Condition,
   NodeStamps,

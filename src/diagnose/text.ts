@@ -8,7 +8,16 @@ import { formatAgo, formatDuration } from './time.js';
 export const MAX_TEXT_MESSAGE = 300;
 
 export function formatDiagnosis(d: Diagnosis): string {
-  return d.kind === 'NodeDiagnosis' ? formatNodeDiagnosis(d) : formatClusterOverview(d);
+  return safeForTerminal(d.kind === 'NodeDiagnosis' ? formatNodeDiagnosis(d) : formatClusterOverview(d));
+}
+
+/**
+ * Event messages and names come from anyone who may write Events: control characters (an escape sequence could
+ * rewrite the SRE's terminal) are shown as U+FFFD. Newlines and tabs are the formatter's own.
+ */
+export function safeForTerminal(text: string): string {
+  // eslint-disable-next-line no-control-regex
+  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, '\ufffd');
 }
 
 /** Rows of cells as aligned columns (the last one unpadded), each line indented. */
@@ -82,7 +91,7 @@ export function formatNodeDiagnosis(d: NodeDiagnosis): string {
   lines.push(...doneSection(d));
   lines.push(
     ...section(
-      'Next',
+      'Next (from what the status records; estimates where it says when)',
       table(
         d.next.map((n) => [
           n.action,

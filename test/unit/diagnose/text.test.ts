@@ -136,6 +136,18 @@ describe('diagnose text', () => {
     expect(message.endsWith('…')).to.equal(true);
   });
 
+  it("shows no control character from a message: an escape sequence cannot rewrite the reader's terminal", () => {
+    const d = diagnoseNode(
+      remediatingInput((i) => {
+        i.health!.status!.stuckPods![1]!.lastMessage = 'evil \u001b[2J\u001b]0;owned\u0007 \u009b31m end';
+      }),
+    );
+    const text = formatDiagnosis(d);
+    // eslint-disable-next-line no-control-regex
+    expect(text).to.not.match(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/);
+    expect(text).to.contain('evil \ufffd[2J\ufffd]0;owned\ufffd \ufffd31m end');
+  });
+
   it('names the reads that failed', () => {
     const d = diagnoseNode(
       remediatingInput((i) => (i.unavailable = [{ what: 'list deployments', message: 'forbidden' }])),

@@ -100,8 +100,8 @@ tools: ## Install machine tools (apt packages) and build the control plane into 
 	hack/install-tools.sh
 
 .PHONY: test-integration
-test-integration: deps tools ## Integration tests against the real local cluster (reused if running, else started and stopped)
-	mocha --config .mocharc.integration.json
+test-integration: deps tools ## Integration tests: SHARDS (2) runs at once, each against a local cluster of its own (.cluster/ reused if running, else started and stopped)
+	hack/test-integration.sh
 
 .PHONY: test
 test: test-unit test-integration ## Everything CI runs: unit and integration tests

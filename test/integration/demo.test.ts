@@ -166,7 +166,9 @@ describe('make demo, end to end without a terminal', function () {
       true,
     );
     expect(diagnosis.io.reading).to.include({ source: 'agent', stale: false });
-    expect(diagnosis.io.condition).to.include({ status: 'True' });
+    // The evidence behind the cordon (the load may ebb meanwhile on a busy machine: IoPressureHigh may have fallen).
+    expect(diagnosis.io.condition?.type).to.equal('IoPressureHigh');
+    expect(diagnosis.done.remediation?.reason).to.match(/under verified IO pressure/);
     expect(diagnosis.done.actions.map((a) => `${a.kind} ${a.outcome}`)).to.include.members([
       'Cordon Succeeded',
       'Evict Succeeded',

@@ -164,8 +164,13 @@ describe('soak: incidents on random nodes while the operator restarts at random'
     const heaps: { pid: number; at: number; mib: number }[] = [];
     const soakStart = Date.now();
     const end = soakStart + MINUTES * 60_000;
-    // Restarts every 8 to 16 minutes: each process lives long enough for its own RSS trend to be judged.
-    const restartDelay = () => (8 + rand() * 8) * 60_000;
+    // Restarts every 8 to 16 minutes (SOAK_RESTART_MINUTES): each process lives long enough for its own trend.
+    // SOAK_RESTART_MINUTES=60,60 keeps one process for the hour, to see whether its RSS levels off.
+    const [soonest, latest] = (process.env.SOAK_RESTART_MINUTES ?? '8,16').split(',').map(Number) as [
+      number,
+      number,
+    ];
+    const restartDelay = () => (soonest + rand() * (latest - soonest)) * 60_000;
     let nextRestart = soakStart + restartDelay();
     let nextRollout = soakStart + 60_000;
     let nextScale = soakStart + 30_000;

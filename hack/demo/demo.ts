@@ -183,7 +183,13 @@ interface Health {
     }[];
     ioReading?: Record<string, unknown> & { source?: string; observedTime?: string };
     ioPressure?: { observation: string; since: string; exceeded?: string[] };
-    conditions?: { type: string; status: string; reason: string; message: string }[];
+    conditions?: {
+      type: string;
+      status: string;
+      reason: string;
+      message: string;
+      lastTransitionTime?: string;
+    }[];
     blocked?: { kind: string; target: string; guard: string; message: string }[];
     actions?: StatusAction[];
   };
@@ -584,15 +590,15 @@ async function main(): Promise<void> {
           const h = await readHealth(SICK);
           if (condition(h, 'IoPressureHigh')?.status !== 'True') return false;
           const reading = h?.status?.ioReading ?? {};
+          const io = condition(h, 'IoPressureHigh');
           evidence = {
-            // When the readings went over: IoPressureHigh followed sustainSeconds later.
-            time: h?.status?.ioPressure?.since ?? reading.observedTime ?? new Date().toISOString(),
+            // When the pressure was proven (the condition's transition), with the reading the demo saw then; the
+            // condition's message says since when the readings had been over.
+            time: io?.lastTransitionTime ?? new Date().toISOString(),
             actor: reading.source ?? 'agent',
             object: `sandboxhealth/${SICK}`,
             reason: 'IoOverThresholds',
-            // The time is when the readings went over; the values are the reading the demo saw once
-            // IoPressureHigh held (status keeps the latest reading only).
-            message: `over the thresholds from here; when IoPressureHigh held: ${describeReading(reading)}`,
+            message: `${describeReading(reading)}; ${io?.message ?? ''}`,
           };
           return true;
         },

@@ -108,7 +108,12 @@ describe('make demo, end to end without a terminal', function () {
       return Math.floor(new Date((last ? matching.at(-1) : matching[0])!.time).getTime() / 1000);
     };
     const failure = at('FailedCreatePodSandBox');
-    const evidence = at('IoOverThresholds');
+    at('IoOverThresholds'); // the evidence the demo read from status
+    // Since when the readings had been over, as the operator's IoPressureHigh Event says.
+    const first = timeline.find((e) => e.reason === 'IoPressureHigh' && e.object === sick);
+    const overSince = /since (\d{4}-\d\d-\d\dT[\d:.]+Z)/.exec(first?.message ?? '')?.[1];
+    expect(overSince, `the IoPressureHigh Event says since when: ${first?.message}`).to.be.a('string');
+    const evidence = Math.floor(Date.parse(overSince!) / 1000);
     const pressure = at('IoPressureHigh', sick);
     const degraded = at('SandboxCreationDegraded', sick);
     const cordon = at('Cordoned', sick);

@@ -89,6 +89,9 @@ const EVIDENCE_TEXT = {
   Inconclusive: 'the failure messages do not say why yet',
 } as const;
 
+/** A runtime as a sentence names it: the classifier's `windows` is the Windows host's runtime (hcsshim). */
+const runtimeName = (runtime: string) => (runtime === 'windows' ? 'the Windows runtime (hcsshim)' : runtime);
+
 /** The evidence in words, naming the runtime when every message that told one told the same. */
 function evidenceText(findings: NodeFindings): string {
   const runtimes = new Set(
@@ -96,7 +99,7 @@ function evidenceText(findings: NodeFindings): string {
   );
   const [runtime] = runtimes;
   return findings.evidence === 'IoSuspected' && runtimes.size === 1 && runtime
-    ? `the failures point at ${runtime} too slow to answer (disk IO)`
+    ? `the failures point at ${runtimeName(runtime)} too slow to answer (disk IO)`
     : EVIDENCE_TEXT[findings.evidence];
 }
 
@@ -299,7 +302,7 @@ export function detectionTransitions(
   const own = Math.max(0, budget.pods);
   for (const pod of fresh.slice(0, own)) {
     const detail = pod.reservedFor ? ` (name reserved for ${pod.reservedFor.slice(0, 12)})` : '';
-    const said = pod.runtime ? `, as ${pod.runtime} words it` : '';
+    const said = pod.runtime ? `, as ${runtimeName(pod.runtime)} words it` : '';
     transitions.push({
       target: { kind: 'Pod', namespace: pod.namespace, name: pod.name, uid: pod.uid },
       type: 'Warning',

@@ -155,6 +155,16 @@ describe('the runtime named in what users read', () => {
     expect(degraded).to.include('the failures point at cri-o too slow to answer (disk IO)');
   });
 
+  it('names the Windows runtime in words, not as "windows"', () => {
+    // A containerd reservation on a Windows node (the hcs:: prefix tells the classifier so); built for this test.
+    const { podEvent, degraded } = reported(
+      () =>
+        'Failed to create pod sandbox: rpc error: code = Unknown desc = failed to reserve sandbox name "a_b_c_0": name "a_b_c_0" is reserved for "abc": hcs::CreateComputeSystem: context deadline exceeded',
+    );
+    expect(degraded).to.include('point at the Windows runtime (hcsshim) too slow to answer');
+    expect(podEvent).to.match(/, as the Windows runtime \(hcsshim\) words it\.$/);
+  });
+
   it("names containerd for containerd's wording", () => {
     const { pod, degraded } = reported(nameReservedMessage);
     expect(pod.runtime).to.equal('containerd');

@@ -1,6 +1,12 @@
 import { expect } from 'chai';
 import type { SandboxHealthStatus } from '../../../src/api/v1alpha1/index.js';
-import { detectNodeFindings, detectStuckPods, indexFailureEvents } from '../../../src/detection/index.js';
+import {
+  detectNodeFindings,
+  detectStuckPods,
+  indexFailureEvents,
+  type EventView,
+  type PodView,
+} from '../../../src/detection/index.js';
 import {
   coarseCount,
   desiredDetectionStatus,
@@ -114,6 +120,27 @@ describe('desiredDetectionStatus of stuck pods', () => {
   });
 });
 
+/** The desired status and its Events after a pass at T0+60 s over `pods` on n1 with their failure Events. */
+function reportOn(
+  pods: PodView[],
+  events: EventView[],
+  budget: EventBudget = { pods: POD_EVENTS_PER_NODE, node: true },
+) {
+  const now = secondsAfter(T0, 60);
+  const stuck = detectStuckPods(pods, indexFailureEvents(events), { stuckThresholdSeconds: 30, now });
+  const findings = detectNodeFindings(stuck, ['n1'], 1).get('n1')!;
+  const desired = desiredDetectionStatus({
+    policyName: 'p',
+    node: aNode('n1'),
+    findings,
+    minStuckPods: 1,
+    thresholdSeconds: 30,
+    now,
+    previous: undefined,
+  });
+  return { desired, events: detectionTransitions(aNode('n1'), undefined, desired, budget) };
+}
+
 describe('the runtime named in what users read', () => {
   // cri-o's wording (https://github.com/cri-o/cri-o/issues/9097): the status, the pod's Event and the node's
   // condition name cri-o; containerd's default wording names containerd.
@@ -121,26 +148,10 @@ describe('the runtime named in what users read', () => {
     `Failed to create pod sandbox: rpc error: code = Unknown desc = error reserving pod name k8s_${p.name}_${p.namespace}_${p.uid}_0 for id ${'ab'.repeat(32)}: name is reserved`;
   function reported(message: (p: { name: string; namespace: string; uid: string }) => string) {
     const pod = aPod().named('web-1').onNode('n1').waitingSince(T0).build();
-    const now = secondsAfter(T0, 60);
-    const stuck = detectStuckPods(
-      [pod],
-      indexFailureEvents([anEvent().about(pod).saying(message(pod)).build()]),
-      {
-        stuckThresholdSeconds: 30,
-        now,
-      },
-    );
-    const findings = detectNodeFindings(stuck, ['n1'], 1).get('n1')!;
-    const input = {
-      policyName: 'p',
-      node: aNode('n1'),
-      findings,
-      minStuckPods: 1,
-      thresholdSeconds: 30,
-      now,
-    };
-    const desired = desiredDetectionStatus({ ...input, previous: undefined });
-    const events = detectionTransitions(aNode('n1'), undefined, desired, { pods: 3, node: true });
+    const { desired, events } = reportOn([pod], [anEvent().about(pod).saying(message(pod)).build()], {
+      pods: 3,
+      node: true,
+    });
     return {
       pod: desired.stuckPods[0]!,
       podEvent: events.find((e) => e.reason === 'SandboxCreationStuck')!.message,
@@ -185,21 +196,7 @@ describe('detectionTransitions of newly stuck pods', () => {
     const events = pods
       .slice(0, withCause)
       .map((p) => anEvent().about(p).saying(nameReservedMessage(p)).build());
-    const now = secondsAfter(T0, 60);
-    const stuck = detectStuckPods(pods, indexFailureEvents(events), { stuckThresholdSeconds: 30, now });
-    const findings = detectNodeFindings(stuck, ['n1'], 1).get('n1')!;
-    const input = {
-      policyName: 'p',
-      node: aNode('n1'),
-      findings,
-      minStuckPods: 1,
-      thresholdSeconds: 30,
-      now,
-    };
-    const desired = desiredDetectionStatus({ ...input, previous: undefined });
-    return detectionTransitions(aNode('n1'), undefined, desired, budget).filter(
-      (t) => t.reason === 'SandboxCreationStuck',
-    );
+    return reportOn(pods, events, budget).events.filter((t) => t.reason === 'SandboxCreationStuck');
   }
 
   it('gives each of a few pods stuck for a known cause an Event of its own, and pods of no known cause none', () => {

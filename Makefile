@@ -144,3 +144,11 @@ cluster-up: deps tools ## Start etcd, kube-apiserver, controller-manager, schedu
 .PHONY: cluster-down
 cluster-down: ## Stop exactly what cluster-up started and remove .cluster/
 	hack/cluster/down.sh
+
+.PHONY: lab
+lab: deps tools ## One real node beside the local cluster: kubelet, containerd, runc and a CNI bridge under .lab/ (root, cgroup v1); ends with a pod Running on it
+	hack/lab/up.sh
+
+.PHONY: lab-down
+lab-down: ## Stop the real node and remove .lab/, its mounts, loop device, bridge and Node (the cluster keeps running)
+	hack/lab/down.sh

@@ -24,10 +24,9 @@ timed() {
   log "built $label in $(( $(date +%s) - start ))s"
 }
 
-build_kubernetes() {
-  local out=$BIN/kubernetes-v$KUBERNETES_VERSION
-  built "$out" kube-apiserver kube-controller-manager kube-scheduler kubectl && { log "kubernetes v$KUBERNETES_VERSION cached in $out"; return; }
-  local work minor sv; work=$(mktemp -d); minor=$(echo "$KUBERNETES_VERSION" | cut -d. -f2); sv=0.${KUBERNETES_VERSION#1.}
+# kubernetes_module <dir>: a wrapper module in <dir> requiring k8s.io/kubernetes at KUBERNETES_VERSION.
+kubernetes_module() {
+  local work=$1 sv=0.${KUBERNETES_VERSION#1.}
   # k8s.io/kubernetes requires its staging modules at v0.0.0 with replace directives to ./staging, which
   # a dependent module cannot follow; point each at its published v0.<minor>.<patch> instead.
   {
@@ -45,17 +44,44 @@ build_kubernetes() {
     done
     echo ')'
   } > "$work/go.mod"
-  local v=k8s.io/component-base/version c=k8s.io/client-go/pkg/version now
+}
+
+# kubernetes_ldflags: the version stamps kubectl, the apiserver and kubelet report.
+kubernetes_ldflags() {
+  local minor v=k8s.io/component-base/version c=k8s.io/client-go/pkg/version now
+  minor=$(echo "$KUBERNETES_VERSION" | cut -d. -f2)
   now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-  local ldf="-s -w -X $v.gitVersion=v$KUBERNETES_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean -X $v.buildDate=$now -X $c.gitVersion=v$KUBERNETES_VERSION -X $c.gitMajor=1 -X $c.gitMinor=$minor"
+  echo "-s -w -X $v.gitVersion=v$KUBERNETES_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean -X $v.buildDate=$now -X $c.gitVersion=v$KUBERNETES_VERSION -X $c.gitMajor=1 -X $c.gitMinor=$minor"
+}
+
+build_kubernetes() {
+  local out=$BIN/kubernetes-v$KUBERNETES_VERSION work
+  built "$out" kube-apiserver kube-controller-manager kube-scheduler kubectl && { log "kubernetes v$KUBERNETES_VERSION cached in $out"; return; }
+  work=$(mktemp -d)
+  kubernetes_module "$work"
   mkdir -p "$out.tmp"
   # kubectl too: a fresh machine may have none, and this one matches the apiserver's version exactly.
   (cd "$work" && timed "kubernetes v$KUBERNETES_VERSION (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)" \
-    go build -trimpath -tags=selinux,notest,grpcnotrace -ldflags="$ldf" -o "$out.tmp/" \
+    go build -trimpath -tags=selinux,notest,grpcnotrace -ldflags="$(kubernetes_ldflags)" -o "$out.tmp/" \
       k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
       k8s.io/kubernetes/cmd/kubectl)
   rm -rf "$out" && mv "$out.tmp" "$out" && rm -rf "$work"
   "$out/kube-apiserver" --version >&2
+}
+
+# kubelet, for the real node of `make lab` only: from the same module and version as the control plane, in a cache
+# directory of its own so that the control plane's stays valid.
+build_kubelet() {
+  local out=$BIN/kubelet-v$KUBERNETES_VERSION work
+  built "$out" kubelet && { log "kubelet v$KUBERNETES_VERSION cached in $out"; return; }
+  work=$(mktemp -d)
+  kubernetes_module "$work"
+  mkdir -p "$out.tmp"
+  (cd "$work" && timed "kubelet v$KUBERNETES_VERSION (for make lab; about 12 minutes on 2 cores)" \
+    go build -trimpath -tags=selinux,notest,grpcnotrace -ldflags="$(kubernetes_ldflags)" -o "$out.tmp/" \
+      k8s.io/kubernetes/cmd/kubelet)
+  rm -rf "$out" && mv "$out.tmp" "$out" && rm -rf "$work"
+  "$out/kubelet" --version >&2
 }
 
 build_etcd() {
@@ -96,7 +122,7 @@ command -v go >/dev/null || { log "go is not installed; install Go >= 1.26 first
 targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(etcd kwok kubernetes)
 for t in "${targets[@]}"; do
   case $t in
-    kubernetes|etcd|kwok|descheduler) "build_$t" ;;
-    *) log "unknown component: $t (expected kubernetes, etcd, kwok or descheduler)"; exit 2 ;;
+    kubernetes|kubelet|etcd|kwok|descheduler) "build_$t" ;;
+    *) log "unknown component: $t (expected kubernetes, kubelet, etcd, kwok or descheduler)"; exit 2 ;;
   esac
 done

@@ -1,0 +1,36 @@
+# Shared settings for hack/lab scripts: one real node (kubelet, containerd, runc, CNI bridge) beside the local
+# control plane, everything under LAB_DIR. Sourced, not run.
+# shellcheck shell=bash
+lab_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../cluster/lib.sh
+. "$lab_here/../cluster/lib.sh"
+
+LAB_DIR=${LAB_DIR:-$repo/.lab}
+LAB_NODE=${LAB_NODE:-lab-node-1}
+# kubelet gives RunPodSandbox twice this: short, so that a sandbox stalled on IO misses kubelet's deadline quickly.
+LAB_RUNTIME_REQUEST_TIMEOUT=${LAB_RUNTIME_REQUEST_TIMEOUT:-5s}
+# The CNI bridge stays on this machine: no gateway route off it and no masquerading.
+LAB_BRIDGE=${LAB_BRIDGE:-sr-lab0}
+LAB_SUBNET=${LAB_SUBNET:-10.88.250.0/24}
+LAB_PAUSE_IMAGE=sandbox-remediator.local/pause:lab
+LAB_APP_IMAGE=sandbox-remediator.local/app:lab
+KUBELET_BIN=$BIN/kubelet-v$KUBERNETES_VERSION/kubelet
+# containerd's own blkio cgroup (cgroup v1): the deterministic stall throttles it on the lab disk's loop device.
+LAB_BLKIO=/sys/fs/cgroup/blkio/sandbox-remediator-lab
+
+LAB_SOCK=$LAB_DIR/run/containerd.sock
+LAB_DISK=$LAB_DIR/disk
+LAB_RUNC_ROOT=$LAB_DIR/run/runc
+
+lab_ctr() { ctr --address "$LAB_SOCK" --namespace k8s.io "$@"; }
+
+# lab_alive NAME: the recorded process (kubelet or containerd) is running and is still the one we started.
+lab_alive() {
+  local pidfile=$LAB_DIR/pids/$1.pid pid
+  [ -f "$pidfile" ] || return 1
+  pid=$(cat "$pidfile")
+  [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$LAB_DIR"
+}
+
+# lab_loop: the loop device that holds the lab disk (empty when none).
+lab_loop() { [ -f "$LAB_DIR/loopdev" ] && cat "$LAB_DIR/loopdev" || true; }

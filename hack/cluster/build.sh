@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the local control plane from Go modules into $HOME/.cache/sandbox-remediator/bin/<component>-<version>/
-# and skips whatever is already there. Usage: hack/cluster/build.sh [kubernetes|etcd|kwok|descheduler ...]
-# (no argument: the control plane; the descheduler, for the side-by-side benchmark, only when named).
+# and skips whatever is already there. Usage: hack/cluster/build.sh [kubernetes|kubelet|etcd|kwok|descheduler ...]
+# (no argument: the control plane; kubelet, for make lab, and the descheduler, for the side-by-side benchmark, only
+# when named).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env

@@ -15,6 +15,8 @@ stop_pid() { # name pid: TERM, then KILL after 10 s
   for _ in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.5; done
   kill -9 "$pid" 2>/dev/null || true
 }
+# Any incident first: the throttles, the load and its watchdog.
+[ -f "$LAB_DIR/loopdev" ] && "$lab_here/incident.sh" stop 2>/dev/null || true
 lab_alive kubelet && stop_pid kubelet "$(cat "$LAB_DIR/pids/kubelet.pid")"
 # The containers, through the lab's own runc root (a system containerd's are elsewhere).
 if [ -d "$LAB_RUNC_ROOT/k8s.io" ]; then
@@ -26,14 +28,7 @@ fi
 # Shims started by the lab's containerd carry its socket in their command line.
 for pid in $(pgrep -f "containerd-shim.*-address $LAB_SOCK" || true); do stop_pid containerd-shim "$pid"; done
 lab_alive containerd && stop_pid containerd "$(cat "$LAB_DIR/pids/containerd.pid")"
-# The stall may have been left on: lift it before anything else touches the lab disk.
 loop=$(lab_loop)
-if [ -n "$loop" ] && [ -d "$LAB_BLKIO" ]; then
-  dev=$(cat "/sys/class/block/$(basename "$loop")/dev" 2>/dev/null || true)
-  for f in read_bps write_bps read_iops write_iops; do
-    [ -n "$dev" ] && echo "$dev 0" >"$LAB_BLKIO/blkio.throttle.${f}_device" 2>/dev/null || true
-  done
-fi
 
 # Network namespaces that hold a lab address, then the bridge.
 if [ -d /var/run/netns ]; then

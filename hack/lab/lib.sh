@@ -8,7 +8,7 @@ lab_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 LAB_DIR=${LAB_DIR:-$repo/.lab}
 LAB_NODE=${LAB_NODE:-lab-node-1}
 # kubelet gives RunPodSandbox twice this: short, so that a sandbox stalled on IO misses kubelet's deadline quickly.
-LAB_RUNTIME_REQUEST_TIMEOUT=${LAB_RUNTIME_REQUEST_TIMEOUT:-5s}
+LAB_RUNTIME_REQUEST_TIMEOUT=${LAB_RUNTIME_REQUEST_TIMEOUT:-2s}
 # The CNI bridge stays on this machine: no gateway route off it and no masquerading.
 LAB_BRIDGE=${LAB_BRIDGE:-sr-lab0}
 LAB_SUBNET=${LAB_SUBNET:-10.88.250.0/24}

@@ -152,3 +152,7 @@ lab: deps tools ## One real node beside the local cluster: kubelet, containerd, 
 .PHONY: lab-down
 lab-down: ## Stop the real node and remove .lab/, its mounts, loop device, bridge and Node (the cluster keeps running)
 	hack/lab/down.sh
+
+.PHONY: test-lab
+test-lab: lab ## Not in make test (root, cgroup v1, a loop device, and kubelet's build): the operator against the real node's genuine failures, in the stall, io and delay modes
+	mocha --import=tsx --require test/integration/hooks.ts --timeout 600000 test/lab/lab.test.ts

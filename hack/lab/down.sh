@@ -28,6 +28,13 @@ fi
 # Shims started by the lab's containerd carry its socket in their command line.
 for pid in $(pgrep -f "containerd-shim.*-address $LAB_SOCK" || true); do stop_pid containerd-shim "$pid"; done
 lab_alive containerd && stop_pid containerd "$(cat "$LAB_DIR/pids/containerd.pid")"
+# Shim sockets live in a fixed directory, named by sha256 of <containerd address>/<namespace>/<sandbox id>: remove
+# those of every id the lab's containerd logged (a shim killed mid-start leaves its socket behind).
+if [ -d /run/containerd/s ] && [ -f "$LAB_DIR/logs/containerd.log" ]; then
+  for id in $(grep -oE '[0-9a-f]{64}' "$LAB_DIR/logs/containerd.log" | sort -u); do
+    rm -f "/run/containerd/s/$(printf '%s' "$LAB_SOCK/k8s.io/$id" | sha256sum | cut -c1-64)"
+  done
+fi
 loop=$(lab_loop)
 
 # Network namespaces that hold a lab address, then the bridge.

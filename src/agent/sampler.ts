@@ -2,6 +2,7 @@ import { closeSync, openSync, readdirSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   isKworker,
+  isRuntimeTask,
   parseDiskstats,
   parsePressure,
   parseStat,
@@ -37,6 +38,8 @@ const CLOSE_PAREN = 0x29;
 const D_STATE = 0x44;
 const isLetter = (byte: number) => (byte | 0x20) >= 0x61 && (byte | 0x20) <= 0x7a;
 const KWORKER = Buffer.from('kworker');
+/** First letters of the runtime's command names (containerd, conmon, crio, crun, runc, dockerd): others skip the decode. */
+const RUNTIME_INITIALS = new Set([0x63, 0x72, 0x64]);
 
 /**
  * Reads /proc under a root (the host's /proc mounted into the agent's pod, or /proc itself), once a second, for
@@ -98,16 +101,21 @@ export class ProcReader {
   }
 
   /**
-   * The stat of task `pid` when it is in D state or a kworker; undefined for any other, or one gone. Throws
-   * ProcParseError for a stat that reads but cannot be parsed: that task might be in D state.
+   * Appends task `pid` to `out` when it is in D state or a kworker, and, for the container runtime's processes, each
+   * of its other threads in D state (`dir` is /proc/PID, or /proc/PID/task/TID for a thread). Nothing for a task
+   * gone. Throws ProcParseError for a stat that reads but cannot be parsed: that task might be in D state.
+   *
+   * Why threads: containerd, its shims and runc are Go programs, and the goroutine that waits on a saturated disk
+   * blocks one of their threads while the thread-group leader sleeps in a futex. /proc/PID/stat tells only the
+   * leader's state: a real node's containerd stuck in an fsync showed nothing in D state until its threads were read
+   * (the lab, issue 15). Only the runtime's threads are read, a few dozen per process, to keep the agent lean.
    */
-  private task(pid: string): TaskSample | undefined {
-    const dir = `${this.procRoot}/${pid}`;
+  private task(pid: string, out: TaskSample[], dir = `${this.procRoot}/${pid}`, thread = false): void {
     let length: number;
     try {
       length = this.read(`${dir}/stat`, true);
     } catch {
-      return undefined; // the task exited between readdir and read, or is not readable: not evidence either way
+      return; // the task exited between readdir and read, or is not readable: not evidence either way
     }
     const open = this.buffer.indexOf(OPEN_PAREN);
     const close = length > 0 ? this.buffer.lastIndexOf(CLOSE_PAREN, length - 1) : -1;
@@ -118,19 +126,35 @@ export class ProcReader {
     const kworker =
       close - open > KWORKER.length &&
       this.buffer.compare(KWORKER, 0, KWORKER.length, open + 1, open + 1 + KWORKER.length) === 0;
-    if (!dState && !kworker) return undefined;
-    const task: TaskSample = parseTaskStat(this.buffer.toString('utf8', 0, length), `${pid}/stat`);
-    if (task.state !== 'D' && !isKworker(task.comm)) return undefined;
-    if (task.state === 'D') {
-      let wchan: string | undefined;
-      try {
-        wchan = parseWchan(this.text(`${dir}/wchan`, true));
-      } catch {
-        // not readable (another user's task, without CAP_SYS_PTRACE): no wchan
+    const initial = close - open > 1 ? this.buffer[open + 1] : undefined;
+    const runtime =
+      !thread &&
+      initial !== undefined &&
+      RUNTIME_INITIALS.has(initial) &&
+      isRuntimeTask(this.buffer.toString('utf8', open + 1, close));
+    if (dState || kworker) {
+      const task: TaskSample = parseTaskStat(this.buffer.toString('utf8', 0, length), `${pid}/stat`);
+      if (task.state === 'D') {
+        let wchan: string | undefined;
+        try {
+          wchan = parseWchan(this.text(`${dir}/wchan`, true));
+        } catch {
+          // not readable (another user's task, without CAP_SYS_PTRACE): no wchan
+        }
+        if (wchan) task.wchan = wchan;
       }
-      if (wchan) task.wchan = wchan;
+      if (task.state === 'D' || (!thread && isKworker(task.comm))) out.push(task);
     }
-    return task;
+    if (!runtime) return;
+    let tids: string[];
+    try {
+      tids = readdirSync(`${dir}/task`);
+    } catch {
+      return; // the process exited
+    }
+    for (const tid of tids) {
+      if (tid !== pid && /^\d+$/.test(tid)) this.task(tid, out, `${this.procRoot}/${pid}/task/${tid}`, true);
+    }
   }
 
   sample(): RawSample {
@@ -150,8 +174,7 @@ export class ProcReader {
     for (const name of entries) {
       if (!/^\d+$/.test(name)) continue;
       try {
-        const task = this.task(name);
-        if (task) tasks.push(task);
+        this.task(name, tasks);
       } catch (err) {
         // A task whose stat cannot be parsed may be in D state or a kworker: the list is unknown, not short.
         tasksKnown = false;

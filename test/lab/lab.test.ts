@@ -1,0 +1,421 @@
+// `make test-lab`: the operator against a real node (make lab: kubelet, containerd and runc on this machine). Each
+// incident is real: hack/lab/incident.sh slows containerd's own disk IO (stall), saturates a small disk with
+// stress-ng (io), or delays the CNI ADD (delay), and every FailedCreatePodSandBox Event below was written by kubelet
+// from containerd's answer. Not in `make test`: it needs root, cgroup v1 blkio and a loop device, and kubelet's
+// build adds about 12 minutes to a cold machine.
+import type { V1Pod } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AgentProcess } from '../support/agent-process.js';
+import {
+  api,
+  Cleanup,
+  createNamespace,
+  createNodes,
+  eventually,
+  kubectl,
+  uniqueName,
+} from '../support/cluster.js';
+import { REPO_ROOT } from '../support/manifests.js';
+import {
+  applyCrds,
+  applyRbac,
+  startAsServiceAccount,
+  type OperatorProcess,
+} from '../support/operator-process.js';
+import { applyPolicy, condition, getHealth } from '../support/resources.js';
+import { readNode, stampsOf } from '../support/workloads.js';
+
+const LAB_DIR = process.env.LAB_DIR ?? join(REPO_ROOT, '.lab');
+const NODE = process.env.LAB_NODE ?? 'lab-node-1';
+/** Where to write what this run saw (the genuine Events, versions and times), when set. */
+const CAPTURE = process.env.LAB_CAPTURE;
+const RESERVED = /failed to reserve sandbox name "([^"]+)": name "[^"]+" is reserved for "([0-9a-f]{64})"/;
+const DEADLINE = 'rpc error: code = DeadlineExceeded desc = context deadline exceeded';
+const log = (msg: string) => {
+  console.error(`      [lab ${new Date().toISOString().slice(11, 19)}] ${msg}`);
+};
+
+interface KubeletEvent {
+  message: string;
+  count?: number;
+  firstTimestamp?: string;
+  lastTimestamp?: string;
+  source?: { component?: string; host?: string };
+  reportingComponent?: string;
+  reportingInstance?: string;
+  involvedObject: { kind: string; name: string; uid?: string };
+}
+
+function incident(mode: 'stall' | 'io' | 'delay' | 'stop', seconds?: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(
+      join(REPO_ROOT, 'hack/lab/incident.sh'),
+      [mode, ...(seconds ? [String(seconds)] : [])],
+      {
+        stdio: ['ignore', 'ignore', 'pipe'],
+        env: { ...process.env, LAB_DIR },
+      },
+    );
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('exit', (code) => {
+      if (code === 0) {
+        log(stderr.trim());
+        resolve();
+      } else reject(new Error(`hack/lab/incident.sh ${mode} exited ${code}: ${stderr}`));
+    });
+  });
+}
+
+/** kubelet's FailedCreatePodSandBox Events for a pod, oldest first. */
+async function kubeletFailures(namespace: string, pod: string): Promise<KubeletEvent[]> {
+  const result = await kubectl([
+    'get',
+    'events',
+    '-n',
+    namespace,
+    '--field-selector',
+    `reason=FailedCreatePodSandBox,involvedObject.name=${pod}`,
+    '-o',
+    'json',
+  ]);
+  if (result.code !== 0) throw new Error(result.stderr);
+  const items = (JSON.parse(result.stdout) as { items: KubeletEvent[] }).items;
+  return items.sort((a, b) => (a.firstTimestamp ?? '').localeCompare(b.firstTimestamp ?? ''));
+}
+
+const podsOn = async (namespace: string, app: string) =>
+  (await api().core.listNamespacedPod({ namespace, labelSelector: `app=${app}` })).items;
+
+/** A Deployment of one replica of the lab's app image, which pulls nothing, for the lab node or the pool's nodes. */
+async function createApp(cleanup: Cleanup, namespace: string, app: string, pool: string): Promise<void> {
+  await api().apps.createNamespacedDeployment({
+    namespace,
+    body: {
+      metadata: { name: app },
+      spec: {
+        replicas: 1,
+        selector: { matchLabels: { app } },
+        template: {
+          metadata: { labels: { app } },
+          spec: {
+            terminationGracePeriodSeconds: 5,
+            affinity: {
+              nodeAffinity: {
+                requiredDuringSchedulingIgnoredDuringExecution: {
+                  nodeSelectorTerms: [
+                    {
+                      matchExpressions: [
+                        { key: 'sandbox.remediator.io/lab', operator: 'In', values: ['true'] },
+                      ],
+                    },
+                    {
+                      matchExpressions: [
+                        { key: 'sandbox.remediator.io/test-pool', operator: 'In', values: [pool] },
+                      ],
+                    },
+                  ],
+                },
+              },
+            },
+            containers: [
+              { name: 'app', image: 'sandbox-remediator.local/app:lab', imagePullPolicy: 'Never' },
+            ],
+          },
+        },
+      },
+    },
+  });
+  cleanup.add(async () => {
+    await api()
+      .apps.deleteNamespacedDeployment({ name: app, namespace })
+      .catch(() => undefined);
+  });
+}
+
+describe('the real lab node (make lab): genuine kubelet and containerd failures', function () {
+  const cleanup = new Cleanup();
+  const agent = new AgentProcess();
+  let operator: OperatorProcess | undefined;
+  let dir = '';
+  let containerdPid = 0;
+  const captured: Record<string, unknown> = {};
+
+  before(async function () {
+    this.timeout(180_000);
+    const node = await readNode(NODE).catch(() => undefined);
+    const ready = node?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
+    if (!ready) throw new Error(`node ${NODE} is not Ready: run make lab first (hack/lab/up.sh)`);
+    containerdPid = Number(await readFile(join(LAB_DIR, 'pids', 'containerd.pid'), 'utf8'));
+    captured.versions = {
+      kubelet: node?.status?.nodeInfo?.kubeletVersion,
+      containerRuntime: node?.status?.nodeInfo?.containerRuntimeVersion,
+      kernel: node?.status?.nodeInfo?.kernelVersion,
+      osImage: node?.status?.nodeInfo?.osImage,
+    };
+    log(`versions: ${JSON.stringify(captured.versions)}`);
+    await applyCrds();
+    await applyRbac();
+    dir = await mkdtemp(join(tmpdir(), 'lab-'));
+    operator = await startAsServiceAccount(dir, 'lab-operator');
+    // The agent reads this machine's /proc as the lab node's: it is the node.
+    agent.start(NODE, ['--interval-seconds=1', '--heartbeat-seconds=3']);
+  });
+
+  after(async function () {
+    this.timeout(120_000);
+    await incident('stop').catch((err: unknown) => {
+      log(String(err));
+    });
+    await cleanup.run();
+    await agent.stop();
+    const code = await operator?.stop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+    if (CAPTURE) await writeFile(CAPTURE, `${JSON.stringify(captured, null, 2)}\n`);
+    expect(code, `operator exit code on SIGTERM:\n${operator?.tail() ?? ''}`).to.equal(0);
+  });
+
+  afterEach(async function () {
+    this.timeout(120_000);
+    await incident('stop');
+    await cleanup.run();
+    // Whatever a test did, the node is left schedulable and unstamped for the next (by the operator's undo).
+    await eventually(
+      `${NODE} uncordoned and unstamped`,
+      async () => {
+        const n = await readNode(NODE);
+        return !n.spec?.unschedulable && Object.keys(stampsOf(n)).length === 0;
+      },
+      { timeoutMs: 90_000, intervalMs: 1000 },
+    );
+  });
+
+  it('delay: a cancellable CNI delay gives kubelet only "context deadline exceeded", and nothing is acted on without IO evidence', async function () {
+    this.timeout(240_000);
+    const namespace = await createNamespace(cleanup, 'lab-delay');
+    await applyPolicy(cleanup, uniqueName('lab-delay'), {
+      nodeSelector: { matchLabels: { 'sandbox.remediator.io/lab': 'true' } },
+      detection: { stuckThresholdSeconds: 15 },
+      safety: { maxUnhealthyNodes: 1, cooldownSeconds: 5 },
+    });
+    await incident('delay', 8);
+    const pod = uniqueName('delayed');
+    await kubectl([
+      'run',
+      pod,
+      '-n',
+      namespace,
+      '--image=sandbox-remediator.local/app:lab',
+      '--image-pull-policy=Never',
+      `--overrides=${JSON.stringify({ spec: { nodeName: NODE } })}`,
+    ]);
+    // Three attempts at least, each cancelled at kubelet's deadline (twice the 2 s runtimeRequestTimeout).
+    const events = await eventually(
+      'kubelet retrying the sandbox three times',
+      async () => {
+        const list = await kubeletFailures(namespace, pod);
+        const attempts = list.reduce((s, e) => s + (e.count ?? 1), 0);
+        return attempts >= 3 ? list : undefined;
+      },
+      { timeoutMs: 120_000, intervalMs: 1000 },
+    );
+    for (const e of events) {
+      expect(e.source?.component, 'written by kubelet').to.equal('kubelet');
+      expect(e.source?.host).to.equal(NODE);
+      expect(e.message, 'containerd cancels the delay and releases the name').to.equal(
+        `Failed to create pod sandbox: ${DEADLINE}`,
+      );
+    }
+    captured.delay = events;
+    // The operator sees the pod stuck with an IO-looking cause, but acts only on verified IO pressure.
+    const health = await eventually(
+      'the stuck pod in SandboxHealth',
+      async () => {
+        const h = await getHealth(NODE);
+        return h?.stuckPods?.some((p) => p.name === pod) ? h : undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 1000 },
+    );
+    const stuck = health.stuckPods?.find((p) => p.name === pod);
+    expect(stuck?.cause, JSON.stringify(stuck)).to.equal('DeadlineExceeded');
+    const n = await readNode(NODE);
+    const io = condition(health.conditions, 'IoPressureHigh');
+    log(`IoPressureHigh ${io?.status} (${io?.message}); cordoned: ${n.spec?.unschedulable === true}`);
+    if (n.spec?.unschedulable) expect(io?.status, 'a cordon only on proven IO pressure').to.equal('True');
+    await incident('stop');
+    await eventually(
+      `${pod} Running once the delay is gone`,
+      async () => (await api().core.readNamespacedPod({ name: pod, namespace })).status?.phase === 'Running',
+      { timeoutMs: 90_000, intervalMs: 1000 },
+    );
+  });
+
+  for (const mode of ['stall', 'io'] as const) {
+    it(`${mode}: kubelet reports containerd's genuine "failed to reserve sandbox name"; the operator proves the pressure, cordons ${NODE}, evicts, and uncordons after`, async function () {
+      this.timeout(480_000);
+      const namespace = await createNamespace(cleanup, `lab-${mode}`);
+      // Two kwok nodes for the replacement, kept off limits until the first pod is on the lab node. The policy
+      // selects them too: with the lab node alone, its cordon would leave no schedulable node (minSchedulableNodes).
+      const { pool, names: spare } = await createNodes(cleanup, 2, {
+        labels: { 'sandbox.remediator.io/lab': 'spare' },
+      });
+      for (const name of spare) await kubectl(['taint', 'node', name, 'lab-wait=true:NoSchedule']);
+      await applyPolicy(cleanup, uniqueName(`lab-${mode}`), {
+        nodeSelector: {
+          matchExpressions: [{ key: 'sandbox.remediator.io/lab', operator: 'In', values: ['true', 'spare'] }],
+        },
+        // Long enough for kubelet's second or third attempt, which meets the reserved name, before the eviction.
+        detection: { stuckThresholdSeconds: 45 },
+        ioPressure: { sustainSeconds: 5, recoverySeconds: 15, staleAfterSeconds: 10 },
+        safety: { maxUnhealthyNodes: 1, cooldownSeconds: 5, maxEvictionsPerMinute: 5 },
+      });
+      await incident(mode, 240);
+      const incidentStart = Date.now();
+      const app = uniqueName('app');
+      await createApp(cleanup, namespace, app, pool);
+      const first = await eventually(
+        `${app}'s pod bound to ${NODE}`,
+        async () => (await podsOn(namespace, app)).find((p) => p.spec?.nodeName === NODE),
+        { timeoutMs: 60_000, intervalMs: 500 },
+      );
+      const stuckPod = first.metadata!.name!;
+      for (const name of spare) await kubectl(['taint', 'node', name, 'lab-wait-']);
+
+      // Milestones, as this test first saw them (polled every 500 ms).
+      const at: Record<string, number> = { created: Date.parse(String(first.metadata?.creationTimestamp)) };
+      let reserved: KubeletEvent | undefined;
+      let replacement: V1Pod | undefined;
+      let lastReport = Date.now();
+      const containerdTasks: {
+        pid: number;
+        comm: string;
+        wchan?: string | undefined;
+        runtime: boolean;
+        procComm: string;
+      }[] = [];
+      await eventually(
+        'the genuine message, detection, the cordon, the eviction and a Running replacement',
+        async () => {
+          const now = Date.now();
+          if (!reserved) {
+            const events = await kubeletFailures(namespace, stuckPod);
+            if (!at.firstFailure && events.length > 0) at.firstFailure = now;
+            reserved = events.find((e) => RESERVED.test(e.message));
+            if (reserved) {
+              at.reserved = now;
+              captured[mode] = events;
+            }
+          }
+          const health = await getHealth(NODE);
+          // Each reading's D-state tasks that are threads of the lab's containerd, checked against /proc at once.
+          for (const t of health?.ioReading?.dStateTasks ?? []) {
+            if (containerdTasks.some((c) => c.pid === t.pid)) continue;
+            const status = await readFile(`/proc/${t.pid}/status`, 'utf8').catch(() => '');
+            if (Number(/Tgid:\s+(\d+)/.exec(status)?.[1]) !== containerdPid) continue;
+            const procComm = (await readFile(`/proc/${t.pid}/comm`, 'utf8').catch(() => '')).trim();
+            containerdTasks.push({ ...t, procComm });
+          }
+          if (!at.detected && condition(health?.conditions, 'SandboxCreationDegraded')?.status === 'True')
+            at.detected = now;
+          if (!at.ioProven && condition(health?.conditions, 'IoPressureHigh')?.status === 'True')
+            at.ioProven = now;
+          if (!at.cordoned && (await readNode(NODE)).spec?.unschedulable) at.cordoned = now;
+          const pods = await podsOn(namespace, app);
+          const old = pods.find((p) => p.metadata?.name === stuckPod);
+          if (!at.evicted && (!old || old.metadata?.deletionTimestamp)) at.evicted = now;
+          replacement = pods.find(
+            (p) => p.spec?.nodeName && p.spec.nodeName !== NODE && p.status?.phase === 'Running',
+          );
+          if (!at.replaced && replacement) at.replaced = now;
+          if (now - lastReport >= 10_000) {
+            lastReport = now;
+            const c = (t: string) => condition(health?.conditions, t)?.status ?? '-';
+            const blocked = (health?.blocked ?? []).map((b) => `${b.guard} ${b.message}`).join('; ');
+            log(
+              `${mode} +${((now - incidentStart) / 1000).toFixed(0)}s: seen ${Object.keys(at).join(', ')}; degraded ${c('SandboxCreationDegraded')}, io ${c('IoPressureHigh')} (${health?.ioPressure?.observation ?? '-'}; psi ${health?.ioReading?.psiSomeAvg10Percent ?? '-'}), cordoned ${c('Cordoned')}; stuck ${health?.stuckPods?.map((p) => `${p.name}:${p.cause}`).join(' ') ?? '-'}; blocked ${blocked || '-'}`,
+            );
+          }
+          return reserved && at.cordoned && at.replaced ? true : undefined;
+        },
+        { timeoutMs: 300_000, intervalMs: 500 },
+      );
+      const loadRan = Date.now() - incidentStart;
+
+      // The genuine message, as kubelet wrote it, with containerd's name format: <pod>_<namespace>_<uid>_<attempt>.
+      expect(reserved!.source?.component).to.equal('kubelet');
+      expect(reserved!.reportingComponent).to.equal('kubelet');
+      expect(reserved!.source?.host).to.equal(NODE);
+      const [, name, holder] = RESERVED.exec(reserved!.message)!;
+      expect(name).to.equal(`${stuckPod}_${namespace}_${first.metadata?.uid}_0`);
+      log(`kubelet: ${reserved!.message} (count ${reserved!.count})`);
+
+      // The operator read it as containerd's name reservation, with the holder, and acted only after the evidence.
+      const health = await getHealth(NODE);
+      const stuck = health?.stuckPods?.find((p) => p.name === stuckPod);
+      if (stuck) {
+        expect(stuck.cause).to.equal('NameReserved');
+        expect(stuck.runtime).to.equal('containerd');
+        log(`stuckPods: reservedFor ${stuck.reservedFor} (kubelet's latest holder ${holder})`);
+      }
+      expect(health?.runtime?.version, 'the real runtime version').to.equal(
+        (captured.versions as { containerRuntime: string }).containerRuntime,
+      );
+      log(`runtime: ${JSON.stringify(health?.runtime)}`);
+      expect(at.ioProven, 'IoPressureHigh was seen').to.be.a('number');
+      expect(at.cordoned! >= at.ioProven! - 1000, 'the cordon came with or after the IO evidence').to.equal(
+        true,
+      );
+      expect(replacement!.spec?.nodeName, 'the replacement runs on a kwok node').to.be.oneOf(spare);
+
+      // The D-state tasks the agent reported are real tasks of this machine, the lab's containerd among them.
+      log(
+        `D-state tasks of the lab's containerd in the readings: ${JSON.stringify(containerdTasks.slice(0, 6))}`,
+      );
+      captured[`${mode}DStateTasks`] = containerdTasks;
+      if (mode === 'stall') {
+        expect(
+          containerdTasks.length,
+          "the lab containerd's threads among the D-state tasks",
+        ).to.be.greaterThan(0);
+        for (const t of containerdTasks) {
+          expect(t.comm).to.equal(t.procComm);
+          expect(t.runtime, `${t.comm} counted as the runtime's`).to.equal(true);
+          expect(t.wchan ?? '', 'a kernel function name').to.match(/^[a-z_][a-z0-9_.]*$/);
+        }
+      }
+
+      // The load ends; the node recovers and the operator undoes its cordon.
+      await incident('stop');
+      const stopped = Date.now();
+      await eventually(
+        `${NODE} uncordoned after recovery`,
+        async () => {
+          const n = await readNode(NODE);
+          return !n.spec?.unschedulable && Object.keys(stampsOf(n)).length === 0;
+        },
+        { timeoutMs: 180_000, intervalMs: 1000 },
+      );
+      at.uncordoned = Date.now();
+      const since = (t?: number, from = at.created!) =>
+        t === undefined ? 'never' : `${((t - from) / 1000).toFixed(1)}s`;
+      const times = {
+        firstFailure: since(at.firstFailure),
+        reservedMessage: since(at.reserved),
+        detected: since(at.detected),
+        ioProven: since(at.ioProven),
+        cordoned: since(at.cordoned),
+        evicted: since(at.evicted),
+        replaced: since(at.replaced),
+        uncordonedAfterLoadStopped: since(at.uncordoned, stopped),
+      };
+      log(
+        `${mode}: from the pod's creation: ${JSON.stringify(times)}; the incident ran ${(loadRan / 1000).toFixed(0)}s`,
+      );
+      captured[`${mode}Times`] = times;
+    });
+  }
+});

@@ -4,7 +4,7 @@
 #   stall  the deterministic incident: containerd's own cgroup may do 1 read and 1 write per second on the lab disk
 #          (blkio throttle, cgroup v1). containerd's RunPodSandbox then blocks in its own fsyncs and reads, which a
 #          cancelled request cannot interrupt, so kubelet's retry meets "failed to reserve sandbox name".
-#   io     the incident as it happens: the lab disk is given a small volume's budget (LAB_DISK_IOPS, 20, read and
+#   io     the incident as it happens: the lab disk is given a small volume's budget (LAB_DISK_IOPS, 10, read and
 #          write, and LAB_DISK_BPS, 1 MiB/s, write) and bounded stress-ng --io/--hdd load saturates it, as in the
 #          incident's published reproduction; containerd's writes queue behind the load's.
 #   delay  the cheap case: the CNI ADD waits SECONDS (default 8) first. containerd cancels it at kubelet's deadline
@@ -18,7 +18,7 @@ mode=${1:-}
 loop=$(lab_loop); [ -n "$loop" ] || die "the lab disk has no loop device ($LAB_DIR/loopdev)"
 dev=$(cat "/sys/class/block/$(basename "$loop")/dev")
 ROOT_BLKIO=/sys/fs/cgroup/blkio
-LAB_DISK_IOPS=${LAB_DISK_IOPS:-20}
+LAB_DISK_IOPS=${LAB_DISK_IOPS:-10}
 LAB_DISK_BPS=${LAB_DISK_BPS:-1048576}
 
 throttle() { # cgroup-dir read_iops write_iops write_bps (0 lifts)

@@ -275,6 +275,15 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
       });
       await incident(mode, 240);
       const incidentStart = Date.now();
+      if (mode === 'io') {
+        // The pod arrives on a disk already saturated (a pod started at the load's first second gets its sandbox).
+        await eventually(
+          `the agent's readings of ${NODE} over the thresholds`,
+          async () => (await getHealth(NODE))?.ioPressure?.observation === 'Over',
+          { timeoutMs: 60_000, intervalMs: 1000 },
+        );
+        await new Promise((r) => setTimeout(r, 10_000));
+      }
       const app = uniqueName('app');
       await createApp(cleanup, namespace, app, pool);
       const first = await eventually(
@@ -305,10 +314,8 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
             const events = await kubeletFailures(namespace, stuckPod);
             if (!at.firstFailure && events.length > 0) at.firstFailure = now;
             reserved = events.find((e) => RESERVED.test(e.message));
-            if (reserved) {
-              at.reserved = now;
-              captured[mode] = events;
-            }
+            if (reserved) at.reserved = now;
+            if (events.length > 0) captured[mode] = events;
           }
           const health = await getHealth(NODE);
           // Each reading's D-state tasks that are threads of the lab's containerd, checked against /proc at once.
@@ -339,25 +346,44 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
               `${mode} +${((now - incidentStart) / 1000).toFixed(0)}s: seen ${Object.keys(at).join(', ')}; degraded ${c('SandboxCreationDegraded')}, io ${c('IoPressureHigh')} (${health?.ioPressure?.observation ?? '-'}; psi ${health?.ioReading?.psiSomeAvg10Percent ?? '-'}), cordoned ${c('Cordoned')}; stuck ${health?.stuckPods?.map((p) => `${p.name}:${p.cause}`).join(' ') ?? '-'}; blocked ${blocked || '-'}`,
             );
           }
-          return reserved && at.cordoned && at.replaced ? true : undefined;
+          // The stall always meets the reserved name before the eviction; under the load, kubelet's retries may all
+          // time out before it does (the issue allows either genuine message there).
+          const genuine = mode === 'stall' ? reserved : at.firstFailure;
+          return genuine && at.cordoned && at.replaced ? true : undefined;
         },
         { timeoutMs: 300_000, intervalMs: 500 },
       );
       const loadRan = Date.now() - incidentStart;
 
-      // The genuine message, as kubelet wrote it, with containerd's name format: <pod>_<namespace>_<uid>_<attempt>.
-      expect(reserved!.source?.component).to.equal('kubelet');
-      expect(reserved!.reportingComponent).to.equal('kubelet');
-      expect(reserved!.source?.host).to.equal(NODE);
-      const [, name, holder] = RESERVED.exec(reserved!.message)!;
-      expect(name).to.equal(`${stuckPod}_${namespace}_${first.metadata?.uid}_0`);
-      log(`kubelet: ${reserved!.message} (count ${reserved!.count})`);
+      // The genuine messages, as kubelet wrote them: containerd's reserved name (<pod>_<namespace>_<uid>_<attempt>)
+      // or the deadline.
+      const failures = await kubeletFailures(namespace, stuckPod);
+      captured[mode] = failures;
+      for (const e of failures) {
+        expect(e.source?.component).to.equal('kubelet');
+        expect(e.reportingComponent).to.equal('kubelet');
+        expect(e.source?.host).to.equal(NODE);
+        expect(e.message).to.satisfy(
+          (m: string) => RESERVED.test(m) || m === `Failed to create pod sandbox: ${DEADLINE}`,
+          e.message,
+        );
+      }
+      reserved ??= failures.find((e) => RESERVED.test(e.message));
+      log(
+        `kubelet (${failures.length} Event(s), ${failures.reduce((n, e) => n + (e.count ?? 1), 0)} attempts): ${failures.map((e) => `${e.message} (count ${e.count})`).join(' | ')}`,
+      );
+      if (mode === 'stall') expect(reserved, 'the reserved name under the stall').to.not.equal(undefined);
+      const holder = reserved ? RESERVED.exec(reserved.message)?.[2] : undefined;
+      if (reserved)
+        expect(RESERVED.exec(reserved.message)?.[1]).to.equal(
+          `${stuckPod}_${namespace}_${first.metadata?.uid}_0`,
+        );
 
       // The operator read it as containerd's name reservation, with the holder, and acted only after the evidence.
       const health = await getHealth(NODE);
       const stuck = health?.stuckPods?.find((p) => p.name === stuckPod);
-      if (stuck) {
-        expect(stuck.cause).to.equal('NameReserved');
+      if (stuck && holder) {
+        expect(stuck.cause).to.be.oneOf(['NameReserved', 'DeadlineExceeded']);
         expect(stuck.runtime).to.equal('containerd');
         log(`stuckPods: reservedFor ${stuck.reservedFor} (kubelet's latest holder ${holder})`);
       }
@@ -400,12 +426,31 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
         { timeoutMs: 180_000, intervalMs: 1000 },
       );
       at.uncordoned = Date.now();
+      // The operator's own Events on the node (to the second), for what can come and go between two polls.
+      for (const reason of ['SandboxCreationDegraded', 'Cordoned', 'Uncordoned']) {
+        const result = await kubectl([
+          'get',
+          'events',
+          '-A',
+          '--field-selector',
+          `involvedObject.kind=Node,involvedObject.name=${NODE},reason=${reason}`,
+          '-o',
+          'json',
+        ]);
+        const times = (JSON.parse(result.stdout) as { items: KubeletEvent[] }).items
+          .map((e) => Date.parse(e.lastTimestamp ?? e.firstTimestamp ?? ''))
+          .filter((t) => t >= at.created! - 1000)
+          .sort((a, b) => a - b);
+        if (times[0] !== undefined) at[`${reason}Event`] = times[0];
+      }
       const since = (t?: number, from = at.created!) =>
         t === undefined ? 'never' : `${((t - from) / 1000).toFixed(1)}s`;
       const times = {
         firstFailure: since(at.firstFailure),
         reservedMessage: since(at.reserved),
-        detected: since(at.detected),
+        detected: since(at.detected ?? at.SandboxCreationDegradedEvent),
+        degradedEvent: since(at.SandboxCreationDegradedEvent),
+        cordonedEvent: since(at.CordonedEvent),
         ioProven: since(at.ioProven),
         cordoned: since(at.cordoned),
         evicted: since(at.evicted),

@@ -7,7 +7,10 @@
 //   incident status
 //
 // How: a kwok Stage (weight 10000, so it beats the pod-running Stage) holds the node's pending pods in
-// ContainerCreating; a detached, bounded daemon posts the Events, with the message rendered per pod.
+// ContainerCreating; a detached, bounded daemon posts the Events, with the message rendered per pod. As kubelet on a
+// real node does (make lab, test/fixtures/lab/): a name reservation's first attempt times out ("context deadline
+// exceeded") and later ones meet the reserved name; each distinct message is an Event of its own, named
+// <pod>.<hex nanoseconds>, whose count grows.
 import {
   CoreV1Api,
   KubernetesObjectApi,
@@ -19,7 +22,7 @@ import {
 } from '@kubernetes/client-node';
 import { Command, InvalidArgumentError } from 'commander';
 import { spawn } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -34,6 +37,29 @@ const ENDED_ANNOTATION = 'sandbox.remediator.io/test-incident-ended';
 
 export const DEFAULT_MESSAGE =
   'Failed to create pod sandbox: rpc error: code = Unknown desc = failed to reserve sandbox name "{name}": name "{name}" is reserved for "{id}"';
+/**
+ * kubelet's first attempt's Event before containerd answers "failed to reserve sandbox name": the attempt that took
+ * the name timed out at kubelet's deadline. Seen on the real lab node (test/fixtures/lab/captured.json).
+ */
+export const DEADLINE_MESSAGE =
+  'Failed to create pod sandbox: rpc error: code = DeadlineExceeded desc = context deadline exceeded';
+
+/**
+ * The messages of a pod's failed attempts, in order, as kubelet on a real node writes them: for a name reservation,
+ * the first attempt times out (DEADLINE_MESSAGE) and every later one meets the reserved name; any other template
+ * repeats from the first attempt.
+ */
+export function attemptMessage(template: string, attempt: number): string {
+  return attempt === 1 && template.includes('failed to reserve sandbox name') ? DEADLINE_MESSAGE : template;
+}
+
+/**
+ * An Event name as kubelet's recorder makes it: the object's name and the hex of the time in nanoseconds, so that
+ * each distinct message of a pod gets its own Event.
+ */
+export function eventName(objectName: string, at: Date): string {
+  return `${objectName}.${(BigInt(at.getTime()) * 1_000_000n).toString(16)}`;
+}
 
 /** Renders {pod} {namespace} {uid} {name} (the sandbox name, attempt 0) and {id} (a 64-hex sandbox id). */
 export function renderMessage(
@@ -259,7 +285,16 @@ async function daemon(node: string, template: string, intervalSeconds: number, m
   const kc = kubeConfig();
   const core = kc.makeApiClient(CoreV1Api);
   const deadline = Date.now() + maxDurationSeconds * 1000;
-  const seen = new Map<string, { id: string; eventName: string; count: number; first: Date; next: number }>();
+  // Per pod: the holder's id, the attempts so far, and an Event per distinct message (name, count, first time).
+  const seen = new Map<
+    string,
+    {
+      id: string;
+      attempts: number;
+      next: number;
+      events: Map<string, { name: string; count: number; first: Date }>;
+    }
+  >();
   const stop = new AbortController();
   process.on('SIGTERM', () => {
     stop.abort();
@@ -279,42 +314,47 @@ async function daemon(node: string, template: string, intervalSeconds: number, m
         live.add(uid);
         let entry = seen.get(uid);
         if (!entry) {
-          const hash = createHash('sha256').update(uid).digest('hex').slice(0, 16);
-          entry = {
-            id: randomBytes(32).toString('hex'),
-            eventName: `${name}.${hash}`,
-            count: 0,
-            first: new Date(),
-            next: now,
-          };
+          entry = { id: randomBytes(32).toString('hex'), attempts: 0, next: now, events: new Map() };
           seen.set(uid, entry);
         }
         if (now < entry.next) continue;
-        entry.count++;
+        entry.attempts++;
         entry.next = now + intervalSeconds * 1000;
+        const message = renderMessage(
+          attemptMessage(template, entry.attempts),
+          { name, namespace, uid },
+          entry.id,
+        );
+        let record = entry.events.get(message);
+        if (!record) {
+          record = { name: eventName(name, new Date()), count: 0, first: new Date() };
+          entry.events.set(message, record);
+        }
+        record.count++;
         const event: CoreV1Event = {
-          metadata: { name: entry.eventName, namespace },
+          metadata: { name: record.name, namespace },
           involvedObject: { apiVersion: 'v1', kind: 'Pod', name, namespace, uid },
           type: 'Warning',
           reason: 'FailedCreatePodSandBox',
-          message: renderMessage(template, { name, namespace, uid }, entry.id),
+          message,
           source: { component: 'kubelet', host: node },
           reportingComponent: 'kubelet',
           reportingInstance: node,
-          count: entry.count,
-          firstTimestamp: entry.first,
+          count: record.count,
+          firstTimestamp: record.first,
           lastTimestamp: new Date(),
         };
-        if (entry.count === 1) {
+        const eventObject = record.name;
+        if (record.count === 1) {
           await core.createNamespacedEvent({ namespace, body: event }).catch(async (err: unknown) => {
             if (!isConflict(err)) throw err;
-            await core.replaceNamespacedEvent({ name: entry.eventName, namespace, body: event });
+            await core.replaceNamespacedEvent({ name: eventObject, namespace, body: event });
           });
         } else {
-          const current = await core.readNamespacedEvent({ name: entry.eventName, namespace });
+          const current = await core.readNamespacedEvent({ name: eventObject, namespace });
           if (current.metadata.resourceVersion)
             event.metadata.resourceVersion = current.metadata.resourceVersion;
-          await core.replaceNamespacedEvent({ name: entry.eventName, namespace, body: event });
+          await core.replaceNamespacedEvent({ name: eventObject, namespace, body: event });
         }
       }
       for (const uid of seen.keys()) if (!live.has(uid)) seen.delete(uid);

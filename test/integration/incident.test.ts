@@ -61,19 +61,31 @@ describe('incident injector on kwok nodes', function () {
     expect(stuck.status?.phase).to.equal('Pending');
     expect(stuck.spec?.nodeName).to.equal(sick);
 
-    const [first] = await eventually('a FailedCreatePodSandBox event', async () => {
-      const events = await sandboxEvents(namespace, 'stuck');
-      return events.length > 0 ? events : undefined;
+    // As kubelet on a real node writes them (test/fixtures/lab/): the first attempt's deadline, then an Event of
+    // its own for the reserved name.
+    const reservedEvent = (events: CoreV1Event[]) =>
+      events.find((e) => e.message?.includes('is reserved for'));
+    const events = await eventually('the deadline Event and the reserved-name Event', async () => {
+      const list = await sandboxEvents(namespace, 'stuck');
+      return reservedEvent(list) ? list : undefined;
     });
-    expect(first).to.include({ type: 'Warning', reason: 'FailedCreatePodSandBox' });
-    expect(first!.involvedObject.uid).to.equal(stuck.metadata?.uid);
+    const deadline = events.find((e) => e.message?.includes('DeadlineExceeded'));
+    const first = reservedEvent(events);
+    expect(deadline?.message).to.equal(
+      'Failed to create pod sandbox: rpc error: code = DeadlineExceeded desc = context deadline exceeded',
+    );
+    expect(deadline?.count).to.equal(1);
+    for (const e of [deadline, first]) {
+      expect(e).to.include({ type: 'Warning', reason: 'FailedCreatePodSandBox' });
+      expect(e!.involvedObject.uid).to.equal(stuck.metadata?.uid);
+    }
     const classified = classifyFailureMessage(first!.message ?? '');
     expect(classified.cause).to.equal('NameReserved');
     expect(classified.name).to.include({ pod: 'stuck', namespace, uid: stuck.metadata?.uid, attempt: 0 });
     expect(classified.reservedFor).to.match(/^[0-9a-f]{64}$/);
 
     await eventually('the event to repeat with a growing count', async () => {
-      const [event] = await sandboxEvents(namespace, 'stuck');
+      const event = reservedEvent(await sandboxEvents(namespace, 'stuck'));
       return (event?.count ?? 0) >= 3 && event!.lastTimestamp! > first!.firstTimestamp!;
     });
     // Still stuck while the incident lasts.

@@ -28,12 +28,19 @@ fi
 # Shims started by the lab's containerd carry its socket in their command line.
 for pid in $(pgrep -f "containerd-shim.*-address $LAB_SOCK" || true); do stop_pid containerd-shim "$pid"; done
 lab_alive containerd && stop_pid containerd "$(cat "$LAB_DIR/pids/containerd.pid")"
-# Shim sockets live in a fixed directory, named by sha256 of <containerd address>/<namespace>/<sandbox id>: remove
-# those of every id the lab's containerd logged (a shim killed mid-start leaves its socket behind).
+# Shim sockets live in a fixed directory, named by sha256 of <containerd address>/<namespace>/<sandbox id>; a shim
+# killed mid-start (containerd does that when kubelet gives up) leaves its socket behind. Removed: those of every id
+# the lab's containerd logged, and any made since the lab started that no process listens on any more.
 if [ -d /run/containerd/s ] && [ -f "$LAB_DIR/logs/containerd.log" ]; then
   for id in $(grep -oE '[0-9a-f]{64}' "$LAB_DIR/logs/containerd.log" | sort -u); do
     rm -f "/run/containerd/s/$(printf '%s' "$LAB_SOCK/k8s.io/$id" | sha256sum | cut -c1-64)"
   done
+  if [ -f "$LAB_DIR/started" ]; then
+    live=$(ss -xl 2>/dev/null | awk '{print $5}' | grep '^/run/containerd/s/' || true)
+    find /run/containerd/s -maxdepth 1 -type s -newer "$LAB_DIR/started" | while read -r sock; do
+      grep -qxF "$sock" <<<"$live" || rm -f "$sock"
+    done
+  fi
 fi
 loop=$(lab_loop)
 

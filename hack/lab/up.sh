@@ -34,6 +34,7 @@ if lab_alive kubelet && lab_alive containerd && kc get node "$LAB_NODE" >/dev/nu
 fi
 if [ -d "$LAB_DIR" ]; then log "found a stopped or partial lab; cleaning it up first"; "$lab_here/down.sh"; fi
 mkdir -p "$LAB_DIR"/{pids,logs,run,cni/net.d,cni/bin,cni/ipam,images,kubelet,pki}
+touch "$LAB_DIR/started" # make lab-down removes the dead shim sockets made after this
 
 # A disk of its own for containerd's root and state: a sparse ext4 image on a loop device.
 truncate -s 4G "$LAB_DIR/disk.img"
@@ -170,7 +171,7 @@ nohup "$KUBELET_BIN" --config="$LAB_DIR/kubelet.yaml" --kubeconfig="$k" --root-d
   --node-labels="sandbox.remediator.io/lab=true" --v=2 \
   >"$LAB_DIR/logs/kubelet.log" 2>&1 </dev/null &
 echo $! >"$LAB_DIR/pids/kubelet.pid"
-wait_for "node $LAB_NODE to be Ready" 120 sh -c "'$KUBECTL' --kubeconfig='$KUBECONFIG_FILE' get node '$LAB_NODE' -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
+wait_for "node $LAB_NODE" 120 sh -c "'$KUBECTL' --kubeconfig='$KUBECONFIG_FILE' get node '$LAB_NODE' -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
 log "node $LAB_NODE: $(kc get node "$LAB_NODE" -o jsonpath='{.status.nodeInfo.containerRuntimeVersion}, kubelet {.status.nodeInfo.kubeletVersion}')"
 
 # A pod whose image was built here runs on the node; then it goes, leaving the node empty for tests.
@@ -186,7 +187,7 @@ spec:
   containers:
     - { name: app, image: $LAB_APP_IMAGE, imagePullPolicy: Never }
 YAML
-wait_for "pod lab/lab-smoke to run on $LAB_NODE" 120 sh -c "'$KUBECTL' --kubeconfig='$KUBECONFIG_FILE' -n lab get pod lab-smoke -o jsonpath='{.status.phase}' | grep -qx Running"
+wait_for "pod lab/lab-smoke on $LAB_NODE" 120 sh -c "'$KUBECTL' --kubeconfig='$KUBECONFIG_FILE' -n lab get pod lab-smoke -o jsonpath='{.status.phase}' | grep -qx Running"
 kc -n lab get pod lab-smoke -o wide >&2
 kc -n lab delete pod lab-smoke --wait >/dev/null
 log "lab up in $(( $(date +%s) - started ))s: node $LAB_NODE (kubeconfig $KUBECONFIG_FILE); logs in $LAB_DIR/logs; stop it with make lab-down"

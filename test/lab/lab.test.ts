@@ -5,7 +5,7 @@
 // build adds about 12 minutes to a cold machine.
 import type { V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -156,6 +156,14 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
       containerRuntime: node?.status?.nodeInfo?.containerRuntimeVersion,
       kernel: node?.status?.nodeInfo?.kernelVersion,
       osImage: node?.status?.nodeInfo?.osImage,
+      // The Debian packages behind them.
+      packages: execFileSync(
+        'dpkg-query',
+        ['-W', '-f', '${Package} ${Version}\n', 'containerd', 'runc', 'containernetworking-plugins'],
+        { encoding: 'utf8' },
+      )
+        .trim()
+        .split('\n'),
     };
     log(`versions: ${JSON.stringify(captured.versions)}`);
     await applyCrds();

@@ -121,7 +121,8 @@ export class ProcReader {
     const close = length > 0 ? this.buffer.lastIndexOf(CLOSE_PAREN, length - 1) : -1;
     // The state letter, within this file: past its end the buffer still holds an earlier, longer one.
     const state = close >= open && open >= 0 && close + 2 < length ? this.buffer[close + 2] : undefined;
-    if (state === undefined || !isLetter(state)) throw new ProcParseError(`${pid}/stat`, 'no "(comm) state"');
+    const file = `${dir.slice(this.procRoot.length + 1)}/stat`;
+    if (state === undefined || !isLetter(state)) throw new ProcParseError(file, 'no "(comm) state"');
     const dState = state === D_STATE;
     const kworker =
       close - open > KWORKER.length &&
@@ -133,7 +134,7 @@ export class ProcReader {
       RUNTIME_INITIALS.has(initial) &&
       isRuntimeTask(this.buffer.toString('utf8', open + 1, close));
     if (dState || kworker) {
-      const task: TaskSample = parseTaskStat(this.buffer.toString('utf8', 0, length), `${pid}/stat`);
+      const task: TaskSample = parseTaskStat(this.buffer.toString('utf8', 0, length), file);
       if (task.state === 'D') {
         let wchan: string | undefined;
         try {

@@ -83,7 +83,12 @@ export type StuckPodStatus = z.infer<typeof StuckPodSchema>;
 
 export const DStateTaskSchema = z
   .object({
-    pid: z.int().min(0).describe('Process id.'),
+    pid: z
+      .int()
+      .min(0)
+      .describe(
+        "Process id, or thread id for a container runtime's thread (its other threads are read too).",
+      ),
     comm: z.string().describe('Command name (/proc/PID/comm).'),
     wchan: z.string().optional().describe('Kernel function the task waits in, e.g. do_mount.'),
     runtime: z

@@ -109,7 +109,7 @@ test: test-unit test-integration ## Everything CI runs: unit and integration tes
 SOAK_MINUTES ?= 60
 
 .PHONY: soak
-soak: deps tools build ## Not in CI: SOAK_MINUTES (60) of incidents on random nodes while the operator restarts at random (kill -9 or SIGTERM), with ten-minute flapping IO first; ends with nothing cordoned, paused or gated and a flat RSS trend
+soak: deps tools build ## Not in CI: SOAK_MINUTES (60) of incidents on random nodes while the operator restarts at random (kill -9 or SIGTERM), with ten-minute flapping IO first; ends with nothing cordoned, paused or gated, and flat heap and RSS for the last operator after its warm-up
 	FLAP_SECONDS=600 mocha --import=tsx --require test/integration/hooks.ts --timeout 0 --grep 'flap' test/integration/io-faults.test.ts
 	SOAK_MINUTES=$(SOAK_MINUTES) mocha --import=tsx --require test/integration/hooks.ts --timeout 0 test/soak/soak.test.ts
 

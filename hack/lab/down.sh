@@ -18,8 +18,15 @@ stop_pid() { # name pid: TERM, then KILL after 10 s
 # Any incident first: the throttles, the load and its watchdog.
 [ -f "$LAB_DIR/loopdev" ] && "$lab_here/incident.sh" stop 2>/dev/null || true
 lab_alive kubelet && stop_pid kubelet "$(cat "$LAB_DIR/pids/kubelet.pid")"
-# The containers, through the lab's own runc root (a system containerd's are elsewhere).
+# The containers, through the lab's own runc root (a system containerd's are elsewhere); first the network
+# namespaces their specs name, to delete after.
+netns=()
 if [ -d "$LAB_RUNC_ROOT/k8s.io" ]; then
+  for id in $(runc --root "$LAB_RUNC_ROOT/k8s.io" list -q 2>/dev/null); do
+    bundle=$(runc --root "$LAB_RUNC_ROOT/k8s.io" state "$id" 2>/dev/null | sed -n 's/.*"bundle": *"\([^"]*\)".*/\1/p')
+    [ -n "$bundle" ] && [ -f "$bundle/config.json" ] &&
+      mapfile -t -O "${#netns[@]}" netns < <(grep -o '/var/run/netns/cni-[0-9a-f-]*' "$bundle/config.json" | sort -u)
+  done
   for id in $(runc --root "$LAB_RUNC_ROOT/k8s.io" list -q 2>/dev/null); do
     runc --root "$LAB_RUNC_ROOT/k8s.io" kill -a "$id" KILL 2>/dev/null || true
     runc --root "$LAB_RUNC_ROOT/k8s.io" delete -f "$id" 2>/dev/null || true
@@ -30,34 +37,39 @@ for pid in $(pgrep -f "containerd-shim.*-address $LAB_SOCK" || true); do stop_pi
 lab_alive containerd && stop_pid containerd "$(cat "$LAB_DIR/pids/containerd.pid")"
 # Shim sockets live in a fixed directory, named by sha256 of <containerd address>/<namespace>/<sandbox id>; a shim
 # killed mid-start (containerd does that when kubelet gives up) leaves its socket behind. Removed: those of every id
-# the lab's containerd logged, and any made since the lab started that no process listens on any more.
+# the lab's containerd logged; and, when no other containerd or shim runs on this machine (so no live socket can be
+# another's), any made since the lab started that nothing listens on.
 if [ -d /run/containerd/s ] && [ -f "$LAB_DIR/logs/containerd.log" ]; then
   for id in $(grep -oE '[0-9a-f]{64}' "$LAB_DIR/logs/containerd.log" | sort -u); do
     rm -f "/run/containerd/s/$(printf '%s' "$LAB_SOCK/k8s.io/$id" | sha256sum | cut -c1-64)"
   done
-  if [ -f "$LAB_DIR/started" ]; then
-    live=$(ss -xl 2>/dev/null | awk '{print $5}' | grep '^/run/containerd/s/' || true)
+  if [ -f "$LAB_DIR/started" ] && ! pgrep -f '^(/usr/bin/)?containerd( |-shim|$)' >/dev/null && listening=$(ss -xl); then
+    live=$(awk '{print $5}' <<<"$listening" | grep '^/run/containerd/s/' || true)
     find /run/containerd/s -maxdepth 1 -type s -newer "$LAB_DIR/started" | while read -r sock; do
       grep -qxF "$sock" <<<"$live" || rm -f "$sock"
     done
   fi
 fi
-loop=$(lab_loop)
+"$lab_here/host.sh" restore || log "could not put everything back outside $LAB_DIR (see above)"
 
-# Network namespaces that hold a lab address, then the bridge.
+# Network namespaces: those the lab's containers named, and any other holding a lab address; then the bridge.
+for ns in "${netns[@]}"; do ip netns delete "$(basename "$ns")" 2>/dev/null || true; done
 if [ -d /var/run/netns ]; then
   prefix=${LAB_SUBNET%.*}.
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^cni-' || true); do
     if ip netns exec "$ns" ip -4 -o addr 2>/dev/null | grep -qF " $prefix"; then ip netns delete "$ns" 2>/dev/null || true; fi
   done
 fi
-ip link show "$LAB_BRIDGE" >/dev/null 2>&1 && ip link delete "$LAB_BRIDGE"
+if ip link show "$LAB_BRIDGE" >/dev/null 2>&1; then ip link delete "$LAB_BRIDGE" || true; fi
 
 # Mounts under LAB_DIR, deepest first, then the loop device.
 if [ -d "$LAB_DIR" ]; then
-  awk -v d="$LAB_DIR" 'index($2, d) == 1 { print $2 }' /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+  awk -v d="$LAB_DIR" '$2 == d || index($2, d "/") == 1 { print $2 }' /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
 fi
-[ -n "$loop" ] && losetup -d "$loop" 2>/dev/null || true
+# The loop device that backs the lab's own image (a recorded number may back something else after a reboot).
+if [ -f "$LAB_DIR/disk.img" ]; then
+  for dev in $(losetup -j "$LAB_DIR/disk.img" | cut -d: -f1); do losetup -d "$dev" 2>/dev/null || true; done
+fi
 # kubelet links container logs from /var/log/containers (a fixed path): only the links into LAB_DIR.
 if [ -d /var/log/containers ]; then
   for l in /var/log/containers/*.log; do
@@ -68,5 +80,5 @@ fi
 if [ -f "$KUBECONFIG_FILE" ] && kc get --raw=/readyz >/dev/null 2>&1; then
   kc delete node "$LAB_NODE" --ignore-not-found --wait=false >/dev/null || true
 fi
-rm -rf "$LAB_DIR"
+rm -rf --one-file-system "$LAB_DIR"
 log "lab stopped and removed"

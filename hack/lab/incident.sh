@@ -4,9 +4,11 @@
 #   stall  the deterministic incident: containerd's own cgroup may do 1 read and 1 write per second on the lab disk
 #          (blkio throttle, cgroup v1). containerd's RunPodSandbox then blocks in its own fsyncs and reads, which a
 #          cancelled request cannot interrupt, so kubelet's retry meets "failed to reserve sandbox name".
-#   io     the incident as it happens: the lab disk is given a small volume's budget (LAB_DISK_IOPS, 10, read and
-#          write, and LAB_DISK_BPS, 1 MiB/s, write) and bounded stress-ng --io/--hdd load saturates it, as in the
-#          incident's published reproduction; containerd's writes queue behind the load's.
+#   io     the incident as it happens: bounded stress-ng --io/--hdd load, as in the incident's published
+#          reproduction, on a lab disk given a small volume's budget (LAB_DISK_IOPS, 10, read and write, and
+#          LAB_DISK_BPS, 1 MiB/s, write). The budget is set in the root blkio cgroup, which cgroup v1 does not pass
+#          down: it binds the load and the kernel's writeback, not containerd, whose own IO is slowed by waiting
+#          behind them on the same disk (its fsyncs need the filesystem's journal, full of the load's writes).
 #   delay  the cheap case: the CNI ADD waits SECONDS (default 8) first. containerd cancels it at kubelet's deadline
 #          and releases the name, so kubelet reports only "context deadline exceeded".
 # Only the lab's loop device and the lab's own cgroup are throttled; nothing else on the machine is.
@@ -26,53 +28,63 @@ throttle() { # cgroup-dir read_iops write_iops write_bps (0 lifts)
   echo "$dev $3" >"$1/blkio.throttle.write_iops_device"
   echo "$dev $4" >"$1/blkio.throttle.write_bps_device"
 }
-# The watchdog that ends the incident by itself: a detached `sleep SECONDS; incident.sh stop`.
+# recorded NAME PATTERN: the pid in LAB_DIR/pids/NAME.pid when that process is still running and its command line
+# matches PATTERN (a pid file can outlive its process, and the pid be reused).
+recorded() {
+  local file=$LAB_DIR/pids/$1.pid pid
+  [ -f "$file" ] || return 1
+  pid=$(cat "$file")
+  [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$2" && echo "$pid"
+}
+# The watchdog that ends the incident by itself: a detached `sleep SECONDS; incident.sh stop`, started before
+# anything is slowed so that a failure part-way still ends.
 watchdog() {
   nohup sh -c 'sleep "$1"; exec "$2" stop' sh "$1" "$lab_here/incident.sh" >>"$LAB_DIR/logs/incident.log" 2>&1 </dev/null &
   echo $! >"$LAB_DIR/pids/incident-watchdog.pid"
 }
+# Every step on its own: the load first, then the limits, then the delay; none stops the others.
 stop_all() {
-  throttle "$LAB_BLKIO" 0 0 0
-  throttle "$ROOT_BLKIO" 0 0 0
-  echo 0 >"$LAB_DIR/cni/delay-seconds"
-  if [ -f "$LAB_DIR/pids/stress.pid" ]; then
-    pid=$(cat "$LAB_DIR/pids/stress.pid")
-    # stress-ng's workers are its children: the group goes.
-    kill -- "-$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true
-    rm -f "$LAB_DIR/pids/stress.pid"
+  local pid
+  if pid=$(recorded stress stress-ng); then
+    kill -- "-$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true # stress-ng leads its workers' group
   fi
-  rm -rf "$LAB_DISK/stress"
-  if [ -f "$LAB_DIR/pids/incident-watchdog.pid" ]; then
-    w=$(cat "$LAB_DIR/pids/incident-watchdog.pid"); rm -f "$LAB_DIR/pids/incident-watchdog.pid"
-    [ "$w" != "$$" ] && kill "$w" 2>/dev/null || true
+  rm -f "$LAB_DIR/pids/stress.pid"
+  [ -d "$LAB_BLKIO" ] && { throttle "$LAB_BLKIO" 0 0 0 || log "could not lift the throttle in $LAB_BLKIO"; }
+  throttle "$ROOT_BLKIO" 0 0 0 || log "could not lift the lab disk's limit in $ROOT_BLKIO"
+  echo 0 >"$LAB_DIR/cni/delay-seconds" || true
+  rm -rf --one-file-system "$LAB_DISK/stress"
+  if pid=$(recorded incident-watchdog "incident.sh"); then
+    [ "$pid" != "$$" ] && kill "$pid" 2>/dev/null
   fi
+  rm -f "$LAB_DIR/pids/incident-watchdog.pid"
+  return 0
 }
+trap 'status=$?; [ $status -ne 0 ] && [ "$mode" != stop ] && { log "failed part-way: ending the incident"; stop_all; }; exit $status' EXIT
 
 case $mode in
   stall)
     seconds=${2:-300}
     stop_all
-    sync; echo 3 >/proc/sys/vm/drop_caches # containerd's reads then go to the throttled disk too
-    throttle "$LAB_BLKIO" 1 1 0
     watchdog "$seconds"
+    throttle "$LAB_BLKIO" 1 1 0
     log "stall: containerd's cgroup may do 1 read and 1 write per second on $loop ($dev) for at most ${seconds}s"
     ;;
   io)
     seconds=${2:-300}
     stop_all
+    watchdog "$((seconds + 5))"
     throttle "$ROOT_BLKIO" "$LAB_DISK_IOPS" "$LAB_DISK_IOPS" "$LAB_DISK_BPS"
     mkdir -p "$LAB_DISK/stress"
     setsid stress-ng --io 2 --hdd 2 --temp-path "$LAB_DISK/stress" --timeout "${seconds}s" \
       >>"$LAB_DIR/logs/stress-ng.log" 2>&1 </dev/null &
     echo $! >"$LAB_DIR/pids/stress.pid"
-    watchdog "$((seconds + 5))"
     log "io: the lab disk ($loop) limited to ${LAB_DISK_IOPS} IOPS and $((LAB_DISK_BPS / 1024)) KiB/s of writes, stress-ng --io 2 --hdd 2 on it for at most ${seconds}s"
     ;;
   delay)
     seconds=${2:-8}
     stop_all
-    echo "$seconds" >"$LAB_DIR/cni/delay-seconds"
     watchdog 300
+    echo "$seconds" >"$LAB_DIR/cni/delay-seconds"
     log "delay: each CNI ADD on the lab node waits ${seconds}s first (for at most 300s)"
     ;;
   stop)

@@ -11,7 +11,7 @@ LAB_NODE=${LAB_NODE:-lab-node-1}
 LAB_RUNTIME_REQUEST_TIMEOUT=${LAB_RUNTIME_REQUEST_TIMEOUT:-2s}
 # The CNI bridge stays on this machine: no gateway route off it and no masquerading.
 LAB_BRIDGE=${LAB_BRIDGE:-sr-lab0}
-LAB_SUBNET=${LAB_SUBNET:-10.88.250.0/24}
+LAB_SUBNET=${LAB_SUBNET:-10.213.250.0/24} # outside containerd's and podman's default 10.88.0.0/16
 LAB_PAUSE_IMAGE=sandbox-remediator.local/pause:lab
 LAB_APP_IMAGE=sandbox-remediator.local/app:lab
 KUBELET_BIN=$BIN/kubelet-v$KUBERNETES_VERSION/kubelet

@@ -35,6 +35,7 @@ fi
 if [ -d "$LAB_DIR" ]; then log "found a stopped or partial lab; cleaning it up first"; "$lab_here/down.sh"; fi
 mkdir -p "$LAB_DIR"/{pids,logs,run,cni/net.d,cni/bin,cni/ipam,images,kubelet,pki}
 touch "$LAB_DIR/started" # make lab-down removes the dead shim sockets made after this
+"$lab_here/host.sh" save # what kubelet and containerd change at fixed paths, for make lab-down to put back
 
 # A disk of its own for containerd's root and state: a sparse ext4 image on a loop device.
 truncate -s 4G "$LAB_DIR/disk.img"
@@ -105,7 +106,7 @@ TOML
 mkdir -p "$LAB_BLKIO"
 log "starting containerd $(containerd --version | awk '{print $3}')"
 # In its own blkio cgroup from the start (the shims it starts inherit it), so that the stall can throttle it alone.
-nohup sh -c 'echo $$ >"$1/cgroup.procs"; exec containerd --config "$2"' sh "$LAB_BLKIO" "$LAB_DIR/containerd.toml" \
+nohup sh -c 'echo $$ >"$1/cgroup.procs" || exit 1; exec containerd --config "$2"' sh "$LAB_BLKIO" "$LAB_DIR/containerd.toml" \
   >"$LAB_DIR/logs/containerd.log" 2>&1 </dev/null &
 echo $! >"$LAB_DIR/pids/containerd.pid"
 wait_for "containerd" 60 lab_ctr version

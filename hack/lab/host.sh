@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# hack/lab/host.sh save|restore: what kubelet and containerd change outside LAB_DIR at fixed paths, put back as it
+# was. `save` (before kubelet starts) records it under LAB_DIR/host; `restore` (after both stopped) undoes:
+#   - kubelet's kernel tunables (kernel.panic, kernel.panic_on_oops, vm.overcommit_memory: it sets them when
+#     protectKernelDefaults is false, and with it true it refuses to start on a machine whose values differ);
+#   - kubelet's iptables chains (KUBE-FIREWALL with its INPUT/OUTPUT jumps, KUBE-IPTABLES-HINT, KUBE-KUBELET-CANARY),
+#     removed only when they did not exist before;
+#   - kubelet's device-plugin socket under /var/lib/kubelet, a path compiled into kubelet;
+#   - containerd's CNI result cache in /var/lib/cni/results: the files of the lab's network, and the loopback
+#     results of the same sandboxes.
+# Directories it made that are empty afterwards go too.
+set -euo pipefail
+LOG_TAG=lab-host
+. "$(dirname "$0")/lib.sh"
+saved=$LAB_DIR/host
+SYSCTLS=(kernel.panic kernel.panic_on_oops vm.overcommit_memory)
+CHAINS=("filter KUBE-FIREWALL" "filter KUBE-KUBELET-CANARY" "nat KUBE-KUBELET-CANARY" "mangle KUBE-KUBELET-CANARY" "mangle KUBE-IPTABLES-HINT")
+DIRS=(/var/lib/kubelet /var/lib/kubelet/device-plugins /var/lib/cni /var/lib/cni/results)
+
+has_chain() { "$1" -t "$2" -S "$3" >/dev/null 2>&1; } # tool table chain
+
+case ${1:-} in
+  save)
+    mkdir -p "$saved"
+    for s in "${SYSCTLS[@]}"; do echo "$s=$(sysctl -n "$s")"; done >"$saved/sysctl"
+    : >"$saved/chains"
+    for tool in iptables ip6tables; do
+      command -v "$tool" >/dev/null || continue
+      for c in "${CHAINS[@]}"; do
+        # shellcheck disable=SC2086
+        has_chain "$tool" $c && echo "$tool $c" >>"$saved/chains"
+      done
+    done
+    : >"$saved/paths"
+    for p in "${DIRS[@]}" /var/lib/kubelet/device-plugins/kubelet.sock; do [ -e "$p" ] && echo "$p" >>"$saved/paths"; done
+    ;;
+  restore)
+    [ -d "$saved" ] || exit 0
+    while IFS='=' read -r key value; do
+      [ "$(sysctl -n "$key")" = "$value" ] || { sysctl -qw "$key=$value" && log "restored $key=$value"; }
+    done <"$saved/sysctl"
+    for tool in iptables ip6tables; do
+      command -v "$tool" >/dev/null || continue
+      for c in "${CHAINS[@]}"; do
+        # shellcheck disable=SC2086
+        set -- $c
+        grep -qxF "$tool $1 $2" "$saved/chains" && continue # there before the lab: not ours
+        has_chain "$tool" "$1" "$2" || continue
+        if [ "$2" = KUBE-FIREWALL ]; then
+          while "$tool" -t "$1" -D INPUT -j KUBE-FIREWALL 2>/dev/null; do :; done
+          while "$tool" -t "$1" -D OUTPUT -j KUBE-FIREWALL 2>/dev/null; do :; done
+        fi
+        "$tool" -t "$1" -F "$2" && "$tool" -t "$1" -X "$2" && log "removed $tool $1 chain $2"
+      done
+    done
+    was() { grep -qxF "$1" "$saved/paths"; }
+    sock=/var/lib/kubelet/device-plugins/kubelet.sock
+    was "$sock" || rm -f "$sock"
+    if [ -d /var/lib/cni/results ]; then
+      for f in /var/lib/cni/results/sandbox-remediator-lab-*; do
+        [ -e "$f" ] || continue
+        id=${f#/var/lib/cni/results/sandbox-remediator-lab-}; id=${id%%-*}
+        rm -f "$f" "/var/lib/cni/results/cni-loopback-$id-lo"
+      done
+    fi
+    for ((i = ${#DIRS[@]} - 1; i >= 0; i--)); do
+      d=${DIRS[$i]}
+      was "$d" || rmdir "$d" 2>/dev/null || true
+    done
+    ;;
+  *) die "usage: hack/lab/host.sh save|restore" ;;
+esac

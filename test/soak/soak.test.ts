@@ -109,8 +109,13 @@ describe('soak: incidents on random nodes while the operator restarts at random'
     ]);
   });
 
-  it(`leaves nothing behind after ${MINUTES} min, never cordons twice without an undo, and keeps RSS flat`, async function () {
+  it(`leaves nothing behind after ${MINUTES} min, never cordons twice without an undo, and keeps the heap (and, without snapshots, RSS) flat`, async function () {
     this.timeout((MINUTES + 20) * 60_000);
+    // The last process must live through its warm-up and ten judged minutes, or no memory verdict is possible.
+    if (!(MINUTES >= SETTLE && SETTLE >= WARMUP + 10))
+      throw new Error(
+        `SOAK_MINUTES (${MINUTES}) >= SOAK_SETTLE_MINUTES (${SETTLE}) >= SOAK_WARMUP_MINUTES (${WARMUP}) + 10 is needed for a memory verdict`,
+      );
     const rand = random(SEED);
     log(`seed ${SEED} (SOAK_SEED=${SEED} replays the schedule), ${MINUTES} min`);
     await applyCrds();

@@ -2,7 +2,6 @@ import { closeSync, openSync, readdirSync, readSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   isKworker,
-  isRuntimeTask,
   parseDiskstats,
   parsePressure,
   parseStat,
@@ -38,8 +37,10 @@ const CLOSE_PAREN = 0x29;
 const D_STATE = 0x44;
 const isLetter = (byte: number) => (byte | 0x20) >= 0x61 && (byte | 0x20) <= 0x7a;
 const KWORKER = Buffer.from('kworker');
-/** First letters of the runtime's command names (containerd, conmon, crio, crun, runc, dockerd): others skip the decode. */
-const RUNTIME_INITIALS = new Set([0x63, 0x72, 0x64]);
+/** The runtime daemons, whose other threads are read too (containerd, cri-o, dockerd, cri-dockerd). */
+const DAEMON = /^(containerd|crio|dockerd|cri-dockerd)$/;
+/** Their first letters: any other task skips the decode of its name. */
+const DAEMON_INITIALS = new Set([0x63, 0x64]);
 
 /**
  * Reads /proc under a root (the host's /proc mounted into the agent's pod, or /proc itself), once a second, for
@@ -101,14 +102,16 @@ export class ProcReader {
   }
 
   /**
-   * Appends task `pid` to `out` when it is in D state or a kworker, and, for the container runtime's processes, each
-   * of its other threads in D state (`dir` is /proc/PID, or /proc/PID/task/TID for a thread). Nothing for a task
-   * gone. Throws ProcParseError for a stat that reads but cannot be parsed: that task might be in D state.
+   * Appends task `pid` to `out` when it is in D state or a kworker, and, for a runtime daemon, each of its other
+   * threads in D state (`dir` is /proc/PID, or /proc/PID/task/TID for a thread). Nothing for a task gone. Throws
+   * ProcParseError for a stat that reads but cannot be parsed: that task might be in D state.
    *
-   * Why threads: containerd, its shims and runc are Go programs, and the goroutine that waits on a saturated disk
-   * blocks one of their threads while the thread-group leader sleeps in a futex. /proc/PID/stat tells only the
-   * leader's state: a real node's containerd stuck in an fsync showed nothing in D state until its threads were read
-   * (the lab, issue 15). Only the runtime's threads are read, a few dozen per process, to keep the agent lean.
+   * Why threads: containerd is a Go program, and the goroutine that waits on a saturated disk blocks one of its
+   * threads while the thread-group leader sleeps in a futex. /proc/PID/stat tells only the leader's state: a real
+   * node's containerd stuck in an fsync showed nothing in D state until its threads were read (the lab, issue 15).
+   * Only the daemons' threads are read (a few dozen), not the shims' (about ten each, one shim per pod): reading
+   * those too made sample() about 6 times slower on a crafted 100-pod node (bench/sampler-threads.ts), and what a
+   * shim or runc init waits on in this incident (a mount) blocks its leader, which is read.
    */
   private task(pid: string, out: TaskSample[], dir = `${this.procRoot}/${pid}`, thread = false): void {
     let length: number;
@@ -121,20 +124,20 @@ export class ProcReader {
     const close = length > 0 ? this.buffer.lastIndexOf(CLOSE_PAREN, length - 1) : -1;
     // The state letter, within this file: past its end the buffer still holds an earlier, longer one.
     const state = close >= open && open >= 0 && close + 2 < length ? this.buffer[close + 2] : undefined;
-    const file = `${dir.slice(this.procRoot.length + 1)}/stat`;
-    if (state === undefined || !isLetter(state)) throw new ProcParseError(file, 'no "(comm) state"');
+    const file = () => `${dir.slice(this.procRoot.length + 1)}/stat`; // only for the errors: no string per task
+    if (state === undefined || !isLetter(state)) throw new ProcParseError(file(), 'no "(comm) state"');
     const dState = state === D_STATE;
     const kworker =
       close - open > KWORKER.length &&
       this.buffer.compare(KWORKER, 0, KWORKER.length, open + 1, open + 1 + KWORKER.length) === 0;
     const initial = close - open > 1 ? this.buffer[open + 1] : undefined;
-    const runtime =
+    const daemon =
       !thread &&
       initial !== undefined &&
-      RUNTIME_INITIALS.has(initial) &&
-      isRuntimeTask(this.buffer.toString('utf8', open + 1, close));
+      DAEMON_INITIALS.has(initial) &&
+      DAEMON.test(this.buffer.toString('utf8', open + 1, close));
     if (dState || kworker) {
-      const task: TaskSample = parseTaskStat(this.buffer.toString('utf8', 0, length), file);
+      const task: TaskSample = parseTaskStat(this.buffer.toString('utf8', 0, length), file());
       if (task.state === 'D') {
         let wchan: string | undefined;
         try {
@@ -146,7 +149,7 @@ export class ProcReader {
       }
       if (task.state === 'D' || (!thread && isKworker(task.comm))) out.push(task);
     }
-    if (!runtime) return;
+    if (!daemon) return;
     let tids: string[];
     try {
       tids = readdirSync(`${dir}/task`);

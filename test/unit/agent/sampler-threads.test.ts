@@ -1,6 +1,6 @@
 // Issue 15: on the real lab node, containerd stuck in an fsync showed no task in D state, because its goroutine
 // blocked a thread other than the thread-group leader and /proc/PID/stat tells only the leader's state. The sampler
-// now reads the threads of the container runtime's processes (and only theirs).
+// now reads the threads of the runtime daemons (containerd, cri-o, dockerd), and only theirs.
 import { expect } from 'chai';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -36,14 +36,14 @@ describe('ProcReader: the runtime threads in D state', () => {
     rmSync(root, { recursive: true, force: true });
   });
 
-  it("lists a runtime process's D-state threads by thread id, with their wchan, while its leader sleeps", () => {
+  it("lists a runtime daemon's D-state threads by thread id, with their wchan, while its leader sleeps", () => {
     process(4000, 'containerd', [
       [4000, 'S', 'futex_wait_queue'],
       [4007, 'D', 'submit_bio_wait'],
       [4008, 'S', 'ep_poll'],
       [4009, 'D', 'folio_wait_bit'],
     ]);
-    process(5000, 'containerd-shim', [
+    process(5000, 'crio', [
       [5000, 'S'],
       [5003, 'D', 'do_mount'],
     ]);
@@ -52,7 +52,7 @@ describe('ProcReader: the runtime threads in D state', () => {
     expect(sample.tasks.map((t) => [t.pid, t.comm, t.state, t.wchan])).to.have.deep.members([
       [4007, 'containerd', 'D', 'submit_bio_wait'],
       [4009, 'containerd', 'D', 'folio_wait_bit'],
-      [5003, 'containerd-shim', 'D', 'do_mount'],
+      [5003, 'crio', 'D', 'do_mount'],
     ]);
     const reading = computeReading(undefined, sample, new Date('2026-12-01T10:00:00Z'));
     expect(reading.dStateTasks?.map((t) => [t.pid, t.runtime])).to.deep.equal([
@@ -62,17 +62,28 @@ describe('ProcReader: the runtime threads in D state', () => {
     ]);
   });
 
-  it('lists a D-state leader once, and reads no other process threads (the agent stays lean)', () => {
+  it("lists a D-state leader once, and reads no other process's threads, shims' included (the agent stays lean)", () => {
     process(4000, 'runc:[2:INIT]', [
       [4000, 'D', 'do_mount'],
       [4001, 'S'],
+    ]);
+    process(5000, 'containerd-shim', [
+      [5000, 'S'],
+      [5003, 'D', 'io_schedule'],
+    ]);
+    process(5100, 'dockerd', [
+      [5100, 'D', 'do_mount'],
+      [5101, 'S'],
     ]);
     process(6000, 'postgres', [
       [6000, 'S'],
       [6001, 'D', 'io_schedule'],
     ]);
     const tasks = new ProcReader(root).sample().tasks;
-    expect(tasks.map((t) => [t.pid, t.state, t.wchan])).to.deep.equal([[4000, 'D', 'do_mount']]);
+    expect(tasks.map((t) => [t.pid, t.state, t.wchan])).to.have.deep.members([
+      [4000, 'D', 'do_mount'],
+      [5100, 'D', 'do_mount'],
+    ]);
   });
 
   it('takes a thread that vanishes between the listing and its read as gone, not as an error', () => {

@@ -73,7 +73,7 @@ fi
 # kubelet links container logs from /var/log/containers (a fixed path): only the links into LAB_DIR.
 if [ -d /var/log/containers ]; then
   for l in /var/log/containers/*.log; do
-    [ -L "$l" ] && case $(readlink "$l") in "$LAB_DIR"/*) rm -f "$l" ;; esac
+    if [ -L "$l" ]; then case $(readlink "$l") in "$LAB_DIR"/*) rm -f "$l" ;; esac; fi
   done
 fi
 [ -d "$LAB_BLKIO" ] && { rmdir "$LAB_BLKIO" 2>/dev/null || log "left $LAB_BLKIO (processes still in it: $(tr '\n' ' ' <"$LAB_BLKIO/cgroup.procs"))"; }

@@ -28,11 +28,13 @@ case ${1:-} in
       command -v "$tool" >/dev/null || continue
       for c in "${CHAINS[@]}"; do
         # shellcheck disable=SC2086
-        has_chain "$tool" $c && echo "$tool $c" >>"$saved/chains"
+        if has_chain "$tool" $c; then echo "$tool $c" >>"$saved/chains"; fi
       done
     done
     : >"$saved/paths"
-    for p in "${DIRS[@]}" /var/lib/kubelet/device-plugins/kubelet.sock; do [ -e "$p" ] && echo "$p" >>"$saved/paths"; done
+    for p in "${DIRS[@]}" /var/lib/kubelet/device-plugins/kubelet.sock; do
+      if [ -e "$p" ]; then echo "$p" >>"$saved/paths"; fi
+    done
     ;;
   restore)
     [ -d "$saved" ] || exit 0
@@ -70,3 +72,4 @@ case ${1:-} in
     ;;
   *) die "usage: hack/lab/host.sh save|restore" ;;
 esac
+exit 0

@@ -3,7 +3,8 @@
 // stress-ng (io), or delays the CNI ADD (delay), and every FailedCreatePodSandBox Event below was written by kubelet
 // from containerd's answer. Not in `make test`: it needs root, cgroup v1 blkio and a loop device, and kubelet's
 // build adds about 12 minutes to a cold machine.
-import type { V1Pod } from '@kubernetes/client-node';
+import { Watch, type V1Pod } from '@kubernetes/client-node';
+import { GROUP, VERSION, type SandboxHealthStatus } from '../../src/api/v1alpha1/index.js';
 import { expect } from 'chai';
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -311,8 +312,24 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
       let reserved: KubeletEvent | undefined;
       let replacement: V1Pod | undefined;
       let lastReport = Date.now();
+      // Every version of the node's SandboxHealth, through a watch: the stuck pod is in it for well under a second
+      // before the eviction takes it out, too short for polling.
       const stuckSeen: { cause: string; reservedFor?: string | undefined; runtime?: string | undefined }[] =
         [];
+      const watching = await new Watch(api().kc).watch(
+        `/apis/${GROUP}/${VERSION}/sandboxhealths`,
+        { fieldSelector: `metadata.name=${NODE}` },
+        (_type: string, object: { status?: SandboxHealthStatus }) => {
+          const entry = object.status?.stuckPods?.find((p) => p.name === stuckPod);
+          if (entry)
+            stuckSeen.push({ cause: entry.cause, reservedFor: entry.reservedFor, runtime: entry.runtime });
+        },
+        () => undefined,
+      );
+      cleanup.add(() => {
+        watching.abort();
+        return Promise.resolve();
+      });
       const containerdTasks: {
         pid: number;
         comm: string;
@@ -332,9 +349,6 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
             if (events.length > 0) captured[mode] = events;
           }
           const health = await getHealth(NODE);
-          const entry = health?.stuckPods?.find((p) => p.name === stuckPod);
-          if (entry)
-            stuckSeen.push({ cause: entry.cause, reservedFor: entry.reservedFor, runtime: entry.runtime });
           // Each reading's D-state tasks that are threads of the lab's containerd, checked against /proc at once.
           for (const t of health?.ioReading?.dStateTasks ?? []) {
             if (containerdTasks.some((c) => c.pid === t.pid)) continue;
@@ -399,7 +413,7 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
       // reservation with one of the holders kubelet named; the status keeps the cause of the latest Event, so it
       // may read DeadlineExceeded in between.
       const health = await getHealth(NODE);
-      log(`stuckPods as polled: ${JSON.stringify([...new Set(stuckSeen.map((e) => JSON.stringify(e)))])}`);
+      log(`stuckPods as watched: ${JSON.stringify([...new Set(stuckSeen.map((e) => JSON.stringify(e)))])}`);
       expect(stuckSeen, 'the stuck pod in SandboxHealth before its eviction').to.not.be.empty;
       const holders = failures.map((e) => RESERVED.exec(e.message)?.[2]).filter((h) => h !== undefined);
       for (const e of stuckSeen) expect(e.cause).to.be.oneOf(['NameReserved', 'DeadlineExceeded']);

@@ -60,18 +60,23 @@ function craftedNode(root: string): void {
   for (let i = 0; i < 100; i++) process('pause', 1);
 }
 
-/** The sampler as it was before the change, from git, next to this file so that its imports resolve. */
+/** The sampler as it was before the change, from git. */
 async function samplerBefore(): Promise<typeof ProcReader> {
   const source = execFileSync('git', ['show', `${BEFORE}:src/agent/sampler.ts`], {
     cwd: REPO_ROOT,
     encoding: 'utf8',
   });
-  const file = join(REPO_ROOT, 'src', 'agent', `.sampler-${BEFORE}.ts`);
-  writeFileSync(file, source);
+  // In a temporary directory (nothing is left in the source tree if the run is killed), importing today's proc.ts.
+  const dir = mkdtempSync(join(tmpdir(), 'bench-sampler-'));
+  const file = join(dir, `sampler-${BEFORE}.ts`);
+  writeFileSync(
+    file,
+    source.replace("from './proc.js'", `from '${join(REPO_ROOT, 'src', 'agent', 'proc.js')}'`),
+  );
   try {
     return ((await import(file)) as { ProcReader: typeof ProcReader }).ProcReader;
   } finally {
-    rmSync(file, { force: true });
+    rmSync(dir, { recursive: true, force: true });
   }
 }
 

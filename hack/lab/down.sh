@@ -16,14 +16,14 @@ stop_pid() { # name pid: TERM, then KILL after 10 s
   kill -9 "$pid" 2>/dev/null || true
 }
 # Any incident first: the throttles, the load and its watchdog.
-[ -f "$LAB_DIR/loopdev" ] && "$lab_here/incident.sh" stop 2>/dev/null || true
+if [ -n "$(lab_loop)" ]; then "$lab_here/incident.sh" stop || log "could not end the incident: check the blkio throttles"; fi
 lab_alive kubelet && stop_pid kubelet "$(cat "$LAB_DIR/pids/kubelet.pid")"
 # The containers, through the lab's own runc root (a system containerd's are elsewhere); first the network
 # namespaces their specs name, to delete after.
 netns=()
 if [ -d "$LAB_RUNC_ROOT/k8s.io" ]; then
   for id in $(runc --root "$LAB_RUNC_ROOT/k8s.io" list -q 2>/dev/null); do
-    bundle=$(runc --root "$LAB_RUNC_ROOT/k8s.io" state "$id" 2>/dev/null | sed -n 's/.*"bundle": *"\([^"]*\)".*/\1/p')
+    bundle=$(runc --root "$LAB_RUNC_ROOT/k8s.io" state "$id" 2>/dev/null | sed -n 's/.*"bundle": *"\([^"]*\)".*/\1/p') || continue
     [ -n "$bundle" ] && [ -f "$bundle/config.json" ] &&
       mapfile -t -O "${#netns[@]}" netns < <(grep -o '/var/run/netns/cni-[0-9a-f-]*' "$bundle/config.json" | sort -u)
   done
@@ -43,11 +43,12 @@ if [ -d /run/containerd/s ] && [ -f "$LAB_DIR/logs/containerd.log" ]; then
   for id in $(grep -oE '[0-9a-f]{64}' "$LAB_DIR/logs/containerd.log" | sort -u); do
     rm -f "/run/containerd/s/$(printf '%s' "$LAB_SOCK/k8s.io/$id" | sha256sum | cut -c1-64)"
   done
-  if [ -f "$LAB_DIR/started" ] && ! pgrep -f '^(/usr/bin/)?containerd( |-shim|$)' >/dev/null && listening=$(ss -xl); then
+  if [ -f "$LAB_DIR/started" ] && ! pgrep -x containerd >/dev/null && ! pgrep -f containerd-shim >/dev/null &&
+    listening=$(ss -xl); then
     live=$(awk '{print $5}' <<<"$listening" | grep '^/run/containerd/s/' || true)
     find /run/containerd/s -maxdepth 1 -type s -newer "$LAB_DIR/started" | while read -r sock; do
       grep -qxF "$sock" <<<"$live" || rm -f "$sock"
-    done
+    done || true
   fi
 fi
 "$lab_here/host.sh" restore || log "could not put everything back outside $LAB_DIR (see above)"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # hack/lab/host.sh save|restore: what kubelet and containerd change outside LAB_DIR at fixed paths, put back as it
 # was. `save` (before kubelet starts) records it under LAB_DIR/host; `restore` (after both stopped) undoes:
-#   - kubelet's kernel tunables (kernel.panic, kernel.panic_on_oops, vm.overcommit_memory: it sets them when
+#   - kubelet's kernel tunables (kernel.panic, kernel.panic_on_oops, vm.overcommit_memory, vm.panic_on_oom,
+#     kernel.keys.root_maxkeys and root_maxbytes: it sets them when
 #     protectKernelDefaults is false, and with it true it refuses to start on a machine whose values differ);
 #   - kubelet's iptables chains (KUBE-FIREWALL with its INPUT/OUTPUT jumps, KUBE-IPTABLES-HINT, KUBE-KUBELET-CANARY),
 #     removed only when they did not exist before;
@@ -13,16 +14,18 @@ set -euo pipefail
 LOG_TAG=lab-host
 . "$(dirname "$0")/lib.sh"
 saved=$LAB_DIR/host
-SYSCTLS=(kernel.panic kernel.panic_on_oops vm.overcommit_memory)
+SYSCTLS=(kernel.panic kernel.panic_on_oops vm.overcommit_memory vm.panic_on_oom kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
 CHAINS=("filter KUBE-FIREWALL" "filter KUBE-KUBELET-CANARY" "nat KUBE-KUBELET-CANARY" "mangle KUBE-KUBELET-CANARY" "mangle KUBE-IPTABLES-HINT")
 DIRS=(/var/lib/kubelet /var/lib/kubelet/device-plugins /var/lib/cni /var/lib/cni/results)
 
-has_chain() { "$1" -t "$2" -S "$3" >/dev/null 2>&1; } # tool table chain
+has_chain() { "$1" -w 5 -t "$2" -S "$3" >/dev/null 2>&1; } # tool table chain (waiting for the xtables lock)
 
 case ${1:-} in
   save)
     mkdir -p "$saved"
-    for s in "${SYSCTLS[@]}"; do echo "$s=$(sysctl -n "$s")"; done >"$saved/sysctl"
+    for s in "${SYSCTLS[@]}"; do
+      if v=$(sysctl -n "$s" 2>/dev/null); then echo "$s=$v"; fi
+    done >"$saved/sysctl"
     : >"$saved/chains"
     for tool in iptables ip6tables; do
       command -v "$tool" >/dev/null || continue
@@ -49,10 +52,10 @@ case ${1:-} in
         grep -qxF "$tool $1 $2" "$saved/chains" && continue # there before the lab: not ours
         has_chain "$tool" "$1" "$2" || continue
         if [ "$2" = KUBE-FIREWALL ]; then
-          while "$tool" -t "$1" -D INPUT -j KUBE-FIREWALL 2>/dev/null; do :; done
-          while "$tool" -t "$1" -D OUTPUT -j KUBE-FIREWALL 2>/dev/null; do :; done
+          while "$tool" -w 5 -t "$1" -D INPUT -j KUBE-FIREWALL 2>/dev/null; do :; done
+          while "$tool" -w 5 -t "$1" -D OUTPUT -j KUBE-FIREWALL 2>/dev/null; do :; done
         fi
-        "$tool" -t "$1" -F "$2" && "$tool" -t "$1" -X "$2" && log "removed $tool $1 chain $2"
+        if "$tool" -w 5 -t "$1" -F "$2" && "$tool" -w 5 -t "$1" -X "$2"; then log "removed $tool $1 chain $2"; fi
       done
     done
     was() { grep -qxF "$1" "$saved/paths"; }

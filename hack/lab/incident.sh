@@ -17,7 +17,7 @@ LOG_TAG=lab-incident
 . "$(dirname "$0")/lib.sh"
 mode=${1:-}
 [ -d "$LAB_DIR" ] || die "no lab in $LAB_DIR: run make lab first"
-loop=$(lab_loop); [ -n "$loop" ] || die "the lab disk has no loop device ($LAB_DIR/loopdev)"
+loop=$(lab_loop); [ -n "$loop" ] || die "no loop device backs $LAB_DIR/disk.img: run make lab first"
 dev=$(cat "/sys/class/block/$(basename "$loop")/dev")
 ROOT_BLKIO=/sys/fs/cgroup/blkio
 LAB_DISK_IOPS=${LAB_DISK_IOPS:-10}
@@ -45,7 +45,7 @@ watchdog() {
 # Every step on its own: the load first, then the limits, then the delay; none stops the others.
 stop_all() {
   local pid
-  if pid=$(recorded stress stress-ng); then
+  if pid=$(recorded stress "stress-ng .*--temp-path $LAB_DISK/stress"); then
     kill -- "-$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true # stress-ng leads its workers' group
   fi
   rm -f "$LAB_DIR/pids/stress.pid"
@@ -53,18 +53,20 @@ stop_all() {
   throttle "$ROOT_BLKIO" 0 0 0 || log "could not lift the lab disk's limit in $ROOT_BLKIO"
   echo 0 >"$LAB_DIR/cni/delay-seconds" || true
   rm -rf --one-file-system "$LAB_DISK/stress"
-  if pid=$(recorded incident-watchdog "incident.sh"); then
-    [ "$pid" != "$$" ] && kill "$pid" 2>/dev/null
+  if pid=$(recorded incident-watchdog "$lab_here/incident.sh"); then
+    if [ "$pid" != "$$" ]; then kill "$pid" 2>/dev/null || true; fi
   fi
   rm -f "$LAB_DIR/pids/incident-watchdog.pid"
   return 0
 }
-trap 'status=$?; [ $status -ne 0 ] && [ "$mode" != stop ] && { log "failed part-way: ending the incident"; stop_all; }; exit $status' EXIT
+# Set by each mode once it starts changing things: a failure part-way ends the incident.
+end_on_failure() { trap 'status=$?; if [ $status -ne 0 ]; then log "failed part-way: ending the incident"; stop_all; fi; exit $status' EXIT; }
 
 case $mode in
   stall)
     seconds=${2:-300}
     stop_all
+    end_on_failure
     watchdog "$seconds"
     throttle "$LAB_BLKIO" 1 1 0
     log "stall: containerd's cgroup may do 1 read and 1 write per second on $loop ($dev) for at most ${seconds}s"
@@ -72,6 +74,7 @@ case $mode in
   io)
     seconds=${2:-300}
     stop_all
+    end_on_failure
     watchdog "$((seconds + 5))"
     throttle "$ROOT_BLKIO" "$LAB_DISK_IOPS" "$LAB_DISK_IOPS" "$LAB_DISK_BPS"
     mkdir -p "$LAB_DISK/stress"
@@ -83,6 +86,7 @@ case $mode in
   delay)
     seconds=${2:-8}
     stop_all
+    end_on_failure
     watchdog 300
     echo "$seconds" >"$LAB_DIR/cni/delay-seconds"
     log "delay: each CNI ADD on the lab node waits ${seconds}s first (for at most 300s)"

@@ -32,5 +32,6 @@ lab_alive() {
   [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$LAB_DIR"
 }
 
-# lab_loop: the loop device that holds the lab disk (empty when none).
-lab_loop() { [ -f "$LAB_DIR/loopdev" ] && cat "$LAB_DIR/loopdev" || true; }
+# lab_loop: the loop device that backs the lab's disk image, by the image (a recorded number may back something else
+# after a reboot); empty when none.
+lab_loop() { if [ -f "$LAB_DIR/disk.img" ]; then losetup -j "$LAB_DIR/disk.img" | cut -d: -f1 | head -n 1; fi; }

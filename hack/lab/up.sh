@@ -33,6 +33,11 @@ if lab_alive kubelet && lab_alive containerd && kc get node "$LAB_NODE" >/dev/nu
   exit 0
 fi
 if [ -d "$LAB_DIR" ]; then log "found a stopped or partial lab; cleaning it up first"; "$lab_here/down.sh"; fi
+# Another kubelet on this machine would lose its device plugins: kubelet empties /var/lib/kubelet/device-plugins (a
+# path compiled into it) as it starts.
+if pgrep -x kubelet >/dev/null || [ -e /var/lib/kubelet/device-plugins/kubelet.sock ]; then
+  die "a kubelet already runs on this machine (or left /var/lib/kubelet/device-plugins/kubelet.sock): the lab's would clear its device plugins; run the lab on a machine without one"
+fi
 mkdir -p "$LAB_DIR"/{pids,logs,run,cni/net.d,cni/bin,cni/ipam,images,kubelet,pki}
 touch "$LAB_DIR/started" # make lab-down removes the dead shim sockets made after this
 "$lab_here/host.sh" save # what kubelet and containerd change at fixed paths, for make lab-down to put back
@@ -41,7 +46,6 @@ touch "$LAB_DIR/started" # make lab-down removes the dead shim sockets made afte
 truncate -s 4G "$LAB_DIR/disk.img"
 mkfs.ext4 -q -F "$LAB_DIR/disk.img"
 loop=$(losetup --find --show "$LAB_DIR/disk.img") || die "no free loop device (losetup --find failed)"
-echo "$loop" >"$LAB_DIR/loopdev"
 mkdir -p "$LAB_DISK" && mount "$loop" "$LAB_DISK"
 log "containerd's disk: $LAB_DIR/disk.img on $loop ($(cat "/sys/class/block/$(basename "$loop")/dev"))"
 

@@ -233,7 +233,7 @@ export function parseWchan(text: string): string | undefined {
   return /^[A-Za-z_][\w.]{0,511}$/.test(wchan) ? wchan : undefined;
 }
 
-const RUNTIME = /^(runc|runc:\[.*\]|containerd|containerd-shim.*|conmon|crio|dockerd|crun)$/;
+const RUNTIME = /^(runc|runc:\[.*\]|containerd|containerd-shim.*|conmon|crio|dockerd|cri-dockerd|crun)$/;
 
 /** Whether a task belongs to the container runtime (runc init shows as "runc:[2:INIT]"). */
 export function isRuntimeTask(comm: string): boolean {

@@ -111,10 +111,11 @@ describe('soak: incidents on random nodes while the operator restarts at random'
 
   it(`leaves nothing behind after ${MINUTES} min, never cordons twice without an undo, and keeps the heap (and, without snapshots, RSS) flat`, async function () {
     this.timeout((MINUTES + 20) * 60_000);
-    // The last process must live through its warm-up and ten judged minutes, or no memory verdict is possible.
-    if (!(MINUTES >= SETTLE && SETTLE >= WARMUP + 10))
+    // The last process must live through its warm-up and ten judged minutes (with two to spare for its start and
+    // the once-a-minute heap samples), or no memory verdict is possible.
+    if (!(MINUTES >= SETTLE && SETTLE >= WARMUP + 12))
       throw new Error(
-        `SOAK_MINUTES (${MINUTES}) >= SOAK_SETTLE_MINUTES (${SETTLE}) >= SOAK_WARMUP_MINUTES (${WARMUP}) + 10 is needed for a memory verdict`,
+        `SOAK_MINUTES (${MINUTES}) >= SOAK_SETTLE_MINUTES (${SETTLE}) >= SOAK_WARMUP_MINUTES (${WARMUP}) + 12 is needed for a memory verdict`,
       );
     const rand = random(SEED);
     log(`seed ${SEED} (SOAK_SEED=${SEED} replays the schedule), ${MINUTES} min`);
@@ -185,6 +186,10 @@ describe('soak: incidents on random nodes while the operator restarts at random'
       number,
       number,
     ];
+    if (!(soonest > 0 && latest >= soonest))
+      throw new Error(
+        `SOAK_RESTART_MINUTES must be two numbers, soonest,latest (got ${process.env.SOAK_RESTART_MINUTES})`,
+      );
     const lastRestart = end - SETTLE * 60_000;
     const restartDelay = () => (soonest + rand() * (latest - soonest)) * 60_000;
     let nextRestart = soakStart + restartDelay();

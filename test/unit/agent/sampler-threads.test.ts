@@ -62,7 +62,7 @@ describe('ProcReader: the runtime threads in D state', () => {
     ]);
   });
 
-  it("lists a D-state leader once, and reads no other process's threads, shims' included (the agent stays lean)", () => {
+  it("lists a D-state leader once, reads the daemons' threads, and no other process's, shims' included (the agent stays lean)", () => {
     process(4000, 'runc:[2:INIT]', [
       [4000, 'D', 'do_mount'],
       [4001, 'S'],
@@ -70,6 +70,10 @@ describe('ProcReader: the runtime threads in D state', () => {
     process(5000, 'containerd-shim', [
       [5000, 'S'],
       [5003, 'D', 'io_schedule'],
+    ]);
+    process(5200, 'cri-dockerd', [
+      [5200, 'S'],
+      [5201, 'D', 'folio_wait_bit'],
     ]);
     process(5100, 'dockerd', [
       [5100, 'D', 'do_mount'],
@@ -83,7 +87,15 @@ describe('ProcReader: the runtime threads in D state', () => {
     expect(tasks.map((t) => [t.pid, t.state, t.wchan])).to.have.deep.members([
       [4000, 'D', 'do_mount'],
       [5100, 'D', 'do_mount'],
+      [5201, 'D', 'folio_wait_bit'],
     ]);
+    // Each of them counted as the runtime's (cri-dockerd too: it is a daemon whose threads are read).
+    const reading = computeReading(
+      undefined,
+      new ProcReader(root).sample(),
+      new Date('2026-12-01T10:00:00Z'),
+    );
+    expect(reading.dStateTasks?.every((t) => t.runtime)).to.equal(true);
   });
 
   it('takes a thread that vanishes between the listing and its read as gone, not as an error', () => {

@@ -109,7 +109,8 @@ function valueAt(target: unknown, path: string[]): unknown {
 function surelyInvalid(base: unknown, spec: unknown, path: string[]): boolean {
   const value = valueAt(spec, path);
   if (value === null || value === undefined) return false;
-  if (path.at(-1) === 'unknownField') return true;
+  // Under matchLabels a new key is a label, which any valid label value makes valid (seed 191908 drew one).
+  if (path.at(-1) === 'unknownField') return !path.includes('matchLabels');
   if (path.at(-1)?.endsWith('Seconds'))
     return typeof value !== 'number' || !Number.isInteger(value) || value < 0;
   return typeof valueAt(base, path) === 'boolean' && typeof value !== 'boolean';

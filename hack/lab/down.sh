@@ -17,7 +17,7 @@ stop_pid() { # name pid: TERM, then KILL after 10 s
 }
 # Any incident first: the throttles, the load and its watchdog.
 if [ -n "$(lab_loop)" ]; then "$lab_here/incident.sh" stop || log "could not end the incident: check the blkio throttles"; fi
-lab_alive kubelet && stop_pid kubelet "$(cat "$LAB_DIR/pids/kubelet.pid")"
+if pid=$(lab_alive kubelet); then stop_pid kubelet "$pid"; fi
 # The containers, through the lab's own runc root (a system containerd's are elsewhere); first the network
 # namespaces their specs name, to delete after.
 netns=()
@@ -34,7 +34,7 @@ if [ -d "$LAB_RUNC_ROOT/k8s.io" ]; then
 fi
 # Shims started by the lab's containerd carry its socket in their command line.
 for pid in $(pgrep -f "containerd-shim.*-address $LAB_SOCK" || true); do stop_pid containerd-shim "$pid"; done
-lab_alive containerd && stop_pid containerd "$(cat "$LAB_DIR/pids/containerd.pid")"
+if pid=$(lab_alive containerd); then stop_pid containerd "$pid"; fi
 # Shim sockets live in a fixed directory, named by sha256 of <containerd address>/<namespace>/<sandbox id>; a shim
 # killed mid-start (containerd does that when kubelet gives up) leaves its socket behind. Removed: those of every id
 # the lab's containerd logged; and, when no other containerd or shim runs on this machine (so no live socket can be

@@ -28,14 +28,6 @@ throttle() { # cgroup-dir read_iops write_iops write_bps (0 lifts)
   echo "$dev $3" >"$1/blkio.throttle.write_iops_device"
   echo "$dev $4" >"$1/blkio.throttle.write_bps_device"
 }
-# recorded NAME PATTERN: the pid in LAB_DIR/pids/NAME.pid when that process is still running and its command line
-# matches PATTERN (a pid file can outlive its process, and the pid be reused).
-recorded() {
-  local file=$LAB_DIR/pids/$1.pid pid
-  [ -f "$file" ] || return 1
-  pid=$(cat "$file")
-  [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$2" && echo "$pid"
-}
 # The watchdog that ends the incident by itself: a detached `sleep SECONDS; incident.sh stop`, started before
 # anything is slowed so that a failure part-way still ends.
 watchdog() {
@@ -45,7 +37,7 @@ watchdog() {
 # Every step on its own: the load first, then the limits, then the delay; none stops the others.
 stop_all() {
   local pid
-  if pid=$(recorded stress "stress-ng .*--temp-path $LAB_DISK/stress"); then
+  if pid=$(lab_alive stress "stress-ng .*--temp-path $LAB_DISK/stress"); then
     kill -- "-$pid" 2>/dev/null || kill "$pid" 2>/dev/null || true # stress-ng leads its workers' group
   fi
   rm -f "$LAB_DIR/pids/stress.pid"
@@ -53,7 +45,7 @@ stop_all() {
   throttle "$ROOT_BLKIO" 0 0 0 || log "could not lift the lab disk's limit in $ROOT_BLKIO"
   echo 0 >"$LAB_DIR/cni/delay-seconds" || true
   rm -rf --one-file-system "$LAB_DISK/stress"
-  if pid=$(recorded incident-watchdog "$lab_here/incident.sh"); then
+  if pid=$(lab_alive incident-watchdog "$lab_here/incident.sh"); then
     if [ "$pid" != "$$" ]; then kill "$pid" 2>/dev/null || true; fi
   fi
   rm -f "$LAB_DIR/pids/incident-watchdog.pid"

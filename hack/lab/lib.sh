@@ -24,12 +24,13 @@ LAB_RUNC_ROOT=$LAB_DIR/run/runc
 
 lab_ctr() { ctr --address "$LAB_SOCK" --namespace k8s.io "$@"; }
 
-# lab_alive NAME: the recorded process (kubelet or containerd) is running and is still the one we started.
+# lab_alive NAME [PATTERN]: prints the pid in LAB_DIR/pids/NAME.pid when that process still runs and its command line
+# matches PATTERN (default: LAB_DIR), so it is still the one we started (pids get reused).
 lab_alive() {
   local pidfile=$LAB_DIR/pids/$1.pid pid
   [ -f "$pidfile" ] || return 1
   pid=$(cat "$pidfile")
-  [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$LAB_DIR"
+  [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "${2:-$LAB_DIR}" && echo "$pid"
 }
 
 # lab_loop: the loop device that backs the lab's disk image, by the image (a recorded number may back something else

@@ -28,7 +28,7 @@ fi
 
 "$here/up.sh" # the control plane (reused when running)
 
-if lab_alive kubelet && lab_alive containerd && kc get node "$LAB_NODE" >/dev/null 2>&1; then
+if lab_alive kubelet >/dev/null && lab_alive containerd >/dev/null && kc get node "$LAB_NODE" >/dev/null 2>&1; then
   log "reusing the running lab ($LAB_DIR, node $LAB_NODE)"
   exit 0
 fi

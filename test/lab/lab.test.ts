@@ -89,6 +89,17 @@ async function kubeletFailures(namespace: string, pod: string): Promise<KubeletE
   return items.sort((a, b) => (a.firstTimestamp ?? '').localeCompare(b.firstTimestamp ?? ''));
 }
 
+/** Waits until the lab node is schedulable and carries none of the operator's stamps. */
+const nodeRestored = (what: string, timeoutMs: number) =>
+  eventually(
+    what,
+    async () => {
+      const n = await readNode(NODE);
+      return !n.spec?.unschedulable && Object.keys(stampsOf(n)).length === 0;
+    },
+    { timeoutMs, intervalMs: 1000 },
+  );
+
 const podsOn = async (namespace: string, app: string) =>
   (await api().core.listNamespacedPod({ namespace, labelSelector: `app=${app}` })).items;
 
@@ -196,14 +207,7 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
       await cleanup.run();
     }
     // Whatever a test did, the node is left schedulable and unstamped for the next (by the operator's undo).
-    await eventually(
-      `${NODE} uncordoned and unstamped`,
-      async () => {
-        const n = await readNode(NODE);
-        return !n.spec?.unschedulable && Object.keys(stampsOf(n)).length === 0;
-      },
-      { timeoutMs: 90_000, intervalMs: 1000 },
-    );
+    await nodeRestored(`${NODE} uncordoned and unstamped`, 90_000);
   });
 
   it('delay: a cancellable CNI delay gives kubelet only "context deadline exceeded", and nothing is acted on without IO evidence', async function () {
@@ -478,14 +482,7 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
       // The load ends; the node recovers and the operator undoes its cordon.
       await incident('stop');
       const stopped = Date.now();
-      await eventually(
-        `${NODE} uncordoned after recovery`,
-        async () => {
-          const n = await readNode(NODE);
-          return !n.spec?.unschedulable && Object.keys(stampsOf(n)).length === 0;
-        },
-        { timeoutMs: 180_000, intervalMs: 1000 },
-      );
+      await nodeRestored(`${NODE} uncordoned after recovery`, 180_000);
       at.uncordoned = Date.now();
       // The operator's own Events on the node (to the second), for what can come and go between two polls.
       for (const reason of ['SandboxCreationDegraded', 'Cordoned', 'Uncordoned']) {

@@ -3,6 +3,24 @@ import eslint from '@eslint/js';
 import prettier from 'eslint-config-prettier';
 import tseslint from 'typescript-eslint';
 
+/**
+ * One no-restricted-imports rule for a layer (a later block for the same files replaces an earlier one's rule, so each
+ * block says all of it): client-node and the lifecycle library unless `clientNode` (src/kube alone), and the given
+ * patterns.
+ * @param {string[]} files
+ * @param {{ ignores?: string[]; clientNode: boolean; patterns?: string[] }} options
+ */
+function layer(files, { ignores, clientNode, patterns = [] }) {
+  const paths = clientNode ? [] : ['@kubernetes/client-node', '@dot-i/k8s-operator'];
+  return [
+    {
+      files,
+      ...(ignores ? { ignores } : {}),
+      rules: { 'no-restricted-imports': ['error', { paths, patterns }] },
+    },
+  ];
+}
+
 export default tseslint.config(
   {
     ignores: ['dist/', 'coverage/', 'node_modules/', '.cluster/', 'scratch/', 'eslint.config.js', '**/*.cjs'],
@@ -31,25 +49,37 @@ export default tseslint.config(
       '@typescript-eslint/no-non-null-assertion': 'off',
     },
   },
-  {
-    // The layering rule from STYLE.md: only src/kube touches client-node; the pure core touches no effects.
-    files: ['src/**/*.ts'],
-    ignores: ['src/kube/**'],
-    rules: {
-      'no-restricted-imports': ['error', { paths: ['@kubernetes/client-node', '@dot-i/k8s-operator'] }],
-    },
-  },
-  {
-    files: ['src/detection/**/*.ts', 'src/policy/**/*.ts'],
-    rules: {
-      'no-restricted-imports': [
-        'error',
-        {
-          paths: ['@kubernetes/client-node', '@dot-i/k8s-operator'],
-          patterns: ['**/kube/**', '**/runtime/**', '**/actuation/**', 'node:fs', 'node:http*', 'node:net'],
-        },
-      ],
-    },
-  },
+  // The layering rule from STYLE.md: arrows point inward. Only src/kube touches client-node; the pure core touches no
+  // effects; the ports, the signals and the adapters never reach up into the controllers that use them.
+  ...layer(['src/**/*.ts'], { ignores: ['src/kube/**'], clientNode: false }),
+  ...layer(['src/kube/**/*.ts'], { clientNode: true, patterns: ['**/controllers/**', '**/cli/**'] }),
+  ...layer(['src/signals/**/*.ts', 'src/status/**/*.ts', 'src/actuation/**/*.ts'], {
+    clientNode: false,
+    patterns: ['**/controllers/**', '**/cli/**'],
+  }),
+  ...layer(['src/ports/**/*.ts'], {
+    clientNode: false,
+    patterns: [
+      '**/controllers/**',
+      '**/cli/**',
+      '**/kube/**',
+      '**/runtime/**',
+      '**/status/**',
+      '**/actuation/**',
+    ],
+  }),
+  ...layer(['src/detection/**/*.ts', 'src/policy/**/*.ts'], {
+    clientNode: false,
+    patterns: [
+      '**/controllers/**',
+      '**/kube/**',
+      '**/runtime/**',
+      '**/actuation/**',
+      '**/status/**',
+      'node:fs',
+      'node:http*',
+      'node:net',
+    ],
+  }),
   prettier,
 );

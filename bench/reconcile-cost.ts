@@ -4,6 +4,7 @@
 // the figure is the operator's own CPU, not the apiserver's; the same run measures both, side by side.
 //
 //   npx tsx bench/reconcile-cost.ts [--nodes 1000] [--pods-per-node 30] [--rounds 50]
+import { silentLogger } from '../src/observability/log.js';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DryRunActuator } from '../src/actuation/actuator.js';
@@ -24,7 +25,7 @@ const PODS_PER_NODE = arg('--pods-per-node', 30);
 const ROUNDS = arg('--rounds', 50);
 /** --profile-incremental: only one-pod-change rounds, for a CPU profile of that path alone. */
 const PROFILE_INCREMENTAL = process.argv.includes('--profile-incremental');
-const quiet = { info: () => undefined, warn: () => undefined, debug: () => undefined };
+const quiet = silentLogger;
 
 /** Pods indexed by node, as the operator's informer cache keeps them (MemoryCluster scans every pod). */
 class IndexedCluster extends MemoryCluster {

@@ -3,7 +3,7 @@
 // (marked as the demo's), with the IO evidence the demo read from the SandboxHealth status when IoPressureHigh held.
 import type { CoreV1Event } from '@kubernetes/client-node';
 import type { ActionRecord } from '../../src/api/v1alpha1/index.js';
-import { EVENT_REASON } from '../../src/status/remediation-status.js';
+import { ACTION_WORDS } from '../../src/status/remediation-status.js';
 
 export interface TimelineEntry {
   /** ISO time. Events carry whole seconds; status and the demo's own marks carry milliseconds. */
@@ -81,7 +81,7 @@ export function buildTimeline(input: {
     ours.some(
       (e) =>
         objectOf(e) === a.target &&
-        e.reason === EVENT_REASON[a.kind] &&
+        e.reason === ACTION_WORDS[a.kind].event &&
         Math.abs(new Date(timeOf(e)).getTime() - new Date(a.time).getTime()) <= 2000,
     );
   input.actions

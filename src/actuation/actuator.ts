@@ -1,5 +1,5 @@
 import type { Taint } from '../api/v1alpha1/index.js';
-import type { PodRef } from '../policy/remediation.js';
+import type { PodRef } from '../policy/actions.js';
 
 /** One change to a Node: everything decided for it in a pass, applied as one patch. */
 export interface NodeChange {

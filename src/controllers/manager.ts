@@ -17,7 +17,8 @@ import { realClock, type Clock } from '../runtime/clock.js';
 import { Controller } from '../runtime/controller.js';
 import { WorkQueue } from '../runtime/work-queue.js';
 import { BackgroundQueue } from '../runtime/background.js';
-import type { DetectionStatus, Transition } from '../status/health-status.js';
+import type { Transition } from '../ports/writes.js';
+import type { DetectionStatus } from '../status/health-status.js';
 import { nodeOf, policiesFor } from './mapper.js';
 import { PolicyReconciler } from './policy-reconciler.js';
 

@@ -1,26 +1,8 @@
 import { isDeepStrictEqual } from 'node:util';
-import { findPodOfEvent, type EventView, type GatedPodView, type PodView } from '../detection/index.js';
-import type { HealthObject } from './ports.js';
+import { findPodOfEvent, type PodView } from '../detection/index.js';
 import { comparePolicies, selectsNode } from './ownership.js';
 import { validPolicies } from './policy-reconciler.js';
-import type { ClusterCache } from './ports.js';
-
-export type Change =
-  | {
-      kind: 'SandboxPolicy' | 'Node' | 'Deployment' | 'Namespace';
-      type: 'add' | 'update' | 'delete';
-      key: string;
-    }
-  | { kind: 'Pod'; type: 'add' | 'update' | 'delete'; key: string; pod: PodView }
-  | { kind: 'GatedPod'; type: 'add' | 'update' | 'delete'; key: string; pod: GatedPodView }
-  | { kind: 'Event'; type: 'add' | 'update' | 'delete'; key: string; event: EventView }
-  | {
-      kind: 'SandboxHealth';
-      type: 'add' | 'update' | 'delete';
-      key: string;
-      health: HealthObject;
-      previous?: HealthObject;
-    };
+import type { Change, ClusterCache } from '../ports/cluster.js';
 
 /** The valid policy that owns a node right now, if any. */
 export function ownerOf(cache: ClusterCache, nodeName: string): string | undefined {

@@ -8,6 +8,7 @@ import {
 } from '../api/v1alpha1/index.js';
 import { isIoCause, type NodeFindings, type NodeView, type PodView } from '../detection/index.js';
 import type { IoPressureDecision } from '../policy/io-pressure.js';
+import { isEviction } from '../policy/actions.js';
 import type { CandidatePod, IoState, NodeFacts } from '../policy/remediation.js';
 import type { DetectionStatus } from '../status/health-status.js';
 
@@ -52,10 +53,7 @@ function simulatedStamps(previous: SandboxHealthStatus | undefined): NodeStamps 
 export function evictedUids(actions: readonly ActionRecord[] | undefined, dryRun: boolean): Set<string> {
   return new Set(
     (actions ?? [])
-      .filter(
-        (a) =>
-          (a.kind === 'Evict' || a.kind === 'Migrate') && a.outcome === 'Succeeded' && (dryRun || !a.dryRun),
-      )
+      .filter((a) => isEviction(a) && a.outcome === 'Succeeded' && (dryRun || !a.dryRun))
       .flatMap((a) => (a.uid ? [a.uid] : [])),
   );
 }

@@ -34,14 +34,21 @@ import {
   type IoPressureDecision,
 } from '../policy/io-pressure.js';
 import {
-  decideRemediation,
+  isEviction,
+  isStampDrop,
+  undoActions,
   type Action,
   type BlockedAction,
   type Guard,
+} from '../policy/actions.js';
+import { rateLog, RATE_WINDOW_MS } from '../policy/rate-window.js';
+import {
+  decideRemediation,
   type NodeFacts,
   type RemediationDecision,
   whyNotTriggered,
 } from '../policy/remediation.js';
+import type { Logger } from '../observability/log.js';
 import type { Clock } from '../runtime/clock.js';
 import { TerminalError, type ReconcileResult } from '../runtime/controller.js';
 import { apiStatus, describeError, isConflict, isNotFound } from '../kube/errors.js';
@@ -60,12 +67,13 @@ import {
   POD_EVENTS_PER_NODE,
   storedDetectionStatus,
   type DetectionStatus,
-  type Transition,
 } from '../status/health-status.js';
 import { invalidPolicyStatus, validPolicyStatus } from '../status/policy-status.js';
 import {
-  blockKey,
+  ACTION_WORDS,
   desiredHealthStatus,
+  newBlocks,
+  sameBlocks,
   remediationTransitions,
   type ActionResult,
   type RemediationStatusInput,
@@ -75,27 +83,15 @@ import { observeRollouts } from './observe-rollouts.js';
 import { decideRollouts, deploymentTarget, type RolloutAction } from '../policy/rollouts.js';
 import { decideGateReleases, type PacingPolicy, type ReleaseReason } from '../policy/pacing.js';
 import { assignNodes, type NodeAssignment, type PolicyCandidate } from './ownership.js';
-import type {
-  ClusterCache,
-  EventRecorder,
-  PolicyObject,
-  StatusWriter,
-  VersionedKind,
-  WorkloadReader,
-} from './ports.js';
-
-export interface ReconcileLogger {
-  info(message: string, fields?: Record<string, unknown>): void;
-  warn(message: string, fields?: Record<string, unknown>): void;
-  debug(message: string, fields?: Record<string, unknown>): void;
-}
+import type { ClusterCache, PolicyObject, VersionedKind, WorkloadReader } from '../ports/cluster.js';
+import type { EventRecorder, StatusWriter, Transition } from '../ports/writes.js';
 
 export interface PolicyReconcilerDeps {
   cache: ClusterCache;
   writer: StatusWriter;
   recorder: EventRecorder;
   clock: Clock;
-  logger: ReconcileLogger;
+  logger: Logger;
   /** Safety net: reconcile every policy at least this often. */
   resyncMs?: number;
   /** The IO-pressure source a policy's spec asks for. */
@@ -149,29 +145,12 @@ type ThrottledRollout = NonNullable<SandboxPolicyStatus['throttledRollouts']>[nu
 const SETTLE_RETRY_MS = 500;
 const FOLLOW_UP_MS = 5_000;
 
-/**
- * A rate log kept in status (evictions, gate releases): the entries of the last 60 s, plus `planned` entries at
- * `now`, bounded as the CRD bounds the list.
- */
-/** A log's entries still inside the 60-second window (a reservation's deadline may lie ahead), and `planned` now. */
-function rateLog(previous: readonly string[] | undefined, planned: number, now: Date): string[] {
-  const windowStart = now.getTime() - 60_000;
-  const kept = (previous ?? []).filter((t) => new Date(t).getTime() > windowStart);
-  return [...kept, ...Array.from({ length: planned }, () => now.toISOString())].slice(
-    -MAX_EVICTIONS_PER_MINUTE,
-  );
-}
-
 /** The apiserver answered no: nothing was evicted (a 4xx; a 429 is a refusal too). */
 function isRefusal(err: unknown): boolean {
   const code = apiStatus(err)?.code;
   return code !== undefined && code >= 400 && code < 500;
 }
 
-function sameBlocks(previous: SandboxHealthStatus | undefined, blocked: readonly BlockedAction[]): boolean {
-  const before = new Set((previous?.blocked ?? []).map(blockKey));
-  return before.size === blocked.length && blocked.every((b) => before.has(blockKey(b)));
-}
 const EVICTION_IN_FLIGHT_MS = 60_000;
 /** Writes (node patches, evictions, SandboxHealths) in flight at once by default: independent nodes side by side. */
 const WRITE_CONCURRENCY = 8;
@@ -223,7 +202,7 @@ interface NodeObservation {
 class Failures {
   readonly retriable: unknown[] = [];
   constructor(
-    private readonly logger: ReconcileLogger,
+    private readonly logger: Logger,
     private readonly policy: string,
   ) {}
   add(what: string, err: unknown): void {
@@ -490,8 +469,7 @@ export class PolicyReconciler {
     // evictions.
     // Pods a disruption budget refused lately go last, so the others get their turn meanwhile.
     const refusedLately = (a: Action) =>
-      (a.kind === 'Evict' || a.kind === 'Migrate') &&
-      (this.evictionsRefused.get(a.pod.uid) ?? 0) > now.getTime();
+      isEviction(a) && (this.evictionsRefused.get(a.pod.uid) ?? 0) > now.getTime();
     let evictionsLeft = 0;
     const decision = decided && {
       ...decided,
@@ -499,7 +477,7 @@ export class PolicyReconciler {
         ...decided.actions.filter((a) => !refusedLately(a)),
         ...decided.actions.filter(refusedLately),
       ].filter((a) => {
-        if (a.kind !== 'Evict' && a.kind !== 'Migrate') return true;
+        if (!isEviction(a)) return true;
         return evictionsLeft++ < EVICTIONS_PER_PASS;
       }),
     };
@@ -508,7 +486,7 @@ export class PolicyReconciler {
       if (until <= now.getTime()) this.evictionsRefused.delete(uid);
     // Act.
     const actuator = dryRun ? this.deps.actuators.dryRun : this.deps.actuators.real;
-    const keptEvictions = rateLog(policy.status?.recentEvictions, 0, now);
+    const keptEvictions = rateLog(policy.status?.recentEvictions, now, [], MAX_EVICTIONS_PER_MINUTE);
     const outcome = decision
       ? await this.act(name, memory.observations, decision, actuator, keptEvictions, policy, failures)
       : {
@@ -701,7 +679,7 @@ export class PolicyReconciler {
     // What was left for the next pass, at once: routine reports, and evictions while this pass got some through (a
     // pass whose evictions a disruption budget all refused waits for the follow-up, not a busy loop).
     const evicted = [...outcome.results.values()].some((r) =>
-      r.some((x) => (x.action.kind === 'Evict' || x.action.kind === 'Migrate') && x.outcome === 'Succeeded'),
+      r.some((x) => isEviction(x.action) && x.outcome === 'Succeeded'),
     );
     if (deferred.length > 0 || (evictionsLeft > 0 && evicted)) waits.push(0);
     const wait = Math.max(0, Math.min(...waits));
@@ -1013,7 +991,7 @@ export class PolicyReconciler {
         dryRun: dryRun || spec.safety.paused,
       });
     else this.deps.pacing?.delete(name);
-    const kept = rateLog(policy.status?.recentGateReleases, 0, now);
+    const kept = rateLog(policy.status?.recentGateReleases, now, [], MAX_EVICTIONS_PER_MINUTE);
     // Ours, and those of a policy that is gone: a gate never outlives the policy that set it.
     for (const [uid, until] of this.releasesInFlight)
       if (until <= now.getTime()) this.releasesInFlight.delete(uid);
@@ -1042,7 +1020,12 @@ export class PolicyReconciler {
       now,
     });
     const paced = decision.releases.filter((r) => r.reason === 'Paced').length;
-    const recentReleases = rateLog(kept, paced, now);
+    const recentReleases = rateLog(
+      kept,
+      now,
+      Array.from({ length: paced }, () => now),
+      MAX_EVICTIONS_PER_MINUTE,
+    );
     let reserved: string[] | undefined;
     let pacedAllowed = true;
     if (paced > 0) {
@@ -1065,7 +1048,7 @@ export class PolicyReconciler {
       if (reason === 'Paced' && !pacedAllowed) continue;
       if (!(await this.liftGate(pod, lifter, ctx.failures))) continue;
       released++;
-      this.releasesInFlight.set(pod.uid, now.getTime() + 60_000);
+      this.releasesInFlight.set(pod.uid, now.getTime() + RATE_WINDOW_MS);
       this.announcedGates.delete(pod.uid);
       const waited = (now.getTime() - pod.gatedAt.getTime()) / 1000;
       this.deps.onGateReleased?.(waited, reason);
@@ -1189,15 +1172,14 @@ export class PolicyReconciler {
         return;
       }
       if (result.outcome === 'Succeeded')
-        logger.info(`${PAST_TENSE[action.kind]}${actuator.dryRun ? ' (dry run)' : ''}`, fields);
+        logger.info(`${ACTION_WORDS[action.kind].done}${actuator.dryRun ? ' (dry run)' : ''}`, fields);
       else logger.warn(`Failed to ${action.kind.toLowerCase()}`, fields);
       this.deps.onAction?.(action.kind, result.outcome, actuator.dryRun);
     };
 
     const evictedAt: number[] = [];
     const nodeActions = new Map<string, Action[]>();
-    for (const action of decision.actions)
-      if (action.kind !== 'Evict' && action.kind !== 'Migrate') push(nodeActions, action.node, action);
+    for (const action of decision.actions) if (!isEviction(action)) push(nodeActions, action.node, action);
     // Independent nodes are patched side by side, under a limit; so are the evictions after them.
     await forEachLimit([...nodeActions], this.writeConcurrency, async ([nodeName, actions]) => {
       const observation = observations.get(nodeName);
@@ -1248,7 +1230,7 @@ export class PolicyReconciler {
     // The eviction budget is spent in status before any eviction, so a crash right after cannot reset it. Each is
     // stamped with the latest moment it can be carried out (its request times out then): a crash leaves the window
     // counted from then, never from before the apiserver could have acted on it.
-    const evictions = decision.actions.filter((a) => a.kind === 'Evict' || a.kind === 'Migrate');
+    const evictions = decision.actions.filter(isEviction);
     let evictionsAllowed = true;
     let reserved: string[] | undefined;
     if (evictions.length > 0) {
@@ -1268,7 +1250,6 @@ export class PolicyReconciler {
       }
     }
     await forEachLimit(evictions, this.writeConcurrency, async (action) => {
-      if (action.kind !== 'Evict' && action.kind !== 'Migrate') return;
       if (!evictionsAllowed || failedNodes.has(action.node)) return;
       try {
         const outcome = await actuator.evict(action.pod);
@@ -1367,8 +1348,7 @@ export class PolicyReconciler {
     if (written.version !== undefined && written.status) this.writtenHealth.set(node.name, written.status);
     else this.writtenHealth.delete(node.name);
     observation.factsMemo = undefined;
-    const previousBlocked = new Set((previous?.blocked ?? []).map(blockKey));
-    const fresh = (desired.blocked ?? []).filter((b) => !previousBlocked.has(blockKey(b)));
+    const fresh = newBlocks(previous, desired.blocked ?? []);
     for (const b of fresh) this.deps.onBlocked?.(b.guard);
     const stuck = detectionTransitions(node, previous, desired, this.eventBudget(node.name));
     this.spendEventBudget(node.name, stuck);
@@ -1461,24 +1441,7 @@ export class PolicyReconciler {
         continue;
       }
       const message = `No valid SandboxPolicy owns the node any more (${stamping ? `policy ${stamps.policy} no longer selects it` : `policy ${stamps.policy} is gone`}); undoing what it did.`;
-      const target = `node/${node.name}`;
-      const actions: Action[] = [
-        ...(stamps.taint
-          ? [
-              {
-                kind: 'Untaint' as const,
-                node: node.name,
-                target,
-                taint: stamps.taint,
-                reason: 'PolicyGone',
-                message,
-              },
-            ]
-          : []),
-        ...(stamps.cordoned
-          ? [{ kind: 'Uncordon' as const, node: node.name, target, reason: 'PolicyGone', message }]
-          : []),
-      ];
+      const actions = undoActions(node.name, stamps, 'PolicyGone', message);
       try {
         const version = await actuator.patchNode(
           nodeChange(node, actions, undefined, cache.observedVersion('Node', node.name)),
@@ -1490,7 +1453,7 @@ export class PolicyReconciler {
         continue;
       }
       for (const action of actions) {
-        logger.info(PAST_TENSE[action.kind], {
+        logger.info(ACTION_WORDS[action.kind].done, {
           node: node.name,
           policy: stamps.policy,
           reason: 'PolicyGone',
@@ -1554,7 +1517,7 @@ export class PolicyReconciler {
       if (this.releasesInFlight.has(pod.uid)) continue;
       const released = await this.liftGate(pod, actuator, failures);
       if (!released) continue;
-      this.releasesInFlight.set(pod.uid, now.getTime() + 60_000);
+      this.releasesInFlight.set(pod.uid, now.getTime() + RATE_WINDOW_MS);
       await recorder.record({
         target: { kind: 'Pod', namespace: pod.namespace, name: pod.name, uid: pod.uid },
         type: 'Normal',
@@ -1607,9 +1570,6 @@ export class PolicyReconciler {
   }
 }
 
-/** Letting go of a stamp after someone else reverted us: reported, but not an action of ours. */
-export const isStampDrop = (action: Action) => action.reason.endsWith('ByOthers');
-
 /** Whether the node is unschedulable after this pass's node actions (a dry run changes nothing). */
 function unschedulableAfter(node: NodeView, results: readonly ActionResult[], dryRun: boolean): boolean {
   let unschedulable = node.unschedulable;
@@ -1617,19 +1577,10 @@ function unschedulableAfter(node: NodeView, results: readonly ActionResult[], dr
   for (const { action, outcome } of results) {
     if (outcome !== 'Succeeded') continue;
     if (action.kind === 'Cordon') unschedulable = true;
-    if (action.kind === 'Uncordon' && action.reason !== 'UncordonedByOthers') unschedulable = false;
+    if (action.kind === 'Uncordon' && !isStampDrop(action)) unschedulable = false;
   }
   return unschedulable;
 }
-
-const PAST_TENSE: Record<Action['kind'], string> = {
-  Cordon: 'Cordoned Node',
-  Taint: 'Tainted Node',
-  Uncordon: 'Uncordoned Node',
-  Untaint: 'Untainted Node',
-  Evict: 'Evicted stuck Pod',
-  Migrate: 'Migrated IO-heavy Pod',
-};
 
 /** One patch for everything decided on a node: spec changes, taint list, and the stamps that record them. */
 export function nodeChange(
@@ -1644,7 +1595,7 @@ export function nodeChange(
   let taintsChanged = false;
   for (const action of actions) {
     if (action.kind === 'Cordon') change.unschedulable = true;
-    if (action.kind === 'Uncordon' && action.reason !== 'UncordonedByOthers') change.unschedulable = false;
+    if (action.kind === 'Uncordon' && !isStampDrop(action)) change.unschedulable = false;
     if (action.kind === 'Taint' && !taints.some((t) => sameTaint(t, action.taint))) {
       taints.push(action.taint);
       taintsChanged = true;

@@ -1,6 +1,6 @@
 // PURE: the nodes that need attention across the cluster, worst first.
 import type { NodeState } from '../api/v1alpha1/index.js';
-import type { HealthObject } from '../controllers/ports.js';
+import type { HealthObject } from '../ports/cluster.js';
 import type { ClusterOverviewInput, DiagnosedNode } from './inputs.js';
 import { readingAgeSeconds } from './node.js';
 import { summarisePolicy } from './policy.js';

@@ -1,6 +1,6 @@
 // What the diagnosis reads, already fetched: src/kube/diagnosis-reads.ts fills these from the API, tests build them.
 import type { DeploymentView, EventView, GatedPodView, NodeView } from '../detection/index.js';
-import type { HealthObject, PolicyObject } from '../controllers/ports.js';
+import type { HealthObject, PolicyObject } from '../ports/cluster.js';
 
 /** A Node, with its sandbox.remediator.io/* annotations as they are (the stamps, and anything else of ours). */
 export interface DiagnosedNode {

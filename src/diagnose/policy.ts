@@ -1,5 +1,5 @@
 import { validateSandboxPolicySpec, type SandboxPolicySpec } from '../api/v1alpha1/index.js';
-import type { PolicyObject } from '../controllers/ports.js';
+import type { PolicyObject } from '../ports/cluster.js';
 import type { z } from 'zod';
 import type { PolicySummarySchema } from './schema.js';
 

@@ -8,9 +8,9 @@ import {
 } from '@kubernetes/client-node';
 import type { Actuator, DeploymentChange, EvictionOutcome, NodeChange } from '../actuation/actuator.js';
 import { formatSelector, PACING_GATE, type LabelSelector } from '../api/v1alpha1/index.js';
-import type { WorkloadReader } from '../controllers/ports.js';
+import type { WorkloadReader } from '../ports/cluster.js';
 import type { PodView } from '../detection/index.js';
-import type { PodRef } from '../policy/remediation.js';
+import type { PodRef } from '../policy/actions.js';
 import { describeError, isInvalid, isNotFound, isTooManyRequests, terminalIfInvalid } from './errors.js';
 import type { RawObject } from './informer.js';
 import { podView } from './views.js';

@@ -1,7 +1,6 @@
 import type { KubeConfig, KubernetesObjectApi, Watch } from '@kubernetes/client-node';
 import { GROUP, VERSION } from '../api/v1alpha1/index.js';
-import type { Change } from '../controllers/mapper.js';
-import type { ClusterCache, HealthObject, PolicyObject, VersionedKind } from '../controllers/ports.js';
+import type { Change, ClusterCache, HealthObject, PolicyObject, VersionedKind } from '../ports/cluster.js';
 import {
   findPodOfEvent,
   indexFailureEvents,

@@ -3,7 +3,7 @@
 // diagnosis, which goes on without it.
 import { AppsV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { GROUP, KEY_PREFIX, VERSION } from '../api/v1alpha1/index.js';
-import type { HealthObject, PolicyObject } from '../controllers/ports.js';
+import type { HealthObject, PolicyObject } from '../ports/cluster.js';
 import type { DeploymentView, EventView, GatedPodView } from '../detection/index.js';
 import type {
   ClusterOverviewInput,

@@ -20,7 +20,7 @@ import {
   type NodeView,
   type PodView,
 } from '../detection/index.js';
-import type { HealthObject, PolicyObject } from '../controllers/ports.js';
+import type { HealthObject, PolicyObject } from '../ports/cluster.js';
 import type { RawObject } from './informer.js';
 import { AGENT_FIELD_MANAGER } from './reading-publisher.js';
 

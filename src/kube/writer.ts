@@ -14,9 +14,8 @@ import {
   type SandboxHealthStatus,
   type SandboxPolicyStatus,
 } from '../api/v1alpha1/index.js';
-import type { EventRecorder, StatusWriter } from '../controllers/ports.js';
+import type { EventRecorder, StatusWriter, Transition } from '../ports/writes.js';
 import type { NodeView } from '../detection/index.js';
-import type { Transition } from '../status/health-status.js';
 import { isConflict, isNotFound, terminalIfInvalid } from './errors.js';
 import type { RawObject } from './informer.js';
 import { healthView } from './views.js';

@@ -1,6 +1,7 @@
 // PURE: which new pods the webhook gates, and which gated pods the operator releases when. A gate we set never
 // strands a pod: it is lifted at the set rate, at once when the pressure is gone, and anyway after maxGateSeconds.
 import { matchesSelector, type LabelSelector } from '../api/v1alpha1/index.js';
+import { budgetLeft, nextFreeAt } from './rate-window.js';
 
 /** What the webhook knows of a policy that paces pod starts. */
 export interface PacingPolicy {
@@ -58,8 +59,6 @@ export interface ReleaseDecision<P extends GatedPod = GatedPod> {
   nextAt?: Date;
 }
 
-const WINDOW_MS = 60_000;
-
 export function decideGateReleases<P extends GatedPod>(input: ReleaseInput<P>): ReleaseDecision<P> {
   const { now } = input;
   const oldestFirst = [...input.gated].sort(
@@ -77,17 +76,14 @@ export function decideGateReleases<P extends GatedPod>(input: ReleaseInput<P>): 
     if (now.getTime() - pod.gatedAt.getTime() >= limitMs) releases.push({ pod, reason: 'WaitedTooLong' });
     else waiting.push(pod);
   }
-  const inWindow = input.recentReleases
-    .filter((t) => t.getTime() > now.getTime() - WINDOW_MS)
-    .sort((a, b) => a.getTime() - b.getTime());
-  const budget = Math.max(0, input.maxPodStartsPerMinute - inWindow.length);
-  for (const pod of waiting.splice(0, budget)) releases.push({ pod, reason: 'Paced' });
+  const budget = budgetLeft(input.maxPodStartsPerMinute, input.recentReleases, now);
+  const paced = waiting.splice(0, budget);
+  for (const pod of paced) releases.push({ pod, reason: 'Paced' });
   const candidates: number[] = [];
   if (waiting.length > 0) {
-    // The next gate the rate allows: when the oldest release still in the window ages out of it.
-    const used = [...inWindow, ...releases.filter((r) => r.reason === 'Paced').map(() => now)];
-    const oldest = used[used.length - input.maxPodStartsPerMinute] ?? used[0];
-    if (oldest) candidates.push(oldest.getTime() + WINDOW_MS);
+    // The next gate the rate allows, once this pass's are spent.
+    const free = nextFreeAt(input.maxPodStartsPerMinute, input.recentReleases, now, paced.length);
+    if (free) candidates.push(free.getTime());
     candidates.push(...waiting.map((p) => p.gatedAt.getTime() + limitMs));
   }
   const next = Math.min(...candidates);

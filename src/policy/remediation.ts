@@ -7,12 +7,8 @@ import {
   type SandboxPolicySpec,
   type Taint,
 } from '../api/v1alpha1/index.js';
-
-export interface PodRef {
-  namespace: string;
-  name: string;
-  uid: string;
-}
+import { isEviction, type Action, type BlockedAction, type Guard, type PodRef } from './actions.js';
+import { budgetLeft, nextFreeAt } from './rate-window.js';
 
 export interface CandidatePod extends PodRef {
   /** Kind of the controlling owner; absent for a bare pod. */
@@ -53,48 +49,6 @@ export interface NodeFacts {
   lastUndoAt?: Date;
 }
 
-export type Guard =
-  | 'CacheNotSynced'
-  | 'Paused'
-  | 'ControlPlaneNode'
-  | 'NodeNotReady'
-  | 'DryRun'
-  | 'Cooldown'
-  | 'StormLimit'
-  | 'MinSchedulableNodes'
-  | 'NodeStillSchedulable'
-  | 'EvictionRate'
-  | 'NoController'
-  | 'DaemonSetPod'
-  | 'MirrorPod'
-  /** Not decided here: the Eviction API answered 429 for a PodDisruptionBudget. */
-  | 'DisruptionBudget'
-  /** Not decided here: the apiserver refused the change for what it is (400/422); not retried as it is. */
-  | 'RefusedByApi';
-
-interface ActionBase {
-  node: string;
-  /** node/NAME or pod/NAMESPACE/NAME */
-  target: string;
-  /** One CamelCase word. */
-  reason: string;
-  message: string;
-}
-export type Action =
-  | (ActionBase & { kind: 'Cordon' | 'Uncordon' })
-  | (ActionBase & { kind: 'Taint' | 'Untaint'; taint: Taint })
-  | (ActionBase & { kind: 'Evict' | 'Migrate'; pod: PodRef });
-
-export interface BlockedAction {
-  kind: ActionKind;
-  node: string;
-  target: string;
-  guard: Guard;
-  message: string;
-  /** When the guard lifts with time alone (Cooldown, EvictionRate); absent when only a change can lift it. */
-  liftsAt?: Date;
-}
-
 export interface RemediationInput {
   policy: string;
   spec: SandboxPolicySpec;
@@ -114,8 +68,6 @@ export interface RemediationDecision {
   /** Per node, the stamps it carries once the actions are carried out. */
   stampsAfter: Map<string, NodeStamps | undefined>;
 }
-
-const EVICTION_WINDOW_MS = 60_000;
 
 /** Whether a node's evidence calls for remediation under this policy. */
 export function isTriggered(facts: NodeFacts, spec: SandboxPolicySpec): boolean {
@@ -203,14 +155,7 @@ export function decideRemediation(input: RemediationInput): RemediationDecision 
     (n.stamps?.taint !== undefined && hasFencingTaint(n, n.stamps.taint.key));
   const isSchedulable = (n: NodeFacts) => n.ready && !isFencedAtAll(n);
   let schedulable = input.nodes.filter(isSchedulable).length;
-  const windowStart = now.getTime() - EVICTION_WINDOW_MS;
-  const inWindow = input.recentEvictions
-    .filter((t) => t.getTime() > windowStart)
-    .sort((a, b) => a.getTime() - b.getTime());
-  let evictionBudget = Math.max(0, safety.maxEvictionsPerMinute - inWindow.length);
-  // The oldest eviction in the window ages out then, giving one back.
-  const oldest = inWindow[0];
-  const evictionBudgetLiftsAt = oldest ? new Date(oldest.getTime() + EVICTION_WINDOW_MS) : undefined;
+  let evictionBudget = budgetLeft(safety.maxEvictionsPerMinute, input.recentEvictions, now);
 
   // The most degraded nodes first, so limits go to the worst; names break ties deterministically.
   const ordered = [...input.nodes].sort(
@@ -335,7 +280,13 @@ export function decideRemediation(input: RemediationInput): RemediationDecision 
             podTarget(pod),
             'EvictionRate',
             `maxEvictionsPerMinute (${safety.maxEvictionsPerMinute}) reached`,
-            evictionBudgetLiftsAt,
+            // When the window gives one back, counting the evictions planned above.
+            nextFreeAt(
+              safety.maxEvictionsPerMinute,
+              input.recentEvictions,
+              now,
+              actions.filter(isEviction).length,
+            ),
           );
         evictionBudget--;
         const { namespace, name: podName, uid } = pod;

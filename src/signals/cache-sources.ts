@@ -1,5 +1,5 @@
 import type { IoReadingStatus } from '../api/v1alpha1/index.js';
-import type { ClusterCache } from '../controllers/ports.js';
+import type { ClusterCache } from '../ports/cluster.js';
 import type { IoSource, SourcedReading } from './types.js';
 
 /** Readings the node agent published into SandboxHealth status.ioReading. */

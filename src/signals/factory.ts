@@ -1,5 +1,5 @@
 import type { SandboxPolicySpec } from '../api/v1alpha1/index.js';
-import type { ClusterCache } from '../controllers/ports.js';
+import type { ClusterCache } from '../ports/cluster.js';
 import { AgentSource, NodeConditionSource } from './cache-sources.js';
 import { KubeletSummarySource } from './kubelet-summary.js';
 import { PrometheusSource } from './prometheus.js';

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { IoReadingSchema, type IoReadingStatus } from '../api/v1alpha1/index.js';
 import { apiStatus, describeError } from '../kube/errors.js';
+import { forEachLimit } from '../runtime/limit.js';
 import { firstIssue } from './answer.js';
 import type { IoSource, SourceProblem } from './types.js';
 
@@ -49,7 +50,7 @@ export class KubeletSummarySource implements IoSource {
   async refresh(nodeNames: readonly string[]): Promise<void> {
     const next = new Map<string, IoReadingStatus>();
     const problems = new Map<string, SourceProblem>();
-    await forEachLimited(nodeNames, this.concurrency, async (node) => {
+    await forEachLimit(nodeNames, this.concurrency, async (node) => {
       try {
         const reading = readingFromSummary(await this.fetchSummary(node), this.now());
         if (reading) next.set(node, reading);
@@ -82,22 +83,6 @@ function problemOf(err: unknown): SourceProblem {
       message: `the operator may not read the kubelet Summary API (RBAC: grant get on nodes/proxy): ${describeError(err)}`,
     };
   return { reason: 'SourceUnavailable', message: `the kubelet Summary API failed: ${describeError(err)}` };
-}
-
-/** Runs fn over items with at most `limit` calls in flight. */
-export async function forEachLimited<T>(
-  items: readonly T[],
-  limit: number,
-  fn: (item: T) => Promise<void>,
-): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const item = items[next++] as T;
-      await fn(item);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
 }
 
 /** The reading in a Summary, undefined when it has none; throws when the Summary is not one or its PSI impossible. */

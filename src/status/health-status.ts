@@ -7,6 +7,7 @@ import type {
 } from '../api/v1alpha1/index.js';
 import { assessRuntimeVersion, type NodeFindings, type NodeView, type StuckPod } from '../detection/index.js';
 import type { IoPressureDecision } from '../policy/io-pressure.js';
+import type { Transition } from '../ports/writes.js';
 import { conditionStatus, mergeConditions, type ConditionInput } from './conditions.js';
 
 export const MAX_LISTED_STUCK_PODS = 50;
@@ -207,17 +208,6 @@ export function storedDetectionStatus(
       .filter((k) => previous[k] !== undefined)
       .map((k) => [k, previous[k]]),
   );
-}
-
-export interface Transition {
-  target:
-    | { kind: 'Node'; name: string; uid: string }
-    | { kind: 'Pod'; namespace: string; name: string; uid: string }
-    | { kind: 'SandboxPolicy'; name: string; uid: string }
-    | { kind: 'Deployment'; namespace: string; name: string; uid: string };
-  type: 'Normal' | 'Warning';
-  reason: string;
-  message: string;
 }
 
 /** Newly stuck pods that get an Event of their own, per node and EVENT_WINDOW_MS; the rest share Events on the node. */

@@ -10,9 +10,10 @@ import {
   type SandboxHealthStatus,
 } from '../api/v1alpha1/index.js';
 import type { NodeView } from '../detection/index.js';
-import type { Action, BlockedAction } from '../policy/remediation.js';
+import { isEviction, isStampDrop, type Action, type BlockedAction } from '../policy/actions.js';
 import { mergeConditions } from './conditions.js';
-import type { DetectionStatus, Transition } from './health-status.js';
+import type { Transition } from '../ports/writes.js';
+import type { DetectionStatus } from './health-status.js';
 
 export interface ActionResult {
   action: Action;
@@ -35,13 +36,31 @@ export function actionRecord(result: ActionResult, now: Date, dryRun: boolean): 
     reason: action.reason,
     message: (result.detail ?? action.message).slice(0, 1024),
   };
-  if (action.kind === 'Evict' || action.kind === 'Migrate') record.uid = action.pod.uid;
+  if (isEviction(action)) record.uid = action.pod.uid;
   return record;
 }
 
+type BlockIdentity = Pick<BlockedRecord, 'kind' | 'target' | 'guard'>;
+
 /** One blocked action's identity: a block with the same key is the same standing block. */
-export const blockKey = (b: { kind: string; target: string; guard: string }) =>
-  `${b.kind} ${b.target} ${b.guard}`;
+export const blockKey = (b: BlockIdentity) => `${b.kind} ${b.target} ${b.guard}`;
+
+/** The blocks that the stored status did not hold: news (an Event, a count); a standing block is not. */
+export function newBlocks<B extends BlockIdentity>(
+  previous: SandboxHealthStatus | undefined,
+  blocked: readonly B[],
+): B[] {
+  const before = new Set((previous?.blocked ?? []).map(blockKey));
+  return blocked.filter((b) => !before.has(blockKey(b)));
+}
+
+/** Whether the stored status holds exactly these blocks. */
+export function sameBlocks(
+  previous: SandboxHealthStatus | undefined,
+  blocked: readonly BlockIdentity[],
+): boolean {
+  return (previous?.blocked ?? []).length === blocked.length && newBlocks(previous, blocked).length === 0;
+}
 
 function mirror(stamps: NodeStamps | undefined, dryRun: boolean): RemediationRecord | undefined {
   if (!stamps) return undefined;
@@ -88,17 +107,15 @@ export function desiredHealthStatus(input: RemediationStatusInput): HealthStatus
     message: b.message.slice(0, 1024),
     since: previousBlocked.get(blockKey(b))?.since ?? now.toISOString(),
   }));
-  const newlyBlocked: ActionRecord[] = input.blocked
-    .filter((b) => !previousBlocked.has(blockKey(b)))
-    .map((b) => ({
-      kind: b.kind,
-      target: b.target,
-      time: now.toISOString(),
-      outcome: 'Blocked',
-      dryRun,
-      reason: b.guard,
-      message: b.message.slice(0, 1024),
-    }));
+  const newlyBlocked: ActionRecord[] = newBlocks(previous, input.blocked).map((b) => ({
+    kind: b.kind,
+    target: b.target,
+    time: now.toISOString(),
+    outcome: 'Blocked',
+    dryRun,
+    reason: b.guard,
+    message: b.message.slice(0, 1024),
+  }));
   const fresh = [...input.results.map((r) => actionRecord(r, now, dryRun)), ...newlyBlocked].reverse();
   const actions = [...fresh, ...(previous?.actions ?? [])].slice(0, MAX_RECORDED_ACTIONS);
   const stamps = input.stampsAfter;
@@ -160,13 +177,14 @@ export function desiredHealthStatus(input: RemediationStatusInput): HealthStatus
   return status;
 }
 
-export const EVENT_REASON: Record<Action['kind'], string> = {
-  Cordon: 'Cordoned',
-  Taint: 'Tainted',
-  Evict: 'EvictedStuckPod',
-  Migrate: 'MigratedIoHeavyPod',
-  Uncordon: 'Uncordoned',
-  Untaint: 'Untainted',
+/** How each action is told: the log line once it is done, and the reason of its Event. */
+export const ACTION_WORDS: Record<Action['kind'], { done: string; event: string }> = {
+  Cordon: { done: 'Cordoned Node', event: 'Cordoned' },
+  Taint: { done: 'Tainted Node', event: 'Tainted' },
+  Evict: { done: 'Evicted stuck Pod', event: 'EvictedStuckPod' },
+  Migrate: { done: 'Migrated IO-heavy Pod', event: 'MigratedIoHeavyPod' },
+  Uncordon: { done: 'Uncordoned Node', event: 'Uncordoned' },
+  Untaint: { done: 'Untainted Node', event: 'Untainted' },
 };
 
 /** Events for what was done in this pass and for each newly blocked action; a standing block repeats none. */
@@ -177,23 +195,22 @@ export function remediationTransitions(input: RemediationStatusInput, desired: H
   const transitions: Transition[] = [];
   for (const result of input.results) {
     const { action } = result;
-    const target =
-      action.kind === 'Evict' || action.kind === 'Migrate'
-        ? {
-            kind: 'Pod' as const,
-            namespace: action.pod.namespace,
-            name: action.pod.name,
-            uid: action.pod.uid,
-          }
-        : nodeRef;
-    if (result.outcome === 'Succeeded' && action.reason.endsWith('ByOthers')) {
+    const target = isEviction(action)
+      ? {
+          kind: 'Pod' as const,
+          namespace: action.pod.namespace,
+          name: action.pod.name,
+          uid: action.pod.uid,
+        }
+      : nodeRef;
+    if (result.outcome === 'Succeeded' && isStampDrop(action)) {
       // Not an action of ours: someone else reverted what we did, and we let go of the claim.
       transitions.push({ target, type: 'Normal', reason: 'RemediationReleased', message: action.message });
     } else if (result.outcome === 'Succeeded') {
       transitions.push({
         target,
         type: 'Normal',
-        reason: EVENT_REASON[action.kind],
+        reason: ACTION_WORDS[action.kind].event,
         message: `${prefix}${action.message}`,
       });
     } else {
@@ -205,9 +222,7 @@ export function remediationTransitions(input: RemediationStatusInput, desired: H
       });
     }
   }
-  const previousBlocked = new Set((input.previous?.blocked ?? []).map(blockKey));
-  for (const b of desired.blocked ?? []) {
-    if (previousBlocked.has(blockKey(b))) continue;
+  for (const b of newBlocks(input.previous, desired.blocked ?? [])) {
     transitions.push({
       target: nodeRef,
       type: 'Warning',

@@ -1,7 +1,7 @@
 // Inputs for the diagnosis, as the reads hand them over: a node in the middle of a remediation, and small changes to it.
 import type { Condition, SandboxHealthStatus, SandboxPolicyStatus } from '../../src/api/v1alpha1/index.js';
 import { readStamps } from '../../src/api/v1alpha1/index.js';
-import type { PolicyObject } from '../../src/controllers/ports.js';
+import type { PolicyObject } from '../../src/ports/cluster.js';
 import type { NodeView } from '../../src/detection/index.js';
 import type { DiagnosedNode, NodeDiagnosisInput } from '../../src/diagnose/inputs.js';
 import { secondsAfter, T0 } from './builders.js';

@@ -20,14 +20,13 @@ import {
 } from '../../src/api/v1alpha1/index.js';
 import type {
   ClusterCache,
-  EventRecorder,
   HealthObject,
   PolicyObject,
-  StatusWriter,
   VersionedKind,
   WorkloadReader,
-} from '../../src/controllers/ports.js';
-import type { PodRef } from '../../src/policy/remediation.js';
+} from '../../src/ports/cluster.js';
+import type { EventRecorder, StatusWriter, Transition } from '../../src/ports/writes.js';
+import type { PodRef } from '../../src/policy/actions.js';
 import {
   indexFailureEvents,
   type DeploymentView,
@@ -36,7 +35,6 @@ import {
   type NodeView,
   type PodView,
 } from '../../src/detection/index.js';
-import type { Transition } from '../../src/status/health-status.js';
 import { T0 } from './builders.js';
 
 export function aNode(name: string, labels: Record<string, string> = {}): NodeView {

@@ -1,5 +1,6 @@
 // The cost of a change: a pod or Event change re-observes its node only; the policy-wide pass reads the
 // summaries held from earlier passes. Counted in nodes observed (PassStats), not timed.
+import { silentLogger } from '../../../src/observability/log.js';
 import { expect } from 'chai';
 import { DryRunActuator } from '../../../src/actuation/actuator.js';
 import { PolicyReconciler, type PolicyReconcilerDeps } from '../../../src/controllers/policy-reconciler.js';
@@ -8,7 +9,7 @@ import { EVENT_WINDOW_MS } from '../../../src/status/health-status.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
 import { aNode, MemoryCluster } from '../../support/memory-cluster.js';
 
-const quiet = { info: () => undefined, warn: () => undefined, debug: () => undefined };
+const quiet = silentLogger;
 const NODE_COUNT = 200;
 
 function setup(sources?: PolicyReconcilerDeps['sources']) {

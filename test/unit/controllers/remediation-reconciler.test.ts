@@ -1,5 +1,6 @@
 // Reconcile tests of remediation: cordon, evict, migrate and undo over an in-memory cluster, asserting the exact
 // writes and Events of each pass. Pressure is immediate (sustainSeconds 0) so each pass is one decision.
+import { silentLogger } from '../../../src/observability/log.js';
 import { expect } from 'chai';
 import { DryRunActuator } from '../../../src/actuation/actuator.js';
 import type { SandboxHealthStatus } from '../../../src/api/v1alpha1/index.js';
@@ -10,7 +11,7 @@ import { TerminalError } from '../../../src/runtime/controller.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
 import { aNode, MemoryCluster, tellOfChanges } from '../../support/memory-cluster.js';
 
-const quiet = { info: () => undefined, warn: () => undefined, debug: () => undefined };
+const quiet = silentLogger;
 const NODES = ['n1', 'n2', 'n3', 'n4', 'n5', 'n6'];
 const HIGH = { psiSomeAvg10Percent: 55 };
 const LOW = { psiSomeAvg10Percent: 2 };

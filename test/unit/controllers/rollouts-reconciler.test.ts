@@ -1,5 +1,6 @@
 // Reconcile tests of rollout throttling and pod-start pacing over the in-memory cluster: what is written, and
 // what is left behind when a policy goes away or runs dry.
+import { silentLogger } from '../../../src/observability/log.js';
 import { expect } from 'chai';
 import { DryRunActuator } from '../../../src/actuation/actuator.js';
 import type { SandboxPolicySpecInput } from '../../../src/api/v1alpha1/index.js';
@@ -10,7 +11,7 @@ import { FakeClock } from '../../../src/runtime/clock.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
 import { aNode, MemoryCluster, tellOfChanges } from '../../support/memory-cluster.js';
 
-const quiet = { info: () => undefined, warn: () => undefined, debug: () => undefined };
+const quiet = silentLogger;
 const START = secondsAfter(T0, 600);
 
 function world(spec: SandboxPolicySpecInput, saturated = true) {

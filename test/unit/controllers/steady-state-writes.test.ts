@@ -1,5 +1,6 @@
 // A node whose verdict does not change must cost no SandboxHealth write, however its readings and kubelet's
 // retries move: the reconciler patches only what differs (report()), so the desired status must be byte-identical.
+import { silentLogger } from '../../../src/observability/log.js';
 import { expect } from 'chai';
 import { DryRunActuator } from '../../../src/actuation/actuator.js';
 import type { IoReadingStatus } from '../../../src/api/v1alpha1/index.js';
@@ -9,7 +10,7 @@ import { FakeClock } from '../../../src/runtime/clock.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
 import { aNode, MemoryCluster, tellOfChanges } from '../../support/memory-cluster.js';
 
-const quiet = { info: () => undefined, warn: () => undefined, debug: () => undefined };
+const quiet = silentLogger;
 
 /** One node under pressure with a stuck pod; the agent's reading and the pod's failure Event are ours to move. */
 function world() {

@@ -1,5 +1,6 @@
 // How a pass writes: independent nodes side by side under a limit, each node's writes in order, and in a storm of
 // routine changes a bounded number of SandboxHealths per pass, urgent news first.
+import { silentLogger } from '../../../src/observability/log.js';
 import { expect } from 'chai';
 import { DryRunActuator } from '../../../src/actuation/actuator.js';
 import { PolicyReconciler } from '../../../src/controllers/policy-reconciler.js';
@@ -7,7 +8,7 @@ import { FakeClock } from '../../../src/runtime/clock.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
 import { aNode, MemoryCluster } from '../../support/memory-cluster.js';
 
-const quiet = { info: () => undefined, warn: () => undefined, debug: () => undefined };
+const quiet = silentLogger;
 const names = (n: number) => Array.from({ length: n }, (_, i) => `n${String(i).padStart(3, '0')}`);
 
 /** The cluster's writer and recorder, each call held for a few ms, counting how many are in flight. */

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import type { NodeState, SandboxHealthStatus } from '../../../src/api/v1alpha1/index.js';
-import type { HealthObject } from '../../../src/controllers/ports.js';
+import type { HealthObject } from '../../../src/ports/cluster.js';
 import { diagnoseCluster } from '../../../src/diagnose/cluster.js';
 import { aNode, aPolicy, at, NOW, remediatingStatus } from '../../support/diagnosis.js';
 

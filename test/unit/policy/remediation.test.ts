@@ -9,10 +9,9 @@ import {
   type SandboxPolicySpecInput,
   type Taint,
 } from '../../../src/api/v1alpha1/index.js';
+import type { Action, BlockedAction } from '../../../src/policy/actions.js';
 import {
   decideRemediation,
-  type Action,
-  type BlockedAction,
   type CandidatePod,
   type IoState,
   type NodeFacts,

@@ -1,8 +1,9 @@
+// What the controllers read of the cluster: the read-only cache, its change notices, and the live reads it does not
+// keep. Implemented by src/kube (informers, REST) and in memory by the tests; it names no implementation.
 import type { LabelSelector, SandboxHealthStatus, SandboxPolicyStatus } from '../api/v1alpha1/index.js';
 import type { DeploymentView, EventView, GatedPodView, NodeView, PodView } from '../detection/index.js';
 
 export type VersionedKind = 'Node' | 'SandboxHealth' | 'SandboxPolicy' | 'Deployment';
-import type { Transition } from '../status/health-status.js';
 
 export interface PolicyObject {
   name: string;
@@ -48,24 +49,25 @@ export interface ClusterCache {
   watchesHealthy(): boolean;
 }
 
+/** A change the cache saw, as its informers report it: what the mapper turns into policy keys. */
+export type Change =
+  | {
+      kind: 'SandboxPolicy' | 'Node' | 'Deployment' | 'Namespace';
+      type: 'add' | 'update' | 'delete';
+      key: string;
+    }
+  | { kind: 'Pod'; type: 'add' | 'update' | 'delete'; key: string; pod: PodView }
+  | { kind: 'GatedPod'; type: 'add' | 'update' | 'delete'; key: string; pod: GatedPodView }
+  | { kind: 'Event'; type: 'add' | 'update' | 'delete'; key: string; event: EventView }
+  | {
+      kind: 'SandboxHealth';
+      type: 'add' | 'update' | 'delete';
+      key: string;
+      health: HealthObject;
+      previous?: HealthObject;
+    };
+
 /** Live reads the cache does not keep: running pods are not cached (only Pending ones are). */
 export interface WorkloadReader {
   runningPodsOn(node: string, selector: LabelSelector): Promise<PodView[]>;
-}
-
-/** Writes the operator's own objects. Implementations patch only what they are given. */
-export interface StatusWriter {
-  createHealth(node: NodeView): Promise<void>;
-  /** Resolves with the object's new resourceVersion and status (the API's merge of the patch), as returned. */
-  patchHealthStatus(
-    name: string,
-    status: { [K in keyof SandboxHealthStatus]?: SandboxHealthStatus[K] | null },
-  ): Promise<{ version?: string; status?: SandboxHealthStatus }>;
-  deleteHealth(name: string): Promise<void>;
-  /** Resolves with the policy's new resourceVersion (undefined when it is gone or none was returned). */
-  patchPolicyStatus(name: string, status: SandboxPolicyStatus): Promise<string | undefined>;
-}
-
-export interface EventRecorder {
-  record(transition: Transition): Promise<void>;
 }

@@ -1,0 +1,74 @@
+// PURE: what the remediation decides (actions, and actions a guard holds), and the rules about them that more than
+// one step reads: which actions evict, which only let go of a claim someone else reverted, and how an undo is built.
+import type { ActionKind, NodeStamps, Taint } from '../api/v1alpha1/index.js';
+
+export interface PodRef {
+  namespace: string;
+  name: string;
+  uid: string;
+}
+
+export type Guard =
+  | 'CacheNotSynced'
+  | 'Paused'
+  | 'ControlPlaneNode'
+  | 'NodeNotReady'
+  | 'DryRun'
+  | 'Cooldown'
+  | 'StormLimit'
+  | 'MinSchedulableNodes'
+  | 'NodeStillSchedulable'
+  | 'EvictionRate'
+  | 'NoController'
+  | 'DaemonSetPod'
+  | 'MirrorPod'
+  /** Not decided here: the Eviction API answered 429 for a PodDisruptionBudget. */
+  | 'DisruptionBudget'
+  /** Not decided here: the apiserver refused the change for what it is (400/422); not retried as it is. */
+  | 'RefusedByApi';
+
+interface ActionBase {
+  node: string;
+  /** node/NAME or pod/NAMESPACE/NAME */
+  target: string;
+  /** One CamelCase word. */
+  reason: string;
+  message: string;
+}
+export type Action =
+  | (ActionBase & { kind: 'Cordon' | 'Uncordon' })
+  | (ActionBase & { kind: 'Taint' | 'Untaint'; taint: Taint })
+  | (ActionBase & { kind: 'Evict' | 'Migrate'; pod: PodRef });
+
+export interface BlockedAction {
+  kind: ActionKind;
+  node: string;
+  target: string;
+  guard: Guard;
+  message: string;
+  /** When the guard lifts with time alone (Cooldown, EvictionRate); absent when only a change can lift it. */
+  liftsAt?: Date;
+}
+
+/** An action that moves a pod off its node through the Eviction API: a stuck pod, or an IO-heavy one. */
+export type Eviction = Extract<Action, { kind: 'Evict' | 'Migrate' }>;
+
+/** Whether an action (or a recorded one) evicts a pod. */
+export function isEviction<A extends { kind: string }>(action: A): action is A & Pick<Eviction, 'kind'> {
+  return action.kind === 'Evict' || action.kind === 'Migrate';
+}
+
+/**
+ * Letting go of a stamp after someone else reverted us (UncordonedByOthers, UntaintedByOthers, ResumedByOthers):
+ * reported, but not an action of ours; it changes nothing on the object but our annotations.
+ */
+export const isStampDrop = (action: { reason: string }): boolean => action.reason.endsWith('ByOthers');
+
+/** The actions that undo what our stamps on a node record, taint first (the reverse of the order they were made). */
+export function undoActions(node: string, stamps: NodeStamps, reason: string, message: string): Action[] {
+  const target = `node/${node}`;
+  const actions: Action[] = [];
+  if (stamps.taint) actions.push({ kind: 'Untaint', node, target, taint: stamps.taint, reason, message });
+  if (stamps.cordoned) actions.push({ kind: 'Uncordon', node, target, reason, message });
+  return actions;
+}

@@ -1,0 +1,36 @@
+// What the controllers write of their own: SandboxHealth objects, both kinds' status, and Events. The actuator
+// (src/actuation) is the port for what they change on other people's objects.
+import type { SandboxHealthStatus, SandboxPolicyStatus } from '../api/v1alpha1/index.js';
+import type { NodeView } from '../detection/index.js';
+
+/** Writes the operator's own objects. Implementations patch only what they are given. */
+export interface StatusWriter {
+  createHealth(node: NodeView): Promise<void>;
+  /** Resolves with the object's new resourceVersion and status (the API's merge of the patch), as returned. */
+  patchHealthStatus(
+    name: string,
+    status: HealthStatusPatch,
+  ): Promise<{ version?: string; status?: SandboxHealthStatus }>;
+  deleteHealth(name: string): Promise<void>;
+  /** Resolves with the policy's new resourceVersion (undefined when it is gone or none was returned). */
+  patchPolicyStatus(name: string, status: SandboxPolicyStatus): Promise<string | undefined>;
+}
+
+/** A JSON merge patch of a SandboxHealth status: a key set to null is removed. */
+export type HealthStatusPatch = { [K in keyof SandboxHealthStatus]?: unknown };
+
+/** One Event: what happened to which object, in words for kubectl describe. */
+export interface Transition {
+  target:
+    | { kind: 'Node'; name: string; uid: string }
+    | { kind: 'Pod'; namespace: string; name: string; uid: string }
+    | { kind: 'SandboxPolicy'; name: string; uid: string }
+    | { kind: 'Deployment'; namespace: string; name: string; uid: string };
+  type: 'Normal' | 'Warning';
+  reason: string;
+  message: string;
+}
+
+export interface EventRecorder {
+  record(transition: Transition): Promise<void>;
+}

@@ -58,12 +58,17 @@ manifests: deps ## Generate crds/ from the zod schemas in src/api, and schemas/d
 	tsx hack/generate-schemas.ts
 
 .PHONY: verify
-verify: deps ## Check formatting, lint, types and that crds/ and schemas/ match src/ (run before every commit)
+verify: deps ## Check formatting, lint, types (src, test, bench, hack), that crds/ and schemas/ match src/, and that the docs' figures match bench/results (run before every commit; make test runs it first)
 	prettier --check --log-level warn .
 	eslint .
 	tsc -p tsconfig.json --noEmit
 	tsx hack/generate-crds.ts --check
 	tsx hack/generate-schemas.ts --check
+	tsx hack/figures.ts --check
+
+.PHONY: figures
+figures: deps ## Rewrite the figures the docs quote (README.md, bench/README.md, docs/) from bench/results/*.json
+	tsx hack/figures.ts
 
 .PHONY: diagram
 diagram: ## Render docs/architecture.dot into docs/architecture.svg (installs Debian's graphviz when dot is missing)
@@ -92,7 +97,7 @@ plugin: build ## Install the kubectl plugin (kubectl sandbox diagnose [NODE]) as
 
 .PHONY: test-unit
 test-unit: deps ## Unit tests with coverage (no cluster, no network); src/api and src/detection need 90% of lines
-	c8 mocha --config .mocharc.unit.json
+	c8 mocha --config .mocharc.unit.json --forbid-only
 	c8 check-coverage --lines 90 --include 'src/api/**' --include 'src/detection/**'
 
 .PHONY: tools
@@ -104,37 +109,43 @@ test-integration: deps tools ## Integration tests: SHARDS (2) runs at once, each
 	hack/test-integration.sh
 
 .PHONY: test
-test: test-unit test-integration ## Everything CI runs: unit and integration tests
+test: ## Everything CI runs: make verify, then the unit and then the integration tests
+	@$(MAKE) --no-print-directory verify
+	@$(MAKE) --no-print-directory test-unit
+	@$(MAKE) --no-print-directory test-integration
 
 SOAK_MINUTES ?= 60
 
 .PHONY: soak
 soak: deps tools build ## Not in CI: SOAK_MINUTES (60) of incidents on random nodes while the operator restarts at random (kill -9 or SIGTERM), with ten-minute flapping IO first; ends with nothing cordoned, paused or gated, and flat heap and RSS for the last operator after its warm-up
-	FLAP_SECONDS=600 mocha --import=tsx --require test/integration/hooks.ts --timeout 0 --grep 'flap' test/integration/io-faults.test.ts
-	SOAK_MINUTES=$(SOAK_MINUTES) mocha --import=tsx --require test/integration/hooks.ts --timeout 0 test/soak/soak.test.ts
+	FLAP_SECONDS=600 mocha --import=tsx --forbid-only --require test/integration/hooks.ts --timeout 0 --grep 'flap' test/integration/io-faults.test.ts
+	SOAK_MINUTES=$(SOAK_MINUTES) mocha --import=tsx --forbid-only --require test/integration/hooks.ts --timeout 0 test/soak/soak.test.ts
 
 ##@ Benchmarks
 
 .PHONY: bench
-bench: deps tools ## Detection latency, cache memory (vs client-node's informer), agent overhead (vs node_exporter), the sampler's thread reads (vs before), reconcile cost of one change (vs a full pass), API writes per node per minute (vs b9da2a8, needs the local cluster); results in bench/results/
+bench: deps tools ## Detection latency, cache memory (vs client-node's informer), agent overhead (vs node_exporter), the sampler's thread reads (vs before), reconcile cost of one change (vs a full pass), API writes per node per minute (vs b9da2a8, needs the local cluster); results in bench/results/, then the docs' figures rewritten from them
 	tsx bench/detection-latency.ts --pods 50
 	tsx bench/cache-memory.ts --pods 5000
 	tsx bench/agent-overhead.ts --seconds 60
 	tsx bench/sampler-threads.ts --rounds 300
 	tsx bench/reconcile-cost.ts --nodes 1000 --rounds 50
 	tsx bench/api-writes.ts --before b9da2a8
+	tsx hack/figures.ts
 
 SIZES ?= 100,300,1000
 
 .PHONY: bench-scale
-bench-scale: deps tools build ## The operator at SIZES (100,300,1000) kwok nodes x 30 pods and in a storm: sync, memory, idle CPU, LISTs, detection, cordon, eviction, writes, memory against Node's defaults, a CPU profile of an incident (about 55 min; not in make bench)
+bench-scale: deps tools build ## The operator at SIZES (100,300,1000) kwok nodes x 30 pods and in a storm: sync, memory, idle CPU, LISTs, detection, cordon, eviction, writes, memory against Node's defaults, a CPU profile of an incident (about 55 min; not in make bench); then the docs' figures rewritten from bench/results/scale.json
 	tsx bench/scale.ts --sizes $(SIZES)
+	tsx hack/figures.ts
 
 .PHONY: bench-vs-descheduler
-bench-vs-descheduler: deps tools build ## The same incident (an IO-saturated node, a CNI failure on another) under the descheduler's PodLifeTime, then under the operator: time to evict, replacements back on the node, CNI pods evicted, peak RSS, API writes; builds the descheduler into ~/.cache when missing; results in bench/results/vs-descheduler.json
+bench-vs-descheduler: deps tools build ## The same incident (an IO-saturated node, a CNI failure on another) under the descheduler's PodLifeTime, then under the operator: time to evict, replacements back on the node, CNI pods evicted, peak RSS, API writes; builds the descheduler into ~/.cache when missing; results in bench/results/vs-descheduler.json, then the docs' figures rewritten from it
 	hack/cluster/build.sh descheduler
 	tsx bench/vs-descheduler.ts
 	prettier --write --log-level warn bench/results/vs-descheduler.json
+	tsx hack/figures.ts
 
 ##@ Local cluster
 
@@ -156,4 +167,4 @@ lab-down: ## Stop the real node and remove .lab/, its mounts, loop device, bridg
 
 .PHONY: test-lab
 test-lab: lab ## Not in make test (root, cgroup v1, a loop device, and kubelet's build): the operator against the real node's genuine failures, in the stall, io and delay modes
-	mocha --import=tsx --require test/integration/hooks.ts --timeout 600000 test/lab/lab.test.ts
+	mocha --import=tsx --forbid-only --require test/integration/hooks.ts --timeout 600000 test/lab/lab.test.ts

@@ -53,7 +53,7 @@ for ((i = 0; i < SHARDS; i++)); do
   echo "[integration] shard $n of $SHARDS (about ${load[i]} s of tests, cluster in ${dir#"$repo"/}):${shard_files[i]}" >&2
   # shellcheck disable=SC2086 # the file list is meant to split
   (
-    CLUSTER_DIR=$dir mocha --import=tsx --require test/integration/hooks.ts --reporter test/support/summary-reporter.cjs \
+    CLUSTER_DIR=$dir mocha --import=tsx --forbid-only --require test/integration/hooks.ts --reporter test/support/summary-reporter.cjs \
       --timeout 120000 --slow 10000 ${shard_files[i]} 2>&1 | tee "$logs/$n.log" | sed -u "s/^/[$n] /"
     exit "${PIPESTATUS[0]}"
   ) &

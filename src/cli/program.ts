@@ -1,0 +1,218 @@
+// The command line of every subcommand but the agent's (cli/agent-options.ts), one function per subcommand, in the
+// order `--help` lists them. main.ts imports this module only for those subcommands: commander stays out of the agent.
+import { Command, InvalidArgumentError, Option } from 'commander';
+import type { ClassifyFlags } from './classify.js';
+import type { DiagnoseFlags } from './diagnose.js';
+import type { OperatorFlags } from './operator.js';
+import { AGENT_DESCRIPTION, formatAgentHelp, parsePositiveInt } from './agent-options.js';
+import { LOG_LEVELS } from '../observability/log.js';
+
+export async function parseWithCommander(argv: string[]): Promise<void> {
+  const program = new Command()
+    .name('sandbox-remediator')
+    .description(
+      "Finds pods stuck in ContainerCreating because their node's disk IO is saturated, proves the IO pressure from node evidence, and remediates (cordon, evict, slow rollouts), undoing it all on recovery.",
+    )
+    .version(process.env.npm_package_version ?? '0.1.0')
+    .showHelpAfterError();
+  addValidate(program);
+  addOperator(program);
+  addAgent(program);
+  addDiagnose(program);
+  addClassify(program);
+  addCrds(program);
+  await program.parseAsync(argv);
+}
+
+function positiveInt(value: string): number {
+  const n = parsePositiveInt(value);
+  if (n instanceof Error) throw new InvalidArgumentError(n.message);
+  return n;
+}
+
+function kubeconfigOption(): Option {
+  return new Option(
+    '--kubeconfig <path>',
+    'kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster)',
+  );
+}
+
+function outputOption(description: string): Option {
+  return new Option('-o, --output <format>', description).choices(['text', 'json']).default('text');
+}
+
+function addValidate(program: Command): void {
+  program
+    .command('validate')
+    .description(
+      'Validate SandboxPolicy manifests offline, exactly as the operator will, listing every problem',
+    )
+    .argument('<files...>', 'YAML files (- for standard input)')
+    .addHelpText(
+      'after',
+      '\nExit status: 0 when every policy is valid, 1 otherwise.\nExample: sandbox-remediator validate config/samples/*.yaml',
+    )
+    .action(async (files: string[]) => {
+      // Subcommands load their own dependencies: the agent on every node should not carry the operator's.
+      const { runValidate } = await import('./validate.js');
+      process.exitCode = await runValidate(files);
+    });
+}
+
+function addOperator(program: Command): void {
+  program
+    .command('operator')
+    .description(
+      'Run the operator: watch pods, events and nodes; report SandboxHealth per node and SandboxPolicy status',
+    )
+    .addOption(kubeconfigOption())
+    .option(
+      '--leader-elect',
+      'run as one of several replicas: only the holder of a Lease in --operator-namespace acts (15 s lease, 10 s renew deadline, 2 s retry); the others keep warm caches and take over; losing the Lease exits',
+      false,
+    )
+    .option(
+      '--leader-election-id <name>',
+      'the Lease that --leader-elect holds, in --operator-namespace',
+      'sandbox-remediator-operator',
+    )
+    .option('--metrics-bind-address <addr>', 'where /metrics is served; "0" disables', ':8080')
+    .option(
+      '--health-probe-bind-address <addr>',
+      'where /healthz and /readyz are served; "0" disables',
+      ':8081',
+    )
+    .option(
+      '--dry-run',
+      'every policy decides and reports (logs, Events, metrics, status) but changes no Node or Pod (per policy: spec.safety.dryRun)',
+      false,
+    )
+    .addOption(new Option('--log-level <level>', 'log verbosity').choices(LOG_LEVELS).default('info'))
+    .option('--workers <n>', 'policies reconciled concurrently', positiveInt, 2)
+    .option(
+      '--ready-max-disconnected-seconds <n>',
+      '/readyz fails while any watch of the apiserver has been broken this long',
+      positiveInt,
+      60,
+    )
+    .option(
+      '--watch-silence-seconds <n>',
+      'restart a watch that delivered nothing, not even a bookmark (sent about once a minute), for this long',
+      positiveInt,
+      150,
+    )
+    .option(
+      '--install-crds',
+      "create or update the CustomResourceDefinitions (server-side apply) and wait until they are Established; needs write access to CRDs, which config/rbac's operator role does not grant: for an admin's kubeconfig",
+      false,
+    )
+    .option(
+      '--webhook-bind-address <addr>',
+      'where the pod-start pacing webhook listens (HTTPS), e.g. :9443; "0" turns it off (then pacePodStarts gates nothing)',
+      '0',
+    )
+    .option(
+      '--webhook-url <url>',
+      'the URL the apiserver calls, registered in the MutatingWebhookConfiguration (default: https://<bind address>/mutate-pods); in a cluster, use a Service in front of the operator',
+    )
+    .option(
+      '--webhook-cert-dir <dir>',
+      'tls.crt, tls.key (and ca.crt) for the webhook, as cert-manager mounts them; without it a CA and certificate are generated at start-up',
+    )
+    .option(
+      '--operator-namespace <ns>',
+      "the operator's own namespace, whose Deployments are never throttled (default: $POD_NAMESPACE)",
+      process.env.POD_NAMESPACE ?? 'sandbox-remediator-system',
+    )
+    .addHelpText(
+      'after',
+      '\nLogs are JSON lines on stderr. SIGTERM or SIGINT stops it gracefully.\nExample: sandbox-remediator operator --kubeconfig .cluster/kubeconfig --metrics-bind-address 127.0.0.1:8080',
+    )
+    .action(async (flags: OperatorFlags) => {
+      const { runOperator } = await import('./operator.js');
+      // Exit now that it has stopped: a request abandoned to a silent apiserver must not keep the process alive.
+      process.exit(await runOperator(flags));
+    });
+}
+
+// Listed here and answering `help agent`; never run from here (main.ts hands `agent ...` to cli/agent.ts before it
+// loads commander). `[options]` only shows in the list.
+function addAgent(program: Command): void {
+  program
+    .command('agent')
+    .description(AGENT_DESCRIPTION)
+    .argument('[options]')
+    .configureHelp({ formatHelp: () => formatAgentHelp(process.stdout.columns) });
+}
+
+function addDiagnose(program: Command): void {
+  program
+    .command('diagnose')
+    .description(
+      'Run the on-call checklist for a node from the cluster (read-only): stuck pods and reserved sandbox names, the IO evidence and its age, D-state processes, the runtime version, what the operator did, what it does next and what blocks it; without NODE, the nodes that need attention',
+    )
+    .argument('[node]', 'the node to diagnose (also the name of its SandboxHealth)')
+    .addOption(kubeconfigOption())
+    .option('--context <name>', 'the kubeconfig context to use (default: its current-context)')
+    .addOption(outputOption('text, or json (shape: schemas/diagnosis.schema.json)'))
+    .addHelpText(
+      'after',
+      [
+        '',
+        'Exit status: 0 when it ran (an unhealthy node too), 1 when there is no such node and no SandboxHealth,',
+        '2 for a usage mistake or a cluster it cannot read.',
+        'Examples:',
+        '  sandbox-remediator diagnose                     the nodes that need attention, worst first',
+        '  sandbox-remediator diagnose worker-7            the checklist for worker-7',
+        "  kubectl sandbox diagnose worker-7 -o json | jq '.stuckPods.listed[] | .reservedFor'",
+      ].join('\n'),
+    )
+    // Usage mistakes exit 2 with one line, as configuration mistakes do elsewhere; 1 says "no such node".
+    .showHelpAfterError(false)
+    .exitOverride((err) => {
+      process.exit(err.exitCode === 0 ? 0 : 2);
+    })
+    .action(async (node: string | undefined, flags: DiagnoseFlags) => {
+      const { runDiagnose } = await import('./diagnose.js');
+      process.exitCode = await runDiagnose(node, flags);
+    });
+}
+
+function addClassify(program: Command): void {
+  program
+    .command('classify')
+    .description(
+      'Classify sandbox creation failure messages as the operator does: the cause, whether it points at IO (only IO causes can lead to a cordon), the runtime when the wording tells it, the reserved name and its holder',
+    )
+    .argument(
+      '[files...]',
+      'files of messages, one per line, or a kubectl get events -o json List (- or none: standard input)',
+    )
+    .addOption(outputOption('text, or json (an array of {source, cause, io, runtime, ...})'))
+    .addHelpText(
+      'after',
+      [
+        '',
+        'Exit status: 0 (whatever the causes), 2 when a file cannot be read.',
+        'Examples:',
+        '  kubectl get events -A --field-selector reason=FailedCreatePodSandBox -o json | sandbox-remediator classify',
+        "  journalctl -u kubelet | grep 'RunPodSandbox' | sandbox-remediator classify -o json | jq '.[] | select(.io)'",
+      ].join('\n'),
+    )
+    .action(async (files: string[], flags: ClassifyFlags) => {
+      const { runClassify } = await import('./classify.js');
+      process.exitCode = await runClassify(files, flags);
+    });
+}
+
+function addCrds(program: Command): void {
+  program
+    .command('crds')
+    .description('Print the CustomResourceDefinitions (the same as crds/), e.g. for kubectl apply -f -')
+    .action(async () => {
+      const { stringify } = await import('yaml');
+      const { buildCustomResourceDefinition, RESOURCE_KINDS } = await import('../api/v1alpha1/index.js');
+      for (const kind of RESOURCE_KINDS)
+        process.stdout.write(`---\n${stringify(buildCustomResourceDefinition(kind), { lineWidth: 0 })}`);
+    });
+}

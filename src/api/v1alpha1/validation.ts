@@ -83,16 +83,24 @@ function regexProblem(raw: string): string | undefined {
 }
 
 /**
- * What the schema cannot say: relations between fields and the syntax of embedded mini-languages.
- * Pure; returns every problem, with its field path.
+ * A cross-field problem, and every field besides its own (and what lies within it) that its rule read: when
+ * the schema refused one of those, the rule judged a default in its place and the problem is not the user's.
  */
-export function crossFieldProblems(spec: SandboxPolicySpec): PolicyProblem[] {
-  const problems: PolicyProblem[] = [];
+interface Finding extends PolicyProblem {
+  alsoRead?: string[];
+}
+
+function crossFieldFindings(spec: SandboxPolicySpec): Finding[] {
+  const problems: Finding[] = [];
   if (spec.nodeSelector) problems.push(...selectorProblems(spec.nodeSelector, 'spec.nodeSelector'));
 
   const io = spec.ioPressure;
   if (io.source === 'prometheus' && !io.prometheus) {
-    problems.push({ field: 'spec.ioPressure.prometheus', message: 'is required when source is prometheus' });
+    problems.push({
+      field: 'spec.ioPressure.prometheus',
+      message: 'is required when source is prometheus',
+      alsoRead: ['spec.ioPressure.source'],
+    });
   }
   if (io.prometheus) {
     const bad = urlProblem(io.prometheus.url);
@@ -107,6 +115,7 @@ export function crossFieldProblems(spec: SandboxPolicySpec): PolicyProblem[] {
     problems.push({
       field: 'spec.ioPressure.nodeCondition.type',
       message: `${io.nodeCondition.type} does not report IO pressure; name a condition that does (e.g. IoPressure)`,
+      alsoRead: ['spec.ioPressure.source'],
     });
   }
   if (io.staleAfterSeconds < io.sustainSeconds / 2 && io.sustainSeconds > 0) {
@@ -114,6 +123,7 @@ export function crossFieldProblems(spec: SandboxPolicySpec): PolicyProblem[] {
     problems.push({
       field: 'spec.ioPressure.staleAfterSeconds',
       message: `must be at least half of sustainSeconds (${io.sustainSeconds}), or readings expire before pressure can be sustained`,
+      alsoRead: ['spec.ioPressure.sustainSeconds'],
     });
   }
 
@@ -152,9 +162,96 @@ export function crossFieldProblems(spec: SandboxPolicySpec): PolicyProblem[] {
 }
 
 /**
+ * What the schema cannot say: relations between fields and the syntax of embedded mini-languages.
+ * Pure; returns every problem, with its field path.
+ */
+export function crossFieldProblems(spec: SandboxPolicySpec): PolicyProblem[] {
+  return crossFieldFindings(spec).map(({ field, message }) => ({ field, message }));
+}
+
+type Path = readonly PropertyKey[];
+
+/**
+ * The paths to drop so that the schema's issues go away. Cut at the first array index: dropping one element
+ * would renumber its siblings, and the problems found afterwards would name the wrong ones.
+ */
+function droppedPaths(error: z.ZodError): Path[] {
+  return error.issues
+    .flatMap((issue) =>
+      issue.code === 'unrecognized_keys' ? issue.keys.map((key) => [...issue.path, key]) : [issue.path],
+    )
+    .map((path) => {
+      const index = path.findIndex((part) => typeof part === 'number');
+      return index < 0 ? path : path.slice(0, index);
+    });
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/**
+ * A copy of value without the fields at paths; value itself is never changed. One pass for all of them:
+ * dropping them one by one would copy an object once per unknown key or bad label in it.
+ */
+function without(value: unknown, paths: readonly Path[]): unknown {
+  if (!isRecord(value)) return value;
+  const below = new Map<string, Path[]>();
+  for (const [head, ...rest] of paths) {
+    if (head === undefined) continue;
+    const key = String(head);
+    const list = below.get(key);
+    if (list) list.push(rest);
+    else below.set(key, [rest]);
+  }
+  return Object.fromEntries(
+    Object.entries(value).flatMap(([key, field]): [string, unknown][] => {
+      const paths = below.get(key);
+      if (!paths) return [[key, field]];
+      return paths.some((path) => path.length === 0) ? [] : [[key, without(field, paths)]];
+    }),
+  );
+}
+
+const samePath = (a: Path, b: Path) => a.length === b.length && a.every((part, i) => part === b[i]);
+
+/**
+ * Drops the failing fields until the rest parses, so the cross-field rules can run on everything else. A
+ * required field fails again once dropped; then its parent goes instead, so each round either succeeds or
+ * walks a path up, and the deepest path bounds the rounds. Undefined when only the whole spec would do.
+ */
+function parseWithout(
+  raw: unknown,
+  error: z.ZodError,
+): { spec: SandboxPolicySpec; dropped: Path[] } | undefined {
+  let dropped = droppedPaths(error);
+  const rounds = dropped.reduce((deepest, path) => Math.max(deepest, path.length), 0);
+  for (let round = 0; round < rounds; round++) {
+    if (dropped.some((path) => path.length === 0)) return undefined;
+    const parsed = SandboxPolicySpecSchema.safeParse(without(raw, dropped));
+    if (parsed.success) return { spec: parsed.data, dropped };
+    const again = droppedPaths(parsed.error);
+    const failedAgain = (path: Path) => again.some((other) => samePath(other, path));
+    dropped = [
+      ...dropped.filter((path) => !failedAgain(path)),
+      ...again.map((path) => (dropped.some((d) => samePath(d, path)) ? path.slice(0, -1) : path)),
+    ];
+  }
+  return undefined;
+}
+
+/** The field and every field that encloses it: spec.a.b[0] -> spec, spec.a, spec.a.b, spec.a.b[0]. */
+function enclosing(field: string): string[] {
+  const fields: string[] = [];
+  for (let i = 0; i < field.length; i++)
+    if (field[i] === '.' || field[i] === '[') fields.push(field.slice(0, i));
+  fields.push(field);
+  return fields;
+}
+
+/**
  * Validates a SandboxPolicy spec as a user wrote it (defaults not yet applied). The schema is checked
- * first; the cross-field rules then run on every top-level section that passed it, so one bad section
- * does not hide the problems of another.
+ * first; the cross-field rules then run on the spec without the fields the schema refused, so a bad field
+ * does not hide the problems of any other, not even of its siblings.
  */
 export function validateSandboxPolicySpec(raw: unknown): PolicyValidation {
   const parsed = SandboxPolicySpecSchema.safeParse(raw ?? {});
@@ -165,19 +262,17 @@ export function validateSandboxPolicySpec(raw: unknown): PolicyValidation {
       : { valid: false, problems };
   }
   const problems = issueProblems(parsed.error, 'spec');
-  const broken = new Set(parsed.error.issues.map((issue) => String(issue.path[0] ?? '')));
-  if (broken.has('')) return { valid: false, problems };
-  // Re-validate with the broken sections replaced by their defaults, and keep the cross-field problems
-  // that fall in the sections that were fine.
-  const patched = Object.fromEntries(
-    Object.entries(raw as Record<string, unknown>).filter(([section]) => !broken.has(section)),
-  );
-  const reparsed = SandboxPolicySpecSchema.safeParse(patched);
-  if (reparsed.success) {
-    for (const problem of crossFieldProblems(reparsed.data)) {
-      const section = problem.field.split(/[.[]/)[1] ?? '';
-      if (!broken.has(section)) problems.push(problem);
-    }
+  const patched = parseWithout(raw, parsed.error);
+  if (!patched) return { valid: false, problems };
+  // A rule that looked at a dropped field (at, within or around its own field, or through alsoRead) judged a
+  // default or an absence, not what the user wrote: it would repeat the schema's problem or make one up,
+  // such as an empty selector whose only bad label was dropped.
+  const dropped = new Set(patched.dropped.map((path) => fieldPath('spec', path)));
+  const aroundDropped = new Set([...dropped].flatMap(enclosing));
+  const touchesDropped = (field: string) =>
+    aroundDropped.has(field) || enclosing(field).some((outer) => dropped.has(outer));
+  for (const { field, message, alsoRead = [] } of crossFieldFindings(patched.spec)) {
+    if (![field, ...alsoRead].some(touchesDropped)) problems.push({ field, message });
   }
   return { valid: false, problems };
 }

@@ -10,6 +10,16 @@ import {
 
 const fieldsOf = (raw: unknown) => validateSandboxPolicySpec(raw).problems.map((p) => p.field);
 
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
+/** Deep merge of plain objects; b wins where they disagree. */
+function merged(a: unknown, b: unknown): unknown {
+  if (!isObject(a) || !isObject(b)) return b;
+  const out: Record<string, unknown> = { ...a };
+  for (const [key, value] of Object.entries(b)) out[key] = key in a ? merged(a[key], value) : value;
+  return out;
+}
+
 describe('validateSandboxPolicySpec', () => {
   it('fills every default into an empty spec', () => {
     const result = validateSandboxPolicySpec({});
@@ -158,6 +168,180 @@ describe('validateSandboxPolicySpec', () => {
       'spec.ioPressure.prometheus',
       'spec.remediation.migrateWorkloads.podSelector',
     ]);
+  });
+
+  it('lists all five problems of issue 24, schema ones first, the empty selector beside a broken taint', () => {
+    const spec = {
+      detection: { stuckThresholdSeconds: -30 },
+      ioPressure: { source: 'prometheus', prometheus: {} },
+      remediation: {
+        taint: { key: 'sandbox.remediator.io/io-pressure', effect: 'NoExecute' },
+        migrateWorkloads: { podSelector: {} },
+      },
+      safety: { maxUnhealthyNodes: '150%' },
+    };
+    expect(fieldsOf(spec)).to.deep.equal([
+      'spec.detection.stuckThresholdSeconds',
+      'spec.ioPressure.prometheus.url',
+      'spec.remediation.taint.effect',
+      'spec.safety.maxUnhealthyNodes',
+      'spec.remediation.migrateWorkloads.podSelector',
+    ]);
+  });
+
+  const besideSiblings: { name: string; spec: unknown; fields: string[] }[] = [
+    {
+      name: 'a NoExecute taint beside an empty migration selector',
+      spec: { remediation: { taint: { effect: 'NoExecute' }, migrateWorkloads: { podSelector: {} } } },
+      fields: ['spec.remediation.taint.effect', 'spec.remediation.migrateWorkloads.podSelector'],
+    },
+    {
+      name: 'a NoExecute taint beside a bad taint key',
+      spec: { remediation: { taint: { key: 'bad key!', effect: 'NoExecute' } } },
+      fields: ['spec.remediation.taint.effect', 'spec.remediation.taint.key'],
+    },
+    {
+      name: 'a zero maxPodsPerNode beside an empty migration selector',
+      spec: { remediation: { migrateWorkloads: { podSelector: {}, maxPodsPerNode: 0 } } },
+      fields: [
+        'spec.remediation.migrateWorkloads.maxPodsPerNode',
+        'spec.remediation.migrateWorkloads.podSelector',
+      ],
+    },
+    {
+      name: 'an empty prometheus nodeLabel beside a URL of another scheme',
+      spec: { ioPressure: { source: 'prometheus', prometheus: { url: 'ftp://x', nodeLabel: '' } } },
+      fields: ['spec.ioPressure.prometheus.nodeLabel', 'spec.ioPressure.prometheus.url'],
+    },
+    {
+      name: 'a percent over 100 beside a node condition that is not about IO',
+      spec: {
+        ioPressure: {
+          source: 'nodeCondition',
+          nodeCondition: { type: 'Ready' },
+          thresholds: { diskBusyPercent: 101 },
+        },
+      },
+      fields: ['spec.ioPressure.thresholds.diskBusyPercent', 'spec.ioPressure.nodeCondition.type'],
+    },
+    {
+      name: 'a negative recoverySeconds beside readings that expire too soon',
+      spec: { ioPressure: { recoverySeconds: -1, sustainSeconds: 600, staleAfterSeconds: 60 } },
+      fields: ['spec.ioPressure.recoverySeconds', 'spec.ioPressure.staleAfterSeconds'],
+    },
+    {
+      name: 'an unknown operator beside a bad label key in the node selector',
+      spec: {
+        nodeSelector: {
+          matchLabels: { 'bad key!': 'x' },
+          matchExpressions: [{ key: 'zone', operator: 'Gt', values: ['1'] }],
+        },
+      },
+      fields: ['spec.nodeSelector.matchExpressions[0].operator', 'spec.nodeSelector.matchLabels'],
+    },
+  ];
+  for (const { name, spec, fields } of besideSiblings) {
+    it(`does not let a nested problem hide its sibling's: ${name}`, () => {
+      expect(fieldsOf(spec)).to.deep.equal(fields);
+    });
+  }
+
+  // Dropping a broken field leaves a default or a hole behind; a rule that looked at it would judge that, not the user.
+  const notTwiceNorMadeUp: { name: string; spec: unknown; fields: string[] }[] = [
+    {
+      name: 'a prometheus source whose settings lack a URL (not also "prometheus is required")',
+      spec: { ioPressure: { source: 'prometheus', prometheus: {} } },
+      fields: ['spec.ioPressure.prometheus.url'],
+    },
+    {
+      name: 'a migration selector whose only label is a number (not also "must not be empty")',
+      spec: { remediation: { migrateWorkloads: { podSelector: { matchLabels: { tier: 1 } } } } },
+      fields: ['spec.remediation.migrateWorkloads.podSelector.matchLabels.tier'],
+    },
+    {
+      name: 'a pacing selector whose only expression is broken (not also "must not be empty")',
+      spec: {
+        remediation: {
+          throttleRollouts: {
+            pacePodStarts: { namespaceSelector: { matchExpressions: [{ key: 'a', operator: 'Gt' }] } },
+          },
+        },
+      },
+      fields: [
+        'spec.remediation.throttleRollouts.pacePodStarts.namespaceSelector.matchExpressions[0].operator',
+      ],
+    },
+    {
+      name: 'a sustainSeconds over its maximum (staleAfterSeconds not judged against the default)',
+      spec: { ioPressure: { sustainSeconds: 5000, staleAfterSeconds: 10 } },
+      fields: ['spec.ioPressure.sustainSeconds'],
+    },
+  ];
+  for (const { name, spec, fields } of notTwiceNorMadeUp) {
+    it(`reports only what the user wrote for ${name}`, () => {
+      expect(fieldsOf(spec)).to.deep.equal(fields);
+    });
+  }
+
+  it('lists the union of independent problems, schema ones first, wherever they sit', () => {
+    // Each breaks one field its own way; none reads a field another one breaks.
+    const schema = [
+      { spec: { detection: { stuckThresholdSeconds: -30 } }, field: 'spec.detection.stuckThresholdSeconds' },
+      { spec: { detection: { minStuckPods: 0 } }, field: 'spec.detection.minStuckPods' },
+      {
+        spec: { ioPressure: { thresholds: { diskBusyPercent: 101 } } },
+        field: 'spec.ioPressure.thresholds.diskBusyPercent',
+      },
+      { spec: { ioPressure: { recoverySeconds: -1 } }, field: 'spec.ioPressure.recoverySeconds' },
+      { spec: { remediation: { taint: { effect: 'NoExecute' } } }, field: 'spec.remediation.taint.effect' },
+      {
+        spec: { remediation: { throttleRollouts: { maxConcurrentRollouts: 0 } } },
+        field: 'spec.remediation.throttleRollouts.maxConcurrentRollouts',
+      },
+      { spec: { remediation: { rebootNode: true } }, field: 'spec.remediation.rebootNode' },
+      { spec: { safety: { maxUnhealthyNodes: '150%' } }, field: 'spec.safety.maxUnhealthyNodes' },
+      { spec: { drainNodes: true }, field: 'spec.drainNodes' },
+      {
+        spec: { nodeSelector: { matchExpressions: [{ key: 'zone', operator: 'Gt' }] } },
+        field: 'spec.nodeSelector.matchExpressions[0].operator',
+      },
+    ];
+    const crossField = [
+      {
+        spec: { ioPressure: { source: 'prometheus', prometheus: { url: 'ftp://x' } } },
+        field: 'spec.ioPressure.prometheus.url',
+      },
+      {
+        spec: { ioPressure: { sustainSeconds: 600, staleAfterSeconds: 60 } },
+        field: 'spec.ioPressure.staleAfterSeconds',
+      },
+      { spec: { remediation: { taint: { key: 'bad key!' } } }, field: 'spec.remediation.taint.key' },
+      {
+        spec: { remediation: { migrateWorkloads: { podSelector: {} } } },
+        field: 'spec.remediation.migrateWorkloads.podSelector',
+      },
+      {
+        spec: {
+          remediation: { throttleRollouts: { namespaceSelector: { matchLabels: { 'bad key!': 'x' } } } },
+        },
+        field: 'spec.remediation.throttleRollouts.namespaceSelector.matchLabels',
+      },
+      {
+        spec: { nodeSelector: { matchLabels: { 'bad key!': 'x' } } },
+        field: 'spec.nodeSelector.matchLabels',
+      },
+    ];
+    for (const { spec, field } of [...schema, ...crossField]) expect(fieldsOf(spec)).to.deep.equal([field]);
+    fc.assert(
+      fc.property(fc.subarray(schema), fc.subarray(crossField), (broken, related) => {
+        const spec = [...broken, ...related].reduce<unknown>((acc, { spec }) => merged(acc, spec), {});
+        const fields = fieldsOf(spec);
+        const expected = broken.map((b) => b.field);
+        expect(fields.slice(0, broken.length)).to.have.members(expected);
+        expect(fields.slice(broken.length)).to.have.members(related.map((r) => r.field));
+      }),
+      { numRuns: 300 },
+    );
   });
 
   it('never throws, whatever it is given', () => {

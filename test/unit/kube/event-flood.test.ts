@@ -12,12 +12,12 @@ import {
   MAX_FAILURE_MESSAGE_CHARS,
   type EventView,
 } from '../../../src/detection/index.js';
+import { InformerCache } from '../../../src/kube/cluster-cache.js';
 import {
   FailureEventCaps,
-  InformerCache,
   MAX_EVENTS_ABOUT_UNCACHED_PODS,
   MAX_EVENTS_PER_POD,
-} from '../../../src/kube/cluster-cache.js';
+} from '../../../src/kube/failure-event-caps.js';
 import type { RawObject } from '../../../src/kube/informer.js';
 import { silentLogger } from '../../../src/observability/logger.js';
 

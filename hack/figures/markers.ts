@@ -45,8 +45,8 @@ const RESULTS_FILE = /^[\w.-]+\.json$/;
 export function findMarkers(markdown: string): { markers: Marker[]; problems: Problem[] } {
   const markers: Marker[] = [];
   const problems: Problem[] = [];
-  forEachProseLine(markdown, (line, number) => {
-    const found = scanLine(line, number);
+  forEachProseLine(markdown, (line, masked, number) => {
+    const found = scanLine(line, masked, number);
     markers.push(...found.spans.map((s) => s.marker));
     problems.push(...found.problems);
   });
@@ -86,8 +86,9 @@ export function checkDocument(markdown: string, read: ReadResults): Finding[] {
 export function updateDocument(markdown: string, read: ReadResults): { text: string; findings: Finding[] } {
   const findings: Finding[] = [];
   const lines = markdown.split('\n');
-  forEachProseLine(markdown, (line, number) => {
-    const { spans, problems } = scanLine(line, number);
+  forEachProseLine(markdown, (line, masked, number) => {
+    // Positions come from the masked line (same length); the text written back is the line itself.
+    const { spans, problems } = scanLine(line, masked, number);
     findings.push(...problems);
     let rewritten = '';
     let from = 0;
@@ -126,8 +127,11 @@ interface Span {
   textEnd: number;
 }
 
-/** Calls back for each line outside fenced code blocks, with code spans blanked out (same length). */
-function forEachProseLine(markdown: string, each: (line: string, number: number) => void): void {
+/** Calls back for each line outside fenced code blocks, with a copy whose code spans are blanked out (same length). */
+function forEachProseLine(
+  markdown: string,
+  each: (line: string, masked: string, number: number) => void,
+): void {
   let fence: string | undefined;
   for (const [i, line] of markdown.split('\n').entries()) {
     const opener = /^ {0,3}(`{3,}|~{3,})/.exec(line)?.[1];
@@ -139,7 +143,7 @@ function forEachProseLine(markdown: string, each: (line: string, number: number)
       fence = opener;
       continue;
     }
-    each(blankCodeSpans(line), i + 1);
+    each(line, blankCodeSpans(line), i + 1);
   }
 }
 
@@ -147,17 +151,19 @@ function blankCodeSpans(line: string): string {
   return line.replace(/(`+)([\s\S]*?[^`])\1(?!`)/g, (span) => ' '.repeat(span.length));
 }
 
-function scanLine(line: string, number: number): { spans: Span[]; problems: Problem[] } {
+/** The spans of one line: found in `masked` (code spans blanked), read from `line`. */
+function scanLine(line: string, masked: string, number: number): { spans: Span[]; problems: Problem[] } {
   const spans: Span[] = [];
   const problems: Problem[] = [];
-  const starts = [...line.matchAll(ANY_MARKER)].map((m) => m.index);
+  const starts = [...masked.matchAll(ANY_MARKER)].map((m) => m.index);
   for (let k = 0; k < starts.length; k++) {
     const at = starts[k] ?? 0;
-    const open = OPEN.exec(line.slice(at));
+    // Found in the masked line, read from the line itself (a template may hold backticks).
+    const open = OPEN.test(masked.slice(at)) ? OPEN.exec(line.slice(at)) : null;
     if (!open) {
       problems.push({
         line: number,
-        message: CLOSE.test(line.slice(at))
+        message: CLOSE.test(masked.slice(at))
           ? 'a closing <!-- /figure --> without an opening'
           : 'a figure marker that is not <!-- figure FILE TEMPLATE -->',
       });
@@ -165,7 +171,7 @@ function scanLine(line: string, number: number): { spans: Span[]; problems: Prob
     }
     const [opening, file = '', template = ''] = open;
     const next = starts[k + 1];
-    const close = next === undefined ? null : CLOSE.exec(line.slice(next));
+    const close = next === undefined ? null : CLOSE.exec(masked.slice(next));
     if (next === undefined || !close) {
       problems.push({
         line: number,
@@ -174,7 +180,7 @@ function scanLine(line: string, number: number): { spans: Span[]; problems: Prob
       continue;
     }
     k++;
-    if (/^\s*(?:(?:[-*+]|\d+[.)]|>)\s+)*$/.test(line.slice(0, at))) {
+    if (/^\s*(?:(?:[-*+]|\d+[.)]|>)\s+)*$/.test(masked.slice(0, at))) {
       problems.push({
         line: number,
         message: 'a figure marker starts the line: Markdown would read it as raw HTML',

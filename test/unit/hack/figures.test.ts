@@ -164,4 +164,14 @@ describe('figures in the docs (hack/figures)', () => {
     expect(text).to.equal(doc.replace('-->28 ms<', '-->42 ms<'));
     expect(findings.map((f) => f.line)).to.deep.equal([1, 2]);
   });
+
+  it('updateDocument keeps the code spans of a line it rewrites', () => {
+    const doc = `\`bench/detection-latency.ts\`: p50 ${fig('detection-latency.json', '{p50Ms} ms', '28 ms')} (\`make bench\`)`;
+    expect(updateDocument(doc, read).text).to.equal(
+      `\`bench/detection-latency.ts\`: p50 ${fig('detection-latency.json', '{p50Ms} ms', '42 ms')} (\`make bench\`)`,
+    );
+    // Nothing stale: the document comes back as it was.
+    const fresh = doc.replace('-->28 ms<', '-->42 ms<');
+    expect(updateDocument(fresh, read).text).to.equal(fresh);
+  });
 });

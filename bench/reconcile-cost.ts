@@ -8,7 +8,7 @@ import { silentLogger } from '../src/observability/log.js';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DryRunActuator } from '../src/actuation/actuator.js';
-import { PolicyReconciler } from '../src/controllers/policy-reconciler.js';
+import { buildControllers } from '../src/controllers/wiring.js';
 import { FakeClock } from '../src/runtime/clock.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../test/support/builders.js';
 import { aNode, MemoryCluster } from '../test/support/memory-cluster.js';
@@ -59,7 +59,7 @@ for (const [i, node] of names.entries()) {
     if (stuck) cluster.events.push(anEvent().about(pod).saying(nameReservedMessage(pod)).build());
   }
 }
-const reconciler = new PolicyReconciler({
+const reconciler = buildControllers({
   cache: cluster,
   writer: cluster,
   recorder: cluster,
@@ -67,7 +67,7 @@ const reconciler = new PolicyReconciler({
   clock,
   logger: quiet,
   resyncMs: 3_600_000,
-});
+}).reconciler;
 await reconciler.reconcile('p'); // the first pass writes every SandboxHealth; what follows measures changes
 await reconciler.reconcile('p');
 

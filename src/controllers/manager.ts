@@ -1,29 +1,36 @@
-import type { KubeConfig } from '../kube/client.js';
-import { InformerCache } from '../kube/cluster-cache.js';
-import { describeError } from '../kube/errors.js';
-import { kubeletSummaryFetcher } from '../kube/kubelet-summary.js';
 import type { Server } from 'node:https';
-import { DryRunActuator } from '../actuation/actuator.js';
-import { registerPacingWebhook } from '../kube/webhook-config.js';
-import { pacingFor, type PacingPolicy } from '../policy/pacing.js';
-import { generateServingCert, loadServingCert, type ServingCert } from '../webhook/certs.js';
-import { serveWebhook } from '../webhook/pacing-webhook.js';
-import { KubeActuator, KubeWorkloadReader } from '../kube/actuator.js';
-import { KubeEventRecorder, KubeStatusWriter } from '../kube/writer.js';
-import { SourceRegistry } from '../signals/factory.js';
-import type { Logger } from '../observability/logger.js';
+import type { Actuator } from '../actuation/actuator.js';
+import type { SandboxPolicySpec } from '../api/v1alpha1/index.js';
+import { describeError } from '../kube/errors.js';
+import type { Logger } from '../observability/log.js';
 import type { OperatorMetrics } from '../observability/metrics.js';
+import { pacingFor } from '../policy/pacing.js';
+import type { RunningCache, WorkloadReader } from '../ports/cluster.js';
+import type { EventRecorder, StatusWriter, Transition } from '../ports/writes.js';
+import { BackgroundQueue } from '../runtime/background.js';
 import { realClock, type Clock } from '../runtime/clock.js';
 import { Controller } from '../runtime/controller.js';
+import type { Fence } from '../runtime/fence.js';
 import { WorkQueue } from '../runtime/work-queue.js';
-import { BackgroundQueue } from '../runtime/background.js';
-import type { Transition } from '../ports/writes.js';
+import type { IoSource } from '../signals/types.js';
 import type { DetectionStatus } from '../status/health-status.js';
+import { generateServingCert, loadServingCert, type ServingCert } from '../webhook/certs.js';
+import { serveWebhook } from '../webhook/pacing-webhook.js';
 import { nodeOf, policiesFor } from './mapper.js';
-import { PolicyReconciler } from './policy-reconciler.js';
+import { SWEEP_KEY } from './orphan-sweeper.js';
+import { buildControllers, type ControllerHooks, type Controllers } from './wiring.js';
 
+/** The adapters the Manager runs the controllers on, built by the composition root (cli/operator.ts). */
 export interface ManagerOptions {
-  kc: KubeConfig;
+  cache: RunningCache;
+  /** Every write below goes through `fence`: built guarded by it. */
+  writer: StatusWriter;
+  recorder: EventRecorder;
+  actuators: { real: Actuator; dryRun: Actuator };
+  workloads: WorkloadReader;
+  sources: (policyName: string, spec: SandboxPolicySpec) => IoSource;
+  /** Opened while this replica acts; the adapters refuse every write while it is closed. */
+  fence: Fence;
   logger: Logger;
   metrics: OperatorMetrics;
   clock?: Clock;
@@ -33,74 +40,54 @@ export interface ManagerOptions {
   dryRun?: boolean;
   /** The operator's own namespace: its Deployments are never throttled. */
   operatorNamespace?: string;
-  /** Serve the pod-start pacing webhook, and register it with the apiserver at this URL. */
-  webhook?: { bindAddress: string; url: string; certDir?: string };
+  /** Serve the pod-start pacing webhook, and register it with the apiserver (`register`) at this URL. */
+  webhook?: {
+    bindAddress: string;
+    url: string;
+    certDir?: string;
+    register(url: string, caPem: string): Promise<void>;
+  };
   /**
-   * Leader election decides when this replica acts: start() only syncs the caches (a warm standby) and
-   * lead() starts the controller. Without it, start() acts as soon as the caches have synced.
+   * Leader election decides when this replica acts: start() only syncs the caches (a warm standby) and lead() starts
+   * the controllers. Without it, start() acts as soon as the caches have synced.
    */
   leaderElection?: boolean;
   /** /readyz turns false while an informer has been disconnected longer than this (default 60 s). */
   maxDisconnectedMs?: number;
-  /** Timeout of one kubelet Summary fetch through the node proxy (default 10 s). */
-  kubeletTimeoutMs?: number;
-  /** Restart a watch silent for this long (default 150 s). */
-  watchSilenceMs?: number;
 }
 
 /**
- * Wires the pipeline: informers (read-only cache) -> mapper (policy keys) -> work queue -> policy reconciler
- * -> status and Events. Nothing is reconciled before every cache has synced.
+ * Wires and runs the pipeline: informers (read-only cache) -> mapper (policy keys) -> work queues -> the policy
+ * reconciler (one key per policy) and the orphan sweeper (one key) -> status and Events. Nothing is reconciled before
+ * every cache has synced, nor by a replica that does not act.
  */
 export class Manager {
-  readonly cache: InformerCache;
   readonly queue: WorkQueue<string>;
-  private readonly controller: Controller<string>;
+  private readonly sweeps: WorkQueue<string>;
+  private readonly controllers: Controllers;
+  private readonly running: Controller<string>[];
   /** Events waiting to be written, out of the reconciler's way. */
   private readonly events: BackgroundQueue<Transition>;
   private readonly stuckSeries = new Map<string, Set<string>>();
   private started = false;
-  /** This replica acts: it leads, or runs without leader election. */
-  private acting = false;
   private stopping = false;
   private markSynced!: () => void;
   private readonly synced = new Promise<void>((resolve) => (this.markSynced = resolve));
   private cert: ServingCert | undefined;
   private readonly operatorNamespace: string;
-  /** What the pacing webhook reads; the reconciler keeps it current. */
-  private readonly pacing = new Map<string, PacingPolicy>();
   private webhookServer: Server | undefined;
   private abortStart: (() => void) | undefined;
 
   constructor(private readonly options: ManagerOptions) {
-    const { kc, logger, metrics } = options;
-    this.operatorNamespace = options.operatorNamespace ?? 'sandbox-remediator-system';
+    const { cache, logger, metrics } = options;
     const clock = options.clock ?? realClock;
-    this.cache = new InformerCache({
-      kc,
-      logger,
-      ...(options.watchSilenceMs !== undefined ? { watchSilenceMs: options.watchSilenceMs } : {}),
-      onRestart: (informer, reason) => {
-        metrics.informerRestarts.inc({ informer, reason });
-      },
-    });
+    this.operatorNamespace = options.operatorNamespace ?? 'sandbox-remediator-system';
     this.queue = new WorkQueue<string>({ clock });
-    const sources = new SourceRegistry({
-      cache: this.cache,
-      fetchKubeletSummary: kubeletSummaryFetcher(kc, options.kubeletTimeoutMs),
-      // Once per transition per node (the source remembers), so a node that stays unreadable is not a log flood.
-      onSourceError: (node, err) => {
-        logger.warn('Failed to read the kubelet Summary API', { node, error: describeError(err) });
-      },
-      onSourceRecovered: (node) => {
-        logger.info('Reading the kubelet Summary API again', { node });
-      },
-    });
-    const recorder = fenced(new KubeEventRecorder(kc), () => this.acting);
+    this.sweeps = new WorkQueue<string>({ clock });
     this.events = new BackgroundQueue<Transition>({
       concurrency: 4,
       limit: 10_000,
-      run: (transition) => recorder.record(transition),
+      run: (transition) => options.recorder.record(transition),
       onError: (transition, err) => {
         logger.warn('Failed to record an Event', { reason: transition.reason, error: describeError(err) });
       },
@@ -108,25 +95,46 @@ export class Manager {
         metrics.eventsDropped.inc();
       },
     });
-    const reconciler = new PolicyReconciler({
-      sources: (policy, spec) => sources.forPolicy(policy, spec),
-      cache: this.cache,
-      // Every write goes through a fence: the moment leadership is lost (or the process stops), a reconcile
-      // still running fails its next write instead of acting beside the new leader.
-      writer: fenced(new KubeStatusWriter(kc), () => this.acting),
-      // Events are written in the background: the status written before them holds the same transition, and a
-      // pass must not wait on a round trip per Event before it looks at new evidence (ADR 0012).
+    this.controllers = buildControllers({
+      cache,
+      writer: options.writer,
+      // Events are written in the background: the status written before them holds the same transition, and a pass
+      // must not wait on a round trip per Event before it looks at new evidence (ADR 0012).
       recorder: {
         record: (transition) => {
           this.events.push(transition);
           return Promise.resolve();
         },
       },
-      actuators: { real: fenced(new KubeActuator(kc), () => this.acting), dryRun: new DryRunActuator() },
-      workloads: new KubeWorkloadReader(kc),
-      dryRun: options.dryRun === true,
-      ...(options.operatorNamespace ? { operatorNamespace: options.operatorNamespace } : {}),
-      pacing: this.pacing,
+      actuators: options.actuators,
+      workloads: options.workloads,
+      sources: options.sources,
+      clock,
+      logger,
+      dryRun: options.dryRun,
+      operatorNamespace: options.operatorNamespace,
+      resyncMs: options.resyncMs,
+      hooks: this.metricsHooks(),
+    });
+    const { reconciler, sweeper } = this.controllers;
+    this.running = [
+      new Controller(
+        'sandboxpolicy',
+        this.queue,
+        (key) => reconciler.reconcile(key),
+        this.controllerHooks('policy'),
+      ),
+      new Controller('orphans', this.sweeps, () => sweeper.sweep(), this.controllerHooks('sweep')),
+    ];
+    cache.onChange((change) => {
+      this.route(change);
+    });
+  }
+
+  /** What the controllers tell, as metrics. */
+  private metricsHooks(): ControllerHooks {
+    const { metrics } = this.options;
+    return {
       onPolicyStatus: (policy, status) => {
         metrics.gatedPods.set({ policy }, status.gatedPods ?? 0);
         for (const reason of ['FeedsSaturatedNode', 'RolloutQueued'] as const)
@@ -151,44 +159,57 @@ export class Manager {
         metrics.healthReports.inc({ outcome: 'written' }, reported ?? 0);
         metrics.healthReports.inc({ outcome: 'deferred' }, deferred ?? 0);
       },
-      clock,
-      logger,
-      ...(options.resyncMs !== undefined ? { resyncMs: options.resyncMs } : {}),
       onNodeStatus: (_policy, node, status) => {
         this.recordStuckMetrics(node, status);
       },
-    });
-    this.controller = new Controller('sandboxpolicy', this.queue, (key) => reconciler.reconcile(key), {
-      onSuccess: (_key, ms) => {
+    };
+  }
+
+  private controllerHooks(what: 'policy' | 'sweep') {
+    const { metrics, logger } = this.options;
+    return {
+      onSuccess: (_key: string, ms: number) => {
         metrics.reconciles.inc({ result: 'success' });
         metrics.reconcileSeconds.observe(ms / 1000);
       },
-      onError: (key, err, retryInMs) => {
+      onError: (key: string, err: unknown, retryInMs: number | undefined) => {
         metrics.reconciles.inc({ result: retryInMs === undefined ? 'terminal' : 'error' });
-        logger.warn('Failed to reconcile SandboxPolicy', {
-          policy: key,
-          error: describeError(err),
+        logger.warn(what === 'policy' ? 'Failed to reconcile SandboxPolicy' : 'Failed to sweep for orphans', {
+          ...(what === 'policy' ? { policy: key } : {}),
+          error: err instanceof Error ? err.message : String(err),
           ...(retryInMs !== undefined ? { retryInMs: Math.round(retryInMs) } : {}),
         });
       },
-    });
-    this.cache.onChange((change) => {
-      const podByUid = (uid: string) => this.cache.podByUid(uid);
-      const node = nodeOf(change, podByUid);
-      // A deleted object will never show our last write of it: stop waiting for that.
-      if (change.type === 'delete' && (change.kind === 'SandboxHealth' || change.kind === 'Node'))
-        reconciler.forgetWrite(change.kind, change.key);
-      // A deleted node's stuck-pod series would otherwise stay on /metrics (and in alerts) until a restart.
-      if (change.type === 'delete' && change.kind === 'Node') {
-        this.forgetStuckMetrics(change.key);
-        reconciler.forgetNode(change.key);
-      }
-      for (const policy of policiesFor(change, this.cache, podByUid)) {
-        if (node !== null) reconciler.markDirty(policy, node);
-        this.queue.add(policy);
-      }
-      metrics.queueDepth.set(this.queue.length);
-    });
+    };
+  }
+
+  /** A change the cache saw: which policies look again (and at which node), and whether the sweeper does. */
+  private route(change: Parameters<Parameters<RunningCache['onChange']>[0]>[0]): void {
+    const { cache, metrics } = this.options;
+    const { reconciler } = this.controllers;
+    const podByUid = (uid: string) => cache.podByUid(uid);
+    const node = nodeOf(change, podByUid);
+    // A deleted object will never show our last write of it: stop waiting for that.
+    if (change.type === 'delete' && (change.kind === 'SandboxHealth' || change.kind === 'Node'))
+      reconciler.forgetWrite(change.kind, change.key);
+    // A deleted node's stuck-pod series would otherwise stay on /metrics (and in alerts) until a restart.
+    if (change.type === 'delete' && change.kind === 'Node') {
+      this.forgetStuckMetrics(change.key);
+      reconciler.forgetNode(change.key);
+    }
+    for (const policy of policiesFor(change, cache, podByUid)) {
+      if (node !== null) reconciler.markDirty(policy, node);
+      this.queue.add(policy);
+    }
+    // What can leave something of ours unowned: a policy, a node's labels, a Deployment or a gated pod.
+    if (
+      change.kind === 'SandboxPolicy' ||
+      change.kind === 'Node' ||
+      change.kind === 'Deployment' ||
+      change.kind === 'GatedPod'
+    )
+      this.sweeps.add(SWEEP_KEY);
+    metrics.queueDepth.set(this.queue.length);
   }
 
   private recordStuckMetrics(node: string, status: DetectionStatus): void {
@@ -200,18 +221,18 @@ export class Manager {
     this.stuckSeries.set(node, current);
   }
 
-  /** Starts the caches and waits for them to sync; then acts, unless leader election decides when. */
   private forgetStuckMetrics(node: string): void {
     for (const cause of this.stuckSeries.get(node) ?? [])
       this.options.metrics.stuckPods.remove({ node, cause });
     this.stuckSeries.delete(node);
   }
 
+  /** Starts the caches and waits for them to sync; then acts, unless leader election decides when. */
   async start(): Promise<void> {
-    const { logger } = this.options;
-    this.cache.start();
+    const { logger, cache } = this.options;
+    cache.start();
     const progress = setInterval(() => {
-      logger.info('Waiting for caches to sync', { synced: this.cache.sizes() });
+      logger.info('Waiting for caches to sync', { synced: cache.sizes() });
     }, 5000);
     // A stop before the caches sync (the apiserver never came up) ends the wait, or the process would hang.
     const stopping = new Promise<'stopped'>(
@@ -221,7 +242,7 @@ export class Manager {
         }),
     );
     try {
-      if ((await Promise.race([this.cache.waitForSync(), stopping])) === 'stopped') return;
+      if ((await Promise.race([cache.waitForSync(), stopping])) === 'stopped') return;
     } finally {
       clearInterval(progress);
     }
@@ -244,43 +265,47 @@ export class Manager {
   }
 
   isActing(): boolean {
-    return this.acting;
+    return this.options.fence.mayAct();
   }
 
   private async act(): Promise<void> {
-    const { logger, webhook } = this.options;
-    if (this.acting || this.stopping) return;
-    this.acting = true;
+    const { logger, webhook, fence, cache } = this.options;
+    if (fence.mayAct() || this.stopping) return;
+    fence.allow();
     try {
       // Only the acting replica registers the webhook: the apiserver then calls the one that decides.
       if (webhook && this.cert) await this.registerWebhook(webhook, this.cert);
     } catch (err) {
-      this.acting = false;
+      fence.close();
       throw err;
     }
     if (!this.stillActing()) return; // stopped or fenced while registering
     this.options.metrics.leader.set(1);
-    this.controller.start(this.options.workers ?? 2);
-    for (const policy of this.cache.policies()) this.queue.add(policy.name);
-    logger.info('Started controller', { controller: 'sandboxpolicy', workers: this.options.workers ?? 2 });
+    const workers = this.options.workers ?? 2;
+    const [policies, sweeps] = this.running;
+    policies?.start(workers);
+    sweeps?.start(1);
+    for (const policy of cache.policies()) this.queue.add(policy.name);
+    this.sweeps.add(SWEEP_KEY);
+    logger.info('Started controller', { controller: 'sandboxpolicy', workers });
   }
 
   private stillActing(): boolean {
-    return this.acting && !this.stopping;
+    return this.options.fence.mayAct() && !this.stopping;
   }
 
   /**
-   * Stops acting at once, synchronously: every later write of a reconcile still under way is refused. For a
-   * lost Lease, before anything else happens.
+   * Stops acting at once, synchronously: every later write of a reconcile still under way is refused. For a lost
+   * Lease, before anything else happens.
    */
   fence(): void {
-    this.acting = false;
+    this.options.fence.close();
     this.options.metrics.leader.set(0);
   }
 
   /** Serves the pacing webhook; the certificate is the user's, or made now (ADR 0009). */
   private async serveWebhook(webhook: NonNullable<ManagerOptions['webhook']>): Promise<void> {
-    const { logger, metrics } = this.options;
+    const { logger, metrics, cache, fence } = this.options;
     const cert = webhook.certDir
       ? loadServingCert(webhook.certDir)
       : generateServingCert(new URL(webhook.url).hostname);
@@ -288,14 +313,14 @@ export class Manager {
     const { server, port } = await serveWebhook(webhook.bindAddress, cert, {
       // A standby gates nothing: only the leader decides, on the policies it reconciles.
       decide: (namespace) =>
-        this.acting
+        fence.mayAct()
           ? pacingFor(
               namespace,
-              this.cache.namespaceLabels(namespace),
+              cache.namespaceLabels(namespace),
               // A policy that gates comes before one that only counts (dry run, paused) for the same namespace.
-              [...this.pacing.values()].sort(
-                (a, b) => Number(b.gating) - Number(a.gating) || a.name.localeCompare(b.name),
-              ),
+              this.controllers.memories
+                .pacing()
+                .sort((a, b) => Number(b.gating) - Number(a.gating) || a.name.localeCompare(b.name)),
               this.operatorNamespace,
             )
           : undefined,
@@ -312,41 +337,40 @@ export class Manager {
     webhook: NonNullable<ManagerOptions['webhook']>,
     cert: ServingCert,
   ): Promise<void> {
-    await registerPacingWebhook(this.options.kc, {
-      url: webhook.url,
-      caPem: cert.caPem,
-      operatorNamespace: this.operatorNamespace,
-    });
+    await webhook.register(webhook.url, cert.caPem);
     this.options.logger.info('Registered the pacing webhook', { url: webhook.url });
   }
 
   /** Synced, and no informer disconnected for longer than maxDisconnectedMs. */
   ready(): boolean {
+    const { cache } = this.options;
     const ready =
       this.started &&
-      this.cache.isSynced() &&
-      this.cache.longestDisconnectedMs() <= (this.options.maxDisconnectedMs ?? 60_000);
+      cache.isSynced() &&
+      cache.longestDisconnectedMs() <= (this.options.maxDisconnectedMs ?? 60_000);
     this.options.metrics.ready.set(ready ? 1 : 0);
     return ready;
   }
 
   refreshGauges(): void {
-    for (const [informer, size] of Object.entries(this.cache.sizes()))
-      this.options.metrics.cachedObjects.set({ informer }, size);
-    this.options.metrics.queueDepth.set(this.queue.length);
-    this.options.metrics.leader.set(this.acting ? 1 : 0);
+    const { cache, metrics } = this.options;
+    for (const [informer, size] of Object.entries(cache.sizes()))
+      metrics.cachedObjects.set({ informer }, size);
+    metrics.queueDepth.set(this.queue.length);
+    metrics.leader.set(this.isActing() ? 1 : 0);
     this.ready();
     this.refreshStateGauges();
   }
 
   /**
-   * What is held back now and which policies are in a storm, from the cached SandboxHealths and policies (a
-   * standby reports the same): gauges for alerts that last as long as the state does, unlike the counters.
+   * What is held back now and which policies are in a storm, from the cached SandboxHealths and policies (a standby
+   * reports the same): gauges for alerts that last as long as the state does, unlike the counters.
    */
   private refreshStateGauges(): void {
+    const { cache } = this.options;
     const { blockedActions, stormDetected } = this.options.metrics;
     const blocked = new Map<string, { policy: string; guard: string; count: number }>();
-    for (const health of this.cache.healths()) {
+    for (const health of cache.healths()) {
       const policy = health.status?.policy;
       if (!policy) continue;
       for (const { guard } of health.status?.blocked ?? []) {
@@ -359,7 +383,7 @@ export class Manager {
     blockedActions.reset();
     for (const { policy, guard, count } of blocked.values()) blockedActions.set({ policy, guard }, count);
     stormDetected.reset();
-    for (const policy of this.cache.policies()) {
+    for (const policy of cache.policies()) {
       const storm = policy.status?.conditions?.find((c) => c.type === 'StormDetected');
       stormDetected.set({ policy: policy.name }, storm?.status === 'True' ? 1 : 0);
     }
@@ -372,8 +396,8 @@ export class Manager {
     this.fence();
     this.started = false;
     this.abortStart?.();
-    await this.controller.stop();
-    await this.cache.stop();
+    await Promise.all(this.running.map((c) => c.stop()));
+    await this.options.cache.stop();
     const server = this.webhookServer;
     if (server)
       await new Promise<void>((resolve) =>
@@ -382,26 +406,4 @@ export class Manager {
         }),
       );
   }
-}
-
-/** Thrown by a fenced write: this replica no longer acts. */
-export class NotActingError extends Error {
-  constructor(method: string) {
-    super(`refused ${method}: this replica is not the leader (any more)`);
-    this.name = 'NotActingError';
-  }
-}
-
-/** The same object, whose every (async) method first checks that this replica may still act. */
-export function fenced<T extends object>(target: T, mayAct: () => boolean): T {
-  return new Proxy(target, {
-    get(object, property, receiver) {
-      const value: unknown = Reflect.get(object, property, receiver);
-      if (typeof value !== 'function') return value;
-      return (...args: unknown[]) => {
-        if (!mayAct()) return Promise.reject(new NotActingError(String(property)));
-        return (value as (...a: unknown[]) => unknown).apply(object, args);
-      };
-    },
-  });
 }

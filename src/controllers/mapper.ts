@@ -1,7 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 import { findPodOfEvent, type PodView } from '../detection/index.js';
-import { comparePolicies, selectsNode } from './ownership.js';
-import { validPolicies } from './policy-reconciler.js';
+import { comparePolicies, selectsNode, validPolicies } from './ownership.js';
 import type { Change, ClusterCache } from '../ports/cluster.js';
 
 /** The valid policy that owns a node right now, if any. */

@@ -1,6 +1,7 @@
 // PURE: the facts decideRollouts reads, from the cached Deployments and what this pass found on the nodes.
 import type { RolloutStamps } from '../api/v1alpha1/index.js';
 import { deploymentOf, type DeploymentView, type PodView } from '../detection/index.js';
+import { isFrozenByDryRun } from '../policy/actions.js';
 import type { DeploymentFacts } from '../policy/rollouts.js';
 
 export interface ObserveRolloutsInput {
@@ -41,7 +42,7 @@ export function observeRollouts(input: ObserveRolloutsInput): DeploymentFacts[] 
     const stamps = d.stamps ?? simulated;
     if (stamps) f.stamps = stamps;
     if (d.handsOffUntil) f.handsOffUntil = d.handsOffUntil;
-    if (input.dryRun && d.stamps) f.frozen = true;
+    if (isFrozenByDryRun(input.dryRun, d.stamps)) f.frozen = true;
     facts.push(f);
   }
   return facts;

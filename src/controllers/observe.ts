@@ -8,7 +8,7 @@ import {
 } from '../api/v1alpha1/index.js';
 import { isIoCause, type NodeFindings, type NodeView, type PodView } from '../detection/index.js';
 import type { IoPressureDecision } from '../policy/io-pressure.js';
-import { isEviction } from '../policy/actions.js';
+import { isEviction, isFrozenByDryRun } from '../policy/actions.js';
 import type { CandidatePod, IoState, NodeFacts } from '../policy/remediation.js';
 import type { DetectionStatus } from '../status/health-status.js';
 
@@ -103,7 +103,7 @@ export function observeNode(input: ObserveInput): NodeFacts {
   };
   if (stamps) facts.stamps = stamps;
   // A dry run cannot undo what a real run did: it would report the same undo on every pass.
-  if (input.dryRun && node.stamps) facts.frozen = true;
+  if (isFrozenByDryRun(input.dryRun, node.stamps)) facts.frozen = true;
   if (degradedCondition?.status === 'False')
     facts.quietSince = new Date(degradedCondition.lastTransitionTime);
   // Our undo on recovery, or someone else reverting us: either way the node is left alone for a cooldown.

@@ -3,9 +3,11 @@ import {
   EXCLUDE_LABEL,
   matchesSelector,
   selectorSpecificity,
+  validateSandboxPolicySpec,
   type SandboxPolicySpec,
 } from '../api/v1alpha1/index.js';
 import type { NodeView } from '../detection/index.js';
+import type { ClusterCache, PolicyObject } from '../ports/cluster.js';
 
 export interface PolicyCandidate {
   name: string;
@@ -56,4 +58,38 @@ export function assignNodes(
     }
   }
   return { owner, overlaps };
+}
+
+// Informers replace a view object on every change, so the object identity keys the validation result.
+const validations = new WeakMap<PolicyObject, ReturnType<typeof validateSandboxPolicySpec>>();
+
+/** A policy's spec validated (every problem listed), once per version of the object. */
+export function validatePolicy(object: PolicyObject): ReturnType<typeof validateSandboxPolicySpec> {
+  let result = validations.get(object);
+  if (!result) validations.set(object, (result = validateSandboxPolicySpec(object.spec)));
+  return result;
+}
+
+/** Valid policies with their parsed specs; invalid ones are left out of node ownership. */
+export function validPolicies(
+  policies: Iterable<PolicyObject>,
+): (PolicyCandidate & { object: PolicyObject })[] {
+  const valid: (PolicyCandidate & { object: PolicyObject })[] = [];
+  for (const object of policies) {
+    const result = validatePolicy(object);
+    if (result.valid)
+      valid.push({ name: object.name, createdAt: object.createdAt, spec: result.spec, object });
+  }
+  return valid;
+}
+
+/** The owning policy of each node, over all valid policies in the cache. */
+export function assignmentOf(cache: Pick<ClusterCache, 'policies' | 'nodes'>): NodeAssignment {
+  return assignNodes(validPolicies(cache.policies()), cache.nodes());
+}
+
+/** Whether a policy exists but is invalid: what it did stays frozen, neither judged nor undone, until it is fixed. */
+export function isFrozenPolicy(cache: Pick<ClusterCache, 'policy'>, name: string | undefined): boolean {
+  const object = name ? cache.policy(name) : undefined;
+  return object !== undefined && !validatePolicy(object).valid;
 }

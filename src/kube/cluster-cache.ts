@@ -1,6 +1,6 @@
 import type { KubeConfig, KubernetesObjectApi, Watch } from '@kubernetes/client-node';
 import { GROUP, VERSION } from '../api/v1alpha1/index.js';
-import type { Change, ClusterCache, HealthObject, PolicyObject, VersionedKind } from '../ports/cluster.js';
+import type { Change, HealthObject, PolicyObject, RunningCache, VersionedKind } from '../ports/cluster.js';
 import {
   findPodOfEvent,
   indexFailureEvents,
@@ -56,7 +56,7 @@ const own = (kind: string, plural: string) => ({
  * The operator's read-only view of the cluster, fed by informers that keep only what detection reads:
  * scheduled Pending pods, sandbox-failure events, nodes, and the operator's own kinds.
  */
-export class InformerCache implements ClusterCache {
+export class InformerCache implements RunningCache {
   readonly pods: Informer<PodView>;
   readonly sandboxEvents: Informer<EventView>;
   readonly failedEvents: Informer<EventView>;

@@ -72,3 +72,10 @@ export function undoActions(node: string, stamps: NodeStamps, reason: string, me
   if (stamps.cordoned) actions.push({ kind: 'Uncordon', node, target, reason, message });
   return actions;
 }
+
+/**
+ * A dry run cannot undo what a real run did: real stamps it finds stay exactly as they are (it would report the same
+ * undo on every pass, and change nothing).
+ */
+export const isFrozenByDryRun = (dryRun: boolean, realStamps: object | undefined): boolean =>
+  dryRun && realStamps !== undefined;

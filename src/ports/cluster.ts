@@ -71,3 +71,17 @@ export type Change =
 export interface WorkloadReader {
   runningPodsOn(node: string, selector: LabelSelector): Promise<PodView[]>;
 }
+
+/** The cache as the Manager runs it: started, synced before any work, watched, stopped. */
+export interface RunningCache extends ClusterCache {
+  start(): void;
+  stop(): Promise<void>;
+  waitForSync(): Promise<void>;
+  isSynced(): boolean;
+  /** The longest time any informer has been without a working list or watch (0 when all have one). */
+  longestDisconnectedMs(): number;
+  /** Objects held, by informer. */
+  sizes(): Record<string, number>;
+  /** Calls back with every change to what the cache keeps; wire handlers before start(). */
+  onChange(handler: (change: Change) => void): void;
+}

@@ -13,28 +13,14 @@ export interface SourceDeps {
 }
 
 /**
- * One source per policy, kept while the policy's ioPressure settings stay the same (polled sources keep their
- * last readings between reconciles), and rebuilt when they change.
+ * Builds the IO source a policy's spec asks for. The policy's memory (src/controllers) keeps it while the policy's
+ * ioPressure settings stay the same, so polled sources keep their last readings between passes, and forgets it with
+ * the policy.
  */
-export class SourceRegistry {
-  private readonly sources = new Map<string, { key: string; source: IoSource }>();
+export class SourceFactory {
   constructor(private readonly deps: SourceDeps) {}
 
-  forPolicy(policyName: string, spec: SandboxPolicySpec): IoSource {
-    const io = spec.ioPressure;
-    const key = JSON.stringify([io.source, io.prometheus, io.nodeCondition]);
-    const existing = this.sources.get(policyName);
-    if (existing?.key === key) return existing.source;
-    const source = this.build(spec);
-    this.sources.set(policyName, { key, source });
-    return source;
-  }
-
-  forget(policyName: string): void {
-    this.sources.delete(policyName);
-  }
-
-  private build(spec: SandboxPolicySpec): IoSource {
+  build(spec: SandboxPolicySpec): IoSource {
     const io = spec.ioPressure;
     switch (io.source) {
       case 'agent':

@@ -20,6 +20,8 @@ export interface ActionResult {
   outcome: 'Succeeded' | 'Failed';
   /** Why it failed or was refused (the API's words). */
   detail?: string;
+  /** Carried out by the dry-run actuator: reported as done, but nothing changed. */
+  simulated?: boolean;
 }
 
 export type HealthStatus = DetectionStatus &

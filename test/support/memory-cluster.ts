@@ -318,6 +318,11 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
       status: JSON.parse(JSON.stringify(updated.status)) as SandboxHealthStatus,
     });
   }
+  /** A condition of a SandboxHealth as the API holds it (ahead of the cache while lagging). */
+  apiHealthCondition(name: string, type: string) {
+    const health = this.undeliveredHealth.get(name) ?? this.healthMap.get(name);
+    return health?.status?.conditions?.find((c) => c.type === type);
+  }
   /** The SandboxHealth is deleted behind the operator's back, and the watch never shows it (a delete missed). */
   vanishHealth(name: string): void {
     this.vanished.add(name);

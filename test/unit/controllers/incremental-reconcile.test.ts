@@ -3,7 +3,7 @@
 import { silentLogger } from '../../../src/observability/log.js';
 import { expect } from 'chai';
 import { DryRunActuator } from '../../../src/actuation/actuator.js';
-import { PolicyReconciler, type PolicyReconcilerDeps } from '../../../src/controllers/policy-reconciler.js';
+import { buildControllers, type ControllerDeps } from '../../../src/controllers/wiring.js';
 import { FakeClock } from '../../../src/runtime/clock.js';
 import { EVENT_WINDOW_MS } from '../../../src/status/health-status.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
@@ -12,13 +12,13 @@ import { aNode, MemoryCluster } from '../../support/memory-cluster.js';
 const quiet = silentLogger;
 const NODE_COUNT = 200;
 
-function setup(sources?: PolicyReconcilerDeps['sources']) {
+function setup(sources?: ControllerDeps['sources']) {
   const names = Array.from({ length: NODE_COUNT }, (_, i) => `n${String(i).padStart(3, '0')}`);
   const cluster = new MemoryCluster()
     .addPolicy('p', { detection: { stuckThresholdSeconds: 30 }, safety: { maxUnhealthyNodes: 10 } })
     .addNodes(...names.map((n) => aNode(n)));
   const clock = new FakeClock(secondsAfter(T0, 600).getTime());
-  const reconciler = new PolicyReconciler({
+  const { reconciler, sweeper } = buildControllers({
     writeConcurrency: 1, // one write at a time: the tests assert the exact order of writes
     cache: cluster,
     writer: cluster,
@@ -29,7 +29,7 @@ function setup(sources?: PolicyReconcilerDeps['sources']) {
     resyncMs: 300_000,
     ...(sources ? { sources } : {}),
   });
-  return { cluster, clock, reconciler, names };
+  return { cluster, clock, reconciler, sweeper, names };
 }
 
 describe('PolicyReconciler cost of a change', () => {
@@ -155,26 +155,26 @@ describe('PolicyReconciler cost of a change', () => {
     expect(after.requeueAfterMs).to.be.greaterThan(60_000);
   });
 
-  it('sweeps for orphans (every SandboxHealth, every node) when ownership changes and at the resync, not on every pass', async () => {
-    const { cluster, clock, reconciler } = setup();
+  it('sweeps for orphans (every SandboxHealth, every node) when ownership changes and at the resync, not on every run', async () => {
+    const { cluster, clock, sweeper } = setup();
     let sweeps = 0;
     const healths = cluster.healths.bind(cluster);
     cluster.healths = () => {
       sweeps++;
       return healths();
     };
-    await reconciler.reconcile('p');
+    await sweeper.sweep();
     expect(sweeps).to.equal(1);
-    reconciler.markDirty('p', 'n001');
-    await reconciler.reconcile('p');
-    await reconciler.reconcile('p');
+    // The Manager runs the sweeper on every change that can leave something unowned (a node's status, say).
+    await sweeper.sweep();
+    await sweeper.sweep();
     expect(sweeps, 'no sweep while ownership stands').to.equal(1);
 
     cluster.addNodes(aNode('late'));
-    await reconciler.reconcile('p');
+    await sweeper.sweep();
     expect(sweeps, 'a new node changes ownership').to.equal(2);
     clock.advance(300_000);
-    await reconciler.reconcile('p');
+    await sweeper.sweep();
     expect(sweeps, 'the resync sweeps').to.equal(3);
   });
 });

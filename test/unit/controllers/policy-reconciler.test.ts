@@ -1,7 +1,7 @@
 import { silentLogger } from '../../../src/observability/log.js';
 import { expect } from 'chai';
 import { DryRunActuator } from '../../../src/actuation/actuator.js';
-import { PolicyReconciler, type PolicyReconcilerDeps } from '../../../src/controllers/policy-reconciler.js';
+import { buildControllers, type ControllerDeps } from '../../../src/controllers/wiring.js';
 import { FakeClock } from '../../../src/runtime/clock.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
 import { aNode, MemoryCluster, tellOfChanges } from '../../support/memory-cluster.js';
@@ -11,11 +11,11 @@ const quiet = silentLogger;
 function setup(
   cluster: MemoryCluster,
   startSeconds = 0,
-  sources?: PolicyReconcilerDeps['sources'],
-  logger: PolicyReconcilerDeps['logger'] = quiet,
+  sources?: ControllerDeps['sources'],
+  logger: ControllerDeps['logger'] = quiet,
 ) {
   const clock = new FakeClock(secondsAfter(T0, startSeconds).getTime());
-  const reconciler = new PolicyReconciler({
+  const { reconciler, sweeper } = buildControllers({
     writeConcurrency: 1, // one write at a time: the tests assert the exact order of writes
     cache: cluster,
     writer: cluster,
@@ -27,7 +27,7 @@ function setup(
     ...(sources ? { sources } : {}),
   });
   tellOfChanges(cluster, reconciler);
-  return { clock, reconciler };
+  return { clock, reconciler, sweeper };
 }
 
 const condition = (cluster: MemoryCluster, node: string, type: string) =>
@@ -170,10 +170,11 @@ describe('PolicyReconciler', () => {
 
   it('deletes the SandboxHealth of a node no policy owns any more, but freezes those of an invalid policy', async () => {
     const cluster = new MemoryCluster().addPolicy('p', {}).addNodes(aNode('n1'), aNode('n2'));
-    const { reconciler } = setup(cluster);
+    const { reconciler, sweeper } = setup(cluster);
     await reconciler.reconcile('p');
     cluster.nodeMap.set('n2', aNode('n2', { 'sandbox.remediator.io/exclude': 'true' }));
     cluster.takeWrites();
+    await sweeper.sweep();
     await reconciler.reconcile('p');
     expect(cluster.takeWrites()).to.include('delete health/n2');
 
@@ -182,11 +183,13 @@ describe('PolicyReconciler', () => {
       generation: 2,
       spec: { detection: { stuckThresholdSeconds: -1 } },
     });
+    await sweeper.sweep();
     await reconciler.reconcile('p');
     expect(cluster.takeWrites()).to.deep.equal(['patch policy/p']);
     expect(cluster.health('n1')).to.not.equal(undefined);
 
     cluster.policyMap.delete('p');
+    await sweeper.sweep();
     await reconciler.reconcile('p');
     expect(cluster.takeWrites()).to.deep.equal(['delete health/n1']);
   });

@@ -4,7 +4,7 @@ import { silentLogger } from '../../../src/observability/log.js';
 import { expect } from 'chai';
 import { DryRunActuator } from '../../../src/actuation/actuator.js';
 import type { SandboxHealthStatus } from '../../../src/api/v1alpha1/index.js';
-import { PolicyReconciler, type PolicyReconcilerDeps } from '../../../src/controllers/policy-reconciler.js';
+import { buildControllers, type ControllerDeps } from '../../../src/controllers/wiring.js';
 import type { NodeView, PodView } from '../../../src/detection/index.js';
 import { FakeClock } from '../../../src/runtime/clock.js';
 import { TerminalError } from '../../../src/runtime/controller.js';
@@ -50,7 +50,7 @@ function world(spec: Record<string, unknown>, options: WorldOptions = {}) {
     nodes.map((n) => [n.name, saturated.has(n.name) ? HIGH : LOW]),
   );
   const clock = new FakeClock(START.getTime());
-  const sources: PolicyReconcilerDeps['sources'] = () => ({
+  const sources: ControllerDeps['sources'] = () => ({
     kind: 'prometheus',
     pollMs: 10_000,
     refresh: () => Promise.resolve(),
@@ -62,7 +62,7 @@ function world(spec: Record<string, unknown>, options: WorldOptions = {}) {
     },
   });
   const start = () => {
-    const reconciler = new PolicyReconciler({
+    const controllers = buildControllers({
       writeConcurrency: 1, // one write at a time: the tests assert the exact order of writes
       cache: cluster,
       writer: cluster,
@@ -73,10 +73,11 @@ function world(spec: Record<string, unknown>, options: WorldOptions = {}) {
       logger: quiet,
       ...(options.source === false ? {} : { sources }),
     });
-    tellOfChanges(cluster, reconciler);
-    return reconciler;
+    tellOfChanges(cluster, controllers.reconciler);
+    return controllers;
   };
-  return { cluster, clock, readings, reconciler: start(), start };
+  const { reconciler, sweeper } = start();
+  return { cluster, clock, readings, reconciler, sweeper, start };
 }
 
 /** Pods stuck in ContainerCreating on `node` since T0, each with a NameReserved failure Event. */
@@ -714,7 +715,7 @@ describe('PolicyReconciler remediation', () => {
     cluster.takeEvents();
 
     // A restarted process remembers nothing in memory; the policy status still holds the budget.
-    const restarted = start();
+    const restarted = start().reconciler;
     clock.advance(30_000);
     await restarted.reconcile('p');
     expect(evictionWrites(cluster)).to.deep.equal([]);
@@ -729,7 +730,7 @@ describe('PolicyReconciler remediation', () => {
     expect(blockedOf(cluster, 'n1')).to.deep.equal(['Evict pod/default/web-5 EvictionRate']);
     cluster.takeWrites();
 
-    const again = start();
+    const again = start().reconciler;
     clock.advance(61_000);
     await again.reconcile('p');
     expect(evictionWrites(cluster)).to.deep.equal(['evict pod/default/web-5']);
@@ -862,7 +863,7 @@ describe('PolicyReconciler remediation', () => {
       .addPolicy('broad', {}, T0)
       .addPolicy('zone-a', { nodeSelector: { matchLabels: { zone: 'a' } } }, secondsAfter(T0, 10))
       .addNodes(...names.map((n) => aNode(n, { zone: 'a' })));
-    const reconciler = new PolicyReconciler({
+    const reconciler = buildControllers({
       writeConcurrency: 1, // one write at a time: the tests assert the exact order of writes
       cache: cluster,
       writer: cluster,
@@ -870,7 +871,7 @@ describe('PolicyReconciler remediation', () => {
       actuators: { real: cluster, dryRun: new DryRunActuator() },
       clock: new FakeClock(START.getTime()),
       logger: quiet,
-    });
+    }).reconciler;
 
     await reconciler.reconcile('broad');
     const status = cluster.policy('broad')!.status!;
@@ -897,10 +898,11 @@ describe('PolicyReconciler releasing what no policy owns', () => {
 
   it('undoes exactly what the stamps say on a node whose policy is gone, and nothing on unstamped nodes', async () => {
     const byOthers = { ...aNode('cordoned-by-admin', { pool: 'other' }), unschedulable: true };
-    const { cluster, reconciler } = world(
+    const { cluster, reconciler, sweeper } = world(
       { ...policySpec(), nodeSelector: { matchLabels: { pool: 'mine' } } },
       { nodes: [aNode('n1', { pool: 'mine' }), stampedBy('deleted-policy'), byOthers] },
     );
+    await sweeper.sweep();
     await reconciler.reconcile('p');
     expect(cluster.writes.filter((w) => w.startsWith('patch node/'))).to.deep.equal(['patch node/orphan']);
     const orphan = cluster.nodeMap.get('orphan')!;
@@ -913,24 +915,28 @@ describe('PolicyReconciler releasing what no policy owns', () => {
       'Node/orphan Normal Uncordoned',
     ]);
     cluster.takeWrites();
+    await sweeper.sweep();
     await reconciler.reconcile('p');
     expect(cluster.takeWrites().filter((w) => w.startsWith('patch node/'))).to.deep.equal([]);
   });
 
   it('leaves the stamps of a policy that still exists but is invalid (frozen), and acts on nothing before the watches are healthy', async () => {
-    const { cluster, reconciler } = world(
+    const { cluster, reconciler, sweeper } = world(
       { ...policySpec(), nodeSelector: { matchLabels: { pool: 'mine' } } },
       { nodes: [aNode('n1', { pool: 'mine' }), stampedBy('broken')] },
     );
     cluster.addPolicy('broken', { ioPressure: { source: 'prometheus' } });
+    await sweeper.sweep();
     await reconciler.reconcile('p');
     expect(cluster.nodeMap.get('orphan')!.stamps?.policy).to.equal('broken');
 
     cluster.policyMap.delete('broken');
     cluster.watching = false;
+    await sweeper.sweep();
     await reconciler.reconcile('p');
     expect(cluster.nodeMap.get('orphan')!.stamps?.policy, 'not while a watch is broken').to.equal('broken');
     cluster.watching = true;
+    await sweeper.sweep();
     await reconciler.reconcile('p');
     expect(cluster.nodeMap.get('orphan')!.stamps).to.equal(undefined);
   });

@@ -1,46 +1,31 @@
 // Reconcile tests of rollout throttling and pod-start pacing over the in-memory cluster: what is written, and
 // what is left behind when a policy goes away or runs dry.
-import { silentLogger } from '../../../src/observability/log.js';
 import { expect } from 'chai';
-import { DryRunActuator } from '../../../src/actuation/actuator.js';
 import type { SandboxPolicySpecInput } from '../../../src/api/v1alpha1/index.js';
-import { PolicyReconciler } from '../../../src/controllers/policy-reconciler.js';
 import type { DeploymentView, GatedPodView } from '../../../src/detection/index.js';
-import type { PacingPolicy } from '../../../src/policy/pacing.js';
-import { FakeClock } from '../../../src/runtime/clock.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
-import { aNode, MemoryCluster, tellOfChanges } from '../../support/memory-cluster.js';
+import { aNode, MemoryCluster } from '../../support/memory-cluster.js';
+import { aReconciler } from '../../support/reconciler.js';
 
-const quiet = silentLogger;
 const START = secondsAfter(T0, 600);
 
 function world(spec: SandboxPolicySpecInput, saturated = true) {
   const cluster = new MemoryCluster().addPolicy('p', spec).addNodes(aNode('n1'), aNode('n2'));
-  const clock = new FakeClock(START.getTime());
-  const pacing = new Map<string, PacingPolicy>();
-  const reconciler = new PolicyReconciler({
-    writeConcurrency: 1, // one write at a time: the tests assert the exact order of writes
-    cache: cluster,
-    writer: cluster,
-    recorder: cluster,
-    actuators: { real: cluster, dryRun: new DryRunActuator() },
-    workloads: cluster,
-    clock,
-    logger: quiet,
-    pacing,
+  const clock = () => controllers.clock;
+  const controllers = aReconciler(cluster, {
+    startSeconds: 600,
     sources: () => ({
       kind: 'prometheus',
       pollMs: 10_000,
       refresh: () => Promise.resolve(),
       read: (node: string) => ({
         source: 'prometheus',
-        observedTime: new Date(clock.now()).toISOString(),
+        observedTime: new Date(clock().now()).toISOString(),
         psiSomeAvg10Percent: saturated && node === 'n1' ? 55 : 1,
       }),
     }),
   });
-  tellOfChanges(cluster, reconciler);
-  return { cluster, clock, reconciler, pacing };
+  return { cluster, ...controllers };
 }
 
 const IO = { sustainSeconds: 0, recoverySeconds: 30, staleAfterSeconds: 3600 };
@@ -76,7 +61,7 @@ describe('PolicyReconciler pacing and rollouts', () => {
     const { cluster, reconciler, pacing } = world(PACING);
     cluster.gated = [gatedPod('a', 'p', 30), gatedPod('b', 'p', 20), gatedPod('c', 'p', 10)];
     await reconciler.reconcile('p');
-    expect(pacing.get('p')).to.include({ gating: true, dryRun: false });
+    expect(pacing().get('p')).to.include({ gating: true, dryRun: false });
     expect(cluster.released).to.deep.equal(['shop/a', 'shop/b']);
     const reservation = cluster.policyPatches.find((patch) => patch.recentGateReleases && !patch.conditions);
     expect(reservation, 'the rate is spent in status before lifting').to.deep.equal({
@@ -90,9 +75,9 @@ describe('PolicyReconciler pacing and rollouts', () => {
   });
 
   it('when its policy is deleted: stops gating, lifts its gates and resumes its pauses, and nothing else', async () => {
-    const { cluster, reconciler, pacing } = world(PACING);
+    const { cluster, reconciler, sweeper, pacing } = world(PACING);
     await reconciler.reconcile('p');
-    expect(pacing.has('p')).to.equal(true);
+    expect(pacing().has('p')).to.equal(true);
     cluster.gated = [gatedPod('mine'), gatedPod('other-policy', 'q')];
     cluster.addPolicy('q', { ...PACING, nodeSelector: { matchLabels: { pool: 'none' } } });
     cluster.deploymentMap.set('shop/web', ourPause('web'));
@@ -100,7 +85,8 @@ describe('PolicyReconciler pacing and rollouts', () => {
     cluster.deploymentMap.set('shop/users', users);
     cluster.policyMap.delete('p');
     await reconciler.reconcile('p');
-    expect(pacing.has('p'), 'the webhook stops gating for it').to.equal(false);
+    await sweeper.sweep();
+    expect(pacing().has('p'), 'the webhook stops gating for it').to.equal(false);
     expect(cluster.released).to.deep.equal(['shop/mine']);
     expect(cluster.deploymentMap.get('shop/web')).to.include({ paused: false });
     expect(cluster.deploymentMap.get('shop/web')!.stamps).to.equal(undefined);
@@ -113,7 +99,7 @@ describe('PolicyReconciler pacing and rollouts', () => {
     cluster.gated = [gatedPod('left-by-a-real-run')];
     cluster.deploymentMap.set('shop/web', ourPause('web'));
     for (let i = 0; i < 3; i++) await reconciler.reconcile('p');
-    expect(pacing.get('p')).to.include({ gating: false, dryRun: true });
+    expect(pacing().get('p')).to.include({ gating: false, dryRun: true });
     expect(cluster.released).to.deep.equal(['shop/left-by-a-real-run']);
     expect(cluster.deploymentMap.get('shop/web')).to.include({ paused: true });
     expect(cluster.takeEvents().filter((e) => e.includes('RolloutResumed'))).to.deep.equal([]);

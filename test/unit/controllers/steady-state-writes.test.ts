@@ -4,7 +4,7 @@ import { silentLogger } from '../../../src/observability/log.js';
 import { expect } from 'chai';
 import { DryRunActuator } from '../../../src/actuation/actuator.js';
 import type { IoReadingStatus } from '../../../src/api/v1alpha1/index.js';
-import { PolicyReconciler, type PolicyReconcilerDeps } from '../../../src/controllers/policy-reconciler.js';
+import { buildControllers, type ControllerDeps } from '../../../src/controllers/wiring.js';
 import type { EventView } from '../../../src/detection/index.js';
 import { FakeClock } from '../../../src/runtime/clock.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
@@ -24,13 +24,13 @@ function world() {
     .addNodes(aNode('n1'));
   const clock = new FakeClock(secondsAfter(T0, 60).getTime());
   let values: Partial<IoReadingStatus> = { psiSomeAvg10Percent: 55.2, diskBusyPercent: 97.1 };
-  const sources: PolicyReconcilerDeps['sources'] = () => ({
+  const sources: ControllerDeps['sources'] = () => ({
     kind: 'agent',
     pollMs: 10_000,
     refresh: () => Promise.resolve(),
     read: () => ({ source: 'agent', observedTime: new Date(clock.now()).toISOString(), ...values }),
   });
-  const reconciler = new PolicyReconciler({
+  const reconciler = buildControllers({
     writeConcurrency: 1, // one write at a time: the tests assert the exact order of writes
     cache: cluster,
     writer: cluster,
@@ -40,7 +40,7 @@ function world() {
     clock,
     logger: quiet,
     sources,
-  });
+  }).reconciler;
   tellOfChanges(cluster, reconciler);
   const pod = aPod().named('web-1').onNode('n1').waitingSince(T0).build();
   cluster.pods = [pod];

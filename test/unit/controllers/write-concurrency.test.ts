@@ -3,7 +3,7 @@
 import { silentLogger } from '../../../src/observability/log.js';
 import { expect } from 'chai';
 import { DryRunActuator } from '../../../src/actuation/actuator.js';
-import { PolicyReconciler } from '../../../src/controllers/policy-reconciler.js';
+import { buildControllers } from '../../../src/controllers/wiring.js';
 import { FakeClock } from '../../../src/runtime/clock.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
 import { aNode, MemoryCluster } from '../../support/memory-cluster.js';
@@ -42,7 +42,7 @@ function setup(nodeCount: number, writeConcurrency?: number) {
     .addPolicy('p', { detection: { stuckThresholdSeconds: 30 }, safety: { maxUnhealthyNodes: 1000 } })
     .addNodes(...names(nodeCount).map((n) => aNode(n)));
   const { proxy, stats } = slowed(cluster);
-  const reconciler = new PolicyReconciler({
+  const reconciler = buildControllers({
     ...(writeConcurrency ? { writeConcurrency } : {}),
     cache: cluster,
     writer: proxy,
@@ -50,7 +50,7 @@ function setup(nodeCount: number, writeConcurrency?: number) {
     actuators: { real: cluster, dryRun: new DryRunActuator() },
     clock: new FakeClock(secondsAfter(T0, 600).getTime()),
     logger: quiet,
-  });
+  }).reconciler;
   return { cluster, reconciler, stats };
 }
 

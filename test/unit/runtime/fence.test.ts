@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { fenced, NotActingError } from '../../../src/controllers/manager.js';
+import { fenced, NotActingError } from '../../../src/runtime/fence.js';
 
 describe('fenced', () => {
   it('passes calls through while the replica acts, and refuses every one from the moment it stops', async () => {

@@ -1,0 +1,127 @@
+import type { Actuator, NodeChange } from '../actuation/actuator.js';
+import { sameTaint, stampAnnotations, type NodeStamps } from '../api/v1alpha1/index.js';
+import type { NodeView } from '../detection/index.js';
+import { isConflict } from '../kube/errors.js';
+import { isEviction, isStampDrop, type Action, type BlockedAction } from '../policy/actions.js';
+import { TerminalError } from '../runtime/controller.js';
+import type { Expectations } from '../runtime/expectations.js';
+import { forEachLimit } from '../runtime/limit.js';
+import type { ActionResult } from '../status/remediation-status.js';
+import type { Failures } from './failures.js';
+import type { NodeObservation } from './observe-nodes.js';
+import type { PolicyMemory } from './policy-memory.js';
+
+/** One patch for everything decided on a node: spec changes, taint list, and the stamps that record them. */
+export function nodeChange(
+  node: NodeView,
+  actions: readonly Action[],
+  stampsAfter: NodeStamps | undefined,
+  resourceVersion: string | undefined,
+): NodeChange {
+  const change: NodeChange = { node: node.name, annotations: stampAnnotations(stampsAfter) };
+  if (resourceVersion) change.resourceVersion = resourceVersion;
+  let taints = [...node.taints];
+  let taintsChanged = false;
+  for (const action of actions) {
+    if (action.kind === 'Cordon') change.unschedulable = true;
+    if (action.kind === 'Uncordon' && !isStampDrop(action)) change.unschedulable = false;
+    if (action.kind === 'Taint' && !taints.some((t) => sameTaint(t, action.taint))) {
+      taints.push(action.taint);
+      taintsChanged = true;
+    }
+    if (action.kind === 'Untaint') {
+      const before = taints.length;
+      taints = taints.filter((t) => !sameTaint(t, action.taint));
+      taintsChanged ||= taints.length !== before;
+    }
+  }
+  if (taintsChanged) change.taints = taints;
+  return change;
+}
+
+/** Whether the node is unschedulable after this pass's node actions that changed it (a dry run's changed nothing). */
+export function unschedulableAfter(node: NodeView, results: readonly ActionResult[]): boolean {
+  let unschedulable = node.unschedulable;
+  for (const { action, outcome, simulated } of results) {
+    if (outcome !== 'Succeeded' || simulated) continue;
+    if (action.kind === 'Cordon') unschedulable = true;
+    if (action.kind === 'Uncordon' && !isStampDrop(action)) unschedulable = false;
+  }
+  return unschedulable;
+}
+
+export interface NodePatchInput {
+  policy: string;
+  generation: number;
+  memory: PolicyMemory;
+  actions: readonly Action[];
+  stampsAfter: ReadonlyMap<string, NodeStamps | undefined>;
+  actuator: Actuator;
+  failures: Failures;
+  report(result: ActionResult): void;
+  /** What the API holds of the node is uncertain now: read it afresh. */
+  markDirty(node: string): void;
+}
+
+/**
+ * Patches each node once with everything decided for it, independent nodes side by side under the write limit, each
+ * on the version it was decided on (a node changed since answers 409, not our undo of it). A change the apiserver
+ * refused for what it is is not sent again until the node or the policy changes. Returns the nodes whose patch failed
+ * (they keep the stamps they had: claim nothing that was not written) and what the refusals block.
+ */
+export async function patchNodes(
+  deps: { expectations: Expectations; writeConcurrency: number },
+  observations: ReadonlyMap<string, NodeObservation>,
+  input: NodePatchInput,
+): Promise<{ failedNodes: Set<string>; blocked: BlockedAction[] }> {
+  const failedNodes = new Set<string>();
+  const blocked: BlockedAction[] = [];
+  const byNode = new Map<string, Action[]>();
+  for (const action of input.actions)
+    if (!isEviction(action)) byNode.set(action.node, [...(byNode.get(action.node) ?? []), action]);
+  await forEachLimit([...byNode], deps.writeConcurrency, async ([nodeName, actions]) => {
+    const observation = observations.get(nodeName);
+    if (!observation) return;
+    const refused = input.memory.refused.get(nodeName);
+    if (refused && refused.version === observation.version && refused.generation === input.generation) {
+      failedNodes.add(nodeName);
+      for (const action of actions)
+        blocked.push({
+          kind: action.kind,
+          node: nodeName,
+          target: action.target,
+          guard: 'RefusedByApi',
+          message: refused.message,
+        });
+      return;
+    }
+    const change = nodeChange(
+      observation.node,
+      actions,
+      input.stampsAfter.get(nodeName),
+      observation.version,
+    );
+    try {
+      deps.expectations.expect(`Node/${nodeName}`, await input.actuator.patchNode(change));
+      for (const action of actions) input.report({ action, outcome: 'Succeeded' });
+    } catch (err) {
+      failedNodes.add(nodeName);
+      input.markDirty(nodeName);
+      if (isConflict(err)) {
+        // Changed since we looked: decide again on the fresh node, soon; nothing failed.
+        input.failures.add(`patch of node/${nodeName} (changed meanwhile)`, err);
+        return;
+      }
+      if (err instanceof TerminalError)
+        input.memory.refused.set(nodeName, {
+          version: observation.version,
+          generation: input.generation,
+          message: err.message,
+        });
+      input.failures.add(`patch of node/${nodeName}`, err);
+      const detail = err instanceof Error ? err.message : String(err);
+      for (const action of actions) input.report({ action, outcome: 'Failed', detail });
+    }
+  });
+  return { failedNodes, blocked };
+}

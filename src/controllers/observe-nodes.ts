@@ -1,0 +1,245 @@
+import type { IoReadingStatus, SandboxHealthStatus, SandboxPolicySpec } from '../api/v1alpha1/index.js';
+import {
+  detectNodeFindings,
+  detectStuckPods,
+  nextStuckAt,
+  type NodeFindings,
+  type NodeView,
+  type PodView,
+} from '../detection/index.js';
+import { describeError } from '../kube/errors.js';
+import type { Logger } from '../observability/log.js';
+import {
+  decideIoPressure,
+  judgeReading,
+  readingTime,
+  staleAfterFor,
+  type IoPressureDecision,
+} from '../policy/io-pressure.js';
+import type { ClusterCache, WorkloadReader } from '../ports/cluster.js';
+import type { Expectations } from '../runtime/expectations.js';
+import { isMaterialChange } from '../signals/material-change.js';
+import type { IoSource, SourcedReading } from '../signals/types.js';
+import { conditionStatus } from '../status/conditions.js';
+import { desiredDetectionStatus, type DetectionStatus } from '../status/health-status.js';
+import { ioState } from './observe.js';
+import type { PolicyMemory } from './policy-memory.js';
+import type { StatusOverlay } from './status-overlay.js';
+
+/** One node as a pass sees it: the cache, this pass's detection and IO judgement, and its stored status. */
+export interface NodeObservation {
+  node: NodeView;
+  previous: SandboxHealthStatus | undefined;
+  exists: boolean;
+  findings: NodeFindings;
+  io: IoPressureDecision | undefined;
+  detection: DetectionStatus;
+  ioHeavyPods: PodView[];
+  /** The node's resourceVersion when observed: a change decided on this view is made on this version or not at all. */
+  version: string | undefined;
+  /** When the node's state changes with time alone (a pod crossing the threshold, sustain, recovery, a reading going stale). */
+  dueAt: number;
+}
+
+export interface ObserveDeps {
+  cache: ClusterCache;
+  expectations: Expectations;
+  overlay: StatusOverlay;
+  workloads?: WorkloadReader | undefined;
+  logger: Logger;
+}
+
+export interface ObserveRequest {
+  policy: string;
+  spec: SandboxPolicySpec;
+  nodes: readonly string[];
+  now: Date;
+  source: IoSource | undefined;
+  /** Ask a polled source again (full passes, every pollMs); in between, its last answer stands. */
+  refresh: boolean;
+}
+
+/**
+ * Looks at the nodes from the cache: their stuck pods, their IO readings judged, their SandboxHealth as stored (or as
+ * we wrote it). Nodes whose own write (a cordon, a SandboxHealth with no stand-in) the cache does not show yet are
+ * unsettled: nothing about them is read until it does.
+ */
+export async function observeNodes(
+  deps: ObserveDeps,
+  request: ObserveRequest,
+  memory: PolicyMemory,
+): Promise<{ observations: NodeObservation[]; unsettled: string[] }> {
+  const { cache, logger } = deps;
+  const { source, spec, now } = request;
+  if (source && request.refresh) await refreshSource(source, request, memory, logger);
+  const pods = request.nodes.flatMap((node) => cache.pendingPodsOn(node));
+  const stuck = detectStuckPods(pods, cache.failureEventsByPod(), {
+    stuckThresholdSeconds: spec.detection.stuckThresholdSeconds,
+    now,
+  });
+  const findings = detectNodeFindings(stuck, request.nodes, spec.detection.minStuckPods);
+  const observations: NodeObservation[] = [];
+  const unsettled: string[] = [];
+  for (const [nodeName, nodeFindings] of findings) {
+    const node = cache.node(nodeName);
+    if (!node) continue;
+    const observation = observeNode(deps, request, node, nodeFindings);
+    if (observation) observations.push(observation);
+    else unsettled.push(nodeName);
+  }
+  await readIoHeavyPods(deps, request, observations);
+  return { observations, unsettled };
+}
+
+async function refreshSource(
+  source: IoSource,
+  request: ObserveRequest,
+  memory: PolicyMemory,
+  logger: Logger,
+): Promise<void> {
+  const fields = { policy: request.policy, source: source.kind };
+  try {
+    await source.refresh(request.nodes);
+    if (memory.sourceFailed(undefined)) logger.info('Reading IO pressure again', fields);
+  } catch (err) {
+    // Readings stay unknown (and so act on nothing); the Unknown condition says why in each node's status. Said once
+    // per change of error, not on every poll.
+    const error = describeError(err);
+    if (memory.sourceFailed(error)) logger.warn('Failed to read IO pressure', { ...fields, error });
+  }
+}
+
+/** One node, or undefined while a write of ours to it is not back through the watch. */
+function observeNode(
+  deps: ObserveDeps,
+  request: ObserveRequest,
+  node: NodeView,
+  findings: NodeFindings,
+): NodeObservation | undefined {
+  const { cache, expectations, overlay, logger } = deps;
+  const { spec, now } = request;
+  const waiting = (kind: string) => {
+    logger.debug('Waiting for the watch to show our write', {
+      policy: request.policy,
+      node: node.name,
+      kind,
+    });
+    return undefined;
+  };
+  // A node patch of ours (a cordon) not back through the watch yet holds every decision, as the old node would be
+  // decided on again.
+  if (!expectations.isSettled(`Node/${node.name}`, cache.observedVersion('Node', node.name))) {
+    waiting('Node');
+    return;
+  }
+  const standIn = overlay.health(node.name);
+  if (standIn === null) {
+    waiting('SandboxHealth');
+    return;
+  }
+  const health = standIn ? undefined : cache.health(node.name);
+  const previous = standIn ?? health?.status; // read before writing: a cache may update in place
+  let dueAt = nextStuckAt(
+    cache.pendingPodsOn(node.name),
+    spec.detection.stuckThresholdSeconds,
+    now,
+  )?.getTime();
+  const io = request.source ? judgeIo(request, node.name, previous) : undefined;
+  if (io?.dueAt !== undefined) dueAt = Math.min(dueAt ?? Infinity, io.dueAt);
+  const detection = desiredDetectionStatus({
+    policyName: request.policy,
+    node,
+    findings,
+    minStuckPods: spec.detection.minStuckPods,
+    thresholdSeconds: spec.detection.stuckThresholdSeconds,
+    previous,
+    now,
+    ...(io
+      ? { io: { decision: io.decision, ...(io.readingToWrite ? { readingToWrite: io.readingToWrite } : {}) } }
+      : {}),
+  });
+  return {
+    node,
+    previous,
+    exists: standIn !== undefined || health !== undefined,
+    findings,
+    io: io?.decision,
+    detection,
+    ioHeavyPods: [],
+    version: cache.observedVersion('Node', node.name),
+    dueAt: dueAt ?? Infinity,
+  };
+}
+
+/** The node's IO reading judged against the policy, the polled reading to write, and when the verdict can change. */
+function judgeIo(
+  request: ObserveRequest,
+  nodeName: string,
+  previous: SandboxHealthStatus | undefined,
+): { decision: IoPressureDecision; readingToWrite?: IoReadingStatus; dueAt?: number } | undefined {
+  const { source, now } = request;
+  if (!source) return undefined;
+  const io = request.spec.ioPressure;
+  const reading: SourcedReading | undefined = source.read(nodeName);
+  const problem = reading ? undefined : source.problem?.(nodeName);
+  const decision = decideIoPressure({
+    previousStatus: conditionStatus(previous?.conditions, 'IoPressureHigh'),
+    previousTracking: previous?.ioPressure
+      ? { observation: previous.ioPressure.observation, since: new Date(previous.ioPressure.since) }
+      : undefined,
+    judgement: problem
+      ? { observation: 'Unknown', details: [problem.message], unknownReason: problem.reason }
+      : judgeReading(reading, io.thresholds, now, io.staleAfterSeconds),
+    now,
+    sustainSeconds: io.sustainSeconds,
+    recoverySeconds: io.recoverySeconds,
+  });
+  const moments: number[] = [];
+  // The moment the reading goes stale changes what may be done: look again then, even if nothing else moved. Only a
+  // moment still ahead: a reading stale already (its agent gone) has nothing more to wait for, and counting it would
+  // bring the node due on every pass, with the policy requeued at once, for ever.
+  const staleAt = reading
+    ? readingTime(reading) + staleAfterFor(reading, io.staleAfterSeconds) * 1000 + 1
+    : NaN;
+  if (Number.isFinite(staleAt) && staleAt > now.getTime()) moments.push(staleAt);
+  if (decision.recheckAfterMs !== undefined) moments.push(now.getTime() + decision.recheckAfterMs);
+  const result: { decision: IoPressureDecision; readingToWrite?: IoReadingStatus; dueAt?: number } = {
+    decision,
+  };
+  if (moments.length > 0) result.dueAt = Math.min(...moments);
+  if (reading && source.kind !== 'agent') {
+    // Polled readings are written when they moved, or before the stored one goes stale: not every poll.
+    const stored = previous?.ioReading;
+    const ageMs = stored ? now.getTime() - new Date(stored.observedTime).getTime() : Infinity;
+    const refresh = isMaterialChange(stored, reading) || ageMs >= (io.staleAfterSeconds * 1000) / 2;
+    result.readingToWrite = refresh || !stored ? reading : stored;
+  }
+  return result;
+}
+
+/** Running pods to migrate: a live read, only for nodes under our remediation with verified pressure. */
+async function readIoHeavyPods(
+  deps: ObserveDeps,
+  request: ObserveRequest,
+  observations: NodeObservation[],
+): Promise<void> {
+  const selector = request.spec.remediation.migrateWorkloads?.podSelector;
+  const reader = deps.workloads;
+  if (!selector || !reader) return;
+  for (const observation of observations) {
+    if (
+      ioState(observation.io) !== 'High' ||
+      (!observation.node.stamps && !observation.previous?.remediation)
+    )
+      continue;
+    try {
+      observation.ioHeavyPods = await reader.runningPodsOn(observation.node.name, selector);
+    } catch (err) {
+      deps.logger.warn('Failed to list IO-heavy pods', {
+        policy: request.policy,
+        node: observation.node.name,
+        error: describeError(err),
+      });
+    }
+  }
+}

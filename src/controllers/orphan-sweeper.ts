@@ -1,0 +1,181 @@
+import type { Actuator } from '../actuation/actuator.js';
+import type { Logger } from '../observability/log.js';
+import { isFrozenByDryRun, undoActions } from '../policy/actions.js';
+import type { ClusterCache } from '../ports/cluster.js';
+import type { EventRecorder, StatusWriter } from '../ports/writes.js';
+import type { Clock } from '../runtime/clock.js';
+import type { ReconcileResult } from '../runtime/controller.js';
+import type { Expectations } from '../runtime/expectations.js';
+import { ACTION_WORDS } from '../status/remediation-status.js';
+import type { ActionLog } from './action-log.js';
+import { Failures } from './failures.js';
+import { nodeChange } from './node-changes.js';
+import { assignmentOf, isFrozenPolicy, type NodeAssignment } from './ownership.js';
+import type { Pacer } from './pacer.js';
+import { deploymentChange } from './rollout-throttler.js';
+
+/** The sweeper's one key: its own queue hands it to one worker at a time, so two sweeps never interleave. */
+export const SWEEP_KEY = 'orphans';
+/** Looked at again this soon when a write of ours is not back through the watch, or a watch is broken. */
+const SETTLE_RETRY_MS = 500;
+const UNHEALTHY_RETRY_MS = 5_000;
+
+export interface SweeperDeps {
+  cache: ClusterCache;
+  writer: StatusWriter;
+  recorder: EventRecorder;
+  expectations: Expectations;
+  /** The real actuator: what the sweep undoes are real changes. */
+  actuator: Actuator;
+  pacer: Pacer;
+  actions: ActionLog;
+  clock: Clock;
+  logger: Logger;
+  resyncMs: number;
+  /** --dry-run: the operator changes nothing, so what a real run stamped stays as it is. */
+  dryRun: boolean;
+}
+
+/**
+ * Undoes what the operator did where no valid policy owns it any more (the policy was deleted, or the node was opted
+ * out or relabelled): nothing would ever judge their recovery, and the stamps say exactly what to revert. What a policy
+ * that still exists but is invalid did stays frozen, as its SandboxHealths do; its gates are lifted anyway (a gate never
+ * strands a pod). Read from the stamps, so it works after any restart. Every node and SandboxHealth is walked only when
+ * ownership changed (a policy, a node's labels), until a sweep got through everything, and at each resync.
+ */
+export class OrphanSweeper {
+  private swept: { signature: string | undefined; until: number } = { signature: undefined, until: 0 };
+
+  constructor(private readonly deps: SweeperDeps) {}
+
+  async sweep(): Promise<ReconcileResult> {
+    const { cache, clock, logger } = this.deps;
+    const failures = new Failures(logger, { controller: SWEEP_KEY });
+    if (!cache.watchesHealthy()) return { requeueAfterMs: UNHEALTHY_RETRY_MS };
+    const now = clock.now();
+    const assignment = assignmentOf(cache);
+    const signature = [...assignment.owner].map(([node, owner]) => `${node}=${owner}`).join('\n');
+    let settled = true;
+    if (signature !== this.swept.signature || now >= this.swept.until) {
+      // Both, always: one's being incomplete must not keep the other from running.
+      const healths = await this.deleteOrphanHealths(assignment, failures);
+      const stamps = await this.releaseOrphanStamps(assignment, failures);
+      settled = stamps !== 'unsettled';
+      this.swept =
+        healths && stamps === 'complete'
+          ? { signature, until: now + this.deps.resyncMs }
+          : { signature: undefined, until: 0 };
+    }
+    settled = (await this.releaseOrphanRollouts(failures)) && settled;
+    await this.deps.pacer.releaseOrphans(failures);
+    failures.throwIfAny();
+    if (!settled) return { requeueAfterMs: SETTLE_RETRY_MS };
+    return this.swept.signature === undefined ? {} : { requeueAfterMs: Math.max(0, this.swept.until - now) };
+  }
+
+  /** SandboxHealths of nodes no valid policy owns, unless their policy still exists but is invalid (frozen). */
+  private async deleteOrphanHealths(assignment: NodeAssignment, failures: Failures): Promise<boolean> {
+    const { cache, writer, logger } = this.deps;
+    let complete = true;
+    for (const health of cache.healths()) {
+      if (assignment.owner.has(health.name)) continue;
+      const recorded = health.status?.policy;
+      if (isFrozenPolicy(cache, recorded)) {
+        complete = false; // looked at again once the policy is fixed or gone
+        continue;
+      }
+      logger.info('Deleted SandboxHealth of an unowned Node', { node: health.name, policy: recorded });
+      try {
+        await writer.deleteHealth(health.name);
+      } catch (err) {
+        failures.add(`deletion of sandboxhealth/${health.name}`, err);
+        complete = false;
+      }
+    }
+    return complete;
+  }
+
+  /** Undoes our stamps on nodes no valid policy owns; 'unsettled' while a node's last patch is not back yet. */
+  private async releaseOrphanStamps(
+    assignment: NodeAssignment,
+    failures: Failures,
+  ): Promise<'complete' | 'incomplete' | 'unsettled'> {
+    const { cache, expectations, actuator, recorder } = this.deps;
+    let result: 'complete' | 'incomplete' | 'unsettled' = 'complete';
+    for (const node of cache.nodes()) {
+      const stamps = node.stamps;
+      if (!stamps || assignment.owner.has(node.name) || isFrozenByDryRun(this.deps.dryRun, stamps)) continue;
+      const stamping = cache.policy(stamps.policy);
+      if (isFrozenPolicy(cache, stamps.policy)) {
+        if (result === 'complete') result = 'incomplete';
+        continue;
+      }
+      const version = cache.observedVersion('Node', node.name);
+      if (!expectations.isSettled(`Node/${node.name}`, version)) {
+        result = 'unsettled';
+        continue;
+      }
+      const message = `No valid SandboxPolicy owns the node any more (${stamping ? `policy ${stamps.policy} no longer selects it` : `policy ${stamps.policy} is gone`}); undoing what it did.`;
+      const actions = undoActions(node.name, stamps, 'PolicyGone', message);
+      try {
+        expectations.expect(
+          `Node/${node.name}`,
+          await actuator.patchNode(nodeChange(node, actions, undefined, version)),
+        );
+      } catch (err) {
+        failures.add(`release of node/${node.name}`, err);
+        if (result === 'complete') result = 'incomplete';
+        continue;
+      }
+      for (const action of actions) {
+        this.deps.actions.record(stamps.policy, { action, outcome: 'Succeeded' }, actuator.dryRun);
+        await recorder.record({
+          target: { kind: 'Node', name: node.name, uid: node.uid },
+          type: 'Normal',
+          reason: ACTION_WORDS[action.kind].event,
+          message,
+        });
+      }
+    }
+    return result;
+  }
+
+  /** Resumes the Deployments a gone policy paused (an invalid one's stay frozen); false while one is unsettled. */
+  private async releaseOrphanRollouts(failures: Failures): Promise<boolean> {
+    const { cache, expectations, actuator, recorder } = this.deps;
+    let settled = true;
+    for (const d of cache.deployments()) {
+      if (!d.stamps || cache.policy(d.stamps.policy) || isFrozenByDryRun(this.deps.dryRun, d.stamps))
+        continue;
+      const key = `${d.namespace}/${d.name}`;
+      const version = cache.observedVersion('Deployment', key);
+      if (!expectations.isSettled(`Deployment/${key}`, version)) {
+        settled = false;
+        continue;
+      }
+      const action = {
+        kind: 'ResumeRollout' as const,
+        target: `deployment/${key}`,
+        reason: 'PolicyGone',
+        message: `Resumed: policy ${d.stamps.policy}, which paused it, is gone.`,
+      };
+      try {
+        expectations.expect(
+          `Deployment/${key}`,
+          await actuator.patchDeployment(deploymentChange(d, action, version)),
+        );
+      } catch (err) {
+        failures.add(`release of deployment/${key}`, err);
+        continue;
+      }
+      this.deps.actions.recordRollout(d.stamps.policy, action, key, actuator.dryRun);
+      await recorder.record({
+        target: { kind: 'Deployment', namespace: d.namespace, name: d.name, uid: d.uid },
+        type: 'Normal',
+        reason: 'RolloutResumed',
+        message: action.message,
+      });
+    }
+    return settled;
+  }
+}

@@ -1,0 +1,138 @@
+import type { SandboxPolicySpec, SandboxPolicyStatus } from '../api/v1alpha1/index.js';
+import type { PacingPolicy } from '../policy/pacing.js';
+import type { NodeFacts } from '../policy/remediation.js';
+import type { IoSource } from '../signals/types.js';
+import type { NodeObservation } from './observe-nodes.js';
+
+/** What one policy's passes keep of one of its nodes. */
+export interface NodeState {
+  /** The node as the last pass that looked at it saw it; absent until a pass looks (again, after a full pass). */
+  observation?: NodeObservation;
+  /** Its facts as last computed, while nothing they depend on changed: a quiet node costs nothing to decide on. */
+  facts?: { dryRun: boolean; facts: NodeFacts };
+  /** Since when a routine report of the node has been left for a later pass (REPORTS_PER_PASS). */
+  deferredSince?: number;
+}
+
+/** A node change the apiserver refused for what it is (400/422): not sent again as it is. */
+export interface RefusedChange {
+  version: string | undefined;
+  generation: number;
+  message: string;
+}
+
+/**
+ * Everything this process remembers about one policy, in one object, so that a deleted policy is forgotten in one
+ * call: what its last pass saw of each node, the nodes changed since, its IO source, the node changes refused, the
+ * policy status it wrote last (until the watch shows it), and what it tells the pacing webhook.
+ */
+export class PolicyMemory {
+  generation = Number.NaN;
+  /** The owned node names, joined: a change of ownership means a full pass. */
+  owned = '';
+  /** The next full pass: the resync, or the next poll of a polled IO source. */
+  fullPassAt = 0;
+  readonly nodes = new Map<string, NodeState>();
+  readonly refused = new Map<string, RefusedChange>();
+  /** The policy's status as we last wrote it (the API's merge of our patches), while the cache does not show it. */
+  written: { status: SandboxPolicyStatus; version: string } | undefined;
+  /** What the pacing webhook reads for this policy; absent when it paces nothing (or is invalid). */
+  pacing: PacingPolicy | undefined;
+  private source: { key: string; source: IoSource; error?: string } | undefined;
+  private dirty: Set<string> | 'all' = 'all';
+
+  /** Notes what changed for the next pass: one node, or (no node) everything the policy owns. */
+  markDirty(node?: string): void {
+    if (this.dirty === 'all') return;
+    if (node === undefined) this.dirty = 'all';
+    else this.dirty.add(node);
+  }
+
+  /**
+   * Starts a pass: whether it must look at every node (first pass, a policy edit, an ownership change, a change
+   * that can touch every node, or the full pass come due), and the nodes changed since the last pass.
+   */
+  startPass(
+    generation: number,
+    owned: readonly string[],
+    now: number,
+  ): { full: boolean; dirty: ReadonlySet<string> } {
+    const dirty = this.dirty;
+    this.dirty = new Set();
+    const ownedKey = owned.join('\n');
+    const full =
+      dirty === 'all' || this.generation !== generation || this.owned !== ownedKey || now >= this.fullPassAt;
+    if (full) {
+      this.generation = generation;
+      this.owned = ownedKey;
+      this.fullPassAt = Infinity;
+      const keep = new Set(owned);
+      for (const [node, state] of this.nodes) {
+        if (!keep.has(node)) this.nodes.delete(node);
+        delete state.observation;
+        delete state.facts;
+      }
+    }
+    return { full, dirty: dirty === 'all' ? new Set() : dirty };
+  }
+
+  state(node: string): NodeState {
+    let state = this.nodes.get(node);
+    if (!state) this.nodes.set(node, (state = {}));
+    return state;
+  }
+
+  observations(): NodeObservation[] {
+    const observed: NodeObservation[] = [];
+    for (const state of this.nodes.values()) if (state.observation) observed.push(state.observation);
+    return observed;
+  }
+
+  /** The policy's IO source: kept while its ioPressure settings stay the same (polled ones keep their readings). */
+  sourceFor(spec: SandboxPolicySpec, build: (spec: SandboxPolicySpec) => IoSource): IoSource {
+    const io = spec.ioPressure;
+    const key = JSON.stringify([io.source, io.prometheus, io.nodeCondition]);
+    if (this.source?.key !== key) this.source = { key, source: build(spec) };
+    return this.source.source;
+  }
+
+  /** Records the source's last error; true when it differs from the one before (said once per change). */
+  sourceFailed(error: string | undefined): boolean {
+    if (!this.source) return false;
+    const changed = this.source.error !== error;
+    if (error === undefined) delete this.source.error;
+    else this.source.error = error;
+    return changed;
+  }
+}
+
+/** The memories of every policy, by name. */
+export class PolicyMemories {
+  private readonly memories = new Map<string, PolicyMemory>();
+
+  of(policy: string): PolicyMemory {
+    let memory = this.memories.get(policy);
+    if (!memory) this.memories.set(policy, (memory = new PolicyMemory()));
+    return memory;
+  }
+
+  /** A change for a policy's next pass; nothing to note for a policy with no pass yet (its first is full). */
+  markDirty(policy: string, node?: string): void {
+    this.memories.get(policy)?.markDirty(node);
+  }
+
+  forget(policy: string): void {
+    this.memories.delete(policy);
+  }
+
+  /** What the pacing webhook reads: each pacing policy and whether it gates now. */
+  pacing(): PacingPolicy[] {
+    const policies: PacingPolicy[] = [];
+    for (const memory of this.memories.values()) if (memory.pacing) policies.push(memory.pacing);
+    return policies;
+  }
+
+  get size(): number {
+    return this.memories.size;
+  }
+}

@@ -1,0 +1,112 @@
+import type { Actuator } from '../actuation/actuator.js';
+import type { SandboxPolicySpec } from '../api/v1alpha1/index.js';
+import type { Logger } from '../observability/log.js';
+import type { ClusterCache, WorkloadReader } from '../ports/cluster.js';
+import type { EventRecorder, StatusWriter } from '../ports/writes.js';
+import type { Clock } from '../runtime/clock.js';
+import { Expectations } from '../runtime/expectations.js';
+import type { IoSource } from '../signals/types.js';
+import { ActionLog, type ActionHooks } from './action-log.js';
+import { Evictor } from './evictor.js';
+import { OrphanSweeper } from './orphan-sweeper.js';
+import { Pacer, type PacerHooks } from './pacer.js';
+import { PolicyMemories } from './policy-memory.js';
+import { PolicyReconciler, type PassHooks } from './policy-reconciler.js';
+import { Reporter, type ReporterHooks } from './reporter.js';
+import { RolloutThrottler } from './rollout-throttler.js';
+import { StatusOverlay } from './status-overlay.js';
+
+/** What the operator's metrics hear of the controllers. */
+export type ControllerHooks = PassHooks & ActionHooks & PacerHooks & ReporterHooks;
+
+/** The adapters the controllers are built on: the cluster (or a test's memory of one), and how to act on it. */
+export interface ControllerDeps {
+  cache: ClusterCache;
+  writer: StatusWriter;
+  recorder: EventRecorder;
+  /** The real actuator, and the one used for dry runs (spec.safety.dryRun or --dry-run). */
+  actuators: { real: Actuator; dryRun: Actuator };
+  workloads?: WorkloadReader | undefined;
+  /** Builds the IO source a policy's spec asks for. */
+  sources?: ((policyName: string, spec: SandboxPolicySpec) => IoSource) | undefined;
+  clock: Clock;
+  logger: Logger;
+  /** --dry-run: every policy runs dry, whatever its spec says. */
+  dryRun?: boolean | undefined;
+  /** Where the operator runs: its own Deployments are never throttled. */
+  operatorNamespace?: string | undefined;
+  /** Safety net: reconcile every policy (and sweep for orphans) at least this often (default 5 min). */
+  resyncMs?: number | undefined;
+  /** Writes to independent nodes in flight at once (default 8); 1 writes in a fixed order. */
+  writeConcurrency?: number | undefined;
+  hooks?: ControllerHooks | undefined;
+}
+
+export interface Controllers {
+  reconciler: PolicyReconciler;
+  sweeper: OrphanSweeper;
+  memories: PolicyMemories;
+}
+
+/** Writes to independent nodes (node patches, evictions, SandboxHealths) in flight at once by default. */
+const WRITE_CONCURRENCY = 8;
+
+/**
+ * Builds the controllers and the state they share: one set of expectations (the read-your-writes fence, and the
+ * removals in flight) and one status overlay. The policy reconciler's pass and the orphan sweep run under keys of
+ * their own; each concern object owns its own state.
+ */
+export function buildControllers(deps: ControllerDeps): Controllers {
+  const { cache, writer, recorder, clock, logger } = deps;
+  const hooks = deps.hooks ?? {};
+  const writeConcurrency = deps.writeConcurrency ?? WRITE_CONCURRENCY;
+  const resyncMs = deps.resyncMs ?? 5 * 60_000;
+  const dryRun = deps.dryRun === true;
+  const expectations = new Expectations(clock);
+  const overlay = new StatusOverlay(cache, expectations);
+  const memories = new PolicyMemories();
+  const actions = new ActionLog(logger, hooks);
+  const pacer = new Pacer({ cache, expectations, recorder, lifter: deps.actuators.real, logger, hooks });
+  const reconciler = new PolicyReconciler({
+    cache,
+    writer,
+    recorder,
+    clock,
+    logger,
+    actuators: deps.actuators,
+    workloads: deps.workloads,
+    sources: deps.sources,
+    dryRun,
+    resyncMs,
+    writeConcurrency,
+    hooks,
+    expectations,
+    overlay,
+    memories,
+    actions,
+    evictor: new Evictor({ cache, clock, expectations, writeConcurrency }),
+    throttler: new RolloutThrottler({
+      cache,
+      expectations,
+      recorder,
+      actions,
+      operatorNamespace: deps.operatorNamespace,
+    }),
+    pacer,
+    reporter: new Reporter({ writer, recorder, overlay, clock, logger, writeConcurrency, hooks }),
+  });
+  const sweeper = new OrphanSweeper({
+    cache,
+    writer,
+    recorder,
+    expectations,
+    actuator: deps.actuators.real,
+    pacer,
+    actions,
+    clock,
+    logger,
+    resyncMs,
+    dryRun,
+  });
+  return { reconciler, sweeper, memories };
+}

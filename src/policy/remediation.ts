@@ -1,14 +1,23 @@
-// PURE: decides what to do about a policy's nodes. Every safety guard is enforced here and nowhere else; the
-// actuators only carry out what this returns.
+// PURE: decides what to do about a policy's nodes. Every safety guard is enforced in the policy (guards.ts, asked by
+// the steps in remediation-node.ts) and nowhere else; the actuators only carry out what this returns.
 import {
   resolveIntOrPercent,
-  type ActionKind,
   type NodeStamps,
   type SandboxPolicySpec,
   type Taint,
 } from '../api/v1alpha1/index.js';
-import { isEviction, type Action, type BlockedAction, type Guard, type PodRef } from './actions.js';
-import { budgetLeft, nextFreeAt } from './rate-window.js';
+import type { Action, BlockedAction, PodRef } from './actions.js';
+import { isSchedulable } from './fences.js';
+import { budgetLeft } from './rate-window.js';
+import {
+  isReverted,
+  keepMigrating,
+  leaveFrozen,
+  letGoOfRevertedStamps,
+  remediateNode,
+  undoOnRecovery,
+} from './remediation-node.js';
+import type { RemediationPass } from './remediation-pass.js';
 
 export interface CandidatePod extends PodRef {
   /** Kind of the controlling owner; absent for a bare pod. */
@@ -105,319 +114,46 @@ export function hasRecovered(facts: NodeFacts, spec: SandboxPolicySpec, now: Dat
   return facts.io === 'Low'; // Low after High already took recoverySeconds of verified readings
 }
 
-const nodeTarget = (node: string) => `node/${node}`;
-const podTarget = (pod: PodRef) => `pod/${pod.namespace}/${pod.name}`;
-
-/** Why a pod must not be evicted, or undefined when it may be. */
-function podGuard(pod: CandidatePod): { guard: Guard; message: string } | undefined {
-  if (pod.mirror) return { guard: 'MirrorPod', message: 'a static pod: the API cannot move it' };
-  if (!pod.controllerKind)
-    return { guard: 'NoController', message: 'a bare pod: nothing would recreate it elsewhere' };
-  if (pod.controllerKind === 'DaemonSet')
-    return { guard: 'DaemonSetPod', message: 'a DaemonSet pod belongs on this node' };
-  return undefined;
-}
-
-const fencingEffects = new Set(['NoSchedule', 'NoExecute']);
-/** The node carries a taint with this key that keeps new pods off (the effect on the node, not the spec's). */
-const hasFencingTaint = (facts: NodeFacts, key: string) =>
-  facts.taints.some((t) => t.key === key && fencingEffects.has(t.effect));
-
 /**
  * Decides the actions for one policy's nodes. Order per node: cordon and taint; evict stuck pods once the node
  * is seen fenced (so replacements land elsewhere); migrate IO-heavy pods; undo in reverse after recovery.
  */
 export function decideRemediation(input: RemediationInput): RemediationDecision {
-  const { spec, now, policy } = input;
-  const { remediation, safety } = spec;
-  const actions: Action[] = [];
-  const blocked: BlockedAction[] = [];
-  const stampsAfter = new Map<string, NodeStamps | undefined>();
-  const block = (
-    kind: ActionKind,
-    node: string,
-    target: string,
-    guard: Guard,
-    message: string,
-    liftsAt?: Date,
-  ) => blocked.push({ kind, node, target, guard, message, ...(liftsAt ? { liftsAt } : {}) });
-
-  const triggered = new Set(input.nodes.filter((n) => isTriggered(n, spec)).map((n) => n.name));
-  const ours = input.nodes.filter((n) => n.stamps !== undefined);
-  const unhealthy = new Set([...triggered, ...ours.map((n) => n.name)]).size;
-  const limit = resolveIntOrPercent(safety.maxUnhealthyNodes, input.nodes.length);
-  const storm = { detected: unhealthy > limit, unhealthy, limit };
-  const specTaintKey = remediation.taint?.key;
-  /** Fenced: cordoned, or a taint with the spec's key or the key our stamps record keeps new pods off. */
-  const isFencedAtAll = (n: NodeFacts) =>
-    n.unschedulable ||
-    (specTaintKey !== undefined && hasFencingTaint(n, specTaintKey)) ||
-    (n.stamps?.taint !== undefined && hasFencingTaint(n, n.stamps.taint.key));
-  const isSchedulable = (n: NodeFacts) => n.ready && !isFencedAtAll(n);
-  let schedulable = input.nodes.filter(isSchedulable).length;
-  let evictionBudget = budgetLeft(safety.maxEvictionsPerMinute, input.recentEvictions, now);
-
+  const { spec, nodes, now } = input;
+  const { safety } = spec;
+  const triggered = new Set(nodes.filter((n) => isTriggered(n, spec)).map((n) => n.name));
+  const ours = nodes.filter((n) => n.stamps !== undefined).map((n) => n.name);
+  const unhealthy = new Set([...triggered, ...ours]).size;
+  const limit = resolveIntOrPercent(safety.maxUnhealthyNodes, nodes.length);
+  const pass: RemediationPass = {
+    input,
+    triggered,
+    storm: { detected: unhealthy > limit, unhealthy, limit },
+    schedulable: nodes.filter((n) => isSchedulable(n, spec)).length,
+    evictionBudget: budgetLeft(safety.maxEvictionsPerMinute, input.recentEvictions, now),
+    actions: [],
+    blocked: [],
+    stampsAfter: new Map(),
+  };
   // The most degraded nodes first, so limits go to the worst; names break ties deterministically.
-  const ordered = [...input.nodes].sort(
+  const ordered = [...nodes].sort(
     (a, b) => b.ioStuckPods.length - a.ioStuckPods.length || a.name.localeCompare(b.name),
   );
-  for (const facts of ordered) {
-    const { name } = facts;
-    const target = nodeTarget(name);
-    stampsAfter.set(name, facts.stamps);
-    const isOurs = facts.stamps !== undefined;
-    const wants = triggered.has(name);
-    if (!wants && !isOurs) continue;
-    if (facts.frozen) {
-      block(
-        facts.stamps?.cordoned ? 'Uncordon' : 'Untaint',
-        name,
-        target,
-        'DryRun',
-        'a dry run leaves what a real run changed on this node as it is',
-      );
-      continue;
-    }
-
-    // Guards that hold every change to the node, new or undo.
-    const held = (kind: ActionKind): { guard: Guard; message: string } | undefined => {
-      if (!input.cacheReady)
-        return { guard: 'CacheNotSynced', message: 'the cache is not synced or a watch is broken' };
-      if (safety.paused) return { guard: 'Paused', message: 'spec.safety.paused is true' };
-      if (facts.controlPlane)
-        return { guard: 'ControlPlaneNode', message: 'control-plane nodes are never acted on' };
-      if (!facts.ready && kind !== 'Uncordon' && kind !== 'Untaint')
-        return { guard: 'NodeNotReady', message: 'the node is not Ready: a different failure' };
-      return undefined;
-    };
-
-    if (facts.stamps) {
-      const stamps = facts.stamps;
-      const ourTaint = stamps.taint;
-      // Someone else reverted what we did: drop our claim rather than fight them or later undo their choice.
-      const cordonGone = stamps.cordoned && !facts.unschedulable;
-      const taintGone = ourTaint !== undefined && !facts.taints.some((t) => t.key === ourTaint.key);
-      if (cordonGone || taintGone) {
-        const next: NodeStamps = { ...stamps, cordoned: stamps.cordoned && !cordonGone };
-        if (taintGone) delete next.taint;
-        if (cordonGone)
-          actions.push({
-            kind: 'Uncordon',
-            node: name,
-            target,
-            reason: 'UncordonedByOthers',
-            message: 'Someone else made the node schedulable again; dropped our cordon stamp.',
-          });
-        if (taintGone)
-          actions.push({
-            kind: 'Untaint',
-            node: name,
-            target,
-            taint: ourTaint,
-            reason: 'UntaintedByOthers',
-            message: 'Someone else removed our taint; dropped our taint stamp.',
-          });
-        stampsAfter.set(name, next.cordoned || next.taint ? next : undefined);
-        continue;
-      }
-      if (!wants && hasRecovered(facts, spec, now)) {
-        if (!remediation.undoOnRecovery) continue;
-        const kind: ActionKind = stamps.cordoned ? 'Uncordon' : 'Untaint';
-        const reason = held(kind);
-        if (reason) {
-          block(kind, name, target, reason.guard, reason.message);
-          continue;
-        }
-        const cooldownEnds = stamps.since.getTime() + safety.cooldownSeconds * 1000;
-        if (now.getTime() < cooldownEnds) {
-          block(
-            kind,
-            name,
-            target,
-            'Cooldown',
-            `remediated at ${stamps.since.toISOString()}; cooldownSeconds ${safety.cooldownSeconds} not over`,
-            new Date(cooldownEnds),
-          );
-          continue;
-        }
-        const message = `The node recovered (IO pressure and stuck pods gone); undoing what policy ${stamps.policy} did.`;
-        if (stamps.taint)
-          actions.push({
-            kind: 'Untaint',
-            node: name,
-            target,
-            taint: stamps.taint,
-            reason: 'Recovered',
-            message,
-          });
-        if (stamps.cordoned)
-          actions.push({ kind: 'Uncordon', node: name, target, reason: 'Recovered', message });
-        stampsAfter.set(name, undefined);
-        continue;
-      }
-    }
-    const taint = remediation.taint;
-    /** Evicts stuck pods and migrates IO-heavy ones, once new pods can no longer land on the node. */
-    const moveWork = (): void => {
-      if (!isFencedAtAll(facts)) {
-        if (remediation.evictStuckPods && facts.ioStuckPods.length > 0)
-          block(
-            'Evict',
-            name,
-            target,
-            'NodeStillSchedulable',
-            'neither cordon nor a NoSchedule taint is allowed: a replacement could land on this node again',
-          );
-        return;
-      }
-      const evict = (kind: 'Evict' | 'Migrate', pod: CandidatePod, why: string, message: string) => {
-        const guard = podGuard(pod);
-        if (guard) return block(kind, name, podTarget(pod), guard.guard, guard.message);
-        if (evictionBudget <= 0)
-          return block(
-            kind,
-            name,
-            podTarget(pod),
-            'EvictionRate',
-            `maxEvictionsPerMinute (${safety.maxEvictionsPerMinute}) reached`,
-            // When the window gives one back, counting the evictions planned above.
-            nextFreeAt(
-              safety.maxEvictionsPerMinute,
-              input.recentEvictions,
-              now,
-              actions.filter(isEviction).length,
-            ),
-          );
-        evictionBudget--;
-        const { namespace, name: podName, uid } = pod;
-        actions.push({
-          kind,
-          node: name,
-          target: podTarget(pod),
-          pod: { namespace, name: podName, uid },
-          reason: why,
-          message,
-        });
-      };
-      if (remediation.evictStuckPods) {
-        for (const pod of facts.ioStuckPods)
-          evict(
-            'Evict',
-            pod,
-            'SandboxCreationStuckOnIo',
-            `Stuck creating its sandbox on ${name}: a replacement gets a new sandbox name on another node.`,
-          );
-      }
-      const migrate = remediation.migrateWorkloads;
-      if (migrate && facts.io === 'High') {
-        const room = Math.max(0, migrate.maxPodsPerNode - facts.migrated);
-        for (const pod of facts.ioHeavyPods.slice(0, room))
-          evict('Migrate', pod, 'IoHeavyWorkload', `IO-heavy pod moved off ${name}, which is IO-saturated.`);
-      }
-    };
-    if (!wants) {
-      // Ours, not recovered: while still saturated, IO-heavy pods keep moving off (a refused one is retried).
-      if (remediation.migrateWorkloads && facts.io === 'High' && facts.ioHeavyPods.length > 0) {
-        const reason =
-          held('Migrate') ??
-          (storm.detected
-            ? {
-                guard: 'StormLimit' as const,
-                message: `${unhealthy} unhealthy nodes exceed maxUnhealthyNodes (${limit})`,
-              }
-            : undefined);
-        if (reason) block('Migrate', name, target, reason.guard, reason.message);
-        else moveWork();
-      }
-      continue;
-    }
-
-    // New changes: cordon/taint, then evictions and migrations.
-    const newHeld = held('Cordon');
-    // What is held: the fence, or (on a node already fenced) the evictions that would follow it.
-    const firstKind: ActionKind = isFencedAtAll(facts)
-      ? 'Evict'
-      : remediation.cordon
-        ? 'Cordon'
-        : remediation.taint
-          ? 'Taint'
-          : 'Evict';
-    if (newHeld) {
-      block(firstKind, name, target, newHeld.guard, newHeld.message);
-      continue;
-    }
-    if (storm.detected) {
-      block(
-        firstKind,
-        name,
-        target,
-        'StormLimit',
-        `${unhealthy} unhealthy nodes exceed maxUnhealthyNodes (${limit}): starting nothing new`,
-      );
-      continue;
-    }
-    let stamps = facts.stamps;
-    const reason = `Sandbox creation stuck from IO${remediation.requireIoPressure ? ' under verified IO pressure' : ''} (${facts.ioStuckPods.length} pod(s)).`;
-    const needCordon = remediation.cordon && !facts.unschedulable;
-    // A taint we already hold stays as stamped, even if the spec's changed since: undo removes exactly that one.
-    const needTaint =
-      taint !== undefined &&
-      !stamps?.taint &&
-      !facts.taints.some((t) => t.key === taint.key && t.effect === taint.effect);
-    if (needCordon || needTaint) {
-      // After an undo (ours, or someone else's reverting us) the node is left alone for cooldownSeconds.
-      if (facts.lastUndoAt && now.getTime() < facts.lastUndoAt.getTime() + safety.cooldownSeconds * 1000) {
-        block(
-          firstKind,
-          name,
-          target,
-          'Cooldown',
-          `undone at ${facts.lastUndoAt.toISOString()}; cooldownSeconds ${safety.cooldownSeconds} not over`,
-          new Date(facts.lastUndoAt.getTime() + safety.cooldownSeconds * 1000),
-        );
-        continue;
-      }
-      const fencesNow = needCordon || (needTaint && fencingEffects.has(taint.effect));
-      const takesCapacity = fencesNow && isSchedulable(facts);
-      if (takesCapacity && schedulable - 1 < safety.minSchedulableNodes) {
-        block(
-          needCordon ? 'Cordon' : 'Taint',
-          name,
-          target,
-          'MinSchedulableNodes',
-          `fencing it would leave ${schedulable - 1} schedulable node(s), fewer than minSchedulableNodes (${safety.minSchedulableNodes})`,
-        );
-        continue;
-      }
-      if (takesCapacity) schedulable--;
-      stamps = stamps ?? { policy, since: now, reason, cordoned: false };
-      if (needCordon) {
-        stamps = { ...stamps, cordoned: true };
-        actions.push({
-          kind: 'Cordon',
-          node: name,
-          target,
-          reason: 'SandboxCreationStuckOnIo',
-          message: reason,
-        });
-      }
-      if (needTaint) {
-        const added: Taint = { key: taint.key, value: taint.value, effect: taint.effect };
-        stamps = { ...stamps, taint: added };
-        actions.push({
-          kind: 'Taint',
-          node: name,
-          target,
-          taint: added,
-          reason: 'SandboxCreationStuckOnIo',
-          message: reason,
-        });
-      }
-      stampsAfter.set(name, stamps);
-      // Evictions wait until the fence is seen in the cache, so replacements cannot land here again.
-      if (fencesNow) continue;
-    }
-    moveWork();
-  }
+  for (const facts of ordered) decideNode(pass, facts);
+  const { actions, blocked, storm, stampsAfter } = pass;
   return { actions, blocked, storm, stampsAfter };
+}
+
+/** One node: the first step that applies decides it; a node neither triggered nor ours is left alone. */
+function decideNode(pass: RemediationPass, facts: NodeFacts): void {
+  const { spec, now } = pass.input;
+  const { stamps } = facts;
+  const wanted = pass.triggered.has(facts.name);
+  pass.stampsAfter.set(facts.name, stamps);
+  if (!wanted && !stamps) return;
+  if (facts.frozen) leaveFrozen(pass, facts);
+  else if (stamps && isReverted(facts, stamps)) letGoOfRevertedStamps(pass, facts, stamps);
+  else if (stamps && !wanted && hasRecovered(facts, spec, now)) undoOnRecovery(pass, facts, stamps);
+  else if (!wanted) keepMigrating(pass, facts);
+  else remediateNode(pass, facts);
 }

@@ -1,7 +1,9 @@
 // PURE: decides which Deployments to pause and resume so rollouts do not keep a saturated disk saturated. Every
-// rule about rollouts is here; the actuator only patches spec.paused with our stamps.
+// rule about rollouts is here (the policy-wide guard, shared with remediation, is in guards.ts); the actuator only
+// patches spec.paused with our stamps.
 
 import type { PauseReason, RolloutStamps } from '../api/v1alpha1/index.js';
+import { guardPolicy } from './guards.js';
 
 export type { PauseReason, RolloutStamps };
 
@@ -62,6 +64,23 @@ const byStart = (a: DeploymentFacts, b: DeploymentFacts) =>
   (a.stamps?.startedAt ?? a.startedAt).getTime() - (b.stamps?.startedAt ?? b.startedAt).getTime() ||
   deploymentTarget(a).localeCompare(deploymentTarget(b));
 
+/** A Deployment we pause, and why. */
+interface Paused {
+  d: DeploymentFacts;
+  reason: PauseReason;
+}
+
+/** What one pass over the policy's Deployments has decided so far. */
+interface RolloutPass {
+  readonly input: RolloutInput;
+  readonly actions: RolloutAction[];
+  readonly blocked: RolloutDecision['blocked'];
+  /** Ours, as the cluster has them, that this pass may change; the user's own pauses are not in any list here. */
+  readonly ours: Map<string, DeploymentFacts>;
+  /** Paused by us once the actions are done. */
+  readonly pausedNow: Map<string, Paused>;
+}
+
 /**
  * While the policy's nodes are under pressure: pause what feeds a remediated node, and let at most
  * maxConcurrentRollouts progress, queueing the rest in the order they started. When the pressure is gone,
@@ -69,121 +88,132 @@ const byStart = (a: DeploymentFacts, b: DeploymentFacts) =>
  * is let go and left alone for cooldownSeconds.
  */
 export function decideRollouts(input: RolloutInput): RolloutDecision {
-  const { now, throttle } = input;
-  const actions: RolloutAction[] = [];
-  const blocked: RolloutDecision['blocked'] = [];
-  const held = !input.cacheReady
-    ? { guard: 'CacheNotSynced' as const, message: 'the cache is not synced or a watch is broken' }
-    : input.paused
-      ? { guard: 'Paused' as const, message: 'spec.safety.paused is true' }
-      : undefined;
-
-  // Ours, as the cluster has them; the user's own pauses are not in any list here.
-  const ours = new Map<string, DeploymentFacts>();
-  const frozen = new Map<string, { d: DeploymentFacts; reason: PauseReason }>();
-  for (const d of input.deployments) {
-    if (!d.stamps) continue;
-    if (d.frozen) {
-      frozen.set(deploymentTarget(d), { d, reason: d.stamps.reason });
-      continue;
-    }
-    if (!d.paused) {
-      // Resumed by someone else: let go rather than fight them.
-      actions.push({
-        kind: 'ReleaseRollout',
-        target: deploymentTarget(d),
-        reason: 'ResumedByOthers',
-        message: `Someone else resumed it; dropped our stamp and leave it alone for ${input.cooldownSeconds}s.`,
-        handsOffUntil: new Date(now.getTime() + input.cooldownSeconds * 1000),
-      });
-      continue;
-    }
-    ours.set(deploymentTarget(d), d);
-  }
-  const pausedNow = new Map<string, { d: DeploymentFacts; reason: PauseReason }>([
-    ...frozen,
-    ...[...ours].map(([t, d]): [string, { d: DeploymentFacts; reason: PauseReason }] => [
-      t,
-      { d, reason: d.stamps?.reason ?? 'RolloutQueued' },
-    ]),
-  ]);
-  const resume = (d: DeploymentFacts, reason: string, message: string) => {
-    actions.push({ kind: 'ResumeRollout', target: deploymentTarget(d), reason, message });
-    pausedNow.delete(deploymentTarget(d));
-  };
-  const pause = (d: DeploymentFacts, reason: PauseReason, message: string) => {
-    const stamps: RolloutStamps = { policy: input.policy, since: now, reason, startedAt: d.startedAt };
-    actions.push({ kind: 'PauseRollout', target: deploymentTarget(d), reason, message, stamps });
-    pausedNow.set(deploymentTarget(d), { d, reason });
-  };
-
+  const pass: RolloutPass = { input, actions: [], blocked: [], ours: new Map(), pausedNow: new Map() };
+  sortOurPauses(pass);
+  const held = guardPolicy(input.cacheReady, input.paused);
   if (held) {
     // Nothing new, and nothing undone, while held; what stands is reported as it is.
-    for (const d of ours.values()) blocked.push({ target: deploymentTarget(d), ...held });
-    return {
-      actions: actions.filter((a) => a.kind === 'ReleaseRollout'),
-      blocked,
-      pausedAfter: listed(pausedNow),
-    };
-  }
-  if (!throttle || !input.pressure) {
-    const why = !throttle
-      ? 'throttleRollouts is no longer set'
-      : 'no node of the policy is under IO pressure';
-    for (const d of [...ours.values()].sort(byStart)) resume(d, 'PressureGone', `Resumed: ${why}.`);
-    return { actions, blocked, pausedAfter: listed(pausedNow) };
-  }
+    for (const d of pass.ours.values()) pass.blocked.push({ target: deploymentTarget(d), ...held });
+  } else if (!input.throttle) resumeAll(pass, 'throttleRollouts is no longer set');
+  else if (!input.pressure) resumeAll(pass, 'no node of the policy is under IO pressure');
+  else throttleRollouts(pass, input.throttle);
+  return { actions: pass.actions, blocked: pass.blocked, pausedAfter: listed(pass.pausedNow) };
+}
 
-  const free = (d: DeploymentFacts) => !d.stamps && !d.paused && !(d.handsOffUntil && now < d.handsOffUntil);
+/** What we paused, as the cluster has it: frozen by a dry run, resumed by someone else, or ours to change. */
+function sortOurPauses(pass: RolloutPass): void {
+  for (const d of pass.input.deployments) {
+    if (!d.stamps) continue;
+    const target = deploymentTarget(d);
+    if (d.frozen) {
+      pass.pausedNow.set(target, { d, reason: d.stamps.reason });
+    } else if (!d.paused) {
+      letGo(pass, d);
+    } else {
+      pass.ours.set(target, d);
+      pass.pausedNow.set(target, { d, reason: d.stamps.reason });
+    }
+  }
+}
+
+/** Resumed by someone else: let go rather than fight them. */
+function letGo(pass: RolloutPass, d: DeploymentFacts): void {
+  const { now, cooldownSeconds } = pass.input;
+  pass.actions.push({
+    kind: 'ReleaseRollout',
+    target: deploymentTarget(d),
+    reason: 'ResumedByOthers',
+    message: `Someone else resumed it; dropped our stamp and leave it alone for ${cooldownSeconds}s.`,
+    handsOffUntil: new Date(now.getTime() + cooldownSeconds * 1000),
+  });
+}
+
+/** Under pressure: pause feeders, then let at most maxConcurrentRollouts progress, the oldest first. */
+function throttleRollouts(pass: RolloutPass, throttle: NonNullable<RolloutInput['throttle']>): void {
   // What feeds the fire stops first.
-  if (throttle.pauseDeployments) {
-    for (const d of input.deployments
-      .filter((x) => free(x) && x.rollingOut && x.feeds.length > 0)
-      .sort(byStart))
-      pause(
-        d,
-        'FeedsSaturatedNode',
-        `Paused: its pods are stuck creating sandboxes on IO-saturated node(s) ${d.feeds.join(', ')}.`,
-      );
-  }
-  // A paused feeder whose pods no longer feed a remediated node may go on, within the limit below.
-  for (const { d, reason } of [...pausedNow.values()])
-    if (reason === 'FeedsSaturatedNode' && d.feeds.length === 0 && ours.has(deploymentTarget(d)))
-      pausedNow.set(deploymentTarget(d), { d, reason: 'RolloutQueued' });
+  if (throttle.pauseDeployments) pauseFeeders(pass);
+  requeueFormerFeeders(pass);
+  const room = queueBeyondLimit(pass, throttle.maxConcurrentRollouts);
+  advanceQueue(pass, throttle.maxConcurrentRollouts, room);
+}
 
-  // At most maxConcurrentRollouts progress; the newest extras wait, the oldest waiting go first.
-  const progressing = input.deployments
-    .filter((d) => d.rollingOut && !d.paused && !pausedNow.has(deploymentTarget(d)))
-    .sort(byStart);
-  let room = throttle.maxConcurrentRollouts - progressing.length;
-  for (const d of progressing.slice(throttle.maxConcurrentRollouts).reverse()) {
-    if (!free(d)) continue; // a Deployment we must leave alone still counts, but is not paused
+function resume(pass: RolloutPass, d: DeploymentFacts, reason: string, message: string): void {
+  pass.actions.push({ kind: 'ResumeRollout', target: deploymentTarget(d), reason, message });
+  pass.pausedNow.delete(deploymentTarget(d));
+}
+
+function pause(pass: RolloutPass, d: DeploymentFacts, reason: PauseReason, message: string): void {
+  const stamps: RolloutStamps = {
+    policy: pass.input.policy,
+    since: pass.input.now,
+    reason,
+    startedAt: d.startedAt,
+  };
+  pass.actions.push({ kind: 'PauseRollout', target: deploymentTarget(d), reason, message, stamps });
+  pass.pausedNow.set(deploymentTarget(d), { d, reason });
+}
+
+/** Neither ours, nor paused by the user, nor left alone after the user resumed it. */
+const isFreeToPause = (d: DeploymentFacts, now: Date) =>
+  !d.stamps && !d.paused && !(d.handsOffUntil && now < d.handsOffUntil);
+
+function resumeAll(pass: RolloutPass, why: string): void {
+  for (const d of [...pass.ours.values()].sort(byStart)) resume(pass, d, 'PressureGone', `Resumed: ${why}.`);
+}
+
+function pauseFeeders(pass: RolloutPass): void {
+  const { deployments, now } = pass.input;
+  const feeders = deployments.filter((d) => isFreeToPause(d, now) && d.rollingOut && d.feeds.length > 0);
+  for (const d of feeders.sort(byStart))
     pause(
+      pass,
+      d,
+      'FeedsSaturatedNode',
+      `Paused: its pods are stuck creating sandboxes on IO-saturated node(s) ${d.feeds.join(', ')}.`,
+    );
+}
+
+/** A paused feeder whose pods no longer feed a remediated node may go on, within the limit below. */
+function requeueFormerFeeders(pass: RolloutPass): void {
+  for (const { d, reason } of [...pass.pausedNow.values()])
+    if (reason === 'FeedsSaturatedNode' && d.feeds.length === 0 && pass.ours.has(deploymentTarget(d)))
+      pass.pausedNow.set(deploymentTarget(d), { d, reason: 'RolloutQueued' });
+}
+
+/**
+ * At most maxConcurrentRollouts progress; the newest extras wait. Returns the room left for the oldest waiting (below
+ * zero when what we must leave alone already takes more).
+ */
+function queueBeyondLimit(pass: RolloutPass, limit: number): number {
+  const { deployments, now } = pass.input;
+  const progressing = deployments
+    .filter((d) => d.rollingOut && !d.paused && !pass.pausedNow.has(deploymentTarget(d)))
+    .sort(byStart);
+  let room = limit - progressing.length;
+  for (const d of progressing.slice(limit).reverse()) {
+    if (!isFreeToPause(d, now)) continue; // a Deployment we must leave alone still counts, but is not paused
+    pause(
+      pass,
       d,
       'RolloutQueued',
-      `Queued: at most ${throttle.maxConcurrentRollouts} rollout(s) at once while nodes are under IO pressure.`,
+      `Queued: at most ${limit} rollout(s) at once while nodes are under IO pressure.`,
     );
     room++;
   }
-  const waiting = [...pausedNow.values()]
-    .filter(({ d, reason }) => reason === 'RolloutQueued' && ours.has(deploymentTarget(d)))
-    .map(({ d }) => d)
-    .sort(byStart);
-  for (const d of waiting) {
-    if (room <= 0) break;
-    resume(
-      d,
-      'QueueAdvanced',
-      `Resumed: its turn (at most ${throttle.maxConcurrentRollouts} rollout(s) at once).`,
-    );
-    room--;
-  }
-  return { actions, blocked, pausedAfter: listed(pausedNow) };
+  return room;
 }
 
-function listed(
-  pausedNow: ReadonlyMap<string, { d: DeploymentFacts; reason: PauseReason }>,
-): RolloutDecision['pausedAfter'] {
+/** The oldest waiting go first, as far as the room allows. */
+function advanceQueue(pass: RolloutPass, limit: number, room: number): void {
+  const waiting = [...pass.pausedNow.values()]
+    .filter(({ d, reason }) => reason === 'RolloutQueued' && pass.ours.has(deploymentTarget(d)))
+    .map(({ d }) => d)
+    .sort(byStart);
+  for (const d of waiting.slice(0, Math.max(0, room)))
+    resume(pass, d, 'QueueAdvanced', `Resumed: its turn (at most ${limit} rollout(s) at once).`);
+}
+
+function listed(pausedNow: ReadonlyMap<string, Paused>): RolloutDecision['pausedAfter'] {
   return [...pausedNow.values()]
     .sort((a, b) => byStart(a.d, b.d))
     .map(({ d, reason }) => ({ target: deploymentTarget(d), reason, feeds: d.feeds }));

@@ -1,0 +1,113 @@
+// PURE: every guard the policy decides before acting (the apiserver's own refusals, DisruptionBudget and RefusedByApi,
+// come later): each says what holds an action and why, or undefined when nothing does.
+import type { ActionKind, NodeStamps } from '../api/v1alpha1/index.js';
+import { isEviction, type Guard } from './actions.js';
+import { isFenced } from './fences.js';
+import { nextFreeAt } from './rate-window.js';
+import type { RemediationPass } from './remediation-pass.js';
+import type { CandidatePod, NodeFacts } from './remediation.js';
+
+export interface Hold {
+  guard: Guard;
+  message: string;
+  /** When the guard lifts with time alone; absent when only a change can lift it. */
+  liftsAt?: Date | undefined;
+}
+
+/** What holds every change to a node whose real stamps a dry run sees: a dry run cannot undo what a real run did. */
+export const FROZEN: Readonly<Hold> = {
+  guard: 'DryRun',
+  message: 'a dry run leaves what a real run changed on this node as it is',
+};
+
+/** Guards that hold every change the policy would make, to nodes and to rollouts alike. */
+export function guardPolicy(
+  cacheReady: boolean,
+  paused: boolean,
+): { guard: 'CacheNotSynced' | 'Paused'; message: string } | undefined {
+  if (!cacheReady)
+    return { guard: 'CacheNotSynced', message: 'the cache is not synced or a watch is broken' };
+  if (paused) return { guard: 'Paused', message: 'spec.safety.paused is true' };
+  return undefined;
+}
+
+/** Guards that hold every change to the node, new or undo. */
+export function guardNode(pass: RemediationPass, facts: NodeFacts, kind: ActionKind): Hold | undefined {
+  const held = guardPolicy(pass.input.cacheReady, pass.input.spec.safety.paused);
+  if (held) return held;
+  if (facts.controlPlane)
+    return { guard: 'ControlPlaneNode', message: 'control-plane nodes are never acted on' };
+  if (!facts.ready && kind !== 'Uncordon' && kind !== 'Untaint')
+    return { guard: 'NodeNotReady', message: 'the node is not Ready: a different failure' };
+  return undefined;
+}
+
+/** More nodes unhealthy than maxUnhealthyNodes allows: a storm. */
+export function guardStorm({ storm }: RemediationPass, consequence?: string): Hold | undefined {
+  if (!storm.detected) return undefined;
+  const message = `${storm.unhealthy} unhealthy nodes exceed maxUnhealthyNodes (${storm.limit})`;
+  return { guard: 'StormLimit', message: consequence ? `${message}: ${consequence}` : message };
+}
+
+/** The node is left alone for cooldownSeconds after it was remediated, or after a remediation was undone. */
+function guardCooldown(pass: RemediationPass, what: 'remediated' | 'undone', at: Date): Hold | undefined {
+  const { cooldownSeconds } = pass.input.spec.safety;
+  const cooldownEnds = at.getTime() + cooldownSeconds * 1000;
+  if (pass.input.now.getTime() >= cooldownEnds) return undefined;
+  return {
+    guard: 'Cooldown',
+    message: `${what} at ${at.toISOString()}; cooldownSeconds ${cooldownSeconds} not over`,
+    liftsAt: new Date(cooldownEnds),
+  };
+}
+
+/** An undo waits cooldownSeconds after the remediation it undoes. */
+export const guardRemediationCooldown = (pass: RemediationPass, stamps: NodeStamps): Hold | undefined =>
+  guardCooldown(pass, 'remediated', stamps.since);
+
+/** After an undo (ours, or someone else's reverting us) the node is left alone for cooldownSeconds. */
+export const guardUndoCooldown = (pass: RemediationPass, facts: NodeFacts): Hold | undefined =>
+  facts.lastUndoAt ? guardCooldown(pass, 'undone', facts.lastUndoAt) : undefined;
+
+/** Fencing one more schedulable node must leave at least minSchedulableNodes. */
+export function guardMinSchedulable(pass: RemediationPass): Hold | undefined {
+  const { minSchedulableNodes } = pass.input.spec.safety;
+  const left = pass.schedulable - 1;
+  if (left >= minSchedulableNodes) return undefined;
+  return {
+    guard: 'MinSchedulableNodes',
+    message: `fencing it would leave ${left} schedulable node(s), fewer than minSchedulableNodes (${minSchedulableNodes})`,
+  };
+}
+
+/** Pods move off a node only once new pods can no longer land on it. */
+export function guardUnfenced(pass: RemediationPass, facts: NodeFacts): Hold | undefined {
+  if (isFenced(facts, pass.input.spec)) return undefined;
+  return {
+    guard: 'NodeStillSchedulable',
+    message: 'neither cordon nor a NoSchedule taint is allowed: a replacement could land on this node again',
+  };
+}
+
+/** Why a pod must not be evicted, or undefined when it may be. */
+export function guardPod(pod: CandidatePod): Hold | undefined {
+  if (pod.mirror) return { guard: 'MirrorPod', message: 'a static pod: the API cannot move it' };
+  if (!pod.controllerKind)
+    return { guard: 'NoController', message: 'a bare pod: nothing would recreate it elsewhere' };
+  if (pod.controllerKind === 'DaemonSet')
+    return { guard: 'DaemonSetPod', message: 'a DaemonSet pod belongs on this node' };
+  return undefined;
+}
+
+/** maxEvictionsPerMinute, counted over the policy's recent evictions and those this pass plans. */
+export function guardEvictionRate(pass: RemediationPass): Hold | undefined {
+  if (pass.evictionBudget > 0) return undefined;
+  const { spec, recentEvictions, now } = pass.input;
+  const limit = spec.safety.maxEvictionsPerMinute;
+  return {
+    guard: 'EvictionRate',
+    message: `maxEvictionsPerMinute (${limit}) reached`,
+    // When the window gives one back, counting the evictions this pass has planned.
+    liftsAt: nextFreeAt(limit, recentEvictions, now, pass.actions.filter(isEviction).length),
+  };
+}

@@ -1,0 +1,231 @@
+// PURE: the steps remediation takes on one node, in the order decideRemediation tries them. Each asks the guards it
+// needs and records what it decides, or what held it, in the pass.
+import type { ActionKind, NodeStamps, SandboxPolicySpec, Taint } from '../api/v1alpha1/index.js';
+import { undoActions, type Eviction } from './actions.js';
+import { FENCING_EFFECTS, isFenced, isSchedulable } from './fences.js';
+import {
+  FROZEN,
+  guardEvictionRate,
+  guardMinSchedulable,
+  guardNode,
+  guardPod,
+  guardRemediationCooldown,
+  guardStorm,
+  guardUndoCooldown,
+  guardUnfenced,
+  type Hold,
+} from './guards.js';
+import { block, nodeTarget, podTarget, type RemediationPass } from './remediation-pass.js';
+import type { CandidatePod, NodeFacts } from './remediation.js';
+
+function blockNode(pass: RemediationPass, facts: NodeFacts, kind: ActionKind, hold: Hold): void {
+  block(pass, kind, facts.name, nodeTarget(facts.name), hold);
+}
+
+/** Real stamps seen by a dry run: held exactly as they are. */
+export function leaveFrozen(pass: RemediationPass, facts: NodeFacts): void {
+  blockNode(pass, facts, facts.stamps?.cordoned ? 'Uncordon' : 'Untaint', FROZEN);
+}
+
+/** What of ours someone else reverted: the cordon (the node is schedulable again), or our taint (its key is gone). */
+function reverted(facts: NodeFacts, stamps: NodeStamps) {
+  const ourTaint = stamps.taint;
+  return {
+    cordon: stamps.cordoned && !facts.unschedulable,
+    taint: ourTaint !== undefined && !facts.taints.some((t) => t.key === ourTaint.key),
+  };
+}
+
+/** Whether someone else reverted any of what our stamps record. */
+export function isReverted(facts: NodeFacts, stamps: NodeStamps): boolean {
+  const gone = reverted(facts, stamps);
+  return gone.cordon || gone.taint;
+}
+
+/** Someone else reverted what we did: drop our claim rather than fight them or later undo their choice. */
+export function letGoOfRevertedStamps(pass: RemediationPass, facts: NodeFacts, stamps: NodeStamps): void {
+  const { name } = facts;
+  const target = nodeTarget(name);
+  const gone = reverted(facts, stamps);
+  const next: NodeStamps = { ...stamps, cordoned: stamps.cordoned && !gone.cordon };
+  if (gone.taint) delete next.taint;
+  if (gone.cordon)
+    pass.actions.push({
+      kind: 'Uncordon',
+      node: name,
+      target,
+      reason: 'UncordonedByOthers',
+      message: 'Someone else made the node schedulable again; dropped our cordon stamp.',
+    });
+  if (gone.taint && stamps.taint)
+    pass.actions.push({
+      kind: 'Untaint',
+      node: name,
+      target,
+      taint: stamps.taint,
+      reason: 'UntaintedByOthers',
+      message: 'Someone else removed our taint; dropped our taint stamp.',
+    });
+  pass.stampsAfter.set(name, next.cordoned || next.taint ? next : undefined);
+}
+
+/** The node recovered: undo what our stamps record, once the cooldown after remediating it is over. */
+export function undoOnRecovery(pass: RemediationPass, facts: NodeFacts, stamps: NodeStamps): void {
+  if (!pass.input.spec.remediation.undoOnRecovery) return;
+  const kind: ActionKind = stamps.cordoned ? 'Uncordon' : 'Untaint';
+  const hold = guardNode(pass, facts, kind) ?? guardRemediationCooldown(pass, stamps);
+  if (hold) {
+    blockNode(pass, facts, kind, hold);
+    return;
+  }
+  const message = `The node recovered (IO pressure and stuck pods gone); undoing what policy ${stamps.policy} did.`;
+  pass.actions.push(...undoActions(facts.name, stamps, 'Recovered', message));
+  pass.stampsAfter.set(facts.name, undefined);
+}
+
+/** Ours, not recovered: while still saturated, IO-heavy pods keep moving off (a refused one is retried). */
+export function keepMigrating(pass: RemediationPass, facts: NodeFacts): void {
+  const { migrateWorkloads } = pass.input.spec.remediation;
+  if (!migrateWorkloads || facts.io !== 'High' || facts.ioHeavyPods.length === 0) return;
+  const hold = guardNode(pass, facts, 'Migrate') ?? guardStorm(pass);
+  if (hold) blockNode(pass, facts, 'Migrate', hold);
+  else moveWork(pass, facts);
+}
+
+/** New changes on a triggered node: cordon/taint, then evictions and migrations. */
+export function remediateNode(pass: RemediationPass, facts: NodeFacts): void {
+  const hold = guardNode(pass, facts, 'Cordon') ?? guardStorm(pass, 'starting nothing new');
+  if (hold) blockNode(pass, facts, firstNewKind(pass, facts), hold);
+  else if (fenceNode(pass, facts)) moveWork(pass, facts);
+}
+
+/** What is held: the fence, or (on a node already fenced) the evictions that would follow it. */
+function firstNewKind({ input: { spec } }: RemediationPass, facts: NodeFacts): ActionKind {
+  if (isFenced(facts, spec)) return 'Evict';
+  if (spec.remediation.cordon) return 'Cordon';
+  return spec.remediation.taint ? 'Taint' : 'Evict';
+}
+
+/**
+ * Cordons and taints the node as the spec asks, after the cooldown that follows an undo and within
+ * minSchedulableNodes. Whether its work may move in this pass: not while the fence is held or only just placed.
+ */
+function fenceNode(pass: RemediationPass, facts: NodeFacts): boolean {
+  const { spec } = pass.input;
+  const { taint } = spec.remediation;
+  const needCordon = spec.remediation.cordon && !facts.unschedulable;
+  // A taint we already hold stays as stamped, even if the spec's changed since: undo removes exactly that one.
+  const needTaint =
+    taint !== undefined &&
+    !facts.stamps?.taint &&
+    !facts.taints.some((t) => t.key === taint.key && t.effect === taint.effect);
+  if (!needCordon && !needTaint) return true;
+  const cooling = guardUndoCooldown(pass, facts);
+  if (cooling) {
+    blockNode(pass, facts, firstNewKind(pass, facts), cooling);
+    return false;
+  }
+  const fencesNow = needCordon || (needTaint && FENCING_EFFECTS.has(taint.effect));
+  const takesCapacity = fencesNow && isSchedulable(facts, spec);
+  const tooFew = takesCapacity ? guardMinSchedulable(pass) : undefined;
+  if (tooFew) {
+    blockNode(pass, facts, needCordon ? 'Cordon' : 'Taint', tooFew);
+    return false;
+  }
+  if (takesCapacity) pass.schedulable--;
+  placeFence(pass, facts, { cordon: needCordon, taint: needTaint ? taint : undefined });
+  // Evictions wait until the fence is seen in the cache, so replacements cannot land here again.
+  return !fencesNow;
+}
+
+/** Cordons and taints the node as asked, stamping what it does (on top of stamps it already carries). */
+function placeFence(
+  pass: RemediationPass,
+  facts: NodeFacts,
+  fence: { cordon: boolean; taint: SandboxPolicySpec['remediation']['taint'] },
+): void {
+  const { policy, spec, now } = pass.input;
+  const { name } = facts;
+  const target = nodeTarget(name);
+  const reason = `Sandbox creation stuck from IO${spec.remediation.requireIoPressure ? ' under verified IO pressure' : ''} (${facts.ioStuckPods.length} pod(s)).`;
+  let stamps = facts.stamps ?? { policy, since: now, reason, cordoned: false };
+  if (fence.cordon) {
+    stamps = { ...stamps, cordoned: true };
+    pass.actions.push({
+      kind: 'Cordon',
+      node: name,
+      target,
+      reason: 'SandboxCreationStuckOnIo',
+      message: reason,
+    });
+  }
+  if (fence.taint) {
+    const added: Taint = { key: fence.taint.key, value: fence.taint.value, effect: fence.taint.effect };
+    stamps = { ...stamps, taint: added };
+    pass.actions.push({
+      kind: 'Taint',
+      node: name,
+      target,
+      taint: added,
+      reason: 'SandboxCreationStuckOnIo',
+      message: reason,
+    });
+  }
+  pass.stampsAfter.set(name, stamps);
+}
+
+/** Evicts stuck pods and migrates IO-heavy ones, once new pods can no longer land on the node. */
+function moveWork(pass: RemediationPass, facts: NodeFacts): void {
+  const { remediation } = pass.input.spec;
+  const unfenced = guardUnfenced(pass, facts);
+  if (unfenced) {
+    if (remediation.evictStuckPods && facts.ioStuckPods.length > 0) blockNode(pass, facts, 'Evict', unfenced);
+    return;
+  }
+  if (remediation.evictStuckPods) evictStuckPods(pass, facts);
+  migrateIoHeavyPods(pass, facts);
+}
+
+function evictStuckPods(pass: RemediationPass, facts: NodeFacts): void {
+  const { name } = facts;
+  for (const pod of facts.ioStuckPods)
+    evictPod(pass, pod, {
+      kind: 'Evict',
+      node: name,
+      reason: 'SandboxCreationStuckOnIo',
+      message: `Stuck creating its sandbox on ${name}: a replacement gets a new sandbox name on another node.`,
+    });
+}
+
+/** Moves IO-heavy pods off a node that is IO-saturated now, up to maxPodsPerNode over the whole remediation. */
+function migrateIoHeavyPods(pass: RemediationPass, facts: NodeFacts): void {
+  const migrate = pass.input.spec.remediation.migrateWorkloads;
+  if (!migrate || facts.io !== 'High') return;
+  const { name } = facts;
+  const room = Math.max(0, migrate.maxPodsPerNode - facts.migrated);
+  for (const pod of facts.ioHeavyPods.slice(0, room))
+    evictPod(pass, pod, {
+      kind: 'Migrate',
+      node: name,
+      reason: 'IoHeavyWorkload',
+      message: `IO-heavy pod moved off ${name}, which is IO-saturated.`,
+    });
+}
+
+/** Evicts one pod through the Eviction API, unless the pod's kind or the policy's eviction rate holds it. */
+function evictPod(
+  pass: RemediationPass,
+  pod: CandidatePod,
+  eviction: Pick<Eviction, 'kind' | 'node' | 'reason' | 'message'>,
+): void {
+  const { kind, node, reason, message } = eviction;
+  const target = podTarget(pod);
+  const hold = guardPod(pod) ?? guardEvictionRate(pass);
+  if (hold) {
+    block(pass, kind, node, target, hold);
+    return;
+  }
+  pass.evictionBudget--;
+  const { namespace, name, uid } = pod;
+  pass.actions.push({ kind, node, target, pod: { namespace, name, uid }, reason, message });
+}

@@ -1,0 +1,35 @@
+// PURE: the state one remediation pass shares across the policy's nodes: the policy-wide guards and budgets, computed
+// once before the first node and spent as nodes claim them, and what the pass has decided so far.
+import type { ActionKind, NodeStamps } from '../api/v1alpha1/index.js';
+import type { Action, BlockedAction, PodRef } from './actions.js';
+import type { Hold } from './guards.js';
+import type { RemediationDecision, RemediationInput } from './remediation.js';
+
+export interface RemediationPass {
+  readonly input: RemediationInput;
+  /** The nodes whose evidence calls for remediation under the policy. */
+  readonly triggered: ReadonlySet<string>;
+  readonly storm: RemediationDecision['storm'];
+  /** Ready, unfenced nodes, less those this pass fences. */
+  schedulable: number;
+  /** Evictions maxEvictionsPerMinute still allows, less those this pass plans. */
+  evictionBudget: number;
+  readonly actions: Action[];
+  readonly blocked: BlockedAction[];
+  readonly stampsAfter: Map<string, NodeStamps | undefined>;
+}
+
+export const nodeTarget = (node: string) => `node/${node}`;
+export const podTarget = (pod: PodRef) => `pod/${pod.namespace}/${pod.name}`;
+
+/** Records an action a guard holds. */
+export function block(
+  pass: RemediationPass,
+  kind: ActionKind,
+  node: string,
+  target: string,
+  hold: Hold,
+): void {
+  const { guard, message, liftsAt } = hold;
+  pass.blocked.push({ kind, node, target, guard, message, ...(liftsAt ? { liftsAt } : {}) });
+}

@@ -9,7 +9,7 @@
 // The documents: README.md, bench/README.md and every .md under docs/ (or the files named on the command line).
 // A rewritten document is formatted with prettier, since a figure that changes width re-pads its table.
 import { readdir, readFile, writeFile } from 'node:fs/promises';
-import { join, relative } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import { format, resolveConfig } from 'prettier';
 import { updateDocument, type Finding } from './figures/markers.js';
 
@@ -24,7 +24,7 @@ if (named.some((a) => a.startsWith('-'))) {
 
 const documents =
   named.length > 0
-    ? named.map((f) => join(process.cwd(), f))
+    ? named.map((f) => resolve(f))
     : [
         join(root, 'README.md'),
         join(root, 'bench', 'README.md'),

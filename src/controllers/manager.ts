@@ -13,12 +13,12 @@ import { Controller } from '../runtime/controller.js';
 import type { Fence } from '../runtime/fence.js';
 import { WorkQueue } from '../runtime/work-queue.js';
 import type { IoSource } from '../signals/types.js';
-import type { DetectionStatus } from '../status/health-status.js';
 import { generateServingCert, loadServingCert, type ServingCert } from '../webhook/certs.js';
 import { serveWebhook } from '../webhook/pacing-webhook.js';
 import { nodeOf, policiesFor } from './mapper.js';
 import { SWEEP_KEY } from './orphan-sweeper.js';
-import { buildControllers, type ControllerHooks, type Controllers } from './wiring.js';
+import { MetricsHooks } from './metrics-hooks.js';
+import { buildControllers, type Controllers } from './wiring.js';
 
 /** The adapters the Manager runs the controllers on, built by the composition root (cli/operator.ts). */
 export interface ManagerOptions {
@@ -68,7 +68,7 @@ export class Manager {
   private readonly running: Controller<string>[];
   /** Events waiting to be written, out of the reconciler's way. */
   private readonly events: BackgroundQueue<Transition>;
-  private readonly stuckSeries = new Map<string, Set<string>>();
+  private readonly gauges: MetricsHooks;
   private started = false;
   private stopping = false;
   private markSynced!: () => void;
@@ -82,6 +82,7 @@ export class Manager {
     const { cache, logger, metrics } = options;
     const clock = options.clock ?? realClock;
     this.operatorNamespace = options.operatorNamespace ?? 'sandbox-remediator-system';
+    this.gauges = new MetricsHooks(metrics);
     this.queue = new WorkQueue<string>({ clock });
     this.sweeps = new WorkQueue<string>({ clock });
     this.events = new BackgroundQueue<Transition>({
@@ -114,7 +115,7 @@ export class Manager {
       dryRun: options.dryRun,
       operatorNamespace: options.operatorNamespace,
       resyncMs: options.resyncMs,
-      hooks: this.metricsHooks(),
+      hooks: this.gauges.hooks(),
     });
     const { reconciler, sweeper } = this.controllers;
     this.running = [
@@ -129,40 +130,6 @@ export class Manager {
     cache.onChange((change) => {
       this.route(change);
     });
-  }
-
-  /** What the controllers tell, as metrics. */
-  private metricsHooks(): ControllerHooks {
-    const { metrics } = this.options;
-    return {
-      onPolicyStatus: (policy, status) => {
-        metrics.gatedPods.set({ policy }, status.gatedPods ?? 0);
-        for (const reason of ['FeedsSaturatedNode', 'RolloutQueued'] as const)
-          metrics.throttledRollouts.set(
-            { policy, reason },
-            (status.throttledRollouts ?? []).filter((r) => r.reason === reason).length,
-          );
-      },
-      onGateReleased: (waitSeconds) => {
-        metrics.gateWaitSeconds.observe(waitSeconds);
-      },
-      onAction: (action, result, dryRun) => {
-        metrics.actions.inc({ action, result, dry_run: String(dryRun) });
-      },
-      onBlocked: (guard) => {
-        metrics.actionsBlocked.inc({ guard });
-      },
-      onPass: ({ full, observed, reported, deferred }) => {
-        const pass = full ? 'full' : 'incremental';
-        metrics.passes.inc({ pass });
-        metrics.nodesObserved.inc({ pass }, observed);
-        metrics.healthReports.inc({ outcome: 'written' }, reported ?? 0);
-        metrics.healthReports.inc({ outcome: 'deferred' }, deferred ?? 0);
-      },
-      onNodeStatus: (_policy, node, status) => {
-        this.recordStuckMetrics(node, status);
-      },
-    };
   }
 
   private controllerHooks(what: 'policy' | 'sweep') {
@@ -194,7 +161,7 @@ export class Manager {
       reconciler.forgetWrite(change.kind, change.key);
     // A deleted node's stuck-pod series would otherwise stay on /metrics (and in alerts) until a restart.
     if (change.type === 'delete' && change.kind === 'Node') {
-      this.forgetStuckMetrics(change.key);
+      this.gauges.forgetNode(change.key);
       reconciler.forgetNode(change.key);
     }
     for (const policy of policiesFor(change, cache, podByUid)) {
@@ -210,21 +177,6 @@ export class Manager {
     )
       this.sweeps.add(SWEEP_KEY);
     metrics.queueDepth.set(this.queue.length);
-  }
-
-  private recordStuckMetrics(node: string, status: DetectionStatus): void {
-    const { stuckPods } = this.options.metrics;
-    const previous = this.stuckSeries.get(node) ?? new Set<string>();
-    const current = new Set<string>(status.causes.map((c) => c.cause));
-    for (const cause of previous) if (!current.has(cause)) stuckPods.remove({ node, cause });
-    for (const { cause, count } of status.causes) stuckPods.set({ node, cause }, count);
-    this.stuckSeries.set(node, current);
-  }
-
-  private forgetStuckMetrics(node: string): void {
-    for (const cause of this.stuckSeries.get(node) ?? [])
-      this.options.metrics.stuckPods.remove({ node, cause });
-    this.stuckSeries.delete(node);
   }
 
   /** Starts the caches and waits for them to sync; then acts, unless leader election decides when. */

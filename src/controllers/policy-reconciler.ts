@@ -1,46 +1,41 @@
 import type { Actuator } from '../actuation/actuator.js';
 import type { PolicyProblem, SandboxPolicySpec, SandboxPolicyStatus } from '../api/v1alpha1/index.js';
 import type { Logger } from '../observability/log.js';
-import { isEviction, isStampDrop, type Action, type BlockedAction, type Guard } from '../policy/actions.js';
-import {
-  decideRemediation,
-  whyNotTriggered,
-  type NodeFacts,
-  type RemediationDecision,
-} from '../policy/remediation.js';
+import { isEviction } from '../policy/actions.js';
+import { decideRemediation, type NodeFacts } from '../policy/remediation.js';
 import type { ClusterCache, PolicyObject, WorkloadReader } from '../ports/cluster.js';
 import type { EventRecorder, StatusWriter } from '../ports/writes.js';
 import type { Clock } from '../runtime/clock.js';
 import type { ReconcileResult } from '../runtime/controller.js';
 import type { Expectations } from '../runtime/expectations.js';
 import type { IoSource } from '../signals/types.js';
-import { invalidPolicyStatus, validPolicyStatus } from '../status/policy-status.js';
+import { invalidPolicyStatus } from '../status/policy-status.js';
 import type { ActionResult } from '../status/remediation-status.js';
 import type { ActionLog } from './action-log.js';
-import type { Evictor, EvictionPlan } from './evictor.js';
+import type { Evictor } from './evictor.js';
 import { Failures } from './failures.js';
-import { patchNodes, unschedulableAfter } from './node-changes.js';
+import { patchNodes } from './node-changes.js';
 import { observeNode } from './observe.js';
 import { observeNodes, type NodeObservation } from './observe-nodes.js';
 import { assignmentOf, validatePolicy } from './ownership.js';
-import type { Pacer, PacingOutcome, PacingPlan } from './pacer.js';
+import type { Pacer } from './pacer.js';
+import {
+  nextWait,
+  policyStatusOf,
+  reportRequests,
+  SETTLE_RETRY_MS,
+  type Done,
+  type Pass,
+  type PassStats,
+  type Plan,
+  type Seen,
+} from './pass.js';
 import type { PolicyMemories, PolicyMemory } from './policy-memory.js';
-import { sameStatus, type Reporter, type ReportRequest } from './reporter.js';
-import type { RolloutOutcome, RolloutPlan, RolloutThrottler } from './rollout-throttler.js';
+import { sameStatus, type Reporter } from './reporter.js';
+import type { RolloutThrottler } from './rollout-throttler.js';
 import type { StatusOverlay } from './status-overlay.js';
 
-const SETTLE_RETRY_MS = 500;
-const FOLLOW_UP_MS = 5_000;
-
-/** How much one reconcile looked at: the measure that a pod change costs its node, not the policy's. */
-export interface PassStats {
-  full: boolean;
-  observed: number;
-  owned: number;
-  /** SandboxHealths written in the pass, and those left for the next one (REPORTS_PER_PASS). */
-  reported?: number;
-  deferred?: number;
-}
+export type { PassStats };
 
 export interface PassHooks {
   /** The policy status computed in a pass (for gauges). */
@@ -74,54 +69,6 @@ export interface PolicyReconcilerDeps {
   pacer: Pacer;
   reporter: Reporter;
   recorder: EventRecorder;
-}
-
-/** What every step of one pass of a policy shares. */
-interface Pass {
-  policy: PolicyObject;
-  spec: SandboxPolicySpec;
-  memory: PolicyMemory;
-  dryRun: boolean;
-  actuator: Actuator;
-  now: Date;
-  failures: Failures;
-  owned: string[];
-  overlaps: { node: string; ownedBy: string }[];
-}
-
-/** What the pass saw. */
-interface Seen {
-  full: boolean;
-  observed: ReadonlySet<string>;
-  unsettled: number;
-  source: IoSource | undefined;
-}
-
-/** What the pass decided, whole, before its first write. */
-interface Plan {
-  observations: NodeObservation[];
-  facts: ReadonlyMap<string, NodeFacts>;
-  /** Absent while a node is settling: it could hide a cordon from the limits. */
-  remediation: RemediationDecision | undefined;
-  /** The node actions, and the evictions within the pass's share (the evictor's). */
-  actions: Action[];
-  evictions: EvictionPlan;
-  rollouts: RolloutPlan | undefined;
-  pacing: PacingPlan;
-}
-
-/** What the pass did. */
-interface Done {
-  results: Map<string, ActionResult[]>;
-  /** What the apiserver held back while acting (a refused change, a disruption budget). */
-  blocked: BlockedAction[];
-  /** Nodes whose patch failed: they keep the stamps they had. */
-  failedNodes: ReadonlySet<string>;
-  evictedAt: number[];
-  /** The budget reservation written before evicting and lifting gates, if one was. */
-  reserved: Partial<SandboxPolicyStatus> | undefined;
-  rollouts: RolloutOutcome;
-  pacing: PacingOutcome;
 }
 
 /**
@@ -368,50 +315,10 @@ export class PolicyReconciler {
 
   /** Writes what changed: each node's SandboxHealth (the reporter), then the policy's status, once. */
   private async report(pass: Pass, seen: Seen, plan: Plan, done: Done): Promise<{ deferred: number }> {
-    const { policy, spec, memory, dryRun, now, failures } = pass;
-    const requests: ReportRequest[] = [];
-    const blockedByNode = new Map<string, BlockedAction[]>();
-    for (const b of [...(plan.remediation?.blocked ?? []), ...done.blocked])
-      blockedByNode.set(b.node, [...(blockedByNode.get(b.node) ?? []), b]);
-    const heldBack = new Set(done.blocked.map((b) => b.node));
-    let degraded = 0;
-    let remediating = 0;
-    for (const observation of plan.observations) {
-      const name = observation.node.name;
-      const facts = plan.facts.get(name);
-      if (observation.findings.degraded) degraded++;
-      // A node whose patch failed keeps the stamps it had: claim nothing that was not written.
-      const stamps =
-        plan.remediation && !done.failedNodes.has(name)
-          ? plan.remediation.stampsAfter.get(name)
-          : facts?.stamps;
-      if (stamps) remediating++;
-      const results = done.results.get(name) ?? [];
-      // What we changed on the node (or its pods) comes back through the watch: look again, behind the fence.
-      if (results.length > 0 || heldBack.has(name)) memory.markDirty(name);
-      requests.push({
-        observation,
-        observed: seen.observed.has(name),
-        remediation: {
-          results,
-          // With no decision this pass (a node still settling), what was blocked stays as it was.
-          blocked: plan.remediation
-            ? (blockedByNode.get(name) ?? [])
-            : (observation.previous?.blocked ?? []).map((b) => ({
-                ...b,
-                node: name,
-                guard: b.guard as Guard,
-              })),
-          stampsAfter: stamps,
-          unschedulable: unschedulableAfter(observation.node, results),
-          notTriggered: facts && whyNotTriggered(facts, observation.findings.degraded, spec),
-          throttling: done.rollouts.throttling.get(name) ?? [],
-          simulated: dryRun && stamps !== undefined && !observation.node.stamps,
-          dryRun,
-          now,
-        },
-      });
-    }
+    const { policy, memory, failures } = pass;
+    const { requests, touched, degraded, remediating } = reportRequests(pass, seen, plan, done);
+    // What we changed on the node (or its pods) comes back through the watch: look again, behind the fence.
+    for (const node of touched) memory.markDirty(node);
     const reported = await this.deps.reporter.report(policy.name, memory, requests, failures);
     // Set once, at the end: with two workers, another policy's pass may have run in between.
     this.lastPass = {
@@ -437,27 +344,10 @@ export class PolicyReconciler {
     done: Done,
     counts: { degraded: number; remediating: number; blockedNew: number },
   ): Promise<void> {
-    const { policy, spec, memory, dryRun, now, failures } = pass;
+    const { policy, memory, now, failures } = pass;
     const previous = policy.status;
-    const succeeded = [...done.results.values()].flat().filter((r) => r.outcome === 'Succeeded');
-    const status = validPolicyStatus(
-      { generation: policy.generation, previous, now },
-      {
-        matchedNodes: pass.owned.length,
-        degradedNodes: counts.degraded,
-        remediatingNodes: counts.remediating,
-        overlappingNodes: pass.overlaps,
-        paused: spec.safety.paused,
-        dryRun,
-        storm: plan.remediation?.storm,
-        actionCount: (previous?.actionCount ?? 0) + succeeded.filter((r) => !isStampDrop(r.action)).length,
-        blockedActionCount: (previous?.blockedActionCount ?? 0) + counts.blockedNew,
-        recentEvictions: this.deps.evictor.log(previous, done.evictedAt, now),
-        throttledRollouts: done.rollouts.listed,
-        gatedPods: done.pacing.gated,
-        recentGateReleases: done.pacing.recentReleases,
-      },
-    );
+    const recentEvictions = this.deps.evictor.log(previous, done.evictedAt, now);
+    const status = policyStatusOf(pass, plan, done, { ...counts, recentEvictions });
     this.deps.hooks.onPolicyStatus?.(policy.name, status);
     // Counts over only the settled nodes would be wrong: the policy status waits for the rest. Compared with what the
     // API holds now, which includes the reservation written before evicting.
@@ -484,26 +374,12 @@ export class PolicyReconciler {
     }
   }
 
-  /** When to look again: the first moment something can change with time alone, or at once for work left over. */
+  /** When to look again (the next full pass is due at the resync, or the next poll of a polled source). */
   private next(pass: Pass, seen: Seen, plan: Plan, done: Done, deferred: number): ReconcileResult {
-    const { memory, now } = pass;
-    const at = now.getTime();
-    if (seen.full) memory.fullPassAt = at + Math.min(this.deps.resyncMs, seen.source?.pollMs ?? Infinity);
-    const waits = [memory.fullPassAt - at, ...plan.observations.map((o) => o.dueAt - at)];
-    // Follow-ups: evictions once the cordon is seen, and retries of what the API held back (429) or a guard holds
-    // until a known time (cooldown, the eviction window).
-    if (plan.actions.length > 0 || done.blocked.length > 0) waits.push(FOLLOW_UP_MS);
-    if (done.pacing.nextAt) waits.push(done.pacing.nextAt.getTime() - at + 1);
-    for (const b of plan.remediation?.blocked ?? []) if (b.liftsAt) waits.push(b.liftsAt.getTime() - at + 1);
-    if (plan.remediation?.blocked.some((b) => b.guard === 'CacheNotSynced')) waits.push(FOLLOW_UP_MS);
-    // What was left for the next pass, at once: routine reports, and evictions while this pass got some through (a
-    // pass whose evictions a disruption budget all refused waits for the follow-up, not a busy loop).
-    const evicted = [...done.results.values()].some((r) =>
-      r.some((x) => isEviction(x.action) && x.outcome === 'Succeeded'),
-    );
-    if (deferred > 0 || (plan.evictions.left > 0 && evicted)) waits.push(0);
-    const wait = Math.max(0, Math.min(...waits));
-    return { requeueAfterMs: seen.unsettled > 0 ? Math.min(wait, SETTLE_RETRY_MS) : wait };
+    const at = pass.now.getTime();
+    if (seen.full)
+      pass.memory.fullPassAt = at + Math.min(this.deps.resyncMs, seen.source?.pollMs ?? Infinity);
+    return nextWait(pass, seen, plan, done, deferred);
   }
 
   /** The node's facts; reused while nothing they depend on changed and no eviction is in flight (they leave it out). */

@@ -19,9 +19,11 @@ import {
   type SandboxPolicyStatus,
 } from '../../src/api/v1alpha1/index.js';
 import type {
+  Change,
   ClusterCache,
   HealthObject,
   PolicyObject,
+  RunningCache,
   VersionedKind,
   WorkloadReader,
 } from '../../src/ports/cluster.js';
@@ -35,6 +37,7 @@ import {
   type NodeView,
   type PodView,
 } from '../../src/detection/index.js';
+import { applyMergePatch } from '../../src/status/merge-patch.js';
 import { T0 } from './builders.js';
 
 export function aNode(name: string, labels: Record<string, string> = {}): NodeView {
@@ -187,7 +190,7 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   deliver(): void {
     for (const apply of this.undelivered.splice(0)) apply();
   }
-  onChange(listener: (node: string | undefined) => void): this {
+  onNodeChange(listener: (node: string | undefined) => void): this {
     this.listeners.push(listener);
     return this;
   }
@@ -302,7 +305,7 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
     // A new object, as an informer replaces its view: a reconcile holding the old one still sees the old status.
     const updated: HealthObject = {
       ...health,
-      status: mergePatch(health.status, JSON.parse(JSON.stringify(status))) as SandboxHealthStatus,
+      status: applyMergePatch(health.status, JSON.parse(JSON.stringify(status))) as SandboxHealthStatus,
     };
     if (this.lagging) this.undeliveredHealth.set(name, updated);
     const version = this.commit(
@@ -383,7 +386,7 @@ export function tellOfChanges(
   cluster: MemoryCluster,
   reconciler: { markDirty(policy: string, node?: string): void },
 ): void {
-  cluster.onChange((node) => {
+  cluster.onNodeChange((node) => {
     for (const policy of cluster.policyMap.keys()) reconciler.markDirty(policy, node);
   });
 }
@@ -396,15 +399,36 @@ function conflict(message: string): Error {
   });
 }
 
-/** RFC 7386 JSON merge patch, as the apiserver applies a merge patch: objects merge key by key, null removes. */
-function mergePatch(target: unknown, patch: unknown): unknown {
-  if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
-  const merged = new Map<string, unknown>(
-    target !== null && typeof target === 'object' && !Array.isArray(target) ? Object.entries(target) : [],
-  );
-  for (const [key, value] of Object.entries(patch)) {
-    if (value === null) merged.delete(key);
-    else merged.set(key, mergePatch(merged.get(key), value));
+/**
+ * The in-memory cluster as the Manager runs a cache: synced at once, its changes told as informer changes (a node's,
+ * or, for a change that can touch anything, a policy's).
+ */
+export class RunningMemoryCluster extends MemoryCluster implements RunningCache {
+  start(): void {
+    return undefined;
   }
-  return Object.fromEntries(merged);
+  stop(): Promise<void> {
+    return Promise.resolve();
+  }
+  waitForSync(): Promise<void> {
+    return Promise.resolve();
+  }
+  isSynced(): boolean {
+    return true;
+  }
+  longestDisconnectedMs(): number {
+    return 0;
+  }
+  sizes(): Record<string, number> {
+    return { nodes: this.nodeMap.size, pods: this.pods.length };
+  }
+  onChange(handler: (change: Change) => void): void {
+    this.onNodeChange((node) => {
+      handler(
+        node === undefined
+          ? { kind: 'SandboxPolicy', type: 'update', key: [...this.policyMap.keys()][0] ?? '' }
+          : { kind: 'Node', type: 'update', key: node },
+      );
+    });
+  }
 }

@@ -58,13 +58,14 @@ manifests: deps ## Generate crds/ from the zod schemas in src/api, and schemas/d
 	tsx hack/generate-schemas.ts
 
 .PHONY: verify
-verify: deps ## Check formatting, lint, types (src, test, bench, hack), that crds/ and schemas/ match src/, and that the docs' figures match bench/results (run before every commit; make test runs it first)
+verify: deps ## Check formatting, lint, types (src, test, bench, hack), that crds/ and schemas/ match src/, that the docs' figures match bench/results, and src/'s size budget (files 400 lines, functions 100; run before every commit; make test runs it first)
 	prettier --check --log-level warn .
 	eslint .
 	tsc -p tsconfig.json --noEmit
 	tsx hack/generate-crds.ts --check
 	tsx hack/generate-schemas.ts --check
 	tsx hack/figures.ts --check
+	tsx hack/check-shape.ts
 
 .PHONY: figures
 figures: deps ## Rewrite the figures the docs quote (README.md, bench/README.md, docs/) from bench/results/*.json

@@ -1,121 +1,222 @@
 // Reconcile cost of one change: how long a policy's reconcile takes after one pod on one node changed, when it
-// re-observes only that node (what the operator does) against a full pass over every node it owns (what it did
-// before, and still does on time-based waits). In memory (the reconciler over test/support's MemoryCluster), so
-// the figure is the operator's own CPU, not the apiserver's; the same run measures both, side by side.
+// re-observes only that node (what the operator does) against a full pass over every node it owns (what it does on
+// time-based waits and at the resync). In memory (the reconciler over test/support's MemoryCluster, pods indexed by
+// node as the informer cache keeps them), so the figure is the operator's own CPU, not the apiserver's.
 //
-//   npx tsx bench/reconcile-cost.ts [--nodes 1000] [--pods-per-node 30] [--rounds 50]
-import { silentLogger } from '../src/observability/log.js';
-import { writeFileSync } from 'node:fs';
+// Side by side in one run, interleaved round by round: the reconciler at HEAD and the one at --before (its src/ and
+// test/support/ from git, under scratch/, so that both resolve this checkout's node_modules), each over a world of its
+// own built the same way. Prints and writes bench/results/reconcile-cost-<nodes>.json: HEAD's figures, the before
+// tree's, and HEAD / before as ratios (below 1: HEAD is faster).
+//
+//   npx tsx bench/reconcile-cost.ts [--nodes 1000] [--pods-per-node 30] [--rounds 50] [--before 974be47]
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { DryRunActuator } from '../src/actuation/actuator.js';
 import { buildControllers } from '../src/controllers/wiring.js';
+import type { PodView } from '../src/detection/index.js';
+import { silentLogger } from '../src/observability/log.js';
 import { FakeClock } from '../src/runtime/clock.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../test/support/builders.js';
 import { aNode, MemoryCluster } from '../test/support/memory-cluster.js';
 import { REPO_ROOT } from '../test/support/manifests.js';
-import type { PodView } from '../src/detection/index.js';
 import { percentile } from './stats.js';
 
-const arg = (name: string, fallback: number) => {
+const arg = (name: string, fallback: string) => {
   const i = process.argv.indexOf(name);
-  return i >= 0 ? Number(process.argv[i + 1]) : fallback;
+  return i >= 0 ? (process.argv[i + 1] ?? fallback) : fallback;
 };
-const NODES = arg('--nodes', 1000);
-const PODS_PER_NODE = arg('--pods-per-node', 30);
-const ROUNDS = arg('--rounds', 50);
-/** --profile-incremental: only one-pod-change rounds, for a CPU profile of that path alone. */
-const PROFILE_INCREMENTAL = process.argv.includes('--profile-incremental');
-const quiet = silentLogger;
+const NODES = Number(arg('--nodes', '1000'));
+const PODS_PER_NODE = Number(arg('--pods-per-node', '30'));
+const ROUNDS = Number(arg('--rounds', '50'));
+/** The commit before issue 24's restructuring. */
+const BEFORE = arg('--before', '974be47');
 
-/** Pods indexed by node, as the operator's informer cache keeps them (MemoryCluster scans every pod). */
-class IndexedCluster extends MemoryCluster {
-  private readonly byNode = new Map<string, PodView[]>();
-  addPod(pod: PodView): void {
-    this.pods.push(pod);
-    const list = this.byNode.get(pod.nodeName ?? '');
-    if (list) list.push(pod);
-    else this.byNode.set(pod.nodeName ?? '', [pod]);
+/** What both trees offer a round: mark a node (or everything) dirty, reconcile, say how many nodes it looked at. */
+interface Tree {
+  addPod(pod: PodView): void;
+  markDirty(node: string | undefined): void;
+  reconcile(): Promise<number>;
+}
+
+type Cluster = MemoryCluster & { addPod(pod: PodView): void };
+
+/** A MemoryCluster (of either tree) that indexes pods by node, as the operator's informer cache does. */
+function indexed(Base: typeof MemoryCluster): Cluster {
+  class Indexed extends Base {
+    private readonly byNode = new Map<string, PodView[]>();
+    addPod(pod: PodView): void {
+      this.pods.push(pod);
+      const list = this.byNode.get(pod.nodeName ?? '');
+      if (list) list.push(pod);
+      else this.byNode.set(pod.nodeName ?? '', [pod]);
+    }
+    override pendingPodsOn(nodeName: string): PodView[] {
+      return this.byNode.get(nodeName) ?? [];
+    }
   }
-  override pendingPodsOn(nodeName: string): PodView[] {
-    return this.byNode.get(nodeName) ?? [];
-  }
+  return new Indexed();
 }
 
 const names = Array.from({ length: NODES }, (_, i) => `n${String(i).padStart(4, '0')}`);
-const cluster = new IndexedCluster()
-  .addPolicy('p', { detection: { stuckThresholdSeconds: 30 }, safety: { maxUnhealthyNodes: '10%' } })
-  .addNodes(...names.map((n) => aNode(n)));
-// Pending pods everywhere (starting, not stuck yet), and 2 % of the nodes with stuck NameReserved pods.
-const clock = new FakeClock(secondsAfter(T0, 600).getTime());
-for (const [i, node] of names.entries()) {
-  for (let j = 0; j < PODS_PER_NODE; j++) {
-    const stuck = i % 50 === 0 && j < 3;
-    const pod = aPod()
-      .named(`p-${i}-${j}`)
-      .onNode(node)
-      .waitingSince(stuck ? T0 : new Date(clock.now() - 1000))
-      .build();
-    cluster.addPod(pod);
-    if (stuck) cluster.events.push(anEvent().about(pod).saying(nameReservedMessage(pod)).build());
+
+/** Pending pods everywhere (starting, not stuck yet), and 2 % of the nodes with stuck NameReserved pods. */
+function populate(cluster: Cluster, nodeOf: (name: string) => ReturnType<typeof aNode>, now: number): void {
+  cluster
+    .addPolicy('p', { detection: { stuckThresholdSeconds: 30 }, safety: { maxUnhealthyNodes: '10%' } })
+    .addNodes(...names.map(nodeOf));
+  for (const [i, node] of names.entries()) {
+    for (let j = 0; j < PODS_PER_NODE; j++) {
+      const stuck = i % 50 === 0 && j < 3;
+      const pod = aPod()
+        .named(`p-${i}-${j}`)
+        .onNode(node)
+        .waitingSince(stuck ? T0 : new Date(now - 1000))
+        .build();
+      cluster.addPod(pod);
+      if (stuck) cluster.events.push(anEvent().about(pod).saying(nameReservedMessage(pod)).build());
+    }
   }
 }
-const reconciler = buildControllers({
-  cache: cluster,
-  writer: cluster,
-  recorder: cluster,
-  actuators: { real: new DryRunActuator(), dryRun: new DryRunActuator() },
-  clock,
-  logger: quiet,
-  resyncMs: 3_600_000,
-}).reconciler;
-await reconciler.reconcile('p'); // the first pass writes every SandboxHealth; what follows measures changes
-await reconciler.reconcile('p');
+
+function headTree(): Tree {
+  const clock = new FakeClock(secondsAfter(T0, 600).getTime());
+  const cluster = indexed(MemoryCluster);
+  populate(cluster, (n) => aNode(n), clock.now());
+  const { reconciler } = buildControllers({
+    cache: cluster,
+    writer: cluster,
+    recorder: cluster,
+    actuators: { real: new DryRunActuator(), dryRun: new DryRunActuator() },
+    clock,
+    logger: silentLogger,
+    resyncMs: 3_600_000,
+  });
+  return {
+    addPod: (pod) => {
+      cluster.addPod(pod);
+    },
+    markDirty: (node) => {
+      reconciler.markDirty('p', node);
+    },
+    reconcile: async () => {
+      await reconciler.reconcile('p');
+      return reconciler.lastPass?.observed ?? -1;
+    },
+  };
+}
+
+/** The before tree's reconciler, over its own MemoryCluster; its source from git. */
+async function beforeTree(dir: string): Promise<Tree> {
+  const load = async <T>(path: string) => (await import(pathToFileURL(join(dir, path)).href)) as T;
+  const { PolicyReconciler } = await load<{
+    PolicyReconciler: new (deps: Record<string, unknown>) => {
+      reconcile(name: string): Promise<unknown>;
+      markDirty(policy: string, node?: string): void;
+      lastPass?: { observed: number };
+    };
+  }>('src/controllers/policy-reconciler.ts');
+  const support = await load<{ MemoryCluster: typeof MemoryCluster; aNode: typeof aNode }>(
+    'test/support/memory-cluster.ts',
+  );
+  const { DryRunActuator: OldDryRun } = await load<{ DryRunActuator: typeof DryRunActuator }>(
+    'src/actuation/actuator.ts',
+  );
+  const { FakeClock: OldClock } = await load<{ FakeClock: typeof FakeClock }>('src/runtime/clock.ts');
+  const clock = new OldClock(secondsAfter(T0, 600).getTime());
+  const cluster = indexed(support.MemoryCluster);
+  populate(cluster, (n) => support.aNode(n), clock.now());
+  const reconciler = new PolicyReconciler({
+    cache: cluster,
+    writer: cluster,
+    recorder: cluster,
+    actuators: { real: new OldDryRun(), dryRun: new OldDryRun() },
+    clock,
+    logger: silentLogger,
+    resyncMs: 3_600_000,
+  });
+  return {
+    addPod: (pod) => {
+      cluster.addPod(pod);
+    },
+    markDirty: (node) => {
+      reconciler.markDirty('p', node);
+    },
+    reconcile: async () => {
+      await reconciler.reconcile('p');
+      return reconciler.lastPass?.observed ?? -1;
+    },
+  };
+}
 
 /** One round: a pod on one node changes (a new stuck pod there), then the reconcile the mapper triggers. */
-async function round(i: number, full: boolean): Promise<{ ms: number; observed: number }> {
-  const node = names[(i * 37) % NODES]!;
+async function round(tree: Tree, i: number, full: boolean): Promise<{ ms: number; observed: number }> {
+  const node = names[(i * 37) % NODES] ?? 'n0000';
   const pod = aPod()
     .named(`extra-${full ? 'f' : 'i'}-${i}`)
     .onNode(node)
     .waitingSince(T0)
     .build();
-  cluster.addPod(pod);
-  cluster.events.push(anEvent().about(pod).saying(nameReservedMessage(pod)).build());
-  reconciler.markDirty('p', full ? undefined : node);
+  tree.addPod(pod);
+  tree.markDirty(full ? undefined : node);
   const started = performance.now();
-  await reconciler.reconcile('p');
-  const ms = performance.now() - started;
-  return { ms, observed: reconciler.lastPass?.observed ?? -1 };
+  const observed = await tree.reconcile();
+  return { ms: performance.now() - started, observed };
 }
 
-const incremental: number[] = [];
-const fullPass: number[] = [];
-let observedIncremental = 0;
-for (let i = 0; i < ROUNDS; i++) {
-  // Interleaved, so both see the same machine state.
-  const a = await round(i, false);
-  const b = PROFILE_INCREMENTAL ? a : await round(i, true);
-  incremental.push(a.ms);
-  fullPass.push(b.ms);
-  observedIncremental = Math.max(observedIncremental, a.observed);
-}
 const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b);
-const p = (xs: number[], q: number) => percentile(sorted(xs), q);
 const summary = (xs: number[]) => ({
-  p50Ms: Number(p(xs, 0.5).toFixed(3)),
-  p99Ms: Number(p(xs, 0.99).toFixed(3)),
+  p50Ms: Number(percentile(sorted(xs), 0.5).toFixed(3)),
+  p99Ms: Number(percentile(sorted(xs), 0.99).toFixed(3)),
 });
-const result = {
-  date: new Date().toISOString(),
-  nodes: NODES,
-  pendingPods: cluster.pods.length,
-  rounds: ROUNDS,
-  onePodChange: { ...summary(incremental), nodesObserved: observedIncremental },
-  fullPass: { ...summary(fullPass), nodesObserved: NODES },
-  ratioP50: Number((p(fullPass, 0.5) / p(incremental, 0.5)).toFixed(1)),
-};
-console.log(JSON.stringify(result, null, 2));
-writeFileSync(
-  join(REPO_ROOT, 'bench', 'results', `reconcile-cost-${NODES}.json`),
-  `${JSON.stringify(result, null, 2)}\n`,
-);
+
+mkdirSync(join(REPO_ROOT, 'scratch'), { recursive: true });
+const dir = mkdtempSync(join(REPO_ROOT, 'scratch', 'bench-before-'));
+try {
+  execFileSync('sh', ['-c', `git -C "${REPO_ROOT}" archive ${BEFORE} src test/support | tar -x -C "${dir}"`]);
+  const trees = { head: headTree(), before: await beforeTree(dir) };
+  const times = {
+    head: { incremental: [] as number[], full: [] as number[], observed: 0 },
+    before: { incremental: [] as number[], full: [] as number[], observed: 0 },
+  };
+  for (const tree of [trees.head, trees.before]) {
+    await tree.reconcile(); // the first pass writes every SandboxHealth; what follows measures changes
+    await tree.reconcile();
+  }
+  // Interleaved, so both trees see the same machine state.
+  for (let i = 0; i < ROUNDS; i++)
+    for (const [name, tree] of Object.entries(trees) as [keyof typeof trees, Tree][]) {
+      const a = await round(tree, i, false);
+      const b = await round(tree, i, true);
+      times[name].incremental.push(a.ms);
+      times[name].full.push(b.ms);
+      times[name].observed = Math.max(times[name].observed, a.observed);
+    }
+  const figures = (t: (typeof times)['head']) => ({
+    onePodChange: { ...summary(t.incremental), nodesObserved: t.observed },
+    fullPass: { ...summary(t.full), nodesObserved: NODES },
+    ratioP50: Number((percentile(sorted(t.full), 0.5) / percentile(sorted(t.incremental), 0.5)).toFixed(1)),
+  });
+  const head = figures(times.head);
+  const before = figures(times.before);
+  const result = {
+    date: new Date().toISOString(),
+    nodes: NODES,
+    pendingPods: NODES * PODS_PER_NODE + 2 * ROUNDS,
+    rounds: ROUNDS,
+    ...head,
+    before: { commit: BEFORE, ...before },
+    headOverBefore: {
+      onePodChangeP50: Number((head.onePodChange.p50Ms / before.onePodChange.p50Ms).toFixed(2)),
+      fullPassP50: Number((head.fullPass.p50Ms / before.fullPass.p50Ms).toFixed(2)),
+    },
+  };
+  console.log(JSON.stringify(result, null, 2));
+  writeFileSync(
+    join(REPO_ROOT, 'bench', 'results', `reconcile-cost-${NODES}.json`),
+    `${JSON.stringify(result, null, 2)}\n`,
+  );
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}

@@ -5,7 +5,6 @@ import {
   nextStuckAt,
   type NodeFindings,
   type NodeView,
-  type PodView,
 } from '../detection/index.js';
 import { describeError } from '../kube/errors.js';
 import type { Logger } from '../observability/log.js';
@@ -21,25 +20,12 @@ import type { Expectations } from '../runtime/expectations.js';
 import { isMaterialChange } from '../signals/material-change.js';
 import type { IoSource, SourcedReading } from '../signals/types.js';
 import { conditionStatus } from '../status/conditions.js';
-import { desiredDetectionStatus, type DetectionStatus } from '../status/health-status.js';
+import { desiredDetectionStatus } from '../status/health-status.js';
 import { ioState } from './observe.js';
-import type { PolicyMemory } from './policy-memory.js';
-import type { StatusOverlay } from './status-overlay.js';
+import type { NodeObservation, PolicyMemory } from './policy-memory.js';
 
-/** One node as a pass sees it: the cache, this pass's detection and IO judgement, and its stored status. */
-export interface NodeObservation {
-  node: NodeView;
-  previous: SandboxHealthStatus | undefined;
-  exists: boolean;
-  findings: NodeFindings;
-  io: IoPressureDecision | undefined;
-  detection: DetectionStatus;
-  ioHeavyPods: PodView[];
-  /** The node's resourceVersion when observed: a change decided on this view is made on this version or not at all. */
-  version: string | undefined;
-  /** When the node's state changes with time alone (a pod crossing the threshold, sustain, recovery, a reading going stale). */
-  dueAt: number;
-}
+export type { NodeObservation };
+import type { StatusOverlay } from './status-overlay.js';
 
 export interface ObserveDeps {
   cache: ClusterCache;

@@ -9,7 +9,7 @@ import {
 import { isIoCause, type NodeFindings, type NodeView, type PodView } from '../detection/index.js';
 import type { IoPressureDecision } from '../policy/io-pressure.js';
 import { isEviction, isFrozenByDryRun } from '../policy/actions.js';
-import type { CandidatePod, IoState, NodeFacts } from '../policy/remediation.js';
+import type { CandidatePod, IoState, NodeFacts } from '../policy/node-facts.js';
 import type { DetectionStatus } from '../status/health-status.js';
 
 /** The IoPressureHigh decision reduced to what acting needs; no source at all is Unknown. */

@@ -3,7 +3,8 @@
 import type { Actuator } from '../actuation/actuator.js';
 import type { SandboxPolicySpec, SandboxPolicyStatus } from '../api/v1alpha1/index.js';
 import { isEviction, isStampDrop, type Action, type BlockedAction, type Guard } from '../policy/actions.js';
-import { whyNotTriggered, type NodeFacts, type RemediationDecision } from '../policy/remediation.js';
+import type { NodeFacts, RemediationDecision } from '../policy/node-facts.js';
+import { whyNotTriggered } from '../policy/remediation.js';
 import type { PolicyObject } from '../ports/cluster.js';
 import type { ReconcileResult } from '../runtime/controller.js';
 import type { IoSource } from '../signals/types.js';

@@ -1,8 +1,25 @@
-import type { SandboxPolicySpec, SandboxPolicyStatus } from '../api/v1alpha1/index.js';
+import type { SandboxHealthStatus, SandboxPolicySpec, SandboxPolicyStatus } from '../api/v1alpha1/index.js';
+import type { NodeFindings, NodeView, PodView } from '../detection/index.js';
+import type { IoPressureDecision } from '../policy/io-pressure.js';
 import type { PacingPolicy } from '../policy/pacing.js';
-import type { NodeFacts } from '../policy/remediation.js';
+import type { NodeFacts } from '../policy/node-facts.js';
 import type { IoSource } from '../signals/types.js';
-import type { NodeObservation } from './observe-nodes.js';
+import type { DetectionStatus } from '../status/health-status.js';
+
+/** One node as a pass sees it: the cache, this pass's detection and IO judgement, and its stored status. */
+export interface NodeObservation {
+  node: NodeView;
+  previous: SandboxHealthStatus | undefined;
+  exists: boolean;
+  findings: NodeFindings;
+  io: IoPressureDecision | undefined;
+  detection: DetectionStatus;
+  ioHeavyPods: PodView[];
+  /** The node's resourceVersion when observed: a change decided on this view is made on this version or not at all. */
+  version: string | undefined;
+  /** When the node's state changes with time alone (a pod crossing the threshold, sustain, recovery, a reading going stale). */
+  dueAt: number;
+}
 
 /** What one policy's passes keep of one of its nodes. */
 export interface NodeState {

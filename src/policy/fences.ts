@@ -1,7 +1,7 @@
 // PURE: what keeps new pods off a node, as remediation judges it: a cordon, or a taint that keeps new pods off with the
 // spec's key or with the key our stamps record.
 import type { SandboxPolicySpec } from '../api/v1alpha1/index.js';
-import type { NodeFacts } from './remediation.js';
+import type { NodeFacts } from './node-facts.js';
 
 /** Taint effects that keep new pods off a node; PreferNoSchedule only asks the scheduler. */
 export const FENCING_EFFECTS: ReadonlySet<string> = new Set(['NoSchedule', 'NoExecute']);

@@ -1,18 +1,11 @@
 // PURE: every guard the policy decides before acting (the apiserver's own refusals, DisruptionBudget and RefusedByApi,
 // come later): each says what holds an action and why, or undefined when nothing does.
 import type { ActionKind, NodeStamps } from '../api/v1alpha1/index.js';
-import { isEviction, type Guard } from './actions.js';
+import { isEviction } from './actions.js';
 import { isFenced } from './fences.js';
 import { nextFreeAt } from './rate-window.js';
 import type { RemediationPass } from './remediation-pass.js';
-import type { CandidatePod, NodeFacts } from './remediation.js';
-
-export interface Hold {
-  guard: Guard;
-  message: string;
-  /** When the guard lifts with time alone; absent when only a change can lift it. */
-  liftsAt?: Date | undefined;
-}
+import type { CandidatePod, Hold, NodeFacts } from './node-facts.js';
 
 /** What holds every change to a node whose real stamps a dry run sees: a dry run cannot undo what a real run did. */
 export const FROZEN: Readonly<Hold> = {

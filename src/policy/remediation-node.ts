@@ -13,10 +13,9 @@ import {
   guardStorm,
   guardUndoCooldown,
   guardUnfenced,
-  type Hold,
 } from './guards.js';
 import { block, nodeTarget, podTarget, type RemediationPass } from './remediation-pass.js';
-import type { CandidatePod, NodeFacts } from './remediation.js';
+import type { CandidatePod, Hold, NodeFacts } from './node-facts.js';
 
 function blockNode(pass: RemediationPass, facts: NodeFacts, kind: ActionKind, hold: Hold): void {
   block(pass, kind, facts.name, nodeTarget(facts.name), hold);

@@ -2,8 +2,7 @@
 // once before the first node and spent as nodes claim them, and what the pass has decided so far.
 import type { ActionKind, NodeStamps } from '../api/v1alpha1/index.js';
 import type { Action, BlockedAction, PodRef } from './actions.js';
-import type { Hold } from './guards.js';
-import type { RemediationDecision, RemediationInput } from './remediation.js';
+import type { Hold, RemediationDecision, RemediationInput } from './node-facts.js';
 
 export interface RemediationPass {
   readonly input: RemediationInput;

@@ -1,12 +1,6 @@
 // PURE: decides what to do about a policy's nodes. Every safety guard is enforced in the policy (guards.ts, asked by
 // the steps in remediation-node.ts) and nowhere else; the actuators only carry out what this returns.
-import {
-  resolveIntOrPercent,
-  type NodeStamps,
-  type SandboxPolicySpec,
-  type Taint,
-} from '../api/v1alpha1/index.js';
-import type { Action, BlockedAction, PodRef } from './actions.js';
+import { resolveIntOrPercent, type SandboxPolicySpec } from '../api/v1alpha1/index.js';
 import { isSchedulable } from './fences.js';
 import { budgetLeft } from './rate-window.js';
 import {
@@ -17,66 +11,8 @@ import {
   remediateNode,
   undoOnRecovery,
 } from './remediation-node.js';
+import type { NodeFacts, RemediationDecision, RemediationInput } from './node-facts.js';
 import type { RemediationPass } from './remediation-pass.js';
-
-export interface CandidatePod extends PodRef {
-  /** Kind of the controlling owner; absent for a bare pod. */
-  controllerKind?: string;
-  mirror?: boolean;
-}
-
-/**
- * What IoPressureHigh says, reduced to what acting needs. High: over a threshold for sustainSeconds on verified
- * readings. Low: verified under every threshold (for recoverySeconds if it was high). Rising: over, not yet
- * sustained. Recovering: under, recoverySeconds not yet elapsed. Unknown: no verified reading.
- */
-export type IoState = 'High' | 'Rising' | 'Recovering' | 'Low' | 'Unknown';
-
-export interface NodeFacts {
-  name: string;
-  ready: boolean;
-  controlPlane: boolean;
-  /** spec.unschedulable as the node has it (in a dry run, as it would have it). */
-  unschedulable: boolean;
-  taints: readonly Taint[];
-  /** Our ownership stamps (in a dry run, the simulated ones); absent: nothing on the node is ours. */
-  stamps?: NodeStamps;
-  /** SandboxCreationDegraded with failures pointing at IO (NameReserved, DeadlineExceeded). */
-  degradedByIo: boolean;
-  io: IoState;
-  /** Pods stuck creating their sandbox from an IO cause, longest-waiting first, not yet evicted. */
-  ioStuckPods: readonly CandidatePod[];
-  /** Since when fewer than minStuckPods pods have been stuck (SandboxCreationDegraded False); absent while degraded. */
-  quietSince?: Date;
-  /** Running pods the policy's migrateWorkloads.podSelector selects, not yet evicted. */
-  ioHeavyPods: readonly CandidatePod[];
-  /** Pods migrated off this node during the current remediation. */
-  migrated: number;
-  /** Real stamps seen by a dry run: left exactly as they are (a dry run cannot undo what a real run did). */
-  frozen?: boolean;
-  /** When the operator last undid a remediation on this node (cooldown). */
-  lastUndoAt?: Date;
-}
-
-export interface RemediationInput {
-  policy: string;
-  spec: SandboxPolicySpec;
-  /** Every node the policy owns. */
-  nodes: readonly NodeFacts[];
-  now: Date;
-  /** When the policy evicted pods recently (any age; only the last 60 s count). */
-  recentEvictions: readonly Date[];
-  /** Caches synced and no watch known to be broken. */
-  cacheReady: boolean;
-}
-
-export interface RemediationDecision {
-  actions: Action[];
-  blocked: BlockedAction[];
-  storm: { detected: boolean; unhealthy: number; limit: number };
-  /** Per node, the stamps it carries once the actions are carried out. */
-  stampsAfter: Map<string, NodeStamps | undefined>;
-}
 
 /** Whether a node's evidence calls for remediation under this policy. */
 export function isTriggered(facts: NodeFacts, spec: SandboxPolicySpec): boolean {

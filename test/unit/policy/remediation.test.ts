@@ -10,13 +10,13 @@ import {
   type Taint,
 } from '../../../src/api/v1alpha1/index.js';
 import type { Action, BlockedAction } from '../../../src/policy/actions.js';
-import {
-  decideRemediation,
-  type CandidatePod,
-  type IoState,
-  type NodeFacts,
-  type RemediationDecision,
-} from '../../../src/policy/remediation.js';
+import type {
+  CandidatePod,
+  IoState,
+  NodeFacts,
+  RemediationDecision,
+} from '../../../src/policy/node-facts.js';
+import { decideRemediation } from '../../../src/policy/remediation.js';
 import { secondsAfter, T0 } from '../../support/builders.js';
 
 const NOW = secondsAfter(T0, 3600);

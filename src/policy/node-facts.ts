@@ -1,0 +1,70 @@
+// PURE: what decideRemediation reads of a policy's nodes, and what it returns.
+import type { NodeStamps, SandboxPolicySpec, Taint } from '../api/v1alpha1/index.js';
+import type { Action, BlockedAction, Guard, PodRef } from './actions.js';
+
+export interface CandidatePod extends PodRef {
+  /** Kind of the controlling owner; absent for a bare pod. */
+  controllerKind?: string;
+  mirror?: boolean;
+}
+
+/**
+ * What IoPressureHigh says, reduced to what acting needs. High: over a threshold for sustainSeconds on verified
+ * readings. Low: verified under every threshold (for recoverySeconds if it was high). Rising: over, not yet
+ * sustained. Recovering: under, recoverySeconds not yet elapsed. Unknown: no verified reading.
+ */
+export type IoState = 'High' | 'Rising' | 'Recovering' | 'Low' | 'Unknown';
+
+export interface NodeFacts {
+  name: string;
+  ready: boolean;
+  controlPlane: boolean;
+  /** spec.unschedulable as the node has it (in a dry run, as it would have it). */
+  unschedulable: boolean;
+  taints: readonly Taint[];
+  /** Our ownership stamps (in a dry run, the simulated ones); absent: nothing on the node is ours. */
+  stamps?: NodeStamps;
+  /** SandboxCreationDegraded with failures pointing at IO (NameReserved, DeadlineExceeded). */
+  degradedByIo: boolean;
+  io: IoState;
+  /** Pods stuck creating their sandbox from an IO cause, longest-waiting first, not yet evicted. */
+  ioStuckPods: readonly CandidatePod[];
+  /** Since when fewer than minStuckPods pods have been stuck (SandboxCreationDegraded False); absent while degraded. */
+  quietSince?: Date;
+  /** Running pods the policy's migrateWorkloads.podSelector selects, not yet evicted. */
+  ioHeavyPods: readonly CandidatePod[];
+  /** Pods migrated off this node during the current remediation. */
+  migrated: number;
+  /** Real stamps seen by a dry run: left exactly as they are (a dry run cannot undo what a real run did). */
+  frozen?: boolean;
+  /** When the operator last undid a remediation on this node (cooldown). */
+  lastUndoAt?: Date;
+}
+
+export interface RemediationInput {
+  policy: string;
+  spec: SandboxPolicySpec;
+  /** Every node the policy owns. */
+  nodes: readonly NodeFacts[];
+  now: Date;
+  /** When the policy evicted pods recently (any age; only the last 60 s count). */
+  recentEvictions: readonly Date[];
+  /** Caches synced and no watch known to be broken. */
+  cacheReady: boolean;
+}
+
+export interface RemediationDecision {
+  actions: Action[];
+  blocked: BlockedAction[];
+  storm: { detected: boolean; unhealthy: number; limit: number };
+  /** Per node, the stamps it carries once the actions are carried out. */
+  stampsAfter: Map<string, NodeStamps | undefined>;
+}
+
+/** What holds an action (a guard), and why. */
+export interface Hold {
+  guard: Guard;
+  message: string;
+  /** When the guard lifts with time alone; absent when only a change can lift it. */
+  liftsAt?: Date | undefined;
+}

@@ -26,6 +26,8 @@ export interface DeploymentChange {
 
 export type EvictionOutcome =
   | { result: 'Evicted' }
+  /** A dry run's: reported as done, but the pod is still there. */
+  | { result: 'Simulated' }
   /** The pod was already gone. */
   | { result: 'Gone' }
   /** The API refused for now (429: a PodDisruptionBudget): retry later. */
@@ -58,7 +60,7 @@ export class DryRunActuator implements Actuator {
     return Promise.resolve(undefined);
   }
   evict(): Promise<EvictionOutcome> {
-    return Promise.resolve({ result: 'Evicted' });
+    return Promise.resolve({ result: 'Simulated' });
   }
   patchDeployment(): Promise<string | undefined> {
     return Promise.resolve(undefined);

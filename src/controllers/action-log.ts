@@ -2,7 +2,7 @@ import type { ActionKind } from '../api/v1alpha1/index.js';
 import type { Logger } from '../observability/log.js';
 import { isStampDrop } from '../policy/actions.js';
 import type { RolloutAction } from '../policy/rollouts.js';
-import { ACTION_WORDS, type ActionResult } from '../status/remediation-status.js';
+import { ACTION_WORDS, ROLLOUT_WORDS, type ActionResult } from '../status/remediation-status.js';
 
 export type ActionOutcome = 'Succeeded' | 'Failed';
 
@@ -46,13 +46,10 @@ export class ActionLog {
   recordRollout(policy: string, action: RolloutAction, deployment: string, dryRun: boolean): void {
     const fields = { policy, deployment, reason: action.reason, dryRun };
     if (action.kind === 'ReleaseRollout') {
-      this.logger.info('Dropped our stamp: changed by someone else', fields);
+      this.logger.info(ROLLOUT_WORDS.ReleaseRollout.done, fields);
       return;
     }
-    this.logger.info(
-      done(action.kind === 'PauseRollout' ? 'Paused Deployment' : 'Resumed Deployment', dryRun),
-      fields,
-    );
+    this.logger.info(done(ROLLOUT_WORDS[action.kind].done, dryRun), fields);
     this.hooks.onAction?.(action.kind, 'Succeeded', dryRun);
   }
 }

@@ -132,18 +132,21 @@ export class Manager {
     });
   }
 
+  /** The reconcile metrics count policy passes, as they did before the sweep had a queue of its own. */
   private controllerHooks(what: 'policy' | 'sweep') {
     const { metrics, logger } = this.options;
+    const policy = what === 'policy';
     return {
       onSuccess: (_key: string, ms: number) => {
+        if (!policy) return;
         metrics.reconciles.inc({ result: 'success' });
         metrics.reconcileSeconds.observe(ms / 1000);
       },
       onError: (key: string, err: unknown, retryInMs: number | undefined) => {
-        metrics.reconciles.inc({ result: retryInMs === undefined ? 'terminal' : 'error' });
-        logger.warn(what === 'policy' ? 'Failed to reconcile SandboxPolicy' : 'Failed to sweep for orphans', {
-          ...(what === 'policy' ? { policy: key } : {}),
-          error: err instanceof Error ? err.message : String(err),
+        if (policy) metrics.reconciles.inc({ result: retryInMs === undefined ? 'terminal' : 'error' });
+        logger.warn(policy ? 'Failed to reconcile SandboxPolicy' : 'Failed to sweep for orphans', {
+          ...(policy ? { policy: key } : {}),
+          error: describeError(err),
           ...(retryInMs !== undefined ? { retryInMs: Math.round(retryInMs) } : {}),
         });
       },

@@ -8,7 +8,7 @@ import {
 } from '../api/v1alpha1/index.js';
 import { isIoCause, type NodeFindings, type NodeView, type PodView } from '../detection/index.js';
 import type { IoPressureDecision } from '../policy/io-pressure.js';
-import { isEviction, isFrozenByDryRun } from '../policy/actions.js';
+import { isEviction, isFrozenByDryRun, isStampDrop } from '../policy/actions.js';
 import type { CandidatePod, IoState, NodeFacts } from '../policy/node-facts.js';
 import type { DetectionStatus } from '../status/health-status.js';
 
@@ -57,8 +57,6 @@ export function evictedUids(actions: readonly ActionRecord[] | undefined, dryRun
       .flatMap((a) => (a.uid ? [a.uid] : [])),
   );
 }
-
-const UNDO_REASONS: ReadonlySet<string> = new Set(['Recovered', 'UncordonedByOthers', 'UntaintedByOthers']);
 
 export interface ObserveInput {
   node: NodeView;
@@ -111,7 +109,7 @@ export function observeNode(input: ObserveInput): NodeFacts {
     (a) =>
       (a.kind === 'Uncordon' || a.kind === 'Untaint') &&
       a.outcome === 'Succeeded' &&
-      UNDO_REASONS.has(a.reason),
+      (a.reason === 'Recovered' || isStampDrop(a)),
   );
   if (lastUndo) facts.lastUndoAt = new Date(lastUndo.time);
   return facts;

@@ -6,7 +6,7 @@ import type { EventRecorder, StatusWriter } from '../ports/writes.js';
 import type { Clock } from '../runtime/clock.js';
 import type { ReconcileResult } from '../runtime/controller.js';
 import type { Expectations } from '../runtime/expectations.js';
-import { ACTION_WORDS } from '../status/remediation-status.js';
+import { ACTION_WORDS, ROLLOUT_WORDS } from '../status/remediation-status.js';
 import type { ActionLog } from './action-log.js';
 import { Failures } from './failures.js';
 import { nodeChange } from './node-changes.js';
@@ -70,7 +70,10 @@ export class OrphanSweeper {
     await this.deps.pacer.releaseOrphans(failures);
     failures.throwIfAny();
     if (!settled) return { requeueAfterMs: SETTLE_RETRY_MS };
-    return this.swept.signature === undefined ? {} : { requeueAfterMs: Math.max(0, this.swept.until - now) };
+    // Incomplete (a frozen policy's, a refused write): any change that can leave something unowned sweeps again, and
+    // the resync anyway.
+    const next = this.swept.signature === undefined ? now + this.deps.resyncMs : this.swept.until;
+    return { requeueAfterMs: Math.max(0, next - now) };
   }
 
   /** SandboxHealths of nodes no valid policy owns, unless their policy still exists but is invalid (frozen). */
@@ -168,11 +171,16 @@ export class OrphanSweeper {
         failures.add(`release of deployment/${key}`, err);
         continue;
       }
-      this.deps.actions.recordRollout(d.stamps.policy, action, key, actuator.dryRun);
+      // Logged, not counted as an action: giving back what a gone policy held, as before (ADR 0016).
+      this.deps.logger.info(ROLLOUT_WORDS.ResumeRollout.done, {
+        deployment: key,
+        policy: d.stamps.policy,
+        reason: 'PolicyGone',
+      });
       await recorder.record({
         target: { kind: 'Deployment', namespace: d.namespace, name: d.name, uid: d.uid },
         type: 'Normal',
-        reason: 'RolloutResumed',
+        reason: ROLLOUT_WORDS.ResumeRollout.event,
         message: action.message,
       });
     }

@@ -44,6 +44,9 @@ export interface RefusedChange {
  * policy status it wrote last (until the watch shows it), and what it tells the pacing webhook.
  */
 export class PolicyMemory {
+  /** The policy object it remembers: one deleted and made again under the same name starts afresh. */
+  constructor(readonly uid: string) {}
+
   generation = Number.NaN;
   /** The owned node names, joined: a change of ownership means a full pass. */
   owned = '';
@@ -127,9 +130,9 @@ export class PolicyMemory {
 export class PolicyMemories {
   private readonly memories = new Map<string, PolicyMemory>();
 
-  of(policy: string): PolicyMemory {
+  of(policy: string, uid: string): PolicyMemory {
     let memory = this.memories.get(policy);
-    if (!memory) this.memories.set(policy, (memory = new PolicyMemory()));
+    if (memory?.uid !== uid) this.memories.set(policy, (memory = new PolicyMemory(uid)));
     return memory;
   }
 

@@ -24,7 +24,6 @@ import {
   nextWait,
   policyStatusOf,
   reportRequests,
-  SETTLE_RETRY_MS,
   type Done,
   type Pass,
   type PassStats,
@@ -107,11 +106,10 @@ export class PolicyReconciler {
       memories.forget(name);
       return {};
     }
-    const memory = memories.of(name);
+    const memory = memories.of(name, object.uid);
     const validation = validatePolicy(object);
     if (!validation.valid) return this.refuse(object, memory, validation.problems);
     const status = overlay.policyStatus(memory, object);
-    if (status === 'unsettled') return { requeueAfterMs: SETTLE_RETRY_MS };
     const pass = this.begin(status === undefined ? object : { ...object, status }, validation.spec, memory);
     const seen = await this.observe(pass);
     const plan = this.decide(pass, seen);
@@ -306,7 +304,7 @@ export class PolicyReconciler {
     };
     try {
       const version = await this.deps.writer.patchPolicyStatus(policy.name, reservation);
-      this.deps.overlay.wrotePolicyStatus(memory, policy.name, version, policy.status, reservation);
+      this.deps.overlay.wrotePolicyStatus(memory, version, policy.status, reservation);
       return reservation;
     } catch (err) {
       pass.failures.add(`budget reservation of sandboxpolicy/${policy.name}`, err);
@@ -356,7 +354,7 @@ export class PolicyReconciler {
     if (seen.unsettled > 0 || sameStatus(stored, status)) return;
     try {
       const version = await this.deps.writer.patchPolicyStatus(policy.name, status);
-      this.deps.overlay.wrotePolicyStatus(memory, policy.name, version, stored, status);
+      this.deps.overlay.wrotePolicyStatus(memory, version, stored, status);
       const storm = plan.remediation?.storm;
       if (
         storm?.detected &&

@@ -16,6 +16,7 @@ import {
 import type { ClusterCache, PolicyObject } from '../ports/cluster.js';
 import type { EventRecorder } from '../ports/writes.js';
 import type { Expectations } from '../runtime/expectations.js';
+import { DRY_RUN_PREFIX, ROLLOUT_WORDS } from '../status/remediation-status.js';
 import type { ActionLog } from './action-log.js';
 import type { Failures } from './failures.js';
 import type { NodeObservation } from './observe-nodes.js';
@@ -74,12 +75,6 @@ export function deploymentChange(
   if (action.kind === 'ResumeRollout' && d.paused) change.paused = false;
   return change;
 }
-
-const EVENT_REASON = {
-  PauseRollout: 'RolloutPaused',
-  ResumeRollout: 'RolloutResumed',
-  ReleaseRollout: 'RemediationReleased',
-};
 
 /**
  * Pauses and resumes Deployments so that rollouts do not keep a saturated disk saturated (decideRollouts decides),
@@ -197,8 +192,8 @@ export class RolloutThrottler {
       await recorder.record({
         target: { kind: 'Deployment', namespace: d.namespace, name: d.name, uid: d.uid },
         type: 'Normal',
-        reason: EVENT_REASON[action.kind],
-        message: `${simulated ? 'Dry run, nothing changed: ' : ''}${action.message}`,
+        reason: ROLLOUT_WORDS[action.kind].event,
+        message: `${simulated ? DRY_RUN_PREFIX : ''}${action.message}`,
       });
     }
     return outcome(plan, failed, now);

@@ -197,19 +197,6 @@ export function desiredDetectionStatus(input: HealthInput): DetectionStatus {
   return status;
 }
 
-/** The subset of a stored status that desiredDetectionStatus computes, for change detection. */
-export function storedDetectionStatus(
-  previous: SandboxHealthStatus | undefined,
-  desired: DetectionStatus,
-): Partial<DetectionStatus> {
-  if (!previous) return {};
-  return Object.fromEntries(
-    (Object.keys(desired) as (keyof DetectionStatus)[])
-      .filter((k) => previous[k] !== undefined)
-      .map((k) => [k, previous[k]]),
-  );
-}
-
 /** Newly stuck pods that get an Event of their own, per node and EVENT_WINDOW_MS; the rest share Events on the node. */
 export const POD_EVENTS_PER_NODE = 3;
 /** The window over which a node's stuck-pod Events are counted (the reconciler keeps the count). */

@@ -12,6 +12,7 @@ import {
 import type { NodeView } from '../detection/index.js';
 import { isEviction, isStampDrop, type Action, type BlockedAction } from '../policy/actions.js';
 import { mergeConditions } from './conditions.js';
+import type { RolloutAction } from '../policy/rollouts.js';
 import type { Transition } from '../ports/writes.js';
 import type { DetectionStatus } from './health-status.js';
 
@@ -179,6 +180,16 @@ export function desiredHealthStatus(input: RemediationStatusInput): HealthStatus
   return status;
 }
 
+/** What an Event of an action a dry run only simulated begins with. */
+export const DRY_RUN_PREFIX = 'Dry run, nothing changed: ';
+
+/** How each rollout action is told: the log line once it is done, and the reason of its Event. */
+export const ROLLOUT_WORDS: Record<RolloutAction['kind'], { done: string; event: string }> = {
+  PauseRollout: { done: 'Paused Deployment', event: 'RolloutPaused' },
+  ResumeRollout: { done: 'Resumed Deployment', event: 'RolloutResumed' },
+  ReleaseRollout: { done: 'Dropped our stamp: changed by someone else', event: 'RemediationReleased' },
+};
+
 /** How each action is told: the log line once it is done, and the reason of its Event. */
 export const ACTION_WORDS: Record<Action['kind'], { done: string; event: string }> = {
   Cordon: { done: 'Cordoned Node', event: 'Cordoned' },
@@ -193,7 +204,7 @@ export const ACTION_WORDS: Record<Action['kind'], { done: string; event: string 
 export function remediationTransitions(input: RemediationStatusInput, desired: HealthStatus): Transition[] {
   const { node, dryRun } = input;
   const nodeRef = { kind: 'Node' as const, name: node.name, uid: node.uid };
-  const prefix = dryRun ? 'Dry run, nothing changed: ' : '';
+  const prefix = dryRun ? DRY_RUN_PREFIX : '';
   const transitions: Transition[] = [];
   for (const result of input.results) {
     const { action } = result;

@@ -422,7 +422,13 @@ export class RunningMemoryCluster extends MemoryCluster implements RunningCache 
   sizes(): Record<string, number> {
     return { nodes: this.nodeMap.size, pods: this.pods.length };
   }
+  private readonly handlers: ((change: Change) => void)[] = [];
+  /** Tells the Manager of a change of another kind, as an informer would (a Deployment's, say). */
+  tell(change: Change): void {
+    for (const handler of this.handlers) handler(change);
+  }
   onChange(handler: (change: Change) => void): void {
+    this.handlers.push(handler);
     this.onNodeChange((node) => {
       handler(
         node === undefined

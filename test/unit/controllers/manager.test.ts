@@ -8,11 +8,29 @@ import { Fence } from '../../../src/runtime/fence.js';
 import { aPod, anEvent, nameReservedMessage, T0 } from '../../support/builders.js';
 import { aNode, RunningMemoryCluster } from '../../support/memory-cluster.js';
 
+/** Counts the calls made to an object's methods, before they reach it. */
+function counted<T extends object>(target: T): { proxy: T; calls: string[] } {
+  const calls: string[] = [];
+  const proxy = new Proxy(target, {
+    get(object, property, receiver) {
+      const value: unknown = Reflect.get(object, property, receiver);
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        calls.push(String(property));
+        return (value as (...a: unknown[]) => unknown).apply(object, args);
+      };
+    },
+  });
+  return { proxy, calls };
+}
+
 function aManager(cluster: RunningMemoryCluster) {
   const fence = new Fence();
+  // Counted outside the fence: what the controllers ask to write, whether the fence lets it through or not.
+  const writer = counted(fence.guard(cluster));
   const manager = new Manager({
     cache: cluster,
-    writer: fence.guard(cluster),
+    writer: writer.proxy,
     recorder: fence.guard(cluster),
     actuators: { real: fence.guard(cluster), dryRun: new DryRunActuator() },
     workloads: cluster,
@@ -22,7 +40,7 @@ function aManager(cluster: RunningMemoryCluster) {
     metrics: new OperatorMetrics(),
     workers: 2,
   });
-  return { manager, fence };
+  return { manager, fence, asked: writer.calls };
 }
 
 const settle = async (until: () => boolean, rounds = 200) => {
@@ -74,7 +92,7 @@ describe('Manager', () => {
     const cluster = new RunningMemoryCluster()
       .addPolicy('p', { detection: { stuckThresholdSeconds: 30 }, ioPressure: { sustainSeconds: 0 } })
       .addNodes(aNode('n1'));
-    const { manager, fence } = aManager(cluster);
+    const { manager, fence, asked } = aManager(cluster);
     await manager.start();
     await settle(() => cluster.health('n1')?.status?.state === 'Healthy');
     expect(cluster.health('n1')!.status!.state).to.equal('Healthy');
@@ -84,10 +102,35 @@ describe('Manager', () => {
     const pod = aPod().named('web-1').onNode('n1').waitingSince(T0).build();
     cluster.pods.push(pod);
     cluster.events.push(anEvent().about(pod).saying(nameReservedMessage(pod)).build());
+    const before = asked.length;
     cluster.changed('n1');
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await settle(() => asked.length > before);
     await manager.stop();
+    expect(asked.length, 'the pass ran and asked to write').to.be.greaterThan(before);
     expect(cluster.takeWrites(), 'a fenced replica writes nothing').to.deep.equal([]);
     expect(cluster.health('n1')!.status!.stuckPodCount).to.equal(0);
+  });
+
+  it('sweeps on a Deployment change: resumes what a gone policy paused', async () => {
+    const cluster = new RunningMemoryCluster().addPolicy('p', {}).addNodes(aNode('n1'));
+    const { manager } = aManager(cluster);
+    await manager.start();
+    await settle(() => cluster.health('n1') !== undefined);
+    // A Deployment a deleted policy paused shows up (restored from a backup, say): only its change tells of it.
+    cluster.deploymentMap.set('shop/web', {
+      namespace: 'shop',
+      name: 'web',
+      uid: 'uid-web',
+      generation: 2,
+      paused: true,
+      createdAt: T0,
+      rollingOut: true,
+      stamps: { policy: 'gone', since: T0, reason: 'RolloutQueued', startedAt: T0 },
+    });
+    cluster.tell({ kind: 'Deployment', type: 'add', key: 'shop/web' });
+    await settle(() => !cluster.deploymentMap.get('shop/web')!.paused);
+    await manager.stop();
+    expect(cluster.deploymentMap.get('shop/web')).to.include({ paused: false });
+    expect(cluster.deploymentMap.get('shop/web')!.stamps).to.equal(undefined);
   });
 });

@@ -823,6 +823,23 @@ describe('PolicyReconciler remediation', () => {
     expect(dry.cluster.takeEvents()).to.deep.equal([]);
   });
 
+  it('leaves nothing in flight after a dry run: the same pods are evicted for real at once when the policy turns real', async () => {
+    const w = world(policySpec({ dryRun: true }));
+    replicaSetPodsOn(w.cluster, 'n1', 'web-1');
+    await w.reconciler.reconcile('p'); // a simulated cordon
+    await w.reconciler.reconcile('p'); // a simulated eviction: web-1 is still there
+    expect(actionsOf(w.cluster, 'n1')).to.deep.equal([
+      'Evict pod/default/web-1 Succeeded',
+      'Cordon node/n1 Succeeded',
+    ]);
+    w.cluster.policyMap.set('p', { ...w.cluster.policy('p')!, generation: 2, spec: policySpec() });
+    w.cluster.changed();
+    await w.reconciler.reconcile('p'); // the real cordon
+    expect(w.cluster.nodeMap.get('n1')!.unschedulable).to.equal(true);
+    await w.reconciler.reconcile('p'); // the cordon is seen: the real eviction, not a minute later
+    expect(w.cluster.evicted).to.deep.equal(['default/web-1']);
+  });
+
   it('starts nothing in a storm: StormDetected once, every node blocked by StormLimit', async () => {
     const { cluster, reconciler } = world(policySpec({ maxUnhealthyNodes: 2 }), { saturated: NODES });
     for (const n of NODES) replicaSetPodsOn(cluster, n, `web-${n}`);

@@ -141,6 +141,8 @@ export function selectorSpecificity(selector: LabelSelector | undefined): number
 
 export const CONTROL_PLANE_LABEL = 'node-role.kubernetes.io/control-plane';
 export const EXCLUDE_LABEL = `${KEY_PREFIX}exclude`;
+/** A pod labelled so (true) is never migrated, however much IO it does. */
+export const NO_MIGRATE_LABEL = `${KEY_PREFIX}no-migrate`;
 
 /** A label selector in the apiserver's query syntax (labelSelector=...), the same set matchesSelector picks. */
 export function formatSelector(selector: LabelSelector): string {

@@ -102,6 +102,12 @@ export const SandboxHealthKind: ResourceKind = {
       jsonPath: '.status.ioReading.diskBusyPercent',
       description: 'Busy percent of the busiest disk.',
     },
+    {
+      name: 'Top IO',
+      type: 'string',
+      jsonPath: '.status.topConsumer',
+      description: 'The top IO consumer of the saturated device and its share.',
+    },
     { name: 'Action', type: 'string', jsonPath: '.status.lastAction', description: 'Latest action.' },
     { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp', description: 'Age.' },
     {

@@ -133,9 +133,23 @@ export const TaintSpecSchema = z
 
 export const MigrateWorkloadsSchema = z
   .strictObject({
-    podSelector: LabelSelectorSchema.describe(
-      'Selects the IO-heavy pods to move off a saturated node. Must not be empty: an empty selector would select every pod.',
+    by: z
+      .enum(['labels', 'measuredIo'])
+      .default('labels')
+      .describe(
+        "labels: move the running pods podSelector selects. measuredIo: move the pods the node agent measured as culprits (a share of the device's IO of at least minSharePercent); podSelector, if given, restricts which may move.",
+      ),
+    podSelector: LabelSelectorSchema.optional().describe(
+      'Selects the IO-heavy pods to move off a saturated node (by labels: required), or the pods that may be moved (by measuredIo: optional). Must not be empty: an empty selector would select every pod.',
     ),
+    minSharePercent: z
+      .int()
+      .min(1)
+      .max(100)
+      .default(25)
+      .describe(
+        "by measuredIo: a pod is a culprit with at least this share of the saturated device's bytes or operations.",
+      ),
     maxPodsPerNode: z
       .int()
       .min(1)
@@ -143,7 +157,9 @@ export const MigrateWorkloadsSchema = z
       .default(2)
       .describe('At most this many selected pods are evicted from one node per remediation.'),
   })
-  .describe('Moves IO-heavy pods (by label) off a saturated node through the Eviction API.');
+  .describe(
+    "Moves IO-heavy pods off a saturated node through the Eviction API: those selected by label, or those measured as doing its IO. Never DaemonSet, static or bare pods, pods labelled sandbox.remediator.io/no-migrate=true, pods in kube-system or the operator's namespace, or pods a PodDisruptionBudget protects.",
+  );
 
 export const PacePodStartsSchema = z
   .strictObject({

@@ -134,12 +134,22 @@ function crossFieldFindings(spec: SandboxPolicySpec): Finding[] {
     const badValue = labelValueProblem(remediation.taint.value);
     if (badValue) problems.push({ field: 'spec.remediation.taint.value', message: badValue });
   }
-  if (remediation.migrateWorkloads) {
-    const selector = remediation.migrateWorkloads.podSelector;
+  const migrate = remediation.migrateWorkloads;
+  if (migrate && migrate.by === 'labels' && !migrate.podSelector)
+    problems.push({
+      field: 'spec.remediation.migrateWorkloads.podSelector',
+      message: 'is required when by is labels (or set by: measuredIo to move the pods measured as doing the IO)',
+      alsoRead: ['spec.remediation.migrateWorkloads.by'],
+    });
+  if (migrate?.podSelector) {
+    const selector = migrate.podSelector;
     if (isEmptySelector(selector)) {
       problems.push({
         field: 'spec.remediation.migrateWorkloads.podSelector',
-        message: 'must not be empty: an empty selector would evict every pod on the node',
+        message:
+          migrate.by === 'labels'
+            ? 'must not be empty: an empty selector would evict every pod on the node'
+            : 'must not be empty: leave it out to let any pod measured as a culprit move',
       });
     }
     problems.push(...selectorProblems(selector, 'spec.remediation.migrateWorkloads.podSelector'));

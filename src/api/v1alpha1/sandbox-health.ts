@@ -129,16 +129,19 @@ export const IoConsumerSchema = z
     readBytesPerSecond: z
       .number()
       .min(0)
+      .optional()
       .describe('Bytes read from the device per second over the interval.'),
     writeBytesPerSecond: z
       .number()
       .min(0)
+      .optional()
       .describe('Bytes written to the device per second over the interval.'),
-    opsPerSecond: z.number().min(0).describe('Reads and writes per second over the interval.'),
+    opsPerSecond: z.number().min(0).optional().describe('Reads and writes per second over the interval.'),
     sharePercent: z
       .number()
       .min(0)
       .max(100)
+      .optional()
       .describe(
         "Its share of the device's IO: the larger of its share of the bytes and its share of the operations.",
       ),
@@ -159,14 +162,18 @@ export type IoConsumer = z.infer<typeof IoConsumerSchema>;
 
 export const IoAttributionSchema = z
   .object({
-    cgroupVersion: z.enum(['v1', 'v2']).describe('The cgroup hierarchy the figures come from.'),
+    cgroupVersion: z.enum(['v1', 'v2']).optional().describe('The cgroup hierarchy the figures come from.'),
     driver: z
       .enum(['systemd', 'cgroupfs'])
       .optional()
       .describe("kubelet's cgroup driver, as the pod cgroups' names show it."),
-    device: z.string().describe('The saturated device (the busiest whole disk in /proc/diskstats).'),
+    device: z
+      .string()
+      .optional()
+      .describe('The saturated device (the busiest whole disk in /proc/diskstats).'),
     deviceNumber: z
       .string()
+      .optional()
       .describe('Its MAJ:MIN: only IO to this device is counted, so none is counted twice.'),
     filesystem: z.string().optional().describe('The filesystem mounted from the device, when one is.'),
     confidence: z
@@ -175,15 +182,23 @@ export const IoAttributionSchema = z
         'How much to trust the split. Low on cgroup v1, where buffered writeback is charged to the flusher, not to the pod that wrote; High on cgroup v2 with ext4, xfs or btrfs.',
       ),
     confidenceReason: z.string().max(256).describe('Why the confidence is what it is.'),
-    totalBytesPerSecond: z.number().min(0).describe("The device's bytes per second, read and written."),
-    totalOpsPerSecond: z.number().min(0).describe("The device's reads and writes per second."),
+    totalBytesPerSecond: z
+      .number()
+      .min(0)
+      .optional()
+      .describe("The device's bytes per second, read and written."),
+    totalOpsPerSecond: z.number().min(0).optional().describe("The device's reads and writes per second."),
     podsMeasured: z.int().min(0).describe('Pod cgroups whose counters were read.'),
     consumers: z
       .array(IoConsumerSchema)
       .max(8)
-      .describe('The top five pods by share, then the runtime and the rest: the shares add up to 100.'),
+      .describe(
+        'The top five pods by share, then the runtime and the rest: the shares add up to 100. A source with no IO bytes (the kubelet Summary) lists pods by their IO pressure, with no share: it can tell victims, not culprits.',
+      ),
   })
-  .describe("Who does the device's IO, from the cgroups' IO counters (the node agent's iotop).");
+  .describe(
+    "Who does the device's IO: from the cgroups' IO counters (the node agent's iotop), cAdvisor's per-container counters (prometheus), or the pods' IO pressure alone (kubeletSummary). A missing figure is unknown, never zero.",
+  );
 export type IoAttribution = z.infer<typeof IoAttributionSchema>;
 
 export const IoReadingSchema = z

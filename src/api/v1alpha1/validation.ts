@@ -138,7 +138,8 @@ function crossFieldFindings(spec: SandboxPolicySpec): Finding[] {
   if (migrate && migrate.by === 'labels' && !migrate.podSelector)
     problems.push({
       field: 'spec.remediation.migrateWorkloads.podSelector',
-      message: 'is required when by is labels (or set by: measuredIo to move the pods measured as doing the IO)',
+      message:
+        'is required when by is labels (or set by: measuredIo to move the pods measured as doing the IO)',
       alsoRead: ['spec.remediation.migrateWorkloads.by'],
     });
   if (migrate?.podSelector) {

@@ -21,6 +21,8 @@ import { isMaterialChange } from '../signals/material-change.js';
 import type { IoSource, SourcedReading } from '../signals/types.js';
 import { conditionStatus } from '../status/conditions.js';
 import { desiredDetectionStatus } from '../status/health-status.js';
+import { forEachLimit } from '../runtime/limit.js';
+import { resolveAttribution } from './culprits.js';
 import { ioState } from './observe.js';
 import type { NodeObservation, PolicyMemory } from './policy-memory.js';
 
@@ -64,17 +66,57 @@ export async function observeNodes(
     now,
   });
   const findings = detectNodeFindings(stuck, request.nodes, spec.detection.minStuckPods);
-  const observations: NodeObservation[] = [];
+  const drafts: Draft[] = [];
   const unsettled: string[] = [];
   for (const [nodeName, nodeFindings] of findings) {
     const node = cache.node(nodeName);
     if (!node) continue;
-    const observation = observeNode(deps, request, node, nodeFindings);
-    if (observation) observations.push(observation);
+    const draft = observeNode(deps, request, node, nodeFindings);
+    if (draft) drafts.push(draft);
     else unsettled.push(nodeName);
   }
+  await forEachLimit(drafts, LIVE_READS, async (draft) => {
+    const { attribution, cause, culprits } = await resolveAttribution(
+      deps,
+      request,
+      draft.node.name,
+      draft.reading?.attribution,
+      memory,
+    );
+    // Said only where there is something to say: an attribution, or pressure nobody could attribute.
+    if (attribution || draft.io?.condition.status === 'True') draft.cause = cause;
+    draft.attribution = attribution;
+    draft.ioHeavyPods = culprits;
+  });
+  const observations = drafts.map((draft) => finish(request, draft));
   await readIoHeavyPods(deps, request, observations);
   return { observations, unsettled };
+}
+
+/** Live reads (the running pods of a node) in flight at once. */
+const LIVE_READS = 8;
+
+/** A node observed but for its desired detection status, which waits for its IO consumers to be named. */
+interface Draft extends Omit<NodeObservation, 'detection'> {
+  reading: SourcedReading | undefined;
+  readingToWrite: IoReadingStatus | undefined;
+}
+
+function finish(request: ObserveRequest, draft: Draft): NodeObservation {
+  const { spec, now } = request;
+  const { reading: _reading, readingToWrite, ...observation } = draft;
+  const detection = desiredDetectionStatus({
+    policyName: request.policy,
+    node: draft.node,
+    findings: draft.findings,
+    minStuckPods: spec.detection.minStuckPods,
+    thresholdSeconds: spec.detection.stuckThresholdSeconds,
+    previous: draft.previous,
+    now,
+    ...(draft.io ? { io: { decision: draft.io, ...(readingToWrite ? { readingToWrite } : {}) } } : {}),
+    ...(draft.cause ? { cause: { decision: draft.cause, attribution: draft.attribution } } : {}),
+  });
+  return { ...observation, detection };
 }
 
 async function refreshSource(
@@ -101,7 +143,7 @@ function observeNode(
   request: ObserveRequest,
   node: NodeView,
   findings: NodeFindings,
-): NodeObservation | undefined {
+): Draft | undefined {
   const { cache, expectations, overlay, logger } = deps;
   const { spec, now } = request;
   const waiting = (kind: string) => {
@@ -132,28 +174,17 @@ function observeNode(
   )?.getTime();
   const io = request.source ? judgeIo(request, node.name, previous) : undefined;
   if (io?.dueAt !== undefined) dueAt = Math.min(dueAt ?? Infinity, io.dueAt);
-  const detection = desiredDetectionStatus({
-    policyName: request.policy,
-    node,
-    findings,
-    minStuckPods: spec.detection.minStuckPods,
-    thresholdSeconds: spec.detection.stuckThresholdSeconds,
-    previous,
-    now,
-    ...(io
-      ? { io: { decision: io.decision, ...(io.readingToWrite ? { readingToWrite: io.readingToWrite } : {}) } }
-      : {}),
-  });
   return {
     node,
     previous,
     exists: standIn !== undefined || health !== undefined,
     findings,
     io: io?.decision,
-    detection,
     ioHeavyPods: [],
     version: cache.observedVersion('Node', node.name),
     dueAt: dueAt ?? Infinity,
+    reading: io?.reading,
+    readingToWrite: io?.readingToWrite,
   };
 }
 
@@ -162,7 +193,14 @@ function judgeIo(
   request: ObserveRequest,
   nodeName: string,
   previous: SandboxHealthStatus | undefined,
-): { decision: IoPressureDecision; readingToWrite?: IoReadingStatus; dueAt?: number } | undefined {
+):
+  | {
+      decision: IoPressureDecision;
+      reading?: SourcedReading;
+      readingToWrite?: IoReadingStatus;
+      dueAt?: number;
+    }
+  | undefined {
   const { source, now } = request;
   if (!source) return undefined;
   const io = request.spec.ioPressure;
@@ -189,9 +227,15 @@ function judgeIo(
     : NaN;
   if (Number.isFinite(staleAt) && staleAt > now.getTime()) moments.push(staleAt);
   if (decision.recheckAfterMs !== undefined) moments.push(now.getTime() + decision.recheckAfterMs);
-  const result: { decision: IoPressureDecision; readingToWrite?: IoReadingStatus; dueAt?: number } = {
+  const result: {
+    decision: IoPressureDecision;
+    reading?: SourcedReading;
+    readingToWrite?: IoReadingStatus;
+    dueAt?: number;
+  } = {
     decision,
   };
+  if (reading) result.reading = reading;
   if (moments.length > 0) result.dueAt = Math.min(...moments);
   if (reading && source.kind !== 'agent') {
     // Polled readings are written when they moved, or before the stored one goes stale: not every poll.
@@ -209,9 +253,10 @@ async function readIoHeavyPods(
   request: ObserveRequest,
   observations: NodeObservation[],
 ): Promise<void> {
-  const selector = request.spec.remediation.migrateWorkloads?.podSelector;
+  const migrate = request.spec.remediation.migrateWorkloads;
+  const selector = migrate?.podSelector;
   const reader = deps.workloads;
-  if (!selector || !reader) return;
+  if (migrate?.by !== 'labels' || !selector || !reader) return;
   for (const observation of observations) {
     if (
       ioState(observation.io) !== 'High' ||

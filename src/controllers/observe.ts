@@ -7,7 +7,9 @@ import {
   type SandboxHealthStatus,
 } from '../api/v1alpha1/index.js';
 import { isIoCause, type NodeFindings, type NodeView, type PodView } from '../detection/index.js';
+import type { IoCauseDecision } from '../policy/io-cause.js';
 import type { IoPressureDecision } from '../policy/io-pressure.js';
+import { isNoMigrate, type MeasuredPod } from './culprits.js';
 import { isEviction, isFrozenByDryRun, isStampDrop } from '../policy/actions.js';
 import type { CandidatePod, IoState, NodeFacts } from '../policy/node-facts.js';
 import type { DetectionStatus } from '../status/health-status.js';
@@ -24,10 +26,12 @@ export function ioState(decision: IoPressureDecision | undefined): IoState {
   return 'Unknown';
 }
 
-const candidate = (pod: PodView): CandidatePod => {
+const candidate = (pod: MeasuredPod): CandidatePod => {
   const c: CandidatePod = { namespace: pod.namespace, name: pod.name, uid: pod.uid };
   if (pod.controllerKind) c.controllerKind = pod.controllerKind;
   if (pod.mirror) c.mirror = true;
+  if (isNoMigrate(pod)) c.noMigrate = true;
+  if (pod.sharePercent !== undefined) c.sharePercent = pod.sharePercent;
   return c;
 };
 
@@ -65,8 +69,10 @@ export interface ObserveInput {
   detection: DetectionStatus;
   previous: SandboxHealthStatus | undefined;
   dryRun: boolean;
-  /** Running pods selected by migrateWorkloads (read only for nodes being remediated). */
-  ioHeavyPods: readonly PodView[];
+  /** Running pods selected by migrateWorkloads (read only for nodes being remediated), or its measured culprits. */
+  ioHeavyPods: readonly MeasuredPod[];
+  /** Who does the device's IO (absent: nothing to say, Unknown). */
+  cause?: IoCauseDecision | undefined;
   /** Pods this process evicted whose removal the cache has not shown yet. */
   evictionsInFlight: ReadonlySet<string>;
 }
@@ -89,6 +95,7 @@ export function observeNode(input: ObserveInput): NodeFacts {
     taints,
     degradedByIo: findings.degraded && findings.evidence === 'IoSuspected',
     io: ioState(input.io),
+    ioCause: input.cause?.cause ?? 'Unknown',
     ioStuckPods: findings.stuckPods
       .filter((s) => s.cause !== 'Unknown' && isIoCause(s.cause) && !skip(s.pod))
       .map((s) => candidate(s.pod)),

@@ -1,10 +1,17 @@
-import type { SandboxHealthStatus, SandboxPolicySpec, SandboxPolicyStatus } from '../api/v1alpha1/index.js';
+import type {
+  IoAttribution,
+  SandboxHealthStatus,
+  SandboxPolicySpec,
+  SandboxPolicyStatus,
+} from '../api/v1alpha1/index.js';
 import type { NodeFindings, NodeView, PodView } from '../detection/index.js';
+import type { IoCauseDecision } from '../policy/io-cause.js';
 import type { IoPressureDecision } from '../policy/io-pressure.js';
 import type { PacingPolicy } from '../policy/pacing.js';
 import type { NodeFacts } from '../policy/node-facts.js';
 import type { IoSource } from '../signals/types.js';
 import type { DetectionStatus } from '../status/health-status.js';
+import type { MeasuredPod } from './culprits.js';
 
 /** One node as a pass sees it: the cache, this pass's detection and IO judgement, and its stored status. */
 export interface NodeObservation {
@@ -14,7 +21,11 @@ export interface NodeObservation {
   findings: NodeFindings;
   io: IoPressureDecision | undefined;
   detection: DetectionStatus;
-  ioHeavyPods: PodView[];
+  /** Running pods to migrate: those selected by label, or the measured culprits (by measuredIo). */
+  ioHeavyPods: MeasuredPod[];
+  /** Who does the device's IO, its pods named; absent on a quiet node with no attribution. */
+  attribution?: IoAttribution | undefined;
+  cause?: IoCauseDecision | undefined;
   /** The node's resourceVersion when observed: a change decided on this view is made on this version or not at all. */
   version: string | undefined;
   /** When the node's state changes with time alone (a pod crossing the threshold, sustain, recovery, a reading going stale). */
@@ -29,6 +40,8 @@ export interface NodeState {
   facts?: { dryRun: boolean; facts: NodeFacts };
   /** Since when a routine report of the node has been left for a later pass (REPORTS_PER_PASS). */
   deferredSince?: number;
+  /** The running pods the node's IO consumers were named from, while the same consumers are named. */
+  pods?: { key: string; byId: ReadonlyMap<string, PodView> };
 }
 
 /** A node change the apiserver refused for what it is (400/422): not sent again as it is. */
@@ -91,6 +104,7 @@ export class PolicyMemory {
         if (!keep.has(node)) this.nodes.delete(node);
         delete state.observation;
         delete state.facts;
+        delete state.pods;
       }
     }
     return { full, dirty: dirty === 'all' ? new Set() : dirty };

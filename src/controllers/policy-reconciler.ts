@@ -56,6 +56,8 @@ export interface PolicyReconcilerDeps {
   sources?: ((policyName: string, spec: SandboxPolicySpec) => IoSource) | undefined;
   /** --dry-run: every policy runs dry. */
   dryRun: boolean;
+  /** Where the operator runs: its pods are never migrated. */
+  operatorNamespace?: string | undefined;
   /** Safety net: reconcile every policy at least this often. */
   resyncMs: number;
   writeConcurrency: number;
@@ -198,6 +200,7 @@ export class PolicyReconciler {
             now,
             recentEvictions: (policy.status?.recentEvictions ?? []).map((t) => new Date(t)),
             cacheReady: cache.watchesHealthy(),
+            operatorNamespace: this.deps.operatorNamespace,
           })
         : undefined;
     const evictions = evictor.plan(remediation?.actions ?? []);

@@ -44,6 +44,8 @@ const OWNED_KEYS = [
   'causes',
   'ioEvidence',
   'ioPressure',
+  'ioCause',
+  'topConsumer',
   'runtime',
   'lastAction',
   'actions',

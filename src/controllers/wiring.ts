@@ -77,6 +77,7 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     workloads: deps.workloads,
     sources: deps.sources,
     dryRun,
+    operatorNamespace: deps.operatorNamespace,
     resyncMs,
     writeConcurrency,
     hooks,

@@ -22,6 +22,10 @@ export type Guard =
   | 'NoController'
   | 'DaemonSetPod'
   | 'MirrorPod'
+  /** Migration only: labelled sandbox.remediator.io/no-migrate=true. */
+  | 'NoMigrateLabel'
+  /** Migration only: a pod of kube-system or of the operator's own namespace. */
+  | 'ProtectedNamespace'
   /** Not decided here: the Eviction API answered 429 for a PodDisruptionBudget. */
   | 'DisruptionBudget'
   /** Not decided here: the apiserver refused the change for what it is (400/422); not retried as it is. */

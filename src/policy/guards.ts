@@ -92,6 +92,15 @@ export function guardPod(pod: CandidatePod): Hold | undefined {
   return undefined;
 }
 
+/** Why a pod must not be migrated (moved while running) besides what holds every eviction, or undefined. */
+export function guardMigration(pass: RemediationPass, pod: CandidatePod): Hold | undefined {
+  if (pod.noMigrate)
+    return { guard: 'NoMigrateLabel', message: 'labelled sandbox.remediator.io/no-migrate=true' };
+  if (pod.namespace === 'kube-system' || pod.namespace === pass.input.operatorNamespace)
+    return { guard: 'ProtectedNamespace', message: `pods of ${pod.namespace} are never migrated` };
+  return undefined;
+}
+
 /** maxEvictionsPerMinute, counted over the policy's recent evictions and those this pass plans. */
 export function guardEvictionRate(pass: RemediationPass): Hold | undefined {
   if (pass.evictionBudget > 0) return undefined;

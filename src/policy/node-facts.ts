@@ -1,11 +1,15 @@
 // PURE: what decideRemediation reads of a policy's nodes, and what it returns.
-import type { NodeStamps, SandboxPolicySpec, Taint } from '../api/v1alpha1/index.js';
+import type { IoCause, NodeStamps, SandboxPolicySpec, Taint } from '../api/v1alpha1/index.js';
 import type { Action, BlockedAction, Guard, PodRef } from './actions.js';
 
 export interface CandidatePod extends PodRef {
   /** Kind of the controlling owner; absent for a bare pod. */
   controllerKind?: string;
   mirror?: boolean;
+  /** Labelled sandbox.remediator.io/no-migrate=true: never migrated. */
+  noMigrate?: boolean;
+  /** Its measured share of the saturated device's IO (migrateWorkloads.by measuredIo). */
+  sharePercent?: number;
 }
 
 /**
@@ -27,6 +31,8 @@ export interface NodeFacts {
   /** SandboxCreationDegraded with failures pointing at IO (NameReserved, DeadlineExceeded). */
   degradedByIo: boolean;
   io: IoState;
+  /** Who does the device's IO, from the reading's attribution: a culprit pod, the runtime, nothing that stands out. */
+  ioCause: IoCause;
   /** Pods stuck creating their sandbox from an IO cause, longest-waiting first, not yet evicted. */
   ioStuckPods: readonly CandidatePod[];
   /** Since when fewer than minStuckPods pods have been stuck (SandboxCreationDegraded False); absent while degraded. */
@@ -51,6 +57,8 @@ export interface RemediationInput {
   recentEvictions: readonly Date[];
   /** Caches synced and no watch known to be broken. */
   cacheReady: boolean;
+  /** Where the operator runs: its pods, like kube-system's, are never migrated. */
+  operatorNamespace?: string | undefined;
 }
 
 export interface RemediationDecision {

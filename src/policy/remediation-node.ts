@@ -6,6 +6,7 @@ import { FENCING_EFFECTS, isFenced, isSchedulable } from './fences.js';
 import {
   FROZEN,
   guardEvictionRate,
+  guardMigration,
   guardMinSchedulable,
   guardNode,
   guardPod,
@@ -84,8 +85,7 @@ export function undoOnRecovery(pass: RemediationPass, facts: NodeFacts, stamps: 
 
 /** Ours, not recovered: while still saturated, IO-heavy pods keep moving off (a refused one is retried). */
 export function keepMigrating(pass: RemediationPass, facts: NodeFacts): void {
-  const { migrateWorkloads } = pass.input.spec.remediation;
-  if (!migrateWorkloads || facts.io !== 'High' || facts.ioHeavyPods.length === 0) return;
+  if (!wantsMigration(pass, facts) || facts.ioHeavyPods.length === 0) return;
   const hold = guardNode(pass, facts, 'Migrate') ?? guardStorm(pass);
   if (hold) blockNode(pass, facts, 'Migrate', hold);
   else moveWork(pass, facts);
@@ -196,18 +196,36 @@ function evictStuckPods(pass: RemediationPass, facts: NodeFacts): void {
     });
 }
 
-/** Moves IO-heavy pods off a node that is IO-saturated now, up to maxPodsPerNode over the whole remediation. */
+/**
+ * Whether IO-heavy pods are to move off a node that is IO-saturated now. Not when its own runtime does the IO (image
+ * pulls, unpacking): moving pods would only add more of it; fewer rollouts at once and paced starts are the remedy.
+ */
+function wantsMigration(pass: RemediationPass, facts: NodeFacts): boolean {
+  return (
+    pass.input.spec.remediation.migrateWorkloads !== undefined &&
+    facts.io === 'High' &&
+    facts.ioCause !== 'Runtime'
+  );
+}
+
+/**
+ * Moves IO-heavy pods off a node that is IO-saturated now, up to maxPodsPerNode over the whole remediation: those the
+ * policy selects by label, or (by measuredIo) those measured as doing the device's IO, biggest share first.
+ */
 function migrateIoHeavyPods(pass: RemediationPass, facts: NodeFacts): void {
   const migrate = pass.input.spec.remediation.migrateWorkloads;
-  if (!migrate || facts.io !== 'High') return;
+  if (!migrate || !wantsMigration(pass, facts)) return;
   const { name } = facts;
   const room = Math.max(0, migrate.maxPodsPerNode - facts.migrated);
   for (const pod of facts.ioHeavyPods.slice(0, room))
     evictPod(pass, pod, {
       kind: 'Migrate',
       node: name,
-      reason: 'IoHeavyWorkload',
-      message: `IO-heavy pod moved off ${name}, which is IO-saturated.`,
+      reason: migrate.by === 'measuredIo' ? 'MeasuredIoCulprit' : 'IoHeavyWorkload',
+      message:
+        pod.sharePercent === undefined
+          ? `IO-heavy pod moved off ${name}, which is IO-saturated.`
+          : `Moved off ${name}, which is IO-saturated: it did ${Math.round(pod.sharePercent)}% of the device's IO.`,
     });
 }
 
@@ -219,7 +237,8 @@ function evictPod(
 ): void {
   const { kind, node, reason, message } = eviction;
   const target = podTarget(pod);
-  const hold = guardPod(pod) ?? guardEvictionRate(pass);
+  const hold =
+    guardPod(pod) ?? (kind === 'Migrate' ? guardMigration(pass, pod) : undefined) ?? guardEvictionRate(pass);
   if (hold) {
     block(pass, kind, node, target, hold);
     return;

@@ -1,14 +1,17 @@
 import type {
   Condition,
+  IoAttribution,
   IoReadingStatus,
   NodeState,
   SandboxHealthStatus,
   StuckPodStatus,
 } from '../api/v1alpha1/index.js';
 import { assessRuntimeVersion, type NodeFindings, type NodeView, type StuckPod } from '../detection/index.js';
+import type { IoCauseDecision } from '../policy/io-cause.js';
 import type { IoPressureDecision } from '../policy/io-pressure.js';
 import type { Transition } from '../ports/writes.js';
 import { conditionStatus, mergeConditions, type ConditionInput } from './conditions.js';
+import { desiredIoCause, ioCauseTransitions } from './io-cause-status.js';
 
 export const MAX_LISTED_STUCK_PODS = 50;
 const MAX_MESSAGE = 1024;
@@ -20,7 +23,7 @@ type OwnedKeys = 'policy' | 'state' | 'stuckPodCount' | 'stuckPods' | 'causes' |
  */
 export type DetectionStatus = { [K in OwnedKeys]-?: NonNullable<SandboxHealthStatus[K]> } & Pick<
   SandboxHealthStatus,
-  'runtime' | 'ioPressure' | 'ioReading'
+  'runtime' | 'ioPressure' | 'ioReading' | 'ioCause' | 'topConsumer'
 >;
 
 export interface HealthInput {
@@ -32,6 +35,8 @@ export interface HealthInput {
   previous: SandboxHealthStatus | undefined;
   now: Date;
   io?: { decision: IoPressureDecision; readingToWrite?: IoReadingStatus };
+  /** Who does the device's IO: absent when there is nothing to say (no attribution, no pressure). */
+  cause?: { decision: IoCauseDecision; attribution?: IoAttribution | undefined };
 }
 
 const truncate = (text: string) => (text.length > MAX_MESSAGE ? `${text.slice(0, MAX_MESSAGE - 1)}…` : text);
@@ -194,6 +199,7 @@ export function desiredDetectionStatus(input: HealthInput): DetectionStatus {
     if (input.io.readingToWrite) status.ioReading = input.io.readingToWrite;
   }
   if (input.node.runtimeVersion) status.runtime = assessRuntimeVersion(input.node.runtimeVersion);
+  if (input.cause) Object.assign(status, desiredIoCause(input.cause, input.previous, status.runtime, now));
   return status;
 }
 
@@ -275,6 +281,8 @@ export function detectionTransitions(
   // get one each either. Pods whose cause is not known yet get none: the node's SandboxCreationDegraded Event
   // counts them, and they are not left without one when their cause shows up later (kubelet's first failure can
   // come minutes after the threshold).
+  transitions.push(...ioCauseTransitions(node, previous, desired));
+
   const fresh = podsOfNewlyKnownCause(previous, desired);
   const own = Math.max(0, budget.pods);
   for (const pod of fresh.slice(0, own)) {

@@ -260,6 +260,7 @@ export const RuntimeInfoSchema = z
     note: z.string().optional().describe('Advice about the runtime version.'),
   })
   .describe('The node container runtime and whether it predates the fixes for this incident.');
+export type RuntimeInfoStatus = z.infer<typeof RuntimeInfoSchema>;
 
 export const IO_CAUSES = ['Pod', 'Runtime', 'Unattributed', 'Unknown'] as const;
 export type IoCause = (typeof IO_CAUSES)[number];
@@ -337,7 +338,7 @@ export const BlockedActionSchema = z
     guard: z
       .string()
       .describe(
-        'The guard that holds it: StormLimit, MinSchedulableNodes, EvictionRate, Cooldown, Paused, DryRun, NodeNotReady, ControlPlaneNode, CacheNotSynced, NodeStillSchedulable, NoController, DaemonSetPod, MirrorPod, DisruptionBudget or RefusedByApi.',
+        'The guard that holds it: StormLimit, MinSchedulableNodes, EvictionRate, Cooldown, Paused, DryRun, NodeNotReady, ControlPlaneNode, CacheNotSynced, NodeStillSchedulable, NoController, DaemonSetPod, MirrorPod, NoMigrateLabel, ProtectedNamespace, DisruptionBudget or RefusedByApi.',
       ),
     message: z.string().max(1024).describe('Why, with the numbers.'),
     since: time().describe('Since when it has been blocked.'),

@@ -45,6 +45,7 @@ class NodeFactsBuilder {
       taints: [],
       degradedByIo: false,
       io: 'Low',
+      ioCause: 'Unknown',
       ioStuckPods: [],
       ioHeavyPods: [],
       migrated: 0,
@@ -68,6 +69,11 @@ class NodeFactsBuilder {
   }
   withIoHeavyPods(...pods: CandidatePod[]): this {
     this.facts.ioHeavyPods = pods;
+    return this;
+  }
+  /** Who the reading's attribution says does the IO. */
+  cause(cause: NodeFacts['ioCause']): this {
+    this.facts.ioCause = cause;
     return this;
   }
   notReady(): this {
@@ -558,6 +564,102 @@ describe('decideRemediation', () => {
     ]);
   });
 
+  describe('migration of measured culprits (by measuredIo), and the remedy by cause', () => {
+    const MEASURED = { by: 'measuredIo' as const, minSharePercent: 25, maxPodsPerNode: 2 };
+    const culprit = (name: string, share: number, extra: Partial<CandidatePod> = {}): CandidatePod => ({
+      ...pod(name),
+      sharePercent: share,
+      ...extra,
+    });
+    const measured = (name: string, node = 'n1') =>
+      `Migrate pod/default/${name} on ${node} MeasuredIoCulprit`;
+    runTable([
+      {
+        name: 'moves the measured culprit off a fenced node after its stuck pods, biggest share first',
+        spec: { remediation: { migrateWorkloads: MEASURED } },
+        nodes: [
+          sick('n1', pod('a'))
+            .ours()
+            .cause('Pod')
+            .withIoHeavyPods(culprit('db-0', 64), culprit('cache-0', 30)),
+          healthy('h1'),
+        ],
+        actions: [evict('a'), measured('db-0'), measured('cache-0')],
+        stampsAfter: { n1: STAMPED_LONG_AGO },
+      },
+      {
+        name: 'moves no pod when the runtime does the IO, whatever migrateWorkloads selects',
+        spec: { remediation: { migrateWorkloads: MIGRATE } },
+        nodes: [sick('n1', pod('a')).ours().cause('Runtime').withIoHeavyPods(pod('m1')), healthy('h1')],
+        actions: [evict('a')],
+        stampsAfter: { n1: STAMPED_LONG_AGO },
+      },
+      {
+        name: 'keeps moving culprits off a node still saturated after its stuck pods are gone, not when the runtime is the cause',
+        spec: { remediation: { migrateWorkloads: MEASURED } },
+        nodes: [
+          aNodeFacts('n1').ioHigh().ours().cause('Pod').withIoHeavyPods(culprit('db-0', 70)),
+          aNodeFacts('n2').ioHigh().ours().cause('Runtime').withIoHeavyPods(culprit('web-0', 70)),
+          healthy('h1'),
+          healthy('h2'),
+        ],
+        actions: [measured('db-0')],
+        stampsAfter: { n1: STAMPED_LONG_AGO, n2: STAMPED_LONG_AGO },
+      },
+      {
+        name: 'never moves a culprit labelled no-migrate, of kube-system, a DaemonSet, static or bare pod',
+        spec: { remediation: { migrateWorkloads: { ...MEASURED, maxPodsPerNode: 10 } } },
+        nodes: [
+          aNodeFacts('n1')
+            .ioHigh()
+            .ours()
+            .cause('Pod')
+            .withIoHeavyPods(
+              culprit('pinned', 60, { noMigrate: true }),
+              { ...culprit('dns', 30), namespace: 'kube-system' },
+              culprit('logs', 40, { controllerKind: 'DaemonSet' }),
+              { ...mirrorPod('etcd'), sharePercent: 30 },
+              { ...barePod('bare'), sharePercent: 30 },
+            ),
+          healthy('h1'),
+        ],
+        actions: [],
+        blocked: [
+          'Migrate pod/default/pinned on n1 NoMigrateLabel',
+          'Migrate pod/kube-system/dns on n1 ProtectedNamespace',
+          'Migrate pod/default/logs on n1 DaemonSetPod',
+          'Migrate pod/default/etcd on n1 MirrorPod',
+          'Migrate pod/default/bare on n1 NoController',
+        ],
+        stampsAfter: { n1: STAMPED_LONG_AGO },
+      },
+    ]);
+
+    it("never moves a pod of the operator's own namespace", () => {
+      const decision = decideRemediation({
+        policy: 'p',
+        spec: specWith({ remediation: { migrateWorkloads: MEASURED } }),
+        nodes: [
+          aNodeFacts('n1')
+            .ioHigh()
+            .ours()
+            .cause('Pod')
+            .withIoHeavyPods({ ...culprit('me', 90), namespace: 'sandbox-remediator-system' })
+            .build(),
+          healthy('h1').build(),
+        ],
+        now: NOW,
+        recentEvictions: [],
+        cacheReady: true,
+        operatorNamespace: 'sandbox-remediator-system',
+      });
+      expect(decision.actions).to.deep.equal([]);
+      expect(decision.blocked.map(describeBlocked)).to.deep.equal([
+        'Migrate pod/sandbox-remediator-system/me on n1 ProtectedNamespace',
+      ]);
+    });
+  });
+
   describe('guards on new changes', () => {
     runTable([
       {
@@ -947,6 +1049,7 @@ describe('decideRemediation properties', () => {
       taints: n.taints,
       degradedByIo: n.degradedByIo,
       io: n.io,
+      ioCause: 'Unknown',
       ioStuckPods: n.stuck.map((p, i) => candidate(`${name}-stuck-${i}`, p)),
       ioHeavyPods: n.heavy.map((p, i) => candidate(`${name}-heavy-${i}`, p)),
       migrated: n.migrated,

@@ -8,6 +8,7 @@ import {
   type SandboxPolicySpec,
 } from '../api/v1alpha1/index.js';
 import { assessRuntimeVersion, classifyFailureMessage } from '../detection/index.js';
+import { consumerName } from '../policy/io-cause.js';
 import { judgeReading, readingTime, staleAfterFor } from '../policy/io-pressure.js';
 import type { NodeDiagnosisInput } from './inputs.js';
 import { deriveBlockers, deriveNextSteps, type NodeSituation } from './next-steps.js';
@@ -71,6 +72,7 @@ export function diagnoseNode(input: NodeDiagnosisInput): NodeDiagnosis {
     unavailable: [...input.unavailable],
   };
   if (status?.state) diagnosis.state = status.state;
+  if (status?.ioCause) diagnosis.ioCause = status.ioCause;
   if (policy) diagnosis.policy = policy.summary;
   if (status?.ioEvidence) diagnosis.stuckPods.ioEvidence = status.ioEvidence;
   const degraded = condition('SandboxCreationDegraded');
@@ -289,6 +291,10 @@ function summarise(d: NodeDiagnosis, stamps: NodeStamps | undefined): string {
   if (isTrue(high) && high?.reason === 'ThresholdSustained') parts.push(`IO pressure proven (${source})`);
   else if (isTrue(high)) parts.push(`IO pressure held high: ${high?.reason ?? ''} (${source})`);
   else if (d.found.sandboxHealth) parts.push(`IO pressure not proven (${source})`);
+  const culprit = d.ioCause?.consumers?.find((c) => c.role === 'Culprit' || c.kind === 'Runtime');
+  if (d.ioCause?.cause === 'Pod' && culprit?.sharePercent !== undefined)
+    parts.push(`culprit ${consumerName(culprit)} (${Math.round(culprit.sharePercent)}% of the IO)`);
+  else if (d.ioCause?.cause === 'Runtime') parts.push("the container runtime's own IO");
   const dry = d.done.remediation?.dryRun ? ' (dry run)' : '';
   if (stamps?.cordoned) parts.push(`cordoned by policy ${stamps.policy}${dry}`);
   else if (stamps?.taint) parts.push(`tainted by policy ${stamps.policy}${dry}`);

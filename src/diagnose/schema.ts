@@ -2,6 +2,7 @@
 // manifests) for scripts that read the output; the unit tests validate real output against that file.
 import { z } from 'zod';
 import {
+  IoCauseSchema,
   ACTION_KINDS,
   ActionRecordSchema,
   ConditionSchema,
@@ -209,6 +210,9 @@ export const NodeDiagnosisSchema = z
       })
       .describe('Pods stuck creating their sandbox.'),
     io: IoEvidenceSchema,
+    ioCause: IoCauseSchema.optional().describe(
+      "Who does the saturated device's IO (status.ioCause): the culprit first, and the remedy it calls for.",
+    ),
     nodeEvidence: NodeEvidenceSchema,
     runtime: RuntimeSchema.optional(),
     done: z

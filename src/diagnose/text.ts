@@ -1,5 +1,6 @@
 // PURE: a diagnosis as plain text for a terminal: a headline, then one section per question, tables aligned, times as
 // ages. The JSON output has the absolute times.
+import { consumerName } from '../policy/io-cause.js';
 import type { PolicySummary } from './policy.js';
 import type { AttentionNode, ClusterOverview, Diagnosis, NodeDiagnosis } from './schema.js';
 import { formatAgo, formatDuration } from './time.js';
@@ -51,6 +52,19 @@ function subTable(title: string, rows: readonly (readonly string[])[]): string[]
   return [`  ${title}:`, ...(rows.length > 0 ? table(rows, '    ') : ['    none'])];
 }
 
+/** Who does the IO: the cause, then each consumer with its share and role, biggest first. */
+function ioCauseSection(d: NodeDiagnosis): string[] {
+  const cause = d.ioCause;
+  if (!cause) return [];
+  const rows = (cause.consumers ?? []).map((c) => [
+    consumerName(c),
+    c.sharePercent === undefined ? 'share unknown' : `${Math.round(c.sharePercent)}%`,
+    c.role,
+    c.psiSomeAvg10Percent === undefined ? '' : `its own IO pressure ${Math.round(c.psiSomeAvg10Percent)}%`,
+  ]);
+  return section(`Who does the IO: ${cause.cause}`, [`  ${cut(oneLine(cause.message))}`, ...table(rows)]);
+}
+
 /** The reads that failed, when any did. */
 const notRead = (unavailable: readonly { what: string; message: string }[]) =>
   unavailable.length > 0
@@ -75,6 +89,8 @@ export function formatNodeDiagnosis(d: NodeDiagnosis): string {
   const lines = [d.summary];
   if (d.policy) lines.push(`  policy ${d.policy.name} (${policyFlags(d.policy)})`);
   lines.push(`  as of ${d.generatedAt}`);
+  // The culprit first: it decides the remedy (a pod to move, the runtime to calm, or nothing to single out).
+  lines.push(...ioCauseSection(d));
   lines.push(...stuckPodsSection(d));
   lines.push(...ioSection(d));
   lines.push(...nodeEvidenceSection(d));

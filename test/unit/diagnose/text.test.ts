@@ -122,6 +122,51 @@ describe('diagnose text', () => {
     expect(sectionOf(text, 'Blocking')[1]).to.equal('  Cooldown  Uncordon node/n1: not over (since 10s ago)');
   });
 
+  it('puts who does the IO first, the culprit named with its share, and says so in the headline', () => {
+    const d = diagnoseNode(
+      remediatingInput((i) => {
+        i.health!.status!.ioCause = {
+          cause: 'Pod',
+          message: "shop/db-0 does 64% of sda's IO: the culprit is moved where migrateWorkloads allows it.",
+          since: at(500),
+          consumers: [
+            {
+              kind: 'Pod',
+              podUid: 'u-1',
+              namespace: 'shop',
+              name: 'db-0',
+              sharePercent: 64,
+              role: 'Culprit',
+            },
+            {
+              kind: 'Pod',
+              podUid: 'u-2',
+              namespace: 'shop',
+              name: 'api-0',
+              sharePercent: 3,
+              role: 'Victim',
+              psiSomeAvg10Percent: 61,
+            },
+            { kind: 'System', sharePercent: 33, role: 'System' },
+          ],
+        };
+      }),
+    );
+    const text = formatDiagnosis(d);
+    expect(text.split('\n')[0]).to.contain('culprit shop/db-0 (64% of the IO)');
+    const lines = text.split('\n');
+    expect(lines.findIndex((l) => l.startsWith('Who does the IO: Pod'))).to.be.lessThan(
+      lines.findIndex((l) => l.startsWith('Stuck pods')),
+    );
+    expect(sectionOf(text, 'Who does the IO')).to.deep.equal([
+      'Who does the IO: Pod',
+      "  shop/db-0 does 64% of sda's IO: the culprit is moved where migrateWorkloads allows it.",
+      '  shop/db-0                     64%  Culprit',
+      '  shop/api-0                    3%   Victim   its own IO pressure 61%',
+      '  the rest (system, writeback)  33%  System',
+    ]);
+  });
+
   it('cuts long messages to one line', () => {
     const d = diagnoseNode(
       remediatingInput((i) => {

@@ -1,8 +1,14 @@
 import { z } from 'zod';
-import { IoReadingSchema, type IoReadingStatus } from '../api/v1alpha1/index.js';
+import {
+  IoAttributionSchema,
+  IoReadingSchema,
+  type IoAttribution,
+  type IoReadingStatus,
+} from '../api/v1alpha1/index.js';
 import { apiStatus, describeError } from '../kube/errors.js';
 import { forEachLimit } from '../runtime/limit.js';
 import { firstIssue } from './answer.js';
+import { isQuiet } from './material-change.js';
 import type { IoSource, SourceProblem } from './types.js';
 
 /** Summary fetches in flight at once: a thousand nodes must not become a thousand concurrent proxy requests. */
@@ -11,8 +17,10 @@ export const SUMMARY_CONCURRENCY = 8;
 /**
  * The part of the kubelet Summary API (stats/summary) this reads: node.io.psi (kubelet PSI, 1.33+). Older kubelets
  * have no node.io (no reading, no problem); anything else that does not fit is not a Summary to read numbers from.
+ * pods is read apart (PodsSchema): a pod that does not fit costs the attribution, not the node's reading.
  */
 const SummarySchema = z.object({
+  pods: z.unknown().optional(),
   node: z
     .object({
       io: z
@@ -29,6 +37,20 @@ const SummarySchema = z.object({
     })
     .optional(),
 });
+
+/** Each pod's IO pressure (pods[].io.psi, KubeletPSI, 1.34+, cgroup v2 only), where the kubelet reports it. */
+const PodsSchema = z.array(
+  z.object({
+    podRef: z.object({ name: z.string(), namespace: z.string(), uid: z.string() }),
+    io: z.object({ psi: z.object({ some: z.object({ avg10: z.number() }) }).optional() }).optional(),
+  }),
+);
+
+/** A pod waiting on IO this share of the time (PSI some avg10) is a victim of the node's IO. */
+export const VICTIM_PSI_PERCENT = 20;
+const TOP_PODS = 5;
+const REASON =
+  "The kubelet Summary has each pod's IO pressure but no IO bytes: it can tell victims, not culprits.";
 
 /** Reads PSI from each node's kubelet Summary API; the fetcher goes through the apiserver's node proxy. */
 export class KubeletSummarySource implements IoSource {
@@ -102,5 +124,37 @@ export function readingFromSummary(answer: unknown, now: Date): IoReadingStatus 
   // The status's own bounds (PSI is a share of time, 0-100): what the API would refuse is not a reading.
   const valid = IoReadingSchema.safeParse(reading);
   if (!valid.success) throw new Error(`the Summary's PSI cannot be real: ${firstIssue(valid.error)}`);
+  // An idle node's pods are not worth naming; a busy one's are, by how much each waits on IO.
+  const attribution = isQuiet(reading) ? undefined : attributionFromPods(parsed.data.pods);
+  if (attribution) reading.attribution = attribution;
   return reading;
+}
+
+/**
+ * The pods by their own IO pressure, most first: victims and bystanders, no shares (the Summary has no IO bytes).
+ * Undefined when no pod has io.psi (kubelets before 1.34, KubeletPSI off, cgroup v1) or one cannot be real.
+ */
+export function attributionFromPods(pods: unknown): IoAttribution | undefined {
+  const parsed = PodsSchema.safeParse(pods);
+  if (!parsed.success) return undefined;
+  const measured = parsed.data.flatMap(({ podRef, io }) =>
+    io?.psi ? [{ ...podRef, avg10: io.psi.some.avg10 }] : [],
+  );
+  if (measured.length === 0) return undefined;
+  measured.sort((a, b) => b.avg10 - a.avg10);
+  const attribution: IoAttribution = {
+    cgroupVersion: 'v2', // the kernel has pressure per cgroup on v2 only
+    confidence: 'Low',
+    confidenceReason: REASON,
+    podsMeasured: measured.length,
+    consumers: measured.slice(0, TOP_PODS).map(({ uid, namespace, name, avg10 }) => ({
+      kind: 'Pod',
+      podUid: uid,
+      namespace,
+      name,
+      psiSomeAvg10Percent: avg10,
+      role: avg10 >= VICTIM_PSI_PERCENT ? 'Victim' : 'Bystander',
+    })),
+  };
+  return IoAttributionSchema.safeParse(attribution).success ? attribution : undefined;
 }

@@ -35,8 +35,6 @@ import { sameStatus, type Reporter } from './reporter.js';
 import type { RolloutThrottler } from './rollout-throttler.js';
 import type { StatusOverlay } from './status-overlay.js';
 
-export type { PassStats };
-
 export interface PassHooks {
   /** The policy status computed in a pass (for gauges). */
   onPolicyStatus?(policy: string, status: SandboxPolicyStatus): void;

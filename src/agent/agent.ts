@@ -1,6 +1,7 @@
 import type { IoReadingStatus } from '../api/v1alpha1/index.js';
 import type { Logger } from '../observability/log.js';
 import { isMaterialChange, isQuiet } from '../signals/material-change.js';
+import { Attributor, type AttributorOptions } from './attributor.js';
 import { AgentMetrics } from './metrics.js';
 import { computeReading } from './reading.js';
 import { ProcReader, type RawSample } from './sampler.js';
@@ -23,6 +24,10 @@ export interface AgentOptions {
   publisher?: Publisher;
   logger: Logger;
   clockTicksPerSecond?: number;
+  /** Who does the IO, from the cgroup tree (docs/adr/0018-io-attribution.md); undefined: not attributed. */
+  attribution?: Omit<AttributorOptions, 'procRoot' | 'intervalMs' | 'now'>;
+  /** The samples' monotonic clock in milliseconds (tests give one that moves a second a tick). */
+  sampleClock?: () => number;
 }
 
 /**
@@ -33,6 +38,7 @@ export interface AgentOptions {
 export class NodeAgent {
   readonly metrics: AgentMetrics;
   private readonly proc: ProcReader;
+  private readonly attributor: Attributor | undefined;
   private previous: RawSample | undefined;
   private published: IoReadingStatus | undefined;
   private publishedAt = -Infinity;
@@ -46,28 +52,32 @@ export class NodeAgent {
 
   constructor(private readonly options: AgentOptions) {
     this.metrics = new AgentMetrics(options.publisher !== undefined);
-    this.proc = new ProcReader(options.procRoot);
+    this.proc = new ProcReader(options.procRoot, options.sampleClock);
+    this.attributor =
+      options.attribution &&
+      new Attributor({
+        ...options.attribution,
+        procRoot: options.procRoot,
+        intervalMs: options.intervalMs,
+        ...(options.sampleClock ? { now: options.sampleClock } : {}),
+      });
     // Staleness counts from the start until the first publish; an agent that publishes nothing has no such series.
     if (options.publisher) this.metrics.lastPublish.set(Date.now() / 1000);
   }
 
   /** One sample; returns the reading it produced. */
   async tick(): Promise<IoReadingStatus> {
-    const { logger } = this.options;
     const started = performance.now();
     const sample = this.proc.sample();
-    this.metrics.sampleSeconds.observe((performance.now() - started) / 1000);
-    if (sample.problems.length > 0) {
-      this.metrics.readProblems.inc();
-      const text = sample.problems.join('; ');
-      if (text !== this.reportedProblems)
-        logger.warn('Read /proc partially: the rest is unknown', { problems: sample.problems });
-      this.reportedProblems = text;
-    }
     const reading = computeReading(this.previous, sample, new Date(), this.options.clockTicksPerSecond);
+    const attributed = this.attributor?.attribute(sample, reading, this.published?.attribution);
+    this.metrics.sampleSeconds.observe((performance.now() - started) / 1000);
+    if (attributed?.attribution) reading.attribution = attributed.attribution;
+    this.report([...sample.problems, ...(attributed?.problems ?? [])]);
     this.previous = sample;
     this.latest = reading;
     this.metrics.record(reading);
+    const { logger } = this.options;
     const now = performance.now();
     // Above idle, the published value must stay close to the truth: a short heartbeat. Idle, the long one.
     const heartbeatMs =
@@ -110,6 +120,16 @@ export class NodeAgent {
       }
     }
     return reading;
+  }
+
+  /** Counts a sample with problems, and logs them when they are not the ones logged last. */
+  private report(problems: string[]): void {
+    if (problems.length === 0) return;
+    this.metrics.readProblems.inc();
+    const text = problems.join('; ');
+    if (text !== this.reportedProblems)
+      this.options.logger.warn('Read /proc or the cgroup tree partially: the rest is unknown', { problems });
+    this.reportedProblems = text;
   }
 
   start(): void {

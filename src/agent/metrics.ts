@@ -154,11 +154,11 @@ export class AgentMetrics {
   );
   readonly readProblems = new Counter(
     `${PREFIX}read_problems_total`,
-    'Samples in which a /proc part could not be read or parsed.',
+    'Samples in which a /proc part or a cgroup file could not be read or parsed.',
   );
   readonly sampleSeconds = new Histogram(
     `${PREFIX}sample_duration_seconds`,
-    'Time one /proc sample took.',
+    'Time one sample of /proc (and of the cgroup tree, when attributing) took.',
     [0.001, 0.005, 0.01, 0.05, 0.1, 0.5],
   );
   private readonly families: Family[];

@@ -2,7 +2,10 @@
 // line, on content it cannot trust; the sampler turns that into "unknown", never into zero.
 
 export class ProcParseError extends Error {
-  constructor(file: string, detail: string) {
+  constructor(
+    readonly file: string,
+    detail: string,
+  ) {
     super(`${file}: ${detail}`);
     this.name = 'ProcParseError';
   }
@@ -88,10 +91,16 @@ export function parsePressure(text: string, file = 'pressure/io'): Pressure {
 
 export interface DiskStat {
   name: string;
+  major: number;
+  minor: number;
+  /** Reads completed (after merging). */
   reads: number;
+  /** 512-byte sectors read, whatever the device's own sector size. */
+  sectorsRead: number;
   /** Milliseconds spent reading. */
   readTicks: number;
   writes: number;
+  sectorsWritten: number;
   writeTicks: number;
   inFlight: number;
   /** Milliseconds with IO in flight (io_ticks): busy time. */
@@ -134,9 +143,13 @@ export function parseDiskstats(text: string, file = 'diskstats'): DiskStat[] {
     const at = (i: number) => numbers[i] ?? 0; // checked above: all eleven are numbers
     disks.push({
       name,
+      major: Number(major),
+      minor: Number(minor),
       reads: at(0),
+      sectorsRead: at(2),
       readTicks: at(3),
       writes: at(4),
+      sectorsWritten: at(6),
       writeTicks: at(7),
       inFlight: at(8),
       ioTicks: at(9),
@@ -151,6 +164,36 @@ export function isWholeDisk(name: string): boolean {
   if (/^(sd|vd|xvd|hd)[a-z]+\d+$/.test(name)) return false; // sda1, vdb2
   if (/^(nvme\d+n\d+|mmcblk\d+)p\d+$/.test(name)) return false; // nvme0n1p1, mmcblk0p2
   return true;
+}
+
+/** The partitions of a whole disk, by diskstats' names: sda1 of sda, nvme0n1p2 of nvme0n1, mmcblk0p1 of mmcblk0. */
+export function isPartitionOf(name: string, disk: string): boolean {
+  if (!name.startsWith(disk) || name === disk) return false;
+  return (/\d$/.test(disk) ? /^p\d+$/ : /^\d+$/).test(name.slice(disk.length));
+}
+
+export interface Mount {
+  /** MAJ:MIN of the device the filesystem is mounted from (0:N for those with none: tmpfs, overlay, proc). */
+  device: string;
+  mountPoint: string;
+  fsType: string;
+}
+
+/**
+ * /proc/PID/mountinfo: "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue". The
+ * optional fields vary in number, hence the " - " separator; the mount point escapes spaces as \040.
+ */
+export function parseMountinfo(text: string, file = '1/mountinfo'): Mount[] {
+  return lines(text, file).flatMap((line, index) => {
+    if (line === '') return [];
+    const fields = line.split(' ');
+    const dash = fields.indexOf('-', 6);
+    const [, , device = '', , mountPoint = '', , ...rest] = fields;
+    const fsType = dash > 0 ? fields[dash + 1] : undefined;
+    if (!/^\d+:\d+$/.test(device) || !mountPoint.startsWith('/') || !fsType || rest.length < 3)
+      throw new ProcParseError(file, `line ${index + 1} is not a mount: ${JSON.stringify(line)}`);
+    return [{ device, mountPoint: mountPoint.replace(/\\040/g, ' '), fsType }];
+  });
 }
 
 export interface StatInfo {

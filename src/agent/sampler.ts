@@ -1,5 +1,6 @@
-import { closeSync, openSync, readdirSync, readSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { FileBuffer } from './file-buffer.js';
 import {
   isKworker,
   parseDiskstats,
@@ -52,48 +53,16 @@ const DAEMON_INITIALS = new Set([0x63, 0x64]);
  * per task, per second; that was most of the agent's CPU after prom-client's (docs/adr/0011-lean-agent.md).
  */
 export class ProcReader {
-  private buffer = Buffer.allocUnsafe(16 * 1024);
+  private readonly files = new FileBuffer();
 
   constructor(
     private readonly procRoot: string,
     private readonly now: () => number = () => performance.now(),
   ) {}
 
-  /**
-   * Reads a whole file into the buffer (procfs files have no size to go by); returns its length. `shortReadEnds`:
-   * the file is one record (PID/stat, PID/wchan), which procfs returns whole to one read that has room for it.
-   */
-  private read(path: string, shortReadEnds = false): number {
-    const fd = openSync(path, 'r');
-    try {
-      let length = 0;
-      for (;;) {
-        if (length === this.buffer.length) {
-          const bigger = Buffer.allocUnsafe(this.buffer.length * 2);
-          this.buffer.copy(bigger, 0, 0, length);
-          this.buffer = bigger;
-        }
-        const room = this.buffer.length - length;
-        const n = readSync(fd, this.buffer, length, room, null);
-        length += n;
-        // For a task's files a short read is the end, and saves the read that would return 0 (a quarter of the
-        // agent's system calls). Not for the node's files: diskstats is a seq_file that hands out about a page per
-        // read, so on a node with more than ~40 devices a short read is not the end, and the rest went unread.
-        if (n === 0 || (shortReadEnds && n < room)) return length;
-      }
-    } finally {
-      closeSync(fd);
-    }
-  }
-
-  private text(path: string, shortReadEnds = false): string {
-    const length = this.read(path, shortReadEnds); // first: the read may replace the buffer with a bigger one
-    return this.buffer.toString('utf8', 0, length);
-  }
-
   private part<T>(file: string, parse: (text: string, file: string) => T, problems: string[]): T | undefined {
     try {
-      return parse(this.text(join(this.procRoot, file)), file);
+      return parse(this.files.text(join(this.procRoot, file)), file);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       problems.push(code === 'ENOENT' ? `${file}: missing (unknown)` : (err as Error).message);
@@ -116,32 +85,33 @@ export class ProcReader {
   private task(pid: string, out: TaskSample[], dir = `${this.procRoot}/${pid}`, thread = false): void {
     let length: number;
     try {
-      length = this.read(`${dir}/stat`, true);
+      length = this.files.read(`${dir}/stat`, true);
     } catch {
       return; // the task exited between readdir and read, or is not readable: not evidence either way
     }
-    const open = this.buffer.indexOf(OPEN_PAREN);
-    const close = length > 0 ? this.buffer.lastIndexOf(CLOSE_PAREN, length - 1) : -1;
+    const buffer = this.files.bytes; // after the read, which may have replaced it with a bigger one
+    const open = buffer.indexOf(OPEN_PAREN);
+    const close = length > 0 ? buffer.lastIndexOf(CLOSE_PAREN, length - 1) : -1;
     // The state letter, within this file: past its end the buffer still holds an earlier, longer one.
-    const state = close >= open && open >= 0 && close + 2 < length ? this.buffer[close + 2] : undefined;
+    const state = close >= open && open >= 0 && close + 2 < length ? buffer[close + 2] : undefined;
     const file = () => `${dir.slice(this.procRoot.length + 1)}/stat`; // only for the errors: no string per task
     if (state === undefined || !isLetter(state)) throw new ProcParseError(file(), 'no "(comm) state"');
     const dState = state === D_STATE;
     const kworker =
       close - open > KWORKER.length &&
-      this.buffer.compare(KWORKER, 0, KWORKER.length, open + 1, open + 1 + KWORKER.length) === 0;
-    const initial = close - open > 1 ? this.buffer[open + 1] : undefined;
+      buffer.compare(KWORKER, 0, KWORKER.length, open + 1, open + 1 + KWORKER.length) === 0;
+    const initial = close - open > 1 ? buffer[open + 1] : undefined;
     const daemon =
       !thread &&
       initial !== undefined &&
       DAEMON_INITIALS.has(initial) &&
-      DAEMON.test(this.buffer.toString('utf8', open + 1, close));
+      DAEMON.test(buffer.toString('utf8', open + 1, close));
     if (dState || kworker) {
-      const task: TaskSample = parseTaskStat(this.buffer.toString('utf8', 0, length), file());
+      const task: TaskSample = parseTaskStat(buffer.toString('utf8', 0, length), file());
       if (task.state === 'D') {
         let wchan: string | undefined;
         try {
-          wchan = parseWchan(this.text(`${dir}/wchan`, true));
+          wchan = parseWchan(this.files.text(`${dir}/wchan`, true));
         } catch {
           // not readable (another user's task, without CAP_SYS_PTRACE): no wchan
         }

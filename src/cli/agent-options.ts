@@ -15,6 +15,11 @@ export interface AgentFlags {
   pressuredHeartbeatSeconds: number;
   kubeconfig?: string;
   publish: boolean;
+  cgroupRoot: string;
+  attribution: boolean;
+  culpritSharePercent: number;
+  victimPsiPercent: number;
+  runtimeCgroup?: string;
   metricsBindAddress: string;
   logLevel: LogLevel;
 }
@@ -23,6 +28,7 @@ export interface AgentFlags {
 type AgentOption = { flag: string; key: keyof AgentFlags; description: string } & (
   | { kind: 'string'; value: string; default?: string }
   | { kind: 'positiveInt'; value: string; default: number }
+  | { kind: 'percent'; value: string; default: number }
   | { kind: 'choice'; value: string; choices: readonly string[]; default: string }
   | { kind: 'switch'; default: boolean }
 );
@@ -83,6 +89,47 @@ export const AGENT_OPTIONS: readonly AgentOption[] = [
     default: true,
   },
   {
+    flag: 'cgroup-root',
+    key: 'cgroupRoot',
+    kind: 'string',
+    value: 'dir',
+    description:
+      "the host's cgroup tree (mounted into the pod, e.g. /host/sys/fs/cgroup), whose pod cgroups' IO counters tell who does the saturated disk's IO",
+    default: '/sys/fs/cgroup',
+  },
+  {
+    flag: 'culprit-share-percent',
+    key: 'culpritSharePercent',
+    kind: 'percent',
+    value: 'n',
+    description: "a pod with this share of the saturated disk's bytes or operations is a Culprit",
+    default: 25,
+  },
+  {
+    flag: 'victim-psi-percent',
+    key: 'victimPsiPercent',
+    kind: 'percent',
+    value: 'n',
+    description:
+      'a pod whose own IO pressure (io.pressure some avg10, cgroup v2) is this or more, with a smaller share, is a Victim',
+    default: 20,
+  },
+  {
+    flag: 'runtime-cgroup',
+    key: 'runtimeCgroup',
+    kind: 'string',
+    value: 'path',
+    description:
+      "the container runtime's cgroup, relative to the hierarchy's root (default: the first of system.slice/containerd.service, system.slice/crio.service, containerd, crio)",
+  },
+  {
+    flag: 'no-attribution',
+    key: 'attribution',
+    kind: 'switch',
+    description: 'do not read the cgroup tree: no per-pod attribution of the IO',
+    default: true,
+  },
+  {
     flag: 'metrics-bind-address',
     key: 'metricsBindAddress',
     kind: 'string',
@@ -102,13 +149,21 @@ export const AGENT_OPTIONS: readonly AgentOption[] = [
 ];
 
 const AFTER_HELP = `Reads pressure/io (PSI), diskstats (busy %, await, in flight), stat (procs_blocked), PID/stat and PID/wchan
-(D-state tasks, kworker CPU). A file that is missing or malformed makes its values unknown, never 0.
+(D-state tasks, kworker CPU). While the node reads above idle, it also reads each pod's cgroup (v2 io.stat and
+io.pressure, v1 blkio.throttle.io_service_bytes and io_serviced) and the runtime's, and 1/mountinfo, to say who
+does the busiest disk's IO. A file that is missing or malformed makes its values unknown, never 0.
 Example: sandbox-remediator agent --node-name kwok-node-1 --kubeconfig .cluster/kubeconfig --metrics-bind-address 127.0.0.1:9102`;
 
 /** Refuses 0, negatives, fractions and words, with the message the operator's flags give. */
 export function parsePositiveInt(value: string): number | Error {
   const n = Number(value);
   return Number.isInteger(n) && n >= 1 ? n : new Error('must be a positive integer');
+}
+
+/** A whole percent from 1 to 100: 0 would make every pod a culprit, and more than 100 none. */
+export function parsePercent(value: string): number | Error {
+  const n = parsePositiveInt(value);
+  return n instanceof Error || n > 100 ? new Error('must be an integer from 1 to 100') : n;
 }
 
 export type AgentCommandLine =
@@ -159,8 +214,8 @@ export function parseAgentArgs(args: readonly string[]): AgentCommandLine {
     });
     if (token.value === undefined)
       return { kind: 'error', message: `option '${term(option)}' argument missing` };
-    if (option.kind === 'positiveInt') {
-      const n = parsePositiveInt(token.value);
+    if (option.kind === 'positiveInt' || option.kind === 'percent') {
+      const n = (option.kind === 'percent' ? parsePercent : parsePositiveInt)(token.value);
       if (n instanceof Error) return invalid(n.message);
       flags[option.key] = n;
     } else if (option.kind === 'choice' && !option.choices.includes(token.value)) {

@@ -47,6 +47,16 @@ export async function runAgent(flags: AgentFlags): Promise<number> {
     heartbeatMs: flags.heartbeatSeconds * 1000,
     pressuredHeartbeatMs: flags.pressuredHeartbeatSeconds * 1000,
     logger,
+    ...(flags.attribution
+      ? {
+          attribution: {
+            cgroupRoot: flags.cgroupRoot,
+            culpritSharePercent: flags.culpritSharePercent,
+            victimPsiPercent: flags.victimPsiPercent,
+            ...(flags.runtimeCgroup ? { runtimeCgroup: flags.runtimeCgroup } : {}),
+          },
+        }
+      : {}),
     ...(publisher ? { publisher } : {}),
   });
   let server: Awaited<ReturnType<typeof serve>>;
@@ -70,6 +80,7 @@ export async function runAgent(flags: AgentFlags): Promise<number> {
   logger.info('Started node agent', {
     node: nodeName,
     procRoot: flags.procRoot,
+    cgroupRoot: flags.attribution ? flags.cgroupRoot : 'off',
     intervalSeconds: flags.intervalSeconds,
     publish: flags.publish,
     metricsPort: server?.port,

@@ -8,6 +8,7 @@ import {
 import { apiStatus, describeError } from '../kube/errors.js';
 import { forEachLimit } from '../runtime/limit.js';
 import { firstIssue } from './answer.js';
+import { podRole } from './io-shares.js';
 import { isQuiet } from './material-change.js';
 import type { IoSource, SourceProblem } from './types.js';
 
@@ -46,8 +47,6 @@ const PodsSchema = z.array(
   }),
 );
 
-/** A pod waiting on IO this share of the time (PSI some avg10) is a victim of the node's IO. */
-export const VICTIM_PSI_PERCENT = 20;
 const TOP_PODS = 5;
 const REASON =
   "The kubelet Summary has each pod's IO pressure but no IO bytes: it can tell victims, not culprits.";
@@ -153,7 +152,7 @@ export function attributionFromPods(pods: unknown): IoAttribution | undefined {
       namespace,
       name,
       psiSomeAvg10Percent: avg10,
-      role: avg10 >= VICTIM_PSI_PERCENT ? 'Victim' : 'Bystander',
+      role: podRole(0, avg10, undefined), // no shares: a victim or a bystander
     })),
   };
   return IoAttributionSchema.safeParse(attribution).success ? attribution : undefined;

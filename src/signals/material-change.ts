@@ -1,4 +1,4 @@
-import type { IoReadingStatus } from '../api/v1alpha1/index.js';
+import type { IoAttribution, IoConsumer, IoReadingStatus } from '../api/v1alpha1/index.js';
 
 /** A level a signal enters at `enter` and leaves only below `exit` (exit < enter): hysteresis. */
 export interface Band {
@@ -33,6 +33,12 @@ export const BANDS = {
     { enter: 16, exit: 10 },
     { enter: 32, exit: 20 },
   ],
+  /** The top pod's, the runtime's and System's share of the saturated device (the attribution). */
+  share: [
+    { enter: 25, exit: 20 },
+    { enter: 50, exit: 40 },
+    { enter: 75, exit: 65 },
+  ],
 } as const satisfies Record<string, readonly Band[]>;
 
 /** The level of `value` without history: how many bands it has entered. */
@@ -64,12 +70,60 @@ const SIGNALS: [(r: IoReadingStatus) => number | undefined, readonly Band[]][] =
 export function isMaterialChange(published: IoReadingStatus | undefined, next: IoReadingStatus): boolean {
   if (!published) return true;
   if (published.conditionTrue !== next.conditionTrue) return true;
-  return SIGNALS.some(([read, bands]) => {
-    const was = read(published);
-    const now = read(next);
-    if (was === undefined || now === undefined) return (was === undefined) !== (now === undefined);
-    const from = levelOf(was, bands);
-    return nextLevel(now, from, bands) !== from;
+  return (
+    SIGNALS.some(([read, bands]) => {
+      const was = read(published);
+      const now = read(next);
+      if (was === undefined || now === undefined) return (was === undefined) !== (now === undefined);
+      const from = levelOf(was, bands);
+      return nextLevel(now, from, bands) !== from;
+    }) || isAttributionChange(published.attribution, next.attribution)
+  );
+}
+
+/** Another pod takes the top only by this many points more: two pods near 30 % each would swap on every sample. */
+const TOP_POD_MARGIN = 5;
+
+const pods = (a: IoAttribution) => a.consumers.filter((c) => c.kind === 'Pod');
+/** A pod by its UID (the agent) or its name (Prometheus names pods, and has no UIDs). */
+const podKey = (c: IoConsumer) => c.podUid ?? `${c.namespace ?? ''}/${c.name ?? ''}`;
+const topPod = (a: IoAttribution): IoConsumer | undefined =>
+  pods(a).reduce<IoConsumer | undefined>(
+    (top, c) => (!top || (c.sharePercent ?? 0) > (top.sharePercent ?? 0) ? c : top),
+    undefined,
+  );
+const SHARES: ((a: IoAttribution) => number | undefined)[] = [
+  (a) => topPod(a)?.sharePercent,
+  (a) => a.consumers.find((c) => c.kind === 'Runtime')?.sharePercent,
+  (a) => a.consumers.find((c) => c.kind === 'System')?.sharePercent,
+];
+
+/**
+ * Whether the attribution changed enough to write: it became known, a new pod took the top (by a clear margin), a
+ * pod's role changed (the agent gives roles hysteresis), or the top pod's, the runtime's or System's share moved
+ * into another band. Not its going: attribution goes when the reading turns quiet, which isQuiet says without
+ * hysteresis; the other signals' bands decide when that is written, and the heartbeat writes it in any case.
+ */
+export function isAttributionChange(
+  published: IoAttribution | undefined,
+  next: IoAttribution | undefined,
+): boolean {
+  if (!next) return false;
+  if (!published) return true;
+  const wasTop = topPod(published);
+  const top = topPod(next);
+  if ((wasTop && podKey(wasTop)) !== (top && podKey(top))) {
+    const old = wasTop && pods(next).find((c) => podKey(c) === podKey(wasTop));
+    if (!old || !top || (top.sharePercent ?? 0) >= (old.sharePercent ?? 0) + TOP_POD_MARGIN) return true;
+  }
+  const roles = (a: IoAttribution) => new Map(pods(a).map((c) => [podKey(c), c.role]));
+  const [was, now] = [roles(published), roles(next)];
+  // A pod not listed is a Bystander: one that leaves the list as a Bystander changed nothing.
+  for (const uid of new Set([...was.keys(), ...now.keys()]))
+    if ((was.get(uid) ?? 'Bystander') !== (now.get(uid) ?? 'Bystander')) return true;
+  return SHARES.some((read) => {
+    const from = levelOf(read(published) ?? 0, BANDS.share);
+    return nextLevel(read(next) ?? 0, from, BANDS.share) !== from;
   });
 }
 

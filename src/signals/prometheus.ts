@@ -8,6 +8,7 @@ import {
 import { describeError } from '../kube/errors.js';
 import { MAX_RESPONSE_BYTES, readBounded } from '../runtime/bounded-read.js';
 import { firstIssue, parseJson } from './answer.js';
+import { podRole, scaleShares, shareOf, splitHundred, type IoRate } from './io-shares.js';
 import { isQuiet } from './material-change.js';
 import type { IoSource, SourceProblem } from './types.js';
 
@@ -277,8 +278,6 @@ function unavailable(message: string): SourceProblem {
 
 /** A rate no real node could have: a terabyte, or a trillion operations, a second. */
 const MAX_PLAUSIBLE_RATE = 1e12;
-/** A pod whose share of the device's IO is at least this is a culprit (the agent's --culprit-share-percent). */
-export const CULPRIT_SHARE_PERCENT = 25;
 const TOP_PODS = 5;
 const REASON =
   "cAdvisor's per-container counters via Prometheus, 1-minute rates: on cgroup v1 buffered writeback is charged to the flusher, not the pod; the runtime's own IO counts as System.";
@@ -294,7 +293,7 @@ type NodeIo = {
   podsMeasured?: number;
   bad?: true;
 };
-type PodIo = { key: string; read: number; write: number; ops?: number; tenths?: number };
+type PodIo = { key: string; read: number; write: number; ops?: number; share?: number };
 
 const isMeasure = <M extends string>(counters: Record<M, string>, m: string | undefined): m is M =>
   m !== undefined && Object.hasOwn(counters, m);
@@ -335,19 +334,18 @@ function podIo(key: string, devices: Map<string, PodDevice>, counts: (d: string)
 }
 
 /**
- * Each pod's share in tenths of a percent: the larger of its share of the bytes and of the operations, scaled so
- * that the pods' shares sum to at most 100 % (cAdvisor and node_exporter are scraped at other moments), rounded
- * down so that System, the rest, is never negative. False when nothing moved: no shares to tell.
+ * Each pod's share of the counted devices (io-shares.ts: the larger of bytes and operations, scaled to 100 at
+ * most). The device's totals are at least the pods' sum: cAdvisor and node_exporter are scraped at other moments.
+ * False when nothing moved: no shares to tell.
  */
 function assignShares(pods: PodIo[], bytes: number, ops: number | undefined): boolean {
-  const byBytes = Math.max(bytes, sum(pods.map((p) => p.read + p.write)));
-  const byOps = ops === undefined ? 0 : Math.max(ops, sum(pods.map((p) => p.ops ?? 0)));
-  if (byBytes === 0 && byOps === 0) return false;
-  const raw = pods.map((p) =>
-    Math.max(byBytes && (p.read + p.write) / byBytes, byOps && p.ops !== undefined ? p.ops / byOps : 0),
-  );
-  const scale = Math.max(1, sum(raw));
-  pods.forEach((p, i) => (p.tenths = Math.floor(((raw[i] ?? 0) / scale) * 1000 + 1e-6)));
+  const device: IoRate = { bytes: Math.max(bytes, sum(pods.map((p) => p.read + p.write))) };
+  if (ops !== undefined) device.ops = Math.max(ops, sum(pods.map((p) => p.ops ?? 0)));
+  if (device.bytes === 0 && !device.ops) return false;
+  const rate = (p: PodIo): IoRate =>
+    p.ops === undefined ? { bytes: p.read + p.write } : { bytes: p.read + p.write, ops: p.ops };
+  const shares = scaleShares(pods.map((p) => shareOf(rate(p), device)));
+  pods.forEach((p, i) => (p.share = shares[i] ?? 0));
   return true;
 }
 
@@ -370,21 +368,24 @@ function attributionOf(io: NodeIo): IoAttribution | undefined {
   const ops = total(disks.flatMap((r) => [r.readOps, r.writeOps]));
   const pods = [...io.pods].flatMap(([key, devices]) => podIo(key, devices, counts));
   const shared = assignShares(pods, read + write, ops);
-  pods.sort((a, b) => (b.tenths ?? 0) - (a.tenths ?? 0) || b.read + b.write - (a.read + a.write));
+  pods.sort((a, b) => (b.share ?? 0) - (a.share ?? 0) || b.read + b.write - (a.read + a.write));
   const top = pods.slice(0, TOP_PODS);
-  const consumers: IoConsumer[] = top.map((p) => {
+  // System: the rest of the device, the pods not listed included; the published shares add up to exactly 100.
+  const listed = sum(top.map((p) => p.share ?? 0));
+  const shares = shared ? splitHundred([...top.map((p) => p.share ?? 0), Math.max(0, 100 - listed)]) : [];
+  const consumers: IoConsumer[] = top.map((p, i) => {
     const [namespace, name] = p.key.split('/');
-    const role = (p.tenths ?? 0) >= CULPRIT_SHARE_PERCENT * 10 ? 'Culprit' : 'Bystander';
-    const share = p.tenths === undefined ? {} : { sharePercent: p.tenths / 10 };
+    const published = shares[i];
+    const share = published === undefined ? {} : { sharePercent: published };
+    const role = podRole(published ?? 0, undefined, undefined);
     return { kind: 'Pod', namespace, name, ...figures(p.read, p.write, p.ops), ...share, role };
   });
-  // System: the rest of the device, the pods not listed included, so that the shares add up to 100.
   const listedOps = total(top.map((p) => p.ops));
   const systemOps = ops === undefined || listedOps === undefined ? undefined : ops - listedOps;
   consumers.push({
     kind: 'System',
     ...figures(read - sum(top.map((p) => p.read)), write - sum(top.map((p) => p.write)), systemOps),
-    ...(shared ? { sharePercent: (1000 - sum(top.map((p) => p.tenths ?? 0))) / 10 } : {}),
+    ...(shared ? { sharePercent: shares.at(-1) ?? 0 } : {}),
     role: 'System',
   });
   const attribution: IoAttribution = {

@@ -466,7 +466,21 @@ describe('computeReading when a part is unknown in one of two samples', () => {
       tasks: [],
       tasksKnown: true,
       problems: [],
-      disks: [{ name: 'vda', reads, readTicks, writes, writeTicks, inFlight: 0, ioTicks }],
+      disks: [
+        {
+          name: 'vda',
+          major: 254,
+          minor: 0,
+          reads,
+          sectorsRead: 8 * reads,
+          readTicks,
+          writes,
+          sectorsWritten: 8 * writes,
+          writeTicks,
+          inFlight: 0,
+          ioTicks,
+        },
+      ],
     });
     // reads reset, writes up: 1000 reads "lost" and 1010 writes gained would read as 10 IOs in 4000 ms
     const reset = computeReading(

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import type { IoReadingStatus } from '../../../src/api/v1alpha1/index.js';
+import type { IoConsumer, IoReadingStatus } from '../../../src/api/v1alpha1/index.js';
 import { BANDS, isMaterialChange, nextLevel } from '../../../src/signals/material-change.js';
 import { T0 } from '../../support/builders.js';
 
@@ -73,5 +73,189 @@ describe('isMaterialChange', () => {
     expect(isMaterialChange(reading({ conditionTrue: true }), reading({ conditionTrue: true }))).to.equal(
       false,
     );
+  });
+});
+
+describe('isMaterialChange on the attribution', () => {
+  type Row = [uid: string, share: number, role?: IoConsumer['role']];
+  /** Pods by UID with their shares (and roles, Bystander by default), then the runtime's and System's. */
+  const attribution = (
+    pods: Row[],
+    runtime = 5,
+    system = 100 - runtime - pods.reduce((a, p) => a + p[1], 0),
+  ) =>
+    reading({
+      psiSomeAvg10Percent: 45,
+      attribution: {
+        confidence: 'High',
+        confidenceReason: 'cgroup v2 with ext4: writeback is charged to the cgroup that wrote',
+        podsMeasured: pods.length,
+        consumers: [
+          ...pods.map(([podUid, sharePercent, role = 'Bystander']): IoConsumer => ({
+            kind: 'Pod',
+            podUid,
+            sharePercent,
+            role,
+          })),
+          { kind: 'Runtime', sharePercent: runtime, role: 'Runtime' },
+          { kind: 'System', sharePercent: system, role: 'System' },
+        ],
+      },
+    });
+  const { attribution: _none, ...withoutAttribution } = attribution([]);
+
+  it('publishes an attribution that becomes known, not one that goes (the other bands say when that is written)', () => {
+    expect(isMaterialChange(withoutAttribution, attribution([['a', 10]]))).to.equal(true);
+    expect(isMaterialChange(attribution([['a', 10]]), withoutAttribution)).to.equal(false);
+  });
+
+  it('publishes a wobbling attribution once: pods near each other swap the top, shares move within a band', () => {
+    const wobble = [
+      attribution([
+        ['a', 31],
+        ['b', 29],
+        ['c', 3],
+      ]),
+      attribution([
+        ['b', 31],
+        ['a', 29],
+        ['c', 4],
+      ]),
+      attribution(
+        [
+          ['a', 33],
+          ['b', 30],
+          ['c', 2],
+        ],
+        7,
+      ),
+      attribution(
+        [
+          ['b', 32],
+          ['a', 28],
+        ],
+        4,
+      ),
+      attribution(
+        [
+          ['a', 27],
+          ['b', 27],
+          ['c', 1],
+        ],
+        6,
+      ),
+    ];
+    expect(published(wobble)).to.deep.equal([0]);
+  });
+
+  const cases: [string, IoReadingStatus, IoReadingStatus, boolean][] = [
+    [
+      'a pod takes the top by 5 points',
+      attribution([
+        ['a', 30],
+        ['b', 28],
+      ]),
+      attribution([
+        ['b', 34],
+        ['a', 29],
+      ]),
+      true,
+    ],
+    [
+      'the top pod leaves the list',
+      attribution([
+        ['a', 30],
+        ['b', 10],
+      ]),
+      attribution([['b', 12]]),
+      true,
+    ],
+    ['a first pod is listed', attribution([]), attribution([['a', 3]]), true],
+    [
+      'a pod turns Culprit',
+      attribution([
+        ['a', 30, 'Bystander'],
+        ['b', 20],
+      ]),
+      attribution([
+        ['a', 30, 'Culprit'],
+        ['b', 20],
+      ]),
+      true,
+    ],
+    [
+      'a Victim appears',
+      attribution([['a', 10]]),
+      attribution([
+        ['a', 10],
+        ['v', 0, 'Victim'],
+      ]),
+      true,
+    ],
+    [
+      'a Bystander leaves the list',
+      attribution([
+        ['a', 10],
+        ['b', 1],
+      ]),
+      attribution([['a', 10]]),
+      false,
+    ],
+    [
+      'a Culprit leaves the list',
+      attribution([
+        ['a', 60, 'Culprit'],
+        ['b', 1],
+      ]),
+      attribution([['b', 2]]),
+      true,
+    ],
+    ['the top share crosses 25', attribution([['a', 24]]), attribution([['a', 25]]), true],
+    ['the top share falls to 21 (exit 20)', attribution([['a', 26]]), attribution([['a', 21]]), false],
+    ['the top share falls below 20', attribution([['a', 26]]), attribution([['a', 19.9]]), true],
+    ['the top share crosses 50 and 75 at once', attribution([['a', 40]]), attribution([['a', 80]]), true],
+    ['the runtime crosses 50', attribution([['a', 10]], 45), attribution([['a', 10]], 55), true],
+    ['System falls past 65 from 80', attribution([['a', 15]], 5, 80), attribution([['a', 31]], 5, 64), true],
+  ];
+  for (const [name, from, to, material] of cases)
+    it(`${material ? 'publishes' : 'does not publish'} when ${name}`, () => {
+      expect(isMaterialChange(from, to)).to.equal(material);
+    });
+  it('tells pods a source names but gives no UID (Prometheus) by their namespace and name', () => {
+    const named = (rows: [string, number, IoConsumer['role']][]) => {
+      const r = attribution([]);
+      r.attribution!.consumers = [
+        ...rows.map(([name, sharePercent, role]): IoConsumer => ({
+          kind: 'Pod',
+          namespace: 'db',
+          name,
+          sharePercent,
+          role,
+        })),
+        { kind: 'System', sharePercent: 100 - rows.reduce((a, x) => a + x[1], 0), role: 'System' },
+      ];
+      return r;
+    };
+    expect(
+      isMaterialChange(named([['a', 60, 'Culprit']]), named([['b', 60, 'Culprit']])),
+      'another pod on top',
+    ).to.equal(true);
+    expect(
+      isMaterialChange(named([['a', 60, 'Culprit']]), named([['a', 62, 'Culprit']])),
+      'the same pod',
+    ).to.equal(false);
+    expect(
+      isMaterialChange(
+        named([
+          ['a', 30, 'Culprit'],
+          ['b', 28, 'Bystander'],
+        ]),
+        named([
+          ['a', 30, 'Culprit'],
+          ['b', 28, 'Culprit'],
+        ]),
+      ),
+      "the second pod's role",
+    ).to.equal(true);
   });
 });

@@ -201,9 +201,9 @@ describe('PrometheusSource attribution', () => {
         ...disk('dm-0', { readBytes: 10e6, writeBytes: 90e6 }),
       ],
       expected: onEveryDisk(1, [
-        aPod('batch/etl-7', [0, 42e6], 41.1, 'Culprit'),
+        aPod('batch/etl-7', [0, 42e6], 41.2, 'Culprit'),
         // sda and sdb: dm-0's 90 MB/s are sda's, counted once.
-        system([10e6, 50e6], 58.9),
+        system([10e6, 50e6], 58.8),
       ]),
     },
     {
@@ -325,23 +325,23 @@ describe('PrometheusSource attribution', () => {
       io('a/y', 'c', '/dev/sda', 'writeOps', 600),
     ];
     const { attribution } = await readAttribution({ pods: vector(pods), devices: vector(DISKS) });
-    expect(shares(attribution)).to.deep.equal([57.1, 42.8, 0.1]);
+    expect(shares(attribution)).to.deep.equal([57.1, 42.9, 0]);
   });
 
-  it('rounds shares down to a tenth, so that three equal pods leave System the tenth', async () => {
+  it('gives shares in tenths that add up to exactly 100, the largest remainder taking the tenth left (io-shares.ts)', async () => {
     const pods = [
       podsSeen(3),
       ...['x', 'y', 'z'].map((p) => io(`a/${p}`, 'c', '/dev/sda', 'writeBytes', 100e6 / 3)),
     ];
     const { attribution } = await readAttribution({ pods: vector(pods), devices: vector(DISKS) });
-    expect(shares(attribution)).to.deep.equal([33.3, 33.3, 33.3, 0.1]);
+    expect(shares(attribution)).to.deep.equal([33.4, 33.3, 33.3, 0]);
   });
 
-  it('calls a pod a culprit from a share of 25 %, not below', async () => {
+  it('calls a pod a culprit from a published share of 25 %, not below', async () => {
     const pods = [
       podsSeen(2),
       io('a/at', 'c', '/dev/sda', 'writeBytes', 25e6),
-      io('a/under', 'c', '/dev/sda', 'writeBytes', 24.99e6),
+      io('a/under', 'c', '/dev/sda', 'writeBytes', 24.9e6),
     ];
     const { attribution } = await readAttribution({ pods: vector(pods), devices: vector(DISKS) });
     expect(attribution?.consumers.map((c) => [c.name, c.sharePercent, c.role])).to.deep.equal([

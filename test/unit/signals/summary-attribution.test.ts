@@ -8,8 +8,8 @@ import {
   attributionFromPods,
   KubeletSummarySource,
   readingFromSummary,
-  VICTIM_PSI_PERCENT,
 } from '../../../src/signals/kubelet-summary.js';
+import { VICTIM_PSI_PERCENT } from '../../../src/signals/io-shares.js';
 import { T0 } from '../../support/builders.js';
 
 interface Summary {

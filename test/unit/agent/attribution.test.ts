@@ -9,7 +9,7 @@ import { filesystemOn } from '../../../src/agent/attributor.js';
 import type { CgroupIo, CgroupSample } from '../../../src/agent/cgroups.js';
 import type { DiskStat, Mount } from '../../../src/agent/proc.js';
 import type { IoAttribution, IoConsumer } from '../../../src/api/v1alpha1/index.js';
-import { io, type Io } from './cgroup-tree.js';
+import { io, type Io } from '../../support/cgroup-tree.js';
 
 const MB = 1_000_000;
 

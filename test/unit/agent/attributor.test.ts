@@ -8,7 +8,7 @@ import { NodeAgent, type Publisher } from '../../../src/agent/agent.js';
 import { readSpacingMs } from '../../../src/agent/attributor.js';
 import type { IoReadingStatus } from '../../../src/api/v1alpha1/index.js';
 import type { Logger } from '../../../src/observability/log.js';
-import { CgroupTree, io } from './cgroup-tree.js';
+import { CgroupTree, io } from '../../support/cgroup-tree.js';
 
 const MB = 1 << 20; // sectors of 512 bytes: a whole number of them
 const DB = '11111111-2222-4333-8444-555555555555';

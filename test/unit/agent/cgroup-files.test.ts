@@ -10,7 +10,7 @@ import {
 } from '../../../src/agent/cgroup-files.js';
 import { isPartitionOf, parseMountinfo, ProcParseError } from '../../../src/agent/proc.js';
 import { REPO_ROOT } from '../../support/manifests.js';
-import { io } from './cgroup-tree.js';
+import { io } from '../../support/cgroup-tree.js';
 
 const fixture = (...path: string[]) =>
   readFileSync(join(REPO_ROOT, 'test', 'fixtures', 'cgroups', ...path), 'utf8');

@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, unlinkSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CgroupReader } from '../../../src/agent/cgroups.js';
-import { CgroupTree, io, QOS_CLASSES, type Driver, type PodSpec, type Version } from './cgroup-tree.js';
+import { CgroupTree, io, QOS_CLASSES, type Driver, type PodSpec, type Version } from '../../support/cgroup-tree.js';
 
 const UIDS = [
   '0b1e2c3d-1111-4a5b-8c9d-000000000001',

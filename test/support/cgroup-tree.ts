@@ -2,7 +2,7 @@
 // hierarchies give a pod, written in the kernel's formats (test/fixtures/cgroups holds files from real kernels).
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { IoCounters } from '../../../src/agent/cgroup-files.js';
+import type { IoCounters } from '../../src/agent/cgroup-files.js';
 
 export type Version = 'v1' | 'v2';
 export type Driver = 'systemd' | 'cgroupfs';

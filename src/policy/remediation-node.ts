@@ -216,9 +216,11 @@ function migrateIoHeavyPods(pass: RemediationPass, facts: NodeFacts): void {
   const migrate = pass.input.spec.remediation.migrateWorkloads;
   if (!migrate || !wantsMigration(pass, facts)) return;
   const { name } = facts;
-  const room = Math.max(0, migrate.maxPodsPerNode - facts.migrated);
-  for (const pod of facts.ioHeavyPods.slice(0, room))
-    evictPod(pass, pod, {
+  let room = Math.max(0, migrate.maxPodsPerNode - facts.migrated);
+  // A pod a guard holds (a DaemonSet's, one labelled no-migrate) takes no place: the next culprit gets it.
+  for (const pod of facts.ioHeavyPods) {
+    if (room === 0) break;
+    const held = evictPod(pass, pod, {
       kind: 'Migrate',
       node: name,
       reason: migrate.by === 'measuredIo' ? 'MeasuredIoCulprit' : 'IoHeavyWorkload',
@@ -227,23 +229,30 @@ function migrateIoHeavyPods(pass: RemediationPass, facts: NodeFacts): void {
           ? `IO-heavy pod moved off ${name}, which is IO-saturated.`
           : `Moved off ${name}, which is IO-saturated: it did ${Math.round(pod.sharePercent)}% of the device's IO.`,
     });
+    if (!held) room--;
+    else if (held.guard === 'EvictionRate') break; // the rest would be held alike: one block says it
+  }
 }
 
-/** Evicts one pod through the Eviction API, unless the pod's kind or the policy's eviction rate holds it. */
+/**
+ * Evicts one pod through the Eviction API, unless the pod's kind or the policy's eviction rate holds it; what held
+ * it, if anything did.
+ */
 function evictPod(
   pass: RemediationPass,
   pod: CandidatePod,
   eviction: Pick<Eviction, 'kind' | 'node' | 'reason' | 'message'>,
-): void {
+): Hold | undefined {
   const { kind, node, reason, message } = eviction;
   const target = podTarget(pod);
   const hold =
     guardPod(pod) ?? (kind === 'Migrate' ? guardMigration(pass, pod) : undefined) ?? guardEvictionRate(pass);
   if (hold) {
     block(pass, kind, node, target, hold);
-    return;
+    return hold;
   }
   pass.evictionBudget--;
   const { namespace, name, uid } = pod;
   pass.actions.push({ kind, node, target, pod: { namespace, name, uid }, reason, message });
+  return undefined;
 }

@@ -107,6 +107,23 @@ describe('PolicyReconciler and the measured culprit', () => {
     expect(cluster.takeEvents()).to.include('Node/n1 Warning IoCulpritFound');
   });
 
+  it('gives a place a guard holds to the next culprit: those it holds do more IO, maxPodsPerNode is 1', async () => {
+    const { cluster, reconciler } = world(
+      (p) => [
+        share(p.logs, 35, 'Culprit'),
+        share(p.pinned, 30, 'Culprit'),
+        share(p.db, 26, 'Culprit'),
+        { kind: 'System', sharePercent: 9, role: 'System' },
+      ],
+      { migrateWorkloads: { by: 'measuredIo', maxPodsPerNode: 1 } },
+    );
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    expect(cluster.evicted).to.deep.equal(['shop/web-1', 'shop/db-0']);
+    await reconciler.reconcile('p');
+    expect(cluster.evicted, 'one moved: maxPodsPerNode').to.deep.equal(['shop/web-1', 'shop/db-0']);
+  });
+
   it('moves no pod when the runtime does the IO, and says so', async () => {
     const { cluster, reconciler } = world((p) => [
       share(p.db, 20, 'Bystander'),

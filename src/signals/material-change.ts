@@ -100,7 +100,7 @@ const SHARES: ((a: IoAttribution) => number | undefined)[] = [
 
 /**
  * Whether the attribution changed enough to write: it became known, a new pod took the top (by a clear margin), a
- * pod's role changed (the agent gives roles hysteresis), or the top pod's, the runtime's or System's share moved
+ * listed pod's role changed (the agent gives roles hysteresis) or a Culprit came or went, or the top pod's, the runtime's or System's share moved
  * into another band. Not its going: attribution goes when the reading turns quiet, which isQuiet says without
  * hysteresis; the other signals' bands decide when that is written, and the heartbeat writes it in any case.
  */
@@ -118,9 +118,13 @@ export function isAttributionChange(
   }
   const roles = (a: IoAttribution) => new Map(pods(a).map((c) => [podKey(c), c.role]));
   const [was, now] = [roles(published), roles(next)];
-  // A pod not listed is a Bystander: one that leaves the list as a Bystander changed nothing.
-  for (const uid of new Set([...was.keys(), ...now.keys()]))
-    if ((was.get(uid) ?? 'Bystander') !== (now.get(uid) ?? 'Bystander')) return true;
+  // A role changed on a pod listed both times; or a Culprit came or went, which the list's edge never decides (a
+  // culprit has at least a fifth of the device, so at most five are). Not a Victim or Bystander coming onto the list
+  // or leaving it: the fifth place changes hands between pods of similar, small shares at every look.
+  for (const key of new Set([...was.keys(), ...now.keys()])) {
+    const [before, after] = [was.get(key), now.get(key)];
+    if (before && after ? before !== after : (before ?? after) === 'Culprit') return true;
+  }
   return SHARES.some((read) => {
     const from = levelOf(read(published) ?? 0, BANDS.share);
     return nextLevel(read(next) ?? 0, from, BANDS.share) !== from;

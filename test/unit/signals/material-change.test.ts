@@ -184,11 +184,32 @@ describe('isMaterialChange on the attribution', () => {
       true,
     ],
     [
-      'a Victim appears',
+      'a Victim comes onto the list (the fifth place changes hands at every look)',
       attribution([['a', 10]]),
       attribution([
         ['a', 10],
         ['v', 0, 'Victim'],
+      ]),
+      false,
+    ],
+    [
+      'a listed pod turns Victim',
+      attribution([
+        ['a', 10],
+        ['v', 1],
+      ]),
+      attribution([
+        ['a', 10],
+        ['v', 1, 'Victim'],
+      ]),
+      true,
+    ],
+    [
+      'a Culprit comes onto the list',
+      attribution([['a', 10]]),
+      attribution([
+        ['a', 10],
+        ['c', 30, 'Culprit'],
       ]),
       true,
     ],
@@ -221,6 +242,25 @@ describe('isMaterialChange on the attribution', () => {
     it(`${material ? 'publishes' : 'does not publish'} when ${name}`, () => {
       expect(isMaterialChange(from, to)).to.equal(material);
     });
+  it('publishes once while a victim at the fifth place comes and goes at every look (found by review)', () => {
+    const look = (i: number) =>
+      attribution([
+        ['big', 60, 'Culprit'],
+        ['p1', 5],
+        ['p2', 5],
+        ['p3', 5],
+        i % 2 === 0 ? ['v', 4.5, 'Victim'] : ['p4', 4.6],
+      ]);
+    let published = look(0);
+    let writes = 0;
+    for (let i = 1; i < 20; i++)
+      if (isMaterialChange(published, look(i))) {
+        writes++;
+        published = look(i);
+      }
+    expect(writes).to.equal(0);
+  });
+
   it('tells pods a source names but gives no UID (Prometheus) by their namespace and name', () => {
     const named = (rows: [string, number, IoConsumer['role']][]) => {
       const r = attribution([]);

@@ -76,21 +76,34 @@ export async function observeNodes(
     else unsettled.push(nodeName);
   }
   await forEachLimit(drafts, LIVE_READS, async (draft) => {
-    const { attribution, cause, culprits } = await resolveAttribution(
+    // Who does the IO is asked only of a node whose pressure is proven (IoPressureHigh True: a fresh reading, held
+    // for sustainSeconds): no live read, cause or Event for a node that is merely busy.
+    if (draft.io?.condition.status !== 'True') {
+      delete memory.state(draft.node.name).culprits;
+      return;
+    }
+    const { attribution, cause, culprits, dueAt } = await resolveAttribution(
       deps,
       request,
       draft.node.name,
-      draft.reading?.attribution,
+      { attribution: draft.reading?.attribution, busyPercent: busyOf(draft.reading) },
       memory,
     );
-    // Said only where there is something to say: an attribution, or pressure nobody could attribute.
-    if (attribution || draft.io?.condition.status === 'True') draft.cause = cause;
+    draft.cause = cause;
     draft.attribution = attribution;
     draft.ioHeavyPods = culprits;
+    if (dueAt !== undefined) draft.dueAt = Math.min(draft.dueAt, dueAt);
   });
   const observations = drafts.map((draft) => finish(request, draft));
   await readIoHeavyPods(deps, request, observations);
   return { observations, unsettled };
+}
+
+/** The attributed device's busy time in the reading it came with (the busiest disk's where the source lists none). */
+function busyOf(reading: SourcedReading | undefined): number | undefined {
+  const device = reading?.attribution?.device;
+  const listed = reading?.devices?.find((d) => d.name === device);
+  return listed ? listed.busyPercent : reading?.diskBusyPercent;
 }
 
 /** Live reads (the running pods of a node) in flight at once. */

@@ -42,6 +42,11 @@ export interface NodeState {
   deferredSince?: number;
   /** The running pods the node's IO consumers were named from, while the same consumers are named. */
   pods?: { key: string; byId: ReadonlyMap<string, PodView> };
+  /**
+   * The node's culprits (by UID, or namespace/name) and since when each has been one, in ms: kept across full passes
+   * (a culprit must be one for sustainSeconds before it moves), gone with the attribution.
+   */
+  culprits?: Map<string, number>;
 }
 
 /** A node change the apiserver refused for what it is (400/422): not sent again as it is. */

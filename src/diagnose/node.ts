@@ -291,7 +291,10 @@ function summarise(d: NodeDiagnosis, stamps: NodeStamps | undefined): string {
   if (isTrue(high) && high?.reason === 'ThresholdSustained') parts.push(`IO pressure proven (${source})`);
   else if (isTrue(high)) parts.push(`IO pressure held high: ${high?.reason ?? ''} (${source})`);
   else if (d.found.sandboxHealth) parts.push(`IO pressure not proven (${source})`);
-  const culprit = d.ioCause?.consumers?.find((c) => c.role === 'Culprit' || c.kind === 'Runtime');
+  // Under cause Pod, the pod with the largest share (the operator's culprit, whatever role the agent gave it).
+  const culprit = [...(d.ioCause?.consumers ?? [])]
+    .filter((c) => c.kind === 'Pod' && c.role !== 'Victim')
+    .sort((a, b) => (b.sharePercent ?? 0) - (a.sharePercent ?? 0))[0];
   if (d.ioCause?.cause === 'Pod' && culprit?.sharePercent !== undefined)
     parts.push(`culprit ${consumerName(culprit)} (${Math.round(culprit.sharePercent)}% of the IO)`);
   else if (d.ioCause?.cause === 'Runtime') parts.push("the container runtime's own IO");

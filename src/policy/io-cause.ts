@@ -37,16 +37,38 @@ export function topConsumer(attribution: IoAttribution | undefined): string | un
 
 const percent = (n: number | undefined) => `${Math.round(n ?? 0)}%`;
 
+/** What the cause is judged against besides the attribution. */
+export interface CauseContext {
+  /** A pod with this share of the device or more is a culprit. */
+  minSharePercent: number;
+  /** The attributed device's busy percentage in the same reading (undefined: unknown). */
+  busyPercent: number | undefined;
+  /** The policy's diskBusyPercent: a device under it is not shown to be saturated. */
+  busyThreshold: number;
+  /** Pods (by UID, or namespace/name) that were culprits on the last look: they stay so down to HELD_SHARE of it. */
+  held?: ReadonlySet<string>;
+}
+
+/** A culprit stays one until its share falls under this fraction of minSharePercent, as the agent's roles do. */
+export const HELD_SHARE = 0.8;
+
+/** A pod by its UID, or by its name where the source names pods and gives no UIDs (Prometheus). */
+export const consumerId = (c: IoConsumer): string => c.podUid ?? `${c.namespace ?? ''}/${c.name ?? ''}`;
+
 /**
- * The cause from the attribution. A pod is a culprit at minSharePercent or more; the runtime is the cause when its own
- * share reaches it and no pod's is larger. Low confidence (cgroup v1) hides writeback in the rest, so it can miss a
- * culprit, never invent one: a measured share is real IO of that cgroup. A source that measures no shares (the
- * kubelet Summary's pressure alone) can name victims, not a cause.
+ * The cause from the attribution. A pod is a culprit at minSharePercent or more (a culprit of the last look down to
+ * HELD_SHARE of it), unless the agent calls it a Victim; the runtime is the cause when its own share reaches it and
+ * no pod's is larger. Either needs the attributed device to be saturated in the same reading (busyPercent at the
+ * policy's diskBusyPercent): node IO pressure from elsewhere (a network volume) makes no pod of an idle disk a
+ * culprit. Low confidence (cgroup v1) hides writeback in the rest, so it can miss a culprit, never invent one: a
+ * measured share is real IO of that cgroup. A source that measures no shares (the kubelet Summary's pressure alone)
+ * can name victims, not a cause.
  */
 export function decideIoCause(
   attribution: IoAttribution | undefined,
-  minSharePercent: number,
+  context: CauseContext,
 ): IoCauseDecision {
+  const { minSharePercent } = context;
   if (!attribution)
     return {
       cause: 'Unknown',
@@ -64,28 +86,36 @@ export function decideIoCause(
       message: `The source measures no pod's share of the IO (${trust}); it can tell victims, not culprits.`,
       culprits: [],
     };
+  const { busyPercent, busyThreshold } = context;
+  if (busyPercent === undefined || busyPercent < busyThreshold)
+    return {
+      cause: 'Unattributed',
+      message: `${device} is ${busyPercent === undefined ? 'of unknown busy time' : `${Math.round(busyPercent)}% busy`}, under diskBusyPercent (${busyThreshold}%): who does its IO is not what saturates the node, and nobody is named the cause (${trust}).`,
+      culprits: [],
+    };
   const share = (c: IoConsumer) => c.sharePercent ?? 0;
   const pods = consumers.filter((c) => c.kind === 'Pod').sort((a, b) => share(b) - share(a));
-  const culprits = pods.filter((c) => share(c) >= minSharePercent);
+  const threshold = (c: IoConsumer) => minSharePercent * (context.held?.has(consumerId(c)) ? HELD_SHARE : 1);
+  const culprits = pods.filter((c) => c.role !== 'Victim' && share(c) >= threshold(c));
   const runtime = consumers.find((c) => c.kind === 'Runtime');
   if (runtime && share(runtime) >= minSharePercent && share(runtime) >= share(pods[0] ?? runtime))
     return {
       cause: 'Runtime',
-      message: `The container runtime does ${percent(runtime.sharePercent)} of ${device}'s IO (image pulls and unpacking): rollouts are throttled and pod starts paced where the policy allows it, and no pod is moved (${trust}).`,
+      message: `The container runtime does ${percent(runtime.sharePercent)} of ${device}'s IO (image pulls and unpacking): no pod is moved; rollouts are throttled and pod starts paced where the policy says so (${trust}).`,
       culprits: [],
     };
   const top = culprits[0];
   if (top)
     return {
       cause: 'Pod',
-      message: `${culprits.map((c) => `${consumerName(c)} does ${percent(c.sharePercent)}`).join(', ')} of ${device}'s IO: the culprit${culprits.length > 1 ? 's are' : ' is'} moved where migrateWorkloads allows it (${trust}).`,
+      message: `${culprits.map((c) => `${consumerName(c)} does ${percent(c.sharePercent)}`).join(', ')} of ${device}'s IO: the culprit${culprits.length > 1 ? 's are' : ' is'} moved where migrateWorkloads.by measuredIo allows it (${trust}).`,
       culprits,
     };
   const largest = [...consumers].sort((a, b) => share(b) - share(a))[0];
   const biggest = largest ? ` (the largest: ${consumerName(largest)}, ${percent(largest.sharePercent)})` : '';
   return {
     cause: 'Unattributed',
-    message: `Neither a pod nor the runtime does ${minSharePercent}% of ${device}'s IO${biggest}: cordon and evict only (${trust}).`,
+    message: `Neither a pod nor the runtime does ${minSharePercent}% of ${device}'s IO${biggest}: nobody is named the cause (${trust}).`,
     culprits: [],
   };
 }

@@ -31,6 +31,8 @@ import {
   waitForRunning,
 } from '../support/workloads.js';
 
+/** FAST_IO, and the crafted disk (90 % busy under load) saturated: a culprit is named only on a saturated disk. */
+const SATURATING_IO = { ...FAST_IO, thresholds: { ...FAST_IO.thresholds, diskBusyPercent: 85 } };
 const poolSelector = (pool: string) => ({ matchLabels: { 'sandbox.remediator.io/test-pool': pool } });
 const preferring = (node: string) => ({
   nodeAffinity: {
@@ -91,7 +93,7 @@ describe('the measured culprit on the real cluster', function () {
     await applyPolicy(cleanup, policy, {
       nodeSelector: poolSelector(pool),
       detection: { stuckThresholdSeconds: 3 },
-      ioPressure: FAST_IO,
+      ioPressure: SATURATING_IO,
       remediation: { migrateWorkloads: { by: 'measuredIo' } }, // maxPodsPerNode 2: the held take no place
       safety: { maxUnhealthyNodes: 1, minSchedulableNodes: 1, cooldownSeconds: 5, maxEvictionsPerMinute: 20 },
     });
@@ -214,7 +216,7 @@ describe('the measured culprit on the real cluster', function () {
     await applyPolicy(cleanup, policy, {
       nodeSelector: poolSelector(pool),
       detection: { stuckThresholdSeconds: 3 },
-      ioPressure: FAST_IO,
+      ioPressure: SATURATING_IO,
       remediation: {
         evictStuckPods: false,
         migrateWorkloads: { by: 'measuredIo' },

@@ -114,7 +114,7 @@ export const IoCauseSchema = z
     cause: z
       .enum(IO_CAUSES)
       .describe(
-        'Pod: pods measured as culprits do the IO (they are moved, with migrateWorkloads.by measuredIo). Runtime: the container runtime does (rollouts are throttled and pod starts paced, and no pod is moved). Unattributed: no consumer stands out (cordon and evict only). Unknown: no attribution to go by.',
+        "Named only on a node whose IO pressure is proven, and only when the attributed device is saturated in the same reading (its busy time at ioPressure.thresholds.diskBusyPercent). Pod: pods measured as culprits do the IO (with migrateWorkloads.by measuredIo they are moved once they have been culprits for sustainSeconds; a Victim never is). Runtime: the container runtime does, and no pod is moved for its IO (rollout throttling and pacing apply as the policy says). Unattributed: no consumer stands out, or the device is not saturated: no pod is moved for its IO. Unknown: no attribution to go by. The cordon, the stuck pods' evictions, migration by labels and rollout throttling do not depend on the cause.",
       ),
     message: z.string().max(1024).describe('The evidence, and the remedy it calls for.'),
     since: time().describe('Since when the cause has been what it is.'),

@@ -18,11 +18,15 @@ const running = (
 
 type Pods = Record<'db' | 'logs' | 'pinned' | 'api', PodView>;
 
-function world(consumers: (pods: Pods) => IoConsumer[], remediation: Record<string, unknown> = {}) {
+function world(
+  consumers: (pods: Pods) => IoConsumer[],
+  remediation: Record<string, unknown> = {},
+  { sustainSeconds = 0, psi = 60, busy = 97 } = {},
+) {
   const cluster = new MemoryCluster()
     .addPolicy('p', {
       detection: { stuckThresholdSeconds: 30 },
-      ioPressure: { sustainSeconds: 0, recoverySeconds: 30, staleAfterSeconds: 3600 },
+      ioPressure: { sustainSeconds, recoverySeconds: 30, staleAfterSeconds: 3600 },
       remediation: { migrateWorkloads: { by: 'measuredIo', maxPodsPerNode: 5 }, ...remediation },
       safety: { maxUnhealthyNodes: 1 },
     })
@@ -58,8 +62,15 @@ function world(consumers: (pods: Pods) => IoConsumer[], remediation: Record<stri
       read: (node: string) => ({
         source: 'agent',
         observedTime: new Date(controllers.clock.now()).toISOString(),
-        psiSomeAvg10Percent: node === 'n1' ? 60 : 1,
-        ...(node === 'n1' ? { attribution: attribution() } : {}),
+        psiSomeAvg10Percent: node === 'n1' ? psi : 1,
+        // The attributed disk saturated in the same reading (diskBusyPercent 90 by default).
+        ...(node === 'n1'
+          ? {
+              attribution: attribution(),
+              diskBusyPercent: busy,
+              devices: [{ name: 'sda', busyPercent: busy, inFlight: 30 }],
+            }
+          : {}),
       }),
     }),
   });
@@ -125,9 +136,10 @@ describe('PolicyReconciler and the measured culprit', () => {
   });
 
   it('moves no pod when the runtime does the IO, and says so', async () => {
+    // db at a culprit's share: only the runtime rule keeps it on the node.
     const { cluster, reconciler } = world((p) => [
-      share(p.db, 20, 'Bystander'),
-      { kind: 'Runtime', sharePercent: 70, role: 'Runtime' },
+      share(p.db, 26, 'Culprit'),
+      { kind: 'Runtime', sharePercent: 64, role: 'Runtime' },
       { kind: 'System', sharePercent: 10, role: 'System' },
     ]);
     await reconciler.reconcile('p');
@@ -135,7 +147,7 @@ describe('PolicyReconciler and the measured culprit', () => {
     expect(cluster.evicted, 'only the stuck pod').to.deep.equal(['shop/web-1']);
     const status = cluster.health('n1')!.status!;
     expect(status.ioCause).to.deep.include({ cause: 'Runtime' });
-    expect(status.topConsumer).to.equal('runtime 70%');
+    expect(status.topConsumer).to.equal('runtime 64%');
     expect(cluster.takeEvents()).to.include('Node/n1 Warning IoRuntimeBusy');
   });
 
@@ -151,6 +163,62 @@ describe('PolicyReconciler and the measured culprit', () => {
     await reconciler.reconcile('p');
     await reconciler.reconcile('p');
     expect(cluster.evicted).to.deep.equal(['shop/web-1', 'shop/db-0']);
+  });
+
+  it('moves a culprit only once it has been one for sustainSeconds, as the pressure must be (a burst is none)', async () => {
+    const { cluster, reconciler, clock } = world(
+      (p) => [share(p.db, 40, 'Culprit'), { kind: 'System', sharePercent: 60, role: 'System' }],
+      {},
+      { sustainSeconds: 20 },
+    );
+    await reconciler.reconcile('p'); // the pressure starts to count
+    clock.advance(20_000);
+    await reconciler.reconcile('p'); // IoPressureHigh: cordon; db a culprit from now
+    await reconciler.reconcile('p');
+    expect(cluster.evicted, 'the stuck pod, not yet the culprit').to.deep.equal(['shop/web-1']);
+    clock.advance(19_000);
+    await reconciler.reconcile('p');
+    expect(cluster.evicted).to.deep.equal(['shop/web-1']);
+    clock.advance(1_000);
+    await reconciler.reconcile('p');
+    expect(cluster.evicted).to.deep.equal(['shop/web-1', 'shop/db-0']);
+  });
+
+  it('reads the pods again before a culprit moves: a no-migrate label put on meanwhile holds it (found by review)', async () => {
+    const { cluster, reconciler, pods } = world((p) => [
+      share(p.db, 40, 'Culprit'),
+      { kind: 'System', sharePercent: 60, role: 'System' },
+    ]);
+    await reconciler.reconcile('p'); // cordon; the pods read, db among them unlabelled
+    const labelled = {
+      ...pods.db,
+      labels: { ...pods.db.labels, 'sandbox.remediator.io/no-migrate': 'true' },
+    };
+    cluster.running = cluster.running.map((pod) => (pod.uid === pods.db.uid ? labelled : pod));
+    await reconciler.reconcile('p');
+    expect(cluster.evicted).to.deep.equal(['shop/web-1']);
+    expect((cluster.health('n1')!.status!.blocked ?? []).map((b) => `${b.target} ${b.guard}`)).to.deep.equal([
+      'pod/shop/db-0 NoMigrateLabel',
+    ]);
+  });
+
+  it('asks nothing, names no cause and sends no Event for a node whose pressure is not proven', async () => {
+    const { cluster, reconciler } = world(
+      (p) => [share(p.db, 40, 'Culprit'), { kind: 'System', sharePercent: 60, role: 'System' }],
+      {},
+      { psi: 5, busy: 30 }, // busy, not saturated: nothing proven
+    );
+    const reads: string[] = [];
+    const list = cluster.runningPodsOn.bind(cluster);
+    cluster.runningPodsOn = (node, selector) => {
+      reads.push(node);
+      return list(node, selector);
+    };
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    expect(reads).to.deep.equal([]);
+    expect(cluster.health('n1')!.status!.ioCause).to.equal(undefined);
+    expect(cluster.takeEvents().filter((e) => e.includes('IoCulpritFound'))).to.deep.equal([]);
   });
 
   it('writes nothing more while the shares wobble and the cast holds', async () => {

@@ -26,6 +26,14 @@ const attribution = (...consumers: IoConsumer[]): IoAttribution => ({
   consumers,
 });
 
+/** A saturated sda (95 % busy, threshold 90 %) and a minSharePercent. */
+const saturated = (minSharePercent = 25, held: string[] = []) => ({
+  minSharePercent,
+  busyPercent: 95,
+  busyThreshold: 90,
+  held: new Set(held),
+});
+
 describe('decideIoCause', () => {
   const rows: { name: string; attribution: IoAttribution | undefined; cause: string; culprits: string[] }[] =
     [
@@ -55,7 +63,13 @@ describe('decideIoCause', () => {
         culprits: ['db-0'],
       },
       {
-        name: 'nothing reaches 25 %: Unattributed (cordon and evict only)',
+        name: 'a Victim at 25 % (its own pressure high) is never a culprit: the one below it is',
+        attribution: attribution(pod('v', 30, 'Victim'), pod('db-0', 26), system(44)),
+        cause: 'Pod',
+        culprits: ['db-0'],
+      },
+      {
+        name: 'nothing reaches 25 %: Unattributed',
         attribution: attribution(pod('a', 20), pod('b', 15), runtime(5), system(60)),
         cause: 'Unattributed',
         culprits: [],
@@ -63,22 +77,45 @@ describe('decideIoCause', () => {
     ];
   for (const row of rows)
     it(row.name, () => {
-      const decision = decideIoCause(row.attribution, 25);
+      const decision = decideIoCause(row.attribution, saturated());
       expect(decision.cause).to.equal(row.cause);
       expect(decision.culprits.map((c) => c.name)).to.deep.equal(row.culprits);
       expect(decision.message).to.be.a('string').and.not.equal('');
     });
 
   it('names the culprits and the device in its message, and says how much to trust it', () => {
-    const { message } = decideIoCause(attribution(pod('db-0', 64), system(36)), 25);
+    const { message } = decideIoCause(attribution(pod('db-0', 64), system(36)), saturated());
     expect(message).to.equal(
-      "shop/db-0 does 64% of sda's IO: the culprit is moved where migrateWorkloads allows it (High confidence: cgroup v2, ext4).",
+      "shop/db-0 does 64% of sda's IO: the culprit is moved where migrateWorkloads.by measuredIo allows it (High confidence: cgroup v2, ext4).",
     );
   });
 
   it('honours minSharePercent', () => {
-    expect(decideIoCause(attribution(pod('db-0', 40), system(60)), 50).cause).to.equal('Unattributed');
-    expect(decideIoCause(attribution(pod('db-0', 40), system(60)), 40).cause).to.equal('Pod');
+    expect(decideIoCause(attribution(pod('db-0', 40), system(60)), saturated(50)).cause).to.equal(
+      'Unattributed',
+    );
+    expect(decideIoCause(attribution(pod('db-0', 40), system(60)), saturated(40)).cause).to.equal('Pod');
+  });
+
+  it('keeps a culprit of the last look one down to 80 % of minSharePercent, and no one else', () => {
+    const look = attribution(pod('db-0', 21), pod('web', 22), system(57));
+    expect(decideIoCause(look, saturated(25, ['uid-db-0'])).culprits.map((c) => c.name)).to.deep.equal([
+      'db-0',
+    ]);
+    expect(
+      decideIoCause(attribution(pod('db-0', 19.9), system(80.1)), saturated(25, ['uid-db-0'])).cause,
+    ).to.equal('Unattributed');
+  });
+
+  it('names nobody on a device that is not saturated in the same reading: the pressure comes from elsewhere', () => {
+    const look = attribution(pod('logs', 70), runtime(20), system(10));
+    for (const busyPercent of [4, 89.9, undefined]) {
+      const decision = decideIoCause(look, { ...saturated(), busyPercent });
+      expect(decision.cause, String(busyPercent)).to.equal('Unattributed');
+      expect(decision.culprits).to.deep.equal([]);
+      expect(decision.message).to.match(/under diskBusyPercent \(90%\)/);
+    }
+    expect(decideIoCause(look, { ...saturated(), busyPercent: 90 }).cause).to.equal('Pod');
   });
 });
 

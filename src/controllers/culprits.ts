@@ -1,9 +1,9 @@
 import type { IoAttribution, IoConsumer, SandboxPolicySpec } from '../api/v1alpha1/index.js';
-import { matchesSelector, NO_MIGRATE_LABEL } from '../api/v1alpha1/index.js';
+import { consumerId, matchesSelector, NO_MIGRATE_LABEL } from '../api/v1alpha1/index.js';
 import type { PodView } from '../detection/index.js';
 import { describeError } from '../kube/errors.js';
 import type { Logger } from '../observability/log.js';
-import { consumerId, decideIoCause, type IoCauseDecision } from '../policy/io-cause.js';
+import { decideIoCause, type IoCauseDecision } from '../policy/io-cause.js';
 import type { WorkloadReader } from '../ports/cluster.js';
 import type { PolicyMemory } from './policy-memory.js';
 

@@ -2,7 +2,7 @@
 // (DESIGN.md, "Who does the IO, and which remedy follows"): a culprit pod is moved; the runtime's own IO (image pulls,
 // unpacking) calls for fewer rollouts at once and paced pod starts, and no pod is moved; with nothing attributable,
 // the node is cordoned and its stuck pods evicted, no more.
-import type { IoAttribution, IoCause, IoConsumer } from '../api/v1alpha1/index.js';
+import { consumerId, type IoAttribution, type IoCause, type IoConsumer } from '../api/v1alpha1/index.js';
 
 export interface IoCauseDecision {
   cause: IoCause;
@@ -51,9 +51,6 @@ export interface CauseContext {
 
 /** A culprit stays one until its share falls under this fraction of minSharePercent, as the agent's roles do. */
 export const HELD_SHARE = 0.8;
-
-/** A pod by its UID, or by its name where the source names pods and gives no UIDs (Prometheus). */
-export const consumerId = (c: IoConsumer): string => c.podUid ?? `${c.namespace ?? ''}/${c.name ?? ''}`;
 
 /**
  * The cause from the attribution. A pod is a culprit at minSharePercent or more (a culprit of the last look down to

@@ -1,4 +1,9 @@
-import type { IoAttribution, IoConsumer, IoReadingStatus } from '../api/v1alpha1/index.js';
+import {
+  consumerId,
+  type IoAttribution,
+  type IoConsumer,
+  type IoReadingStatus,
+} from '../api/v1alpha1/index.js';
 
 /** A level a signal enters at `enter` and leaves only below `exit` (exit < enter): hysteresis. */
 export interface Band {
@@ -85,8 +90,7 @@ export function isMaterialChange(published: IoReadingStatus | undefined, next: I
 const TOP_POD_MARGIN = 5;
 
 const pods = (a: IoAttribution) => a.consumers.filter((c) => c.kind === 'Pod');
-/** A pod by its UID (the agent) or its name (Prometheus names pods, and has no UIDs). */
-const podKey = (c: IoConsumer) => c.podUid ?? `${c.namespace ?? ''}/${c.name ?? ''}`;
+const podKey = consumerId;
 const topPod = (a: IoAttribution): IoConsumer | undefined =>
   pods(a).reduce<IoConsumer | undefined>(
     (top, c) => (!top || (c.sharePercent ?? 0) > (top.sharePercent ?? 0) ? c : top),

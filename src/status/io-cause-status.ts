@@ -1,13 +1,15 @@
 // PURE: the ioCause and topConsumer of a node's SandboxHealth, and the Event of a new cause.
-import type {
-  IoAttribution,
-  IoCauseStatus,
-  IoConsumer,
-  RuntimeInfoStatus,
-  SandboxHealthStatus,
+import {
+  consumerId,
+  type IoAttribution,
+  type IoCauseStatus,
+  type IoConsumer,
+  type RuntimeInfoStatus,
+  type SandboxHealthStatus,
 } from '../api/v1alpha1/index.js';
 import type { NodeView } from '../detection/index.js';
 import { topConsumer, type IoCauseDecision } from '../policy/io-cause.js';
+import { BANDS, levelOf, nextLevel } from '../signals/material-change.js';
 import type { Transition } from '../ports/writes.js';
 
 /** What status keeps of a consumer: who, its role and share; the rates are in the reading. */
@@ -20,9 +22,23 @@ function listed(consumer: IoConsumer): IoConsumer {
   return kept;
 }
 
-const who = (c: IoConsumer) => `${c.kind} ${c.podUid ?? `${c.namespace ?? ''}/${c.name ?? ''}`} ${c.role}`;
-/** The cast: who is there, in what role. While it holds, the figures' wobble is not news (nor a write). */
-const cast = (consumers: readonly IoConsumer[] | undefined) => (consumers ?? []).map(who).join('\n');
+const who = (c: IoConsumer) => `${c.kind} ${consumerId(c)} ${c.role}`;
+/**
+ * The cast: who is there in a role that matters (not the Bystanders, who come and go at the list's edge), and the
+ * band of each one's share (25, 50, 75 %, with the agent's exits). While it holds, the figures' wobble is not news
+ * (nor a write); a share that crosses a band is, so the status never tells 60 % of a pod now at 30 %.
+ */
+function cast(consumers: readonly IoConsumer[] | undefined, before?: readonly IoConsumer[]): string {
+  const was = new Map((before ?? []).map((c) => [who(c), levelOf(c.sharePercent ?? 0, BANDS.share)]));
+  return (consumers ?? [])
+    .filter((c) => c.role !== 'Bystander')
+    .map((c) => {
+      const from = was.get(who(c));
+      const share = c.sharePercent ?? 0;
+      return `${who(c)} ${from === undefined ? levelOf(share, BANDS.share) : nextLevel(share, from, BANDS.share)}`;
+    })
+    .join('\n');
+}
 
 /**
  * The cause as status says it. The stored one is kept while the cause and its cast (who, in what role) stay the
@@ -37,7 +53,7 @@ export function desiredIoCause(
   const { decision, attribution } = cause;
   const consumers = attribution?.consumers.map(listed);
   const stored = previous?.ioCause;
-  if (stored?.cause === decision.cause && cast(stored.consumers) === cast(consumers))
+  if (stored?.cause === decision.cause && cast(stored.consumers) === cast(consumers, stored.consumers))
     return { ioCause: stored, ...(previous?.topConsumer ? { topConsumer: previous.topConsumer } : {}) };
   // The runtime's own IO on a containerd that predates the mount fix: the upgrade is the remedy that lasts.
   const advice =

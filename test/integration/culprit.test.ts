@@ -241,14 +241,20 @@ describe('the measured culprit on the real cluster', function () {
     );
     await node.pressure('load');
 
+    let seen: Awaited<ReturnType<typeof getHealth>>;
     const health = await eventually(
       'the cause: the runtime',
       async () => {
-        const h = await getHealth(sick);
-        return h?.ioCause?.cause === 'Runtime' ? h : undefined;
+        seen = await getHealth(sick);
+        return seen?.ioCause?.cause === 'Runtime' ? seen : undefined;
       },
       { timeoutMs: 60_000 },
-    );
+    ).catch((err: unknown) => {
+      // What the operator and the agent said instead: the next engineer needs it.
+      throw new Error(
+        `${String(err)}; ioCause ${JSON.stringify(seen?.ioCause)}; reading ${JSON.stringify(seen?.ioReading)}`,
+      );
+    });
     expect(health.ioCause?.message).to.match(/container runtime does 6\d% .*no pod is moved/);
     expect(health.topConsumer).to.match(/^runtime 6\d%$/);
     await eventually(

@@ -106,6 +106,9 @@ export const IoAttributionSchema = z
   );
 export type IoAttribution = z.infer<typeof IoAttributionSchema>;
 
+/** A pod by its UID, or by its name where the source names pods and gives no UIDs (Prometheus). */
+export const consumerId = (c: IoConsumer): string => c.podUid ?? `${c.namespace ?? ''}/${c.name ?? ''}`;
+
 export const IO_CAUSES = ['Pod', 'Runtime', 'Unattributed', 'Unknown'] as const;
 export type IoCause = (typeof IO_CAUSES)[number];
 

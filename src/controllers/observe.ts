@@ -54,6 +54,19 @@ function simulatedStamps(previous: SandboxHealthStatus | undefined): NodeStamps 
  * Pods an earlier pass already evicted (in a dry run, also those reported as evicted): never evicted twice. A
  * real run ignores dry-run records: those pods are still there and may need it.
  */
+/**
+ * Pods moved off the node since its remediation began: the count status keeps for it (which the recent actions,
+ * capped and shared, would lose), or the recent actions' where status has none yet (a status from before the count).
+ */
+function migratedSince(previous: SandboxHealthStatus | undefined, since: Date): number {
+  const kept =
+    previous?.remediation?.since === since.toISOString() ? (previous.remediation.migrated ?? 0) : 0;
+  const recent = (previous?.actions ?? []).filter(
+    (a) => a.kind === 'Migrate' && a.outcome === 'Succeeded' && new Date(a.time) >= since,
+  ).length;
+  return Math.max(kept, recent);
+}
+
 export function evictedUids(actions: readonly ActionRecord[] | undefined, dryRun: boolean): Set<string> {
   return new Set(
     (actions ?? [])
@@ -100,11 +113,7 @@ export function observeNode(input: ObserveInput): NodeFacts {
       .filter((s) => s.cause !== 'Unknown' && isIoCause(s.cause) && !skip(s.pod))
       .map((s) => candidate(s.pod)),
     ioHeavyPods: input.ioHeavyPods.filter((p) => !skip(p)).map(candidate),
-    migrated: stamps
-      ? (previous?.actions ?? []).filter(
-          (a) => a.kind === 'Migrate' && a.outcome === 'Succeeded' && new Date(a.time) >= stamps.since,
-        ).length
-      : 0,
+    migrated: stamps ? migratedSince(previous, stamps.since) : 0,
   };
   if (stamps) facts.stamps = stamps;
   // A dry run cannot undo what a real run did: it would report the same undo on every pass.

@@ -176,7 +176,16 @@ export function desiredHealthStatus(input: RemediationStatusInput): HealthStatus
   const latest = actions[0];
   if (latest) status.lastAction = `${latest.kind} ${latest.outcome}${latest.dryRun ? ' (dry run)' : ''}`;
   const record = mirror(stamps, input.simulated);
-  if (record) status.remediation = record;
+  if (record) {
+    // Counted here, not from the recent actions (20, shared with every other kind): maxPodsPerNode holds for the
+    // whole remediation, however long it lasts, and across restarts.
+    const before = previous?.remediation?.since === record.since ? (previous.remediation.migrated ?? 0) : 0;
+    const moved = input.results.filter(
+      (r) => r.action.kind === 'Migrate' && r.outcome === 'Succeeded',
+    ).length;
+    if (before + moved > 0) record.migrated = before + moved;
+    status.remediation = record;
+  }
   return status;
 }
 

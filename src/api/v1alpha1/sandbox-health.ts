@@ -205,6 +205,13 @@ export const RemediationRecordSchema = z
     cordoned: z.boolean().describe('Whether the operator cordoned the node.'),
     taint: z.string().optional().describe('The taint the operator added, as key=value:effect.'),
     reason: z.string().max(1024).describe('Why the node was remediated.'),
+    migrated: z
+      .int()
+      .min(0)
+      .optional()
+      .describe(
+        'Pods moved off the node in this remediation (migrateWorkloads), counted against maxPodsPerNode.',
+      ),
     dryRun: z
       .boolean()
       .describe('True: nothing was changed; this records what a dry run would have changed.'),

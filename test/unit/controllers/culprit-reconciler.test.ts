@@ -221,6 +221,26 @@ describe('PolicyReconciler and the measured culprit', () => {
     expect(cluster.takeEvents().filter((e) => e.includes('IoCulpritFound'))).to.deep.equal([]);
   });
 
+  it('holds maxPodsPerNode for the whole remediation, after its Migrate records left the recent actions (found by review)', async () => {
+    let top: keyof Pods = 'db';
+    const { cluster, reconciler, pods } = world(
+      (p) => [share(p[top], 40, 'Culprit'), { kind: 'System', sharePercent: 60, role: 'System' }],
+      { migrateWorkloads: { by: 'measuredIo', maxPodsPerNode: 1 } },
+    );
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    expect(cluster.evicted).to.deep.equal(['shop/web-1', 'shop/db-0']);
+    expect(cluster.health('n1')!.status!.remediation?.migrated).to.equal(1);
+    cluster.running = cluster.running.filter((pod) => pod.uid !== pods.db.uid);
+    // Twenty later records (a long incident's evictions and blocks) pushed the Migrate out of the recent actions.
+    cluster.health('n1')!.status!.actions = [];
+    top = 'api'; // with db gone, the next pod's share rises: a new culprit
+    cluster.changed('n1');
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    expect(cluster.evicted, 'no second move: maxPodsPerNode 1').to.deep.equal(['shop/web-1', 'shop/db-0']);
+  });
+
   it('writes nothing more while the shares wobble and the cast holds', async () => {
     let dbShare = 60;
     const { cluster, reconciler } = world((p) => [

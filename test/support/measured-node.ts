@@ -14,7 +14,8 @@ import { ProcRoot } from './proc-root.js';
 const DISK = { name: 'vda', major: 254, minor: 0 };
 const DEVICE = `${DISK.major}:${DISK.minor}`;
 /** The disk does this much a second under load: shares are of it. */
-const DISK_BYTES_PER_SECOND = 100e6;
+/** 100 MiB: a whole number of 512-byte sectors (diskstats counts sectors, and a fraction is no diskstats line). */
+const DISK_BYTES_PER_SECOND = 100 * 1024 * 1024;
 const DISK_OPS_PER_SECOND = 1000;
 /** Ten minutes of ticks: longer than any test that uses it. */
 const MAX_TICKS = 600;
@@ -130,7 +131,7 @@ export class MeasuredNode {
         ...(pod.load.psi === undefined ? {} : { psi: pod.load.psi }),
       });
     tree.cgroup(RUNTIME_CGROUP, advance(this.runtime));
-    this.disk.sectorsWritten += (DISK_BYTES_PER_SECOND * scale) / 512;
+    this.disk.sectorsWritten += (DISK_BYTES_PER_SECOND * scale) / 512; // whole: see DISK_BYTES_PER_SECOND
     this.disk.writes += DISK_OPS_PER_SECOND * scale;
     this.disk.ioTicks += 900 * scale;
     this.writing = this.writing

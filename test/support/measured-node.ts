@@ -13,8 +13,10 @@ import { ProcRoot } from './proc-root.js';
 /** The crafted disk, as diskstats names it (the fixtures' own vda has this number too). */
 const DISK = { name: 'vda', major: 254, minor: 0 };
 const DEVICE = `${DISK.major}:${DISK.minor}`;
-/** The disk does this much a second under load: shares are of it. */
-/** 100 MiB: a whole number of 512-byte sectors (diskstats counts sectors, and a fraction is no diskstats line). */
+/**
+ * The disk does this much a second under load (shares are of it): 100 MiB, a whole number of 512-byte sectors
+ * (diskstats counts sectors, and a fraction is no diskstats line).
+ */
 const DISK_BYTES_PER_SECOND = 100 * 1024 * 1024;
 const DISK_OPS_PER_SECOND = 1000;
 /** Ten minutes of ticks: longer than any test that uses it. */

@@ -25,7 +25,7 @@ const decision: IoCauseDecision = { cause: 'Pod', message: 'shop/db-0 does it', 
 /** The status after a first look, then what the next look makes of it. */
 function twoLooks(first: IoAttribution, second: IoAttribution) {
   const stored = desiredIoCause({ decision, attribution: first }, undefined, undefined, T0);
-  const previous: SandboxHealthStatus = { ...stored } as SandboxHealthStatus;
+  const previous = { ...stored } as SandboxHealthStatus; // the rest of a status does not matter here
   const next = desiredIoCause(
     { decision, attribution: second },
     previous,

@@ -137,7 +137,7 @@ export const MigrateWorkloadsSchema = z
       .enum(['labels', 'measuredIo'])
       .default('labels')
       .describe(
-        "labels: move the running pods podSelector selects. measuredIo: move the pods the node agent measured as culprits (a share of the device's IO of at least minSharePercent); podSelector, if given, restricts which may move.",
+        "labels: move the running pods podSelector selects. measuredIo: move the pods the node's reading measures as culprits (the agent's cgroup counters, or Prometheus' cAdvisor series: a share of the saturated device's IO of at least minSharePercent, held for ioPressure.sustainSeconds); podSelector, if given, restricts which may move.",
       ),
     podSelector: LabelSelectorSchema.optional().describe(
       'Selects the IO-heavy pods to move off a saturated node (by labels: required), or the pods that may be moved (by measuredIo: optional). Must not be empty: an empty selector would select every pod.',

@@ -32,8 +32,9 @@ const MOUNTS_MAX_AGE_MS = 60_000;
 
 /**
  * The share of a core the cgroup reads may take on average: half a percent (the DaemonSet requests 1 % for the
- * whole agent). A read costs about 50-60 us a pod (two files; measured under --jitless, docs/adr/0018-io-attribution.md):
- * 100 pods are read every second, 1,000 every 10 s, and a node of 5,000 every 30 s, the longest wait.
+ * whole agent). A read costs about 50-60 us of CPU a pod under --jitless (two files; bench/agent-attribution.ts,
+ * 2026-12-02): a little over the 5 ms of a 1 s tick at 100 pods, so they are read on every second tick; 1,000 every
+ * 10-15 s, and a node of 5,000 every 30 s, the longest wait (0.7-0.9 % of a core then).
  */
 const READ_SHARE = 0.005;
 const MAX_READ_SPACING_MS = 30_000;

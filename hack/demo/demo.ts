@@ -1,17 +1,22 @@
 // `make demo`: the whole story on the embedded default. A local cluster with 6 kwok nodes; the operator and a node
-// agent reading this machine's real /proc; a workload; then the incident played for real (stress-ng loads this
-// machine's disk, kubelet's production message on one node, new pods stuck in ContainerCreating); detection, the
-// IO evidence, the cordon, the evictions, the replacements Running elsewhere and the paused rollout; then the load
-// ends, the node recovers and everything is undone. It ends with a timeline drawn from the cluster's Events and
-// the SandboxHealth status, and leaves the cluster up (make cluster-down stops it).
+// agent reading this machine's real /proc and cgroup tree; a workload; then the incident played for real: a noisy
+// neighbour (a bounded stress-ng inside the cgroup of one of the shop's pods, made on this machine's real cgroup tree
+// where kubelet would put it: neighbour.ts) saturates this machine's disk, kubelet's production message on one node,
+// new pods stuck in ContainerCreating; detection, the IO evidence, the culprit named with its share, the cordon, the
+// evictions, the replacements Running elsewhere and the paused rollout; then the culprit moved (its replacement
+// Running on another node) and its IO gone with it; the node recovers and everything is undone. It ends with a
+// timeline drawn from the cluster's Events and the SandboxHealth status, and leaves the cluster up (make cluster-down
+// stops it). It needs root (the pod cgroup), and refuses to run beside a kubelet with the systemd cgroup driver
+// (neighbour.ts says why).
 //
 // Without a terminal it prints the same. A step that does not happen in time fails the demo: exit 1, naming the
 // step, what was last seen and where the logs are.
 //
-// Knobs (environment): THRESHOLD (stuck seconds, 20), LOAD_SECONDS (the stress-ng bound, 300),
+// Knobs (environment): THRESHOLD (stuck seconds, 20), LOAD_SECONDS (the neighbour's stress-ng bound, 300),
 // DEMO_NODE_PREFIX (kwok-node-), DEMO_NAMESPACE (demo), DEMO_POLICY (demo), DEMO_PORT_BASE (18080: metrics,
 // +1 probes, +2 agent), DEMO_TIMELINE_JSON (also write the timeline there). `--cleanup` removes what the demo
-// created at the end (its processes, namespace, policy and nodes), for tests.
+// created at the end (its processes, namespace, policy and nodes), for tests. On every exit (an error, SIGINT,
+// SIGTERM) the neighbour's load is stopped and its cgroup removed.
 import {
   AppsV1Api,
   CoreV1Api,
@@ -24,7 +29,7 @@ import {
   type V1Node,
   type V1Pod,
 } from '@kubernetes/client-node';
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import {
   closeSync,
   existsSync,
@@ -40,6 +45,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { API_VERSION, GROUP, ROLLOUT_STAMP, STAMP, VERSION } from '../../src/api/v1alpha1/index.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
 import { describeError, isNotFound } from '../../src/kube/errors.js';
+import {
+  CGROUP_ROOT,
+  type Culprit,
+  NoisyNeighbour,
+  refusal,
+  removeLeftovers,
+  STRESS_ARGS,
+} from './neighbour.js';
 import { buildTimeline, formatTimeline, type StatusAction, type TimelineEntry } from './timeline.js';
 
 const REPO = join(import.meta.dirname, '..', '..');
@@ -68,7 +81,7 @@ const SICK = `${PREFIX}1`;
 const DEMO_LABEL = 'sandbox.remediator.io/demo';
 /** Deployments whose rollouts the incident catches mid-way. */
 const ROLLOUTS = ['checkout', 'catalog'];
-const STEPS = 9;
+const STEPS = 10;
 
 const tty = process.stderr.isTTY;
 const bold = (s: string) => (tty ? `\x1b[1m${s}\x1b[0m` : s);
@@ -192,6 +205,12 @@ interface Health {
     }[];
     blocked?: { kind: string; target: string; guard: string; message: string }[];
     actions?: StatusAction[];
+    ioCause?: {
+      cause: string;
+      message: string;
+      consumers?: { kind: string; namespace?: string; name?: string; sharePercent?: number; role: string }[];
+    };
+    topConsumer?: string;
   };
 }
 const readHealth = async (node: string) =>
@@ -283,20 +302,54 @@ function startDetached(name: string, args: string[]): void {
   writeFileSync(pidFile(name), String(child.pid));
 }
 
-let stress: ChildProcess | undefined;
-let stressDir: string | undefined;
-function stopStress(): void {
-  stress?.kill('SIGINT');
-  stress = undefined;
-  if (stressDir) rmSync(stressDir, { recursive: true, force: true });
-  stressDir = undefined;
+/** The changes the neighbour made to the cgroup tree, for the next run to undo should this one be killed. */
+const NEIGHBOUR_STATE = join(CLUSTER_DIR, 'neighbour-cgroups.json');
+let neighbour: NoisyNeighbour | undefined;
+let culprit: Culprit | undefined;
+
+/** Stops the neighbour's load and removes its cgroup; whether it was running (exit handlers call it too). */
+function stopNeighbour(): boolean {
+  const stopping = neighbour;
+  neighbour = undefined;
+  for (const problem of stopping?.stop() ?? []) say(`   left behind: ${problem}`);
+  return stopping !== undefined;
+}
+
+/** As kubelet stops a deleted pod's containers and removes its cgroup: the load ends once its pod is gone. */
+async function stopWithItsPod(pod: Culprit): Promise<void> {
+  while (neighbour) {
+    const gone = await core()
+      .readNamespacedPod({ namespace: pod.namespace, name: pod.name })
+      .then(
+        (p) => p.metadata?.uid !== pod.uid || p.metadata.deletionTimestamp !== undefined,
+        (err: unknown) => (isNotFound(err) ? true : undefined), // unknown: ask again
+      );
+    if (gone && stopNeighbour()) {
+      mark(
+        `pod/${pod.namespace}/${pod.name}`,
+        'LoadStopped',
+        'its pod was deleted: its stress-ng stopped and its cgroup removed, as kubelet does',
+        true,
+      );
+      return;
+    }
+    await sleep(1000);
+  }
 }
 
 // --- the story ----------------------------------------------------------------------------------------------------
 
 const actions: TimelineEntry[] = [];
-const mark = (object: string, reason: string, message: string) =>
-  actions.push({ time: new Date().toISOString(), actor: 'demo', object, reason, message });
+/** What the demo did; a reaction (to what the operator did) goes after the operator's entries of its second. */
+const mark = (object: string, reason: string, message: string, reaction = false) =>
+  actions.push({
+    time: new Date().toISOString(),
+    actor: 'demo',
+    object,
+    reason,
+    message,
+    ...(reaction ? { reaction } : {}),
+  });
 let evidence: TimelineEntry | undefined;
 
 function policyYaml(): string {
@@ -313,10 +366,12 @@ spec:
     source: agent
     sustainSeconds: 5        # default 30
     recoverySeconds: 15      # default 120
-    # What stress-ng --io 4 --hdd 2 reaches on a small machine; the defaults (PSI some 40%, disk busy 90%) suit
+    # What the neighbour's stress-ng reaches on a small machine; the defaults (PSI some 40%, disk busy 90%) suit
     # production disks.
     thresholds: { psiSomeAvg10Percent: 20, diskBusyPercent: 60, psiFullAvg10Percent: 100, blockedProcesses: 10000 }
   remediation:
+    migrateWorkloads:
+      by: measuredIo         # move the pods the agent measures doing the disk's IO (minSharePercent 25)
     throttleRollouts:
       maxConcurrentRollouts: 1
   safety:
@@ -375,6 +430,129 @@ function deployment(name: string, replicas: number, minReadySeconds: number, pre
   };
 }
 
+/** Waits for the neighbour's pod to be moved (a Migrate action), its load to stop with it, and its replacement to run. */
+async function moveCulprit(): Promise<void> {
+  const moved = culprit;
+  if (!moved) return;
+  const target = `pod/${moved.namespace}/${moved.name}`;
+  // maxEvictionsPerMinute 1: the stuck pods go first, a minute apart, then the culprit.
+  await waitFor(
+    `${moved.namespace}/${moved.name} moved off ${SICK}`,
+    180,
+    async () => {
+      const actions = (await readHealth(SICK))?.status?.actions ?? [];
+      const migrated = actions.find(
+        (a) => a.kind === 'Migrate' && a.target === target && a.outcome === 'Succeeded',
+      );
+      if (migrated) moved.movedAt = migrated.time;
+      return migrated !== undefined;
+    },
+    async () => {
+      const status = (await readHealth(SICK))?.status;
+      const held = status?.blocked?.filter((b) => b.target === target).map((b) => `${b.guard}: ${b.message}`);
+      return `${held?.length ? held.join('; ') : 'not held'}; top IO ${status?.topConsumer ?? 'none'}`;
+    },
+  );
+  await waitFor('its load stopped and its cgroup removed (as kubelet does)', 30, () =>
+    Promise.resolve(neighbour === undefined && !existsSync(moved.cgroup)),
+  );
+  const since = Math.floor(Date.parse(moved.movedAt ?? '') / 1000) * 1000;
+  await waitFor(`its replacement Running on another node`, 120, async () => {
+    const pods = (await core().listNamespacedPod({ namespace: NAMESPACE, labelSelector: 'app=shop' })).items;
+    const replacement = pods.find(
+      (p) =>
+        p.status?.phase === 'Running' &&
+        p.spec?.nodeName !== SICK &&
+        new Date(p.metadata?.creationTimestamp ?? 0).getTime() >= since,
+    );
+    const { name } = replacement?.metadata ?? {};
+    const node = replacement?.spec?.nodeName;
+    if (!name || !node) return false;
+    moved.replacement = { name, node };
+    return true;
+  });
+  const { name, node } = moved.replacement ?? {};
+  mark(
+    `pod/${NAMESPACE}/${name}`,
+    'ReplacementRunning',
+    `on ${node}, in place of ${moved.name}, moved off ${SICK}`,
+    true,
+  );
+  say(
+    `   ${moved.namespace}/${moved.name} (${moved.sharePercent}% of the disk's IO) now runs as ${name} on ${node}`,
+  );
+  show(['get', 'pods', '-n', NAMESPACE, '-o', 'wide', '-l', 'app=shop']);
+}
+
+/** Waits for the operator to name the neighbour's pod as the culprit (status.ioCause), and shows it. */
+async function nameCulprit(): Promise<void> {
+  const wanted = culprit;
+  if (!wanted) return;
+  const who = `${wanted.namespace}/${wanted.name}`;
+  await waitFor(
+    `the culprit named: ${who}`,
+    90,
+    async () => {
+      const cause = (await readHealth(SICK))?.status?.ioCause;
+      const named = cause?.consumers?.find(
+        (c) => c.role === 'Culprit' && c.namespace === wanted.namespace && c.name === wanted.name,
+      );
+      if (cause?.cause !== 'Pod' || named?.sharePercent === undefined) return false;
+      wanted.sharePercent = named.sharePercent;
+      return true;
+    },
+    async () => {
+      const status = (await readHealth(SICK))?.status;
+      return `${status?.ioCause?.cause ?? 'no cause'}; top IO ${status?.topConsumer ?? 'none'}`;
+    },
+  );
+  show(['get', 'sbh']);
+  say(`   ${(await readHealth(SICK))?.status?.ioCause?.message ?? ''}`);
+}
+
+/** One of the shop's pods on the sick node becomes the noisy neighbour: its cgroup made, the load started in it. */
+async function startNeighbour(): Promise<void> {
+  const pod = (await podsOn(SICK)).find(
+    (p) =>
+      p.metadata?.labels?.app === 'shop' && p.status?.phase === 'Running' && !p.metadata.deletionTimestamp,
+  );
+  const { name, uid } = pod?.metadata ?? {};
+  if (!name || !uid) throw new StepFailed(`no Running shop pod on ${SICK} to be the noisy neighbour`);
+  const qosClass = pod?.status?.qosClass;
+  mkdirSync(join(CLUSTER_DIR, 'logs'), { recursive: true });
+  neighbour = NoisyNeighbour.start({
+    uid,
+    qosClass,
+    seconds: LOAD_SECONDS,
+    // On the disk, not in /tmp: Debian 13 mounts /tmp as tmpfs, where the load would stay in memory.
+    tempDir: mkdtempSync(join(CLUSTER_DIR, 'stress-')),
+    logFile: logFile('neighbour'),
+    stateFile: NEIGHBOUR_STATE,
+  });
+  culprit = { namespace: NAMESPACE, name, uid, cgroup: neighbour.cgroup, ...(qosClass ? { qosClass } : {}) };
+  const load = `stress-ng ${STRESS_ARGS.join(' ')} --timeout ${LOAD_SECONDS}s`;
+  say(`   the noisy neighbour: pod ${NAMESPACE}/${name} (${qosClass ?? 'no QoS class'}, uid ${uid})`);
+  say(`$ mkdir -p ${neighbour.cgroup}   (where kubelet's systemd cgroup driver puts this pod)`);
+  say(`$ sh -c 'echo $$ >${neighbour.cgroup}/cgroup.procs; exec ${load}'   (stops by itself)`);
+  say(
+    dim(
+      `   O_DIRECT writes: cgroup ${neighbour.version} charges buffered writeback to the flusher, direct IO to the pod`,
+    ),
+  );
+  await neighbour.ensureCounted().catch((err: unknown) => {
+    throw new StepFailed(describeError(err));
+  });
+  say(
+    neighbour.throttleRule
+      ? `   this kernel counted the pod's IO only once a throttle rule was set on the disk: ${neighbour.throttleRule} (1 TiB/s, no limit) on its cgroup`
+      : `   the kernel counts its IO in the pod's cgroup${neighbour.version === 'v1' ? ' (blkio.throttle.io_service_bytes) without a throttle rule from the demo' : ''}`,
+  );
+  mark(`pod/${NAMESPACE}/${name}`, 'LoadStarted', `${load} in this pod's cgroup, ${neighbour.cgroup}`);
+  void stopWithItsPod(culprit).catch((err: unknown) =>
+    say(`   watching the neighbour's pod failed: ${describeError(err)}`),
+  );
+}
+
 async function main(): Promise<void> {
   say(
     bold('sandbox-remediator demo') +
@@ -385,6 +563,11 @@ async function main(): Promise<void> {
   await step(
     'A local cluster: etcd, kube-apiserver, controller-manager, scheduler and kwok with 6 nodes',
     async () => {
+      // Before anything is made: the noisy neighbour's pod cgroup needs root, and no kubelet owning its tree.
+      const why = refusal();
+      if (why) throw new StepFailed(`the noisy neighbour cannot run here: ${why}`);
+      for (const problem of removeLeftovers(NEIGHBOUR_STATE))
+        say(`   a previous run's cgroup left behind: ${problem}`);
       // With a node prefix of its own (tests), the demo makes its nodes itself and leaves kwok-node-* as they are.
       run(join(REPO, 'hack', 'cluster', 'up.sh'), [], { NODES: PREFIX === 'kwok-node-' ? '6' : '0' });
       for (const name of NODES) {
@@ -449,43 +632,48 @@ async function main(): Promise<void> {
     },
   );
 
-  await step(`The operator, and the node agent for ${SICK} reading this machine's /proc`, async () => {
-    startDetached('operator', [
-      'operator',
-      `--kubeconfig=${KUBECONFIG}`,
-      `--metrics-bind-address=127.0.0.1:${PORT_BASE}`,
-      `--health-probe-bind-address=127.0.0.1:${PORT_BASE + 1}`,
-    ]);
-    await waitFor(
-      'the operator ready (/readyz)',
-      90,
-      async () => (await fetch(`http://127.0.0.1:${PORT_BASE + 1}/readyz`)).ok,
-      () => Promise.resolve(readFileSync(logFile('operator'), 'utf8').trim().split('\n').at(-1) ?? ''),
-    );
-    // The agent publishes into the SandboxHealth the operator creates for each node its policies select; started
-    // before that, it would ask again only at its next heartbeat (a minute).
-    await waitFor(
-      `${SICK}'s SandboxHealth, created by the operator`,
-      60,
-      async () => (await readHealth(SICK)) !== undefined,
-    );
-    startDetached('agent', [
-      'agent',
-      `--node-name=${SICK}`,
-      `--kubeconfig=${KUBECONFIG}`,
-      `--metrics-bind-address=127.0.0.1:${PORT_BASE + 2}`,
-    ]);
-    await waitFor(
-      `the agent's first reading in ${SICK}'s SandboxHealth`,
-      60,
-      async () => {
-        const h = await readHealth(SICK);
-        return h?.status?.ioReading?.source === 'agent';
-      },
-      healthLine,
-    );
-    show(['get', 'sandboxpolicies']);
-  });
+  await step(
+    `The operator, and the node agent for ${SICK} reading this machine's /proc and cgroups`,
+    async () => {
+      startDetached('operator', [
+        'operator',
+        `--kubeconfig=${KUBECONFIG}`,
+        `--metrics-bind-address=127.0.0.1:${PORT_BASE}`,
+        `--health-probe-bind-address=127.0.0.1:${PORT_BASE + 1}`,
+      ]);
+      await waitFor(
+        'the operator ready (/readyz)',
+        90,
+        async () => (await fetch(`http://127.0.0.1:${PORT_BASE + 1}/readyz`)).ok,
+        () => Promise.resolve(readFileSync(logFile('operator'), 'utf8').trim().split('\n').at(-1) ?? ''),
+      );
+      // The agent publishes into the SandboxHealth the operator creates for each node its policies select; started
+      // before that, it would ask again only at its next heartbeat (a minute).
+      await waitFor(
+        `${SICK}'s SandboxHealth, created by the operator`,
+        60,
+        async () => (await readHealth(SICK)) !== undefined,
+      );
+      startDetached('agent', [
+        'agent',
+        `--node-name=${SICK}`,
+        `--kubeconfig=${KUBECONFIG}`,
+        `--metrics-bind-address=127.0.0.1:${PORT_BASE + 2}`,
+        // The real tree (the default, said here): it finds the neighbour's pod cgroup by kubelet's path rules.
+        `--cgroup-root=${CGROUP_ROOT}`,
+      ]);
+      await waitFor(
+        `the agent's first reading in ${SICK}'s SandboxHealth`,
+        60,
+        async () => {
+          const h = await readHealth(SICK);
+          return h?.status?.ioReading?.source === 'agent';
+        },
+        healthLine,
+      );
+      show(['get', 'sandboxpolicies']);
+    },
+  );
 
   await step(
     `A workload: shop (6 pods, one per node), catalog (3) and checkout (3 that prefer ${SICK})`,
@@ -520,18 +708,9 @@ async function main(): Promise<void> {
   );
 
   await step(
-    `The incident on ${SICK}: real disk load, and containerd cannot create sandboxes in time`,
+    `The incident on ${SICK}: a noisy neighbour saturates the disk, and containerd cannot create sandboxes in time`,
     async () => {
-      // On the disk, not in /tmp: Debian 13 mounts /tmp as tmpfs, where the load would stay in memory.
-      mkdirSync(CLUSTER_DIR, { recursive: true });
-      stressDir = mkdtempSync(join(CLUSTER_DIR, 'stress-'));
-      say(`$ stress-ng --io 4 --hdd 2 --timeout ${LOAD_SECONDS}s   (this machine's disk; stops by itself)`);
-      stress = spawn(
-        'stress-ng',
-        ['--io', '4', '--hdd', '2', '--timeout', `${LOAD_SECONDS}s`, '--temp-path', stressDir],
-        { stdio: 'ignore' },
-      );
-      mark('this machine', 'LoadStarted', `stress-ng --io 4 --hdd 2 for at most ${LOAD_SECONDS}s`);
+      await startNeighbour();
       run(join(REPO, 'hack', 'cluster', 'incident'), [
         'start',
         '--node',
@@ -581,7 +760,7 @@ async function main(): Promise<void> {
   );
 
   await step(
-    'IO evidence, then the remediation: cordon, evict the stuck pods, hold rollouts back',
+    'IO evidence and its culprit, then the remediation: cordon, evict the stuck pods, hold rollouts back',
     async () => {
       await waitFor(
         "IoPressureHigh proven by the agent's readings",
@@ -613,6 +792,7 @@ async function main(): Promise<void> {
         },
         healthLine,
       );
+      await nameCulprit();
       // maxConcurrentRollouts 1: while the node is under pressure, one of the two rollouts waits, paused.
       await waitFor('a rollout held paused by the operator', 60, async () =>
         (await Promise.all(ROLLOUTS.map(readDeployment))).some(pausedByUs),
@@ -658,39 +838,45 @@ async function main(): Promise<void> {
   );
 
   await step(
-    'The load ends: IO recovers, and after recoverySeconds and the cooldown everything is undone',
-    async () => {
-      run(join(REPO, 'hack', 'cluster', 'incident'), ['stop', '--node', SICK]);
-      stopStress();
-      mark(`node/${SICK}`, 'IncidentEnded', 'the load stopped; kubelet creates sandboxes again');
-      await waitFor(
-        'IoPressureHigh False',
-        120,
-        async () => condition(await readHealth(SICK), 'IoPressureHigh')?.status === 'False',
-        healthLine,
-      );
-      await waitFor(
-        `${SICK} uncordoned`,
-        120,
-        async () => !(await readNode(SICK)).spec?.unschedulable,
-        healthLine,
-      );
-      await waitFor(
-        `${SICK} Healthy`,
-        120,
-        async () => (await readHealth(SICK))?.status?.state === 'Healthy',
-        healthLine,
-      );
-      await waitFor('the rollouts resumed and complete', 180, async () =>
-        (await Promise.all(ROLLOUTS.map(readDeployment))).every(
-          (d) => !pausedByUs(d) && !d.spec?.paused && rolledOut(d),
-        ),
-      );
-      show(['get', 'sandboxhealth']);
-      show(['get', 'sandboxpolicies']);
-      show(['get', 'node', SICK]);
-    },
+    'The culprit moved: evicted after the stuck pods, its replacement Running on another node, its IO gone with it',
+    moveCulprit,
   );
+
+  await step('The IO recovers: after recoverySeconds and the cooldown everything is undone', async () => {
+    run(join(REPO, 'hack', 'cluster', 'incident'), ['stop', '--node', SICK]);
+    stopNeighbour(); // gone with its pod already
+    mark(
+      `node/${SICK}`,
+      'IncidentEnded',
+      'its culprit gone, the disk is quiet: kubelet creates sandboxes again',
+    );
+    await waitFor(
+      'IoPressureHigh False',
+      120,
+      async () => condition(await readHealth(SICK), 'IoPressureHigh')?.status === 'False',
+      healthLine,
+    );
+    await waitFor(
+      `${SICK} uncordoned`,
+      120,
+      async () => !(await readNode(SICK)).spec?.unschedulable,
+      healthLine,
+    );
+    await waitFor(
+      `${SICK} Healthy`,
+      120,
+      async () => (await readHealth(SICK))?.status?.state === 'Healthy',
+      healthLine,
+    );
+    await waitFor('the rollouts resumed and complete', 180, async () =>
+      (await Promise.all(ROLLOUTS.map(readDeployment))).every(
+        (d) => !pausedByUs(d) && !d.spec?.paused && rolledOut(d),
+      ),
+    );
+    show(['get', 'sandboxhealth']);
+    show(['get', 'sandboxpolicies']);
+    show(['get', 'node', SICK]);
+  });
 
   await step("The timeline, from the cluster's Events and the SandboxHealth status", async () => {
     const events = [
@@ -719,12 +905,16 @@ async function main(): Promise<void> {
     if (TIMELINE_JSON)
       writeFileSync(
         TIMELINE_JSON,
-        JSON.stringify({ started: new Date(started).toISOString(), timeline }, null, 2),
+        JSON.stringify({ started: new Date(started).toISOString(), timeline, culprit }, null, 2),
       );
   });
 
   say();
-  say(bold(`Done in ${clock()}: ${SICK} was cordoned, drained of stuck pods, and restored.`));
+  say(
+    bold(
+      `Done in ${clock()}: ${SICK} was cordoned, drained of stuck pods and of its noisy neighbour, and restored.`,
+    ),
+  );
   say(`Explore: export KUBECONFIG=${KUBECONFIG}`);
   const hints: [string, string][] = [
     [`kubectl get sandboxhealth ${SICK} -o yaml`, "the node's full status: readings, actions, conditions"],
@@ -755,11 +945,26 @@ async function cleanup(): Promise<void> {
         .catch(() => undefined);
 }
 
+// Every exit stops the neighbour's load and removes its cgroup: an error, the end, SIGINT (Ctrl-C) and SIGTERM (a test's
+// timeout); a SIGKILL leaves it to the next run (removeLeftovers). stress-ng ends by itself within LOAD_SECONDS anyway.
+process.on('exit', () => {
+  stopNeighbour();
+});
+for (const [signal, code] of [
+  ['SIGINT', 130],
+  ['SIGTERM', 143],
+] as const)
+  process.once(signal, () => {
+    stopNeighbour();
+    spawnSync(join(REPO, 'hack', 'cluster', 'incident'), ['stop', '--node', SICK], { stdio: 'ignore' });
+    process.exit(code);
+  });
+
 try {
   await main();
   if (CLEANUP) await cleanup();
 } catch (err) {
-  stopStress();
+  stopNeighbour();
   spawnSync(join(REPO, 'hack', 'cluster', 'incident'), ['stop', '--node', SICK], { stdio: 'ignore' });
   say();
   say(bold(`make demo failed at step ${stepNo}/${STEPS} (${stepTitle}):`));
@@ -770,5 +975,5 @@ try {
   if (CLEANUP) await cleanup();
   process.exitCode = 1;
 } finally {
-  stopStress();
+  stopNeighbour();
 }

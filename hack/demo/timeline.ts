@@ -14,6 +14,11 @@ export interface TimelineEntry {
   object: string;
   reason: string;
   message: string;
+  /**
+   * The demo's answer to what the operator did (the neighbour's load ending with its evicted pod): after the
+   * operator's entries of its second, where the demo's own acts go before them.
+   */
+  reaction?: boolean;
 }
 
 /** The part of a recorded action (status.actions) the timeline reads. */
@@ -100,7 +105,7 @@ export function buildTimeline(input: {
       }),
     );
 
-  input.extra.forEach((entry, i) => ranked.push({ entry, rank: 0, order: i }));
+  input.extra.forEach((entry, i) => ranked.push({ entry, rank: entry.reaction ? 3 : 0, order: i }));
 
   const second = (t: string) => Math.floor(new Date(t).getTime() / 1000);
   return ranked
@@ -108,7 +113,9 @@ export function buildTimeline(input: {
       (a, b) =>
         second(a.entry.time) - second(b.entry.time) ||
         a.rank - b.rank ||
-        (a.rank === 0 ? new Date(a.entry.time).getTime() - new Date(b.entry.time).getTime() : 0) ||
+        (a.rank === 0 || a.rank === 3
+          ? new Date(a.entry.time).getTime() - new Date(b.entry.time).getTime()
+          : 0) ||
         a.order - b.order,
     )
     .map((r) => r.entry);
@@ -116,8 +123,10 @@ export function buildTimeline(input: {
 
 /** One line per entry: time since `start`, who, what object, the reason and as much message as fits. */
 export function formatTimeline(entries: readonly TimelineEntry[], start: Date, width = 120): string {
+  // Whole seconds as the entries are ordered (Events carry no more): a mark at .6 s prints in its own second.
+  const second = (t: Date) => Math.floor(t.getTime() / 1000);
   const since = (t: string) => {
-    const s = Math.max(0, Math.round((new Date(t).getTime() - start.getTime()) / 1000));
+    const s = Math.max(0, second(new Date(t)) - second(start));
     return `+${String(Math.floor(s / 60)).padStart(2, '0')}:${String(s % 60).padStart(2, '0')}`;
   };
   const objectWidth = Math.min(40, Math.max(6, ...entries.map((e) => e.object.length)));

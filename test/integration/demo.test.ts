@@ -1,8 +1,10 @@
-// `make demo` end to end, without a terminal: the demo's own program on the real cluster, with real disk load,
-// on nodes and a namespace of its own. Each step must have happened, in order, by the timeline it prints, which
-// it draws from the cluster's Events and status; and the node must be back as it was.
+// `make demo` end to end, without a terminal: the demo's own program on the real cluster, with real disk load done
+// inside a pod's cgroup on this machine's real cgroup tree, on nodes and a namespace of its own. Each step must have
+// happened, in order, by the timeline it prints, which it draws from the cluster's Events and status; and the node
+// and the cgroup tree must be back as they were.
 import { expect } from 'chai';
 import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -10,6 +12,7 @@ import { join } from 'node:path';
 import { CLUSTER_DIR, kubectl, resolveKubectl } from '../support/cluster.js';
 import { REPO_ROOT } from '../support/manifests.js';
 import { Ajv2020 } from 'ajv/dist/2020.js';
+import { ioHierarchy, removeLeftovers, type Culprit } from '../../hack/demo/neighbour.js';
 import type { TimelineEntry } from '../../hack/demo/timeline.js';
 import type { NodeDiagnosis } from '../../src/diagnose/schema.js';
 
@@ -36,6 +39,8 @@ async function freePortRun(): Promise<number> {
   throw new Error('no three consecutive free ports');
 }
 
+const NEIGHBOUR_STATE = join(CLUSTER_DIR, 'neighbour-cgroups.json');
+
 describe('make demo, end to end without a terminal', function () {
   let dir = '';
   let demo: ChildProcess | undefined;
@@ -45,7 +50,11 @@ describe('make demo, end to end without a terminal', function () {
     // A demo cut short (a timeout here) must not leave its operator acting beside the next test's: stop its process
     // group, the operator and agent it recorded, and what it created.
     if (demo?.pid !== undefined && demo.exitCode === null) {
+      const exited = new Promise((resolve) => demo?.once('exit', resolve));
       process.kill(-demo.pid, 'SIGTERM');
+      // Its SIGTERM handler stops the noisy neighbour and removes its cgroup; what it could not, goes here.
+      await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 20_000))]);
+      for (const problem of removeLeftovers(NEIGHBOUR_STATE)) console.error(`left behind: ${problem}`);
       for (const name of ['operator', 'agent']) {
         const file = join(CLUSTER_DIR, 'pids', `${name}.pid`);
         const pid = Number(await readFile(file, 'utf8').catch(() => ''));
@@ -59,8 +68,9 @@ describe('make demo, end to end without a terminal', function () {
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  it('detects, proves, cordons, evicts, pauses a rollout, recovers and undoes, in that order, and exits 0', async function () {
+  it('detects, proves, names the culprit, cordons, evicts, pauses a rollout, moves the culprit, recovers and undoes, in that order, and exits 0', async function () {
     this.timeout(600_000);
+    const hadSlices = existsSync(`${ioHierarchy()?.dir}/kubepods.slice`);
     dir = await mkdtemp(join(tmpdir(), 'demo-'));
     id = Math.random().toString(36).slice(2, 7);
     const timelineFile = join(dir, 'timeline.json');
@@ -90,13 +100,16 @@ describe('make demo, end to end without a terminal', function () {
     expect(code, `the demo's exit status; its output:\n${output.slice(-6000)}`).to.equal(0);
 
     // Every step announced, in order, and no escape codes without a terminal.
-    const steps = [...output.matchAll(/^== (\d)\/9 /gm)].map((m) => Number(m[1]));
-    expect(steps).to.deep.equal([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    const steps = [...output.matchAll(/^== (\d+)\/10 /gm)].map((m) => Number(m[1]));
+    expect(steps).to.deep.equal([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
     expect(output).to.not.include('\x1b[');
     expect(output).to.include('kubectl get sandboxhealth');
     expect(output).to.include('kubectl get sandboxpolicies');
 
-    const { timeline } = JSON.parse(await readFile(timelineFile, 'utf8')) as { timeline: TimelineEntry[] };
+    const { timeline, culprit } = JSON.parse(await readFile(timelineFile, 'utf8')) as {
+      timeline: TimelineEntry[];
+      culprit?: Culprit;
+    };
     const sick = `node/demo-${id}-1`;
     // When each first happened, in whole seconds (Events carry no more): steps taken in one pass share a second.
     const at = (reason: string, object?: string, last = false) => {
@@ -158,6 +171,39 @@ describe('make demo, end to end without a terminal', function () {
       );
     }
     expect(output).to.match(/^\+\d\d:\d\d {2}operator {2}node\/demo-\w+-1 +Cordoned/m);
+
+    // The noisy neighbour: one of the shop's pods on the sick node, its load done in its cgroup on the real tree.
+    expect(culprit, 'the noisy neighbour in the timeline file').to.not.equal(undefined);
+    const { namespace, name, cgroup, replacement } = culprit!;
+    expect(namespace).to.equal(`demo-${id}`);
+    expect(name).to.match(/^shop-/);
+    const slices = `${ioHierarchy()?.dir}/kubepods.slice`;
+    expect(cgroup).to.equal(
+      `${slices}/kubepods-besteffort.slice/kubepods-besteffort-pod${culprit!.uid.replace(/-/g, '_')}.slice`,
+    );
+    const who = `${namespace}/${name}`;
+    // Named with its share, as the agent measured it on the real tree: the operator's IoCulpritFound Event.
+    const found = timeline.find((e) => e.reason === 'IoCulpritFound' && e.object === sick);
+    const share = Number(new RegExp(`^${who} does (\\d+)%`).exec(found?.message ?? '')?.[1]);
+    expect(share, `the culprit named with its share: ${found?.message}`).to.be.at.least(25);
+    expect(culprit!.sharePercent, 'its share in status.ioCause').to.be.at.least(25);
+    expect(output).to.include('kubectl get sbh');
+    expect(output).to.match(/ TOP IO\b/);
+    expect(output).to.match(new RegExp(` ${who} \\d+%`)); // the Top IO column
+    // Moved after the cordon and the stuck pods' evictions; its load stopped with it; its replacement Running on
+    // another node; the node recovered after that.
+    const migrated = at('MigratedIoHeavyPod', `pod/${who}`);
+    expect(migrated, 'the culprit moved once named').to.be.at.least(at('IoCulpritFound', sick));
+    expect(migrated, 'cordoned, then the culprit moved').to.be.at.least(cordon);
+    expect(migrated, 'the stuck pods first').to.be.at.least(at('EvictedStuckPod', undefined, true));
+    expect(at('LoadStopped', `pod/${who}`), 'its load ends with its pod').to.be.at.least(migrated);
+    expect(replacement?.node, 'its replacement on another node').to.match(new RegExp(`^demo-${id}-[02-5]$`));
+    expect(at('ReplacementRunning', `pod/${namespace}/${replacement?.name}`)).to.be.at.least(migrated);
+    expect(recovered, 'the node recovers once the culprit is gone').to.be.at.least(migrated);
+    // The cgroup tree as it was: the pod's cgroup gone, and the levels above it only if they were there before.
+    expect(existsSync(cgroup), `${cgroup} removed`).to.equal(false);
+    expect(existsSync(slices), `${slices} as before the demo`).to.equal(hadSlices);
+    expect(existsSync(NEIGHBOUR_STATE), 'nothing left for a next run to undo').to.equal(false);
 
     // `kubectl sandbox diagnose NODE -o json`, taken while one stuck pod waited for the eviction rate: valid by the
     // published schema, naming the stuck pod, its cause, the evidence and the actions taken.

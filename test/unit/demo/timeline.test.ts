@@ -99,6 +99,40 @@ describe('demo timeline', () => {
     expect(timeline[3]!.message).to.equal('evicted');
   });
 
+  it("puts the demo's reactions after the operator's entries of their second, and prints whole seconds", () => {
+    const mark = (second: number, reason: string, reaction?: boolean) => ({
+      time: at(second).toISOString(),
+      actor: 'demo',
+      object: 'pod/demo/a',
+      reason,
+      message: '',
+      ...(reaction ? { reaction } : {}),
+    });
+    const timeline = buildTimeline({
+      since: at(0),
+      events: [event(10, 40, 'MigratedIoHeavyPod', pod('a'))],
+      actions: [],
+      extra: [
+        mark(40.9, 'ReplacementRunning', true),
+        mark(40.6, 'LoadStopped', true),
+        mark(40.2, 'LoadStarted'),
+      ],
+    });
+    expect(timeline.map((e) => e.reason)).to.deep.equal([
+      'LoadStarted',
+      'MigratedIoHeavyPod',
+      'LoadStopped',
+      'ReplacementRunning',
+    ]);
+    // 40.6 s is in the Event's second: not rounded up to +00:41 after the Event's +00:40.
+    expect(formatTimeline(timeline, START).match(/^\+\d\d:\d\d/gm)).to.deep.equal([
+      '+00:40',
+      '+00:40',
+      '+00:40',
+      '+00:40',
+    ]);
+  });
+
   it('prints the time since the start, aligned, cut to the width', () => {
     const text = formatTimeline(
       [

@@ -24,6 +24,8 @@ export interface AgentOptions {
   publisher?: Publisher;
   logger: Logger;
   clockTicksPerSecond?: number;
+  /** Loop devices count as disks (--include-loop-devices). */
+  includeLoopDevices?: boolean;
   /** Who does the IO, from the cgroup tree (docs/adr/0018-io-attribution.md); undefined: not attributed. */
   attribution?: Omit<AttributorOptions, 'procRoot' | 'intervalMs' | 'now'>;
   /** The samples' monotonic clock in milliseconds (tests give one that moves a second a tick). */
@@ -69,7 +71,9 @@ export class NodeAgent {
   async tick(): Promise<IoReadingStatus> {
     const started = performance.now();
     const sample = this.proc.sample();
-    const reading = computeReading(this.previous, sample, new Date(), this.options.clockTicksPerSecond);
+    const reading = computeReading(this.previous, sample, new Date(), this.options.clockTicksPerSecond, {
+      loop: this.options.includeLoopDevices === true,
+    });
     const attributed = this.attributor?.attribute(sample, reading, this.published?.attribution);
     this.metrics.sampleSeconds.observe((performance.now() - started) / 1000);
     if (attributed?.attribution) reading.attribution = attributed.attribution;

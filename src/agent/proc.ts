@@ -158,9 +158,14 @@ export function parseDiskstats(text: string, file = 'diskstats'): DiskStat[] {
   return disks;
 }
 
-/** Whole block devices worth judging: not loop, ram, zram, optical or floppy devices, and not partitions. */
-export function isWholeDisk(name: string): boolean {
-  if (/^(loop|ram|zram|sr|fd)\d*/.test(name)) return false;
+/**
+ * Whole block devices worth judging: not ram, zram, optical or floppy devices, not partitions, and not loop devices
+ * unless asked (their IO is the disk's under them too; on a node whose runtime sits on a loop-mounted image, as the
+ * lab's does, the loop device is the disk that fills).
+ */
+export function isWholeDisk(name: string, options: { loop?: boolean } = {}): boolean {
+  if (/^loop\d*/.test(name)) return options.loop === true;
+  if (/^(ram|zram|sr|fd)\d*/.test(name)) return false;
   if (/^(sd|vd|xvd|hd)[a-z]+\d+$/.test(name)) return false; // sda1, vdb2
   if (/^(nvme\d+n\d+|mmcblk\d+)p\d+$/.test(name)) return false; // nvme0n1p1, mmcblk0p2
   return true;

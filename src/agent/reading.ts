@@ -9,13 +9,15 @@ export const MAX_LISTED = 32;
 
 /**
  * The IO reading between two samples. Pure. PSI and procs_blocked need one sample; disk busy and kworker CPU
- * need two (they are rates). Whatever is missing stays undefined: unknown, never 0.
+ * need two (they are rates). Whatever is missing stays undefined: unknown, never 0. Loop devices count as disks
+ * only with `disks.loop`.
  */
 export function computeReading(
   previous: RawSample | undefined,
   current: RawSample,
   observedTime: Date,
   clockTicksPerSecond = 100,
+  disks: { loop?: boolean } = {},
 ): IoReadingStatus {
   const reading: IoReadingStatus = { source: 'agent', observedTime: observedTime.toISOString() };
   const some = current.pressure?.some;
@@ -31,7 +33,7 @@ export function computeReading(
   if (previous?.disks && current.disks && elapsedMs > 0) {
     const before = new Map(previous.disks.map((d) => [d.name, d]));
     const devices = current.disks
-      .filter((d) => isWholeDisk(d.name))
+      .filter((d) => isWholeDisk(d.name, disks))
       .flatMap((d) => {
         const b = before.get(d.name);
         if (!b || d.ioTicks < b.ioTicks) return []; // new device or counter reset: no rate this time

@@ -20,6 +20,7 @@ export interface AgentFlags {
   culpritSharePercent: number;
   victimPsiPercent: number;
   runtimeCgroup?: string;
+  includeLoopDevices: boolean;
   metricsBindAddress: string;
   logLevel: LogLevel;
 }
@@ -128,6 +129,14 @@ export const AGENT_OPTIONS: readonly AgentOption[] = [
     kind: 'switch',
     description: 'do not read the cgroup tree: no per-pod attribution of the IO',
     default: true,
+  },
+  {
+    flag: 'include-loop-devices',
+    key: 'includeLoopDevices',
+    kind: 'switch',
+    description:
+      "count loop devices as disks (disk busy, and whose IO the attribution splits): for a node whose runtime sits on a loop-mounted image, as make lab's does; without it a loop device's IO counts only on the disk under it",
+    default: false,
   },
   {
     flag: 'metrics-bind-address',

@@ -46,6 +46,7 @@ export async function runAgent(flags: AgentFlags): Promise<number> {
     intervalMs: flags.intervalSeconds * 1000,
     heartbeatMs: flags.heartbeatSeconds * 1000,
     pressuredHeartbeatMs: flags.pressuredHeartbeatSeconds * 1000,
+    includeLoopDevices: flags.includeLoopDevices,
     logger,
     ...(flags.attribution
       ? {

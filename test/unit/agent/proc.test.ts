@@ -121,4 +121,10 @@ describe('task and device classification', () => {
     for (const name of ['sda1', 'vdb2', 'nvme0n1p1', 'mmcblk0p2', 'loop3', 'zram0', 'ram1', 'sr0'])
       expect(isWholeDisk(name), name).to.equal(false);
   });
+  it('keeps loop devices only when asked (--include-loop-devices), and still no ram or zram device', () => {
+    for (const name of ['loop0', 'loop3', 'vda', 'dm-0'])
+      expect(isWholeDisk(name, { loop: true }), name).to.equal(true);
+    for (const name of ['zram0', 'ram1', 'sr0', 'sda1'])
+      expect(isWholeDisk(name, { loop: true }), name).to.equal(false);
+  });
 });

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { computeReading } from '../../../src/agent/reading.js';
 import { ProcReader, type RawSample } from '../../../src/agent/sampler.js';
-import { parseDiskstats, parsePressure, parseStat } from '../../../src/agent/proc.js';
+import { parseDiskstats, parsePressure, parseStat, type DiskStat } from '../../../src/agent/proc.js';
 import { REPO_ROOT } from '../../support/manifests.js';
 
 const fixture = (state: string, file: string) =>
@@ -39,6 +39,34 @@ describe('computeReading', () => {
     expect(reading.devices![0]!.name).to.equal('vda');
     expect(reading.devices!.some((d) => d.name.startsWith('loop'))).to.equal(false);
     expect(reading.blockedProcesses).to.be.a('number');
+  });
+
+  it('counts a loop device as a disk only when asked: the lab node, whose runtime sits on one', () => {
+    const disk = (name: string, minor: number, ioTicks: number): DiskStat => ({
+      name,
+      major: minor === 0 ? 7 : 254,
+      minor: minor === 0 ? 0 : minor - 1,
+      reads: 0,
+      sectorsRead: 0,
+      readTicks: 0,
+      writes: ioTicks,
+      sectorsWritten: ioTicks * 8,
+      writeTicks: ioTicks,
+      inFlight: 16,
+      ioTicks,
+    });
+    const at = (ms: number, loopTicks: number, vdaTicks: number): RawSample => ({
+      ...sample('load', 'diskstats', ms),
+      disks: [disk('loop0', 0, loopTicks), disk('vda', 1, vdaTicks)],
+    });
+    const [before, after] = [at(0, 0, 0), at(1000, 990, 10)];
+    expect(computeReading(before, after, T).devices?.map((d) => d.name)).to.deep.equal(['vda']);
+    const counted = computeReading(before, after, T, 100, { loop: true });
+    expect(counted.devices?.map((d) => [d.name, d.busyPercent])).to.deep.equal([
+      ['loop0', 99],
+      ['vda', 1],
+    ]);
+    expect(counted.diskBusyPercent).to.equal(99);
   });
 
   it('leaves rates unknown with a single sample, and never reports unknown as zero', () => {

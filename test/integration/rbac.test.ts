@@ -170,7 +170,7 @@ describe('config/: manifests and least-privilege RBAC on the real cluster', func
       return /violates PodSecurity "(.*)$/m.exec(result.stderr)?.[1] ?? result.stderr;
     };
     expect(await violations()).to.equal(
-      'restricted:latest": restricted volume types (volume "host-proc" uses restricted volume type "hostPath")',
+      'restricted:latest": restricted volume types (volumes "host-proc", "host-cgroup" use restricted volume type "hostPath")',
     );
     await kubectl([
       'label',
@@ -179,7 +179,9 @@ describe('config/: manifests and least-privilege RBAC on the real cluster', func
       namespace,
       'pod-security.kubernetes.io/enforce=baseline',
     ]);
-    expect(await violations()).to.equal('baseline:latest": hostPath volumes (volume "host-proc")');
+    expect(await violations()).to.equal(
+      'baseline:latest": hostPath volumes (volumes "host-proc", "host-cgroup")',
+    );
   });
 
   it('grants the operator and the agent nothing beyond what they use', async () => {

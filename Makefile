@@ -168,5 +168,5 @@ lab-down: ## Stop the real node and remove .lab/, its mounts, loop device, bridg
 	hack/lab/down.sh
 
 .PHONY: test-lab
-test-lab: lab ## Not in make test (root, cgroup v1, a loop device, and kubelet's build): the operator against the real node's genuine failures, in the stall, io and delay modes
+test-lab: lab ## Not in make test (root, cgroup v1, a loop device, and kubelet's build): the operator against the real node's genuine failures, in the stall, io, culprit (a real pod's writes, named and moved) and delay modes
 	mocha --import=tsx --forbid-only --require test/integration/hooks.ts --timeout 600000 test/lab/lab.test.ts

@@ -8,7 +8,9 @@
 #     removed only when they did not exist before;
 #   - kubelet's device-plugin socket under /var/lib/kubelet, a path compiled into kubelet;
 #   - containerd's CNI result cache in /var/lib/cni/results: the files of the lab's network, and the loopback
-#     results of the same sandboxes.
+#     results of the same sandboxes;
+#   - kubelet's QoS and pod cgroups (kubepods/...) in every cgroup hierarchy, removed only where there was none
+#     before (once the lab's containers are gone, they are empty).
 # Directories it made that are empty afterwards go too.
 set -euo pipefail
 LOG_TAG=lab-host
@@ -34,6 +36,9 @@ case ${1:-} in
         if has_chain "$tool" $c; then echo "$tool $c" >>"$saved/chains"; fi
       done
     done
+    for h in /sys/fs/cgroup/*/; do
+      if [ -d "${h}kubepods" ]; then echo "${h}kubepods"; fi
+    done >"$saved/cgroups"
     : >"$saved/paths"
     for p in "${DIRS[@]}" /var/lib/kubelet/device-plugins/kubelet.sock; do
       if [ -e "$p" ]; then echo "$p" >>"$saved/paths"; fi
@@ -68,6 +73,19 @@ case ${1:-} in
         rm -f "$f" "/var/lib/cni/results/cni-loopback-$id-lo"
       done
     fi
+    removed=()
+    for h in /sys/fs/cgroup/*/; do
+      cg=${h}kubepods
+      [ -d "$cg" ] && ! grep -qxF "$cg" "$saved/cgroups" 2>/dev/null || continue
+      # Deepest first; a pod cgroup may take a moment to empty after its processes were killed.
+      for _ in 1 2 3 4 5; do
+        find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true
+        [ -d "$cg" ] || break
+        sleep 1
+      done
+      if [ -d "$cg" ]; then log "left $cg: processes $(find "$cg" -name cgroup.procs -exec cat {} + | tr '\n' ' ')"; else removed+=("$(basename "$h")"); fi
+    done
+    if [ ${#removed[@]} -gt 0 ]; then log "removed kubelet's kubepods cgroups (${removed[*]})"; fi
     for ((i = ${#DIRS[@]} - 1; i >= 0; i--)); do
       d=${DIRS[$i]}
       was "$d" || rmdir "$d" 2>/dev/null || true

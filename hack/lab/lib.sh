@@ -14,6 +14,7 @@ LAB_BRIDGE=${LAB_BRIDGE:-sr-lab0}
 LAB_SUBNET=${LAB_SUBNET:-10.213.250.0/24} # outside containerd's and podman's default 10.88.0.0/16
 LAB_PAUSE_IMAGE=sandbox-remediator.local/pause:lab
 LAB_APP_IMAGE=sandbox-remediator.local/app:lab
+LAB_WRITER_IMAGE=sandbox-remediator.local/writer:lab # the culprit mode's (hack/lab/writer)
 KUBELET_BIN=$BIN/kubelet-v$KUBERNETES_VERSION/kubelet
 # containerd's own blkio cgroup (cgroup v1): the deterministic stall throttles it on the lab disk's loop device.
 LAB_BLKIO=/sys/fs/cgroup/blkio/sandbox-remediator-lab

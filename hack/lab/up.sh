@@ -28,7 +28,23 @@ fi
 
 "$here/up.sh" # the control plane (reused when running)
 
+# Images: a static pause binary as the sandbox image and as the app image, and the culprit mode's writer. Imported
+# again into a running lab too (idempotent), which an older checkout may have started without one.
+import_images() {
+  local name
+  for name in pause writer; do
+    (cd "$lab_here/$name" && CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS= go build -trimpath -ldflags='-s -w' -o "$LAB_DIR/images/$name" main.go)
+  done
+  cp "$LAB_DIR/images/pause" "$LAB_DIR/images/app"
+  "$lab_here/image.sh" "$LAB_PAUSE_IMAGE" "$LAB_DIR/images/pause" "$LAB_DIR/images/pause.tar"
+  "$lab_here/image.sh" "$LAB_APP_IMAGE" "$LAB_DIR/images/app" "$LAB_DIR/images/app.tar"
+  "$lab_here/image.sh" "$LAB_WRITER_IMAGE" "$LAB_DIR/images/writer" "$LAB_DIR/images/writer.tar"
+  for name in pause app writer; do lab_ctr images import "$LAB_DIR/images/$name.tar" >/dev/null; done
+  log "imported $LAB_PAUSE_IMAGE, $LAB_APP_IMAGE and $LAB_WRITER_IMAGE"
+}
+
 if lab_alive kubelet >/dev/null && lab_alive containerd >/dev/null && kc get node "$LAB_NODE" >/dev/null 2>&1; then
+  import_images
   log "reusing the running lab ($LAB_DIR, node $LAB_NODE)"
   exit 0
 fi
@@ -115,14 +131,7 @@ nohup sh -c 'echo $$ >"$1/cgroup.procs" || exit 1; exec containerd --config "$2"
 echo $! >"$LAB_DIR/pids/containerd.pid"
 wait_for "containerd" 60 lab_ctr version
 
-# Images: a static pause binary as the sandbox image and as the app image.
-(cd "$lab_here/pause" && CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS= go build -trimpath -ldflags='-s -w' -o "$LAB_DIR/images/pause" main.go)
-cp "$LAB_DIR/images/pause" "$LAB_DIR/images/app"
-"$lab_here/image.sh" "$LAB_PAUSE_IMAGE" "$LAB_DIR/images/pause" "$LAB_DIR/images/pause.tar"
-"$lab_here/image.sh" "$LAB_APP_IMAGE" "$LAB_DIR/images/app" "$LAB_DIR/images/app.tar"
-lab_ctr images import "$LAB_DIR/images/pause.tar" >/dev/null
-lab_ctr images import "$LAB_DIR/images/app.tar" >/dev/null
-log "imported $LAB_PAUSE_IMAGE and $LAB_APP_IMAGE"
+import_images
 
 # kubelet's identity: a node client certificate from the cluster's CA (the Node authorizer admits it).
 pki=$CLUSTER_DIR/pki
@@ -143,6 +152,8 @@ k=$LAB_DIR/kubelet.kubeconfig
 kubelet_port=$(free_port); healthz_port=$(free_port)
 echo "KUBELET_PORT=$kubelet_port" >"$LAB_DIR/env"
 echo "KUBELET_HEALTHZ_PORT=$healthz_port" >>"$LAB_DIR/env"
+# cgroupsPerQOS: every pod in a cgroup of its own, kubepods/<qos>/pod<uid>, as on a real node: the agent measures
+# each pod's IO there (without it kubelet gives the runtime no cgroup parent for a pod). make lab-down removes them.
 cat >"$LAB_DIR/kubelet.yaml" <<YAML
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
@@ -159,7 +170,7 @@ authorization: { mode: AlwaysAllow }
 containerRuntimeEndpoint: unix://$LAB_SOCK
 runtimeRequestTimeout: $LAB_RUNTIME_REQUEST_TIMEOUT
 cgroupDriver: cgroupfs
-cgroupsPerQOS: false
+cgroupsPerQOS: true
 enforceNodeAllocatable: []
 failSwapOn: false
 podLogsDir: $LAB_DIR/pod-logs

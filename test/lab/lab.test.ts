@@ -1,9 +1,9 @@
 // `make test-lab`: the operator against a real node (make lab: kubelet, containerd and runc on this machine). Each
 // incident is real: hack/lab/incident.sh slows containerd's own disk IO (stall), saturates a small disk with
-// stress-ng (io), or delays the CNI ADD (delay), and every FailedCreatePodSandBox Event below was written by kubelet
-// from containerd's answer. Not in `make test`: it needs root, cgroup v1 blkio and a loop device, and kubelet's
+// stress-ng (io) or with a real pod's writes (culprit), or delays the CNI ADD (delay), and every
+// FailedCreatePodSandBox Event below was written by kubelet from containerd's answer. Not in `make test`: it needs root, cgroup v1 blkio and a loop device, and kubelet's
 // build adds about 12 minutes to a cold machine.
-import { Watch, type V1Pod } from '@kubernetes/client-node';
+import { Watch, type V1Container, type V1Pod } from '@kubernetes/client-node';
 import { GROUP, VERSION, type SandboxHealthStatus } from '../../src/api/v1alpha1/index.js';
 import { expect } from 'chai';
 import { execFileSync, spawn } from 'node:child_process';
@@ -51,11 +51,15 @@ interface KubeletEvent {
   involvedObject: { kind: string; name: string; uid?: string };
 }
 
-function incident(mode: 'stall' | 'io' | 'delay' | 'stop', seconds?: number): Promise<void> {
+function incident(
+  mode: 'stall' | 'io' | 'culprit' | 'delay' | 'stop',
+  seconds?: number,
+  podUid?: string,
+): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn(
       join(REPO_ROOT, 'hack/lab/incident.sh'),
-      [mode, ...(seconds ? [String(seconds)] : [])],
+      [mode, ...(seconds ? [String(seconds)] : []), ...(podUid ? [podUid] : [])],
       {
         stdio: ['ignore', 'ignore', 'pipe'],
         env: { ...process.env, LAB_DIR },
@@ -103,8 +107,19 @@ const nodeRestored = (what: string, timeoutMs: number) =>
 const podsOn = async (namespace: string, app: string) =>
   (await api().core.listNamespacedPod({ namespace, labelSelector: `app=${app}` })).items;
 
-/** A Deployment of one replica of the lab's app image, which pulls nothing, for the lab node or the pool's nodes. */
-async function createApp(cleanup: Cleanup, namespace: string, app: string, pool: string): Promise<void> {
+const APP: V1Container = { name: 'app', image: 'sandbox-remediator.local/app:lab', imagePullPolicy: 'Never' };
+
+/**
+ * A Deployment of one replica of a lab image (the app's by default), which pulls nothing, for the lab node or the
+ * pool's nodes.
+ */
+async function createApp(
+  cleanup: Cleanup,
+  namespace: string,
+  app: string,
+  pool: string,
+  container: V1Container = APP,
+): Promise<void> {
   await api().apps.createNamespacedDeployment({
     namespace,
     body: {
@@ -134,9 +149,7 @@ async function createApp(cleanup: Cleanup, namespace: string, app: string, pool:
                 },
               },
             },
-            containers: [
-              { name: 'app', image: 'sandbox-remediator.local/app:lab', imagePullPolicy: 'Never' },
-            ],
+            containers: [container],
           },
         },
       },
@@ -147,6 +160,110 @@ async function createApp(cleanup: Cleanup, namespace: string, app: string, pool:
       .apps.deleteNamespacedDeployment({ name: app, namespace })
       .catch(() => undefined);
   });
+}
+
+/** The policies' nodes: the lab node and the kwok nodes spareNodes makes. */
+const LAB_AND_SPARE = {
+  matchExpressions: [{ key: 'sandbox.remediator.io/lab', operator: 'In', values: ['true', 'spare'] }],
+};
+
+/**
+ * Two kwok nodes for the replacements, in the policy too (with the lab node alone, its cordon would leave no
+ * schedulable node: minSchedulableNodes), kept off limits until `open()`, once the pods meant for the lab node are on it.
+ */
+async function spareNodes(
+  cleanup: Cleanup,
+): Promise<{ pool: string; names: string[]; open: () => Promise<void> }> {
+  const { pool, names } = await createNodes(cleanup, 2, { labels: { 'sandbox.remediator.io/lab': 'spare' } });
+  for (const name of names) await kubectl(['taint', 'node', name, 'lab-wait=true:NoSchedule']);
+  const open = async () => {
+    for (const name of names) await kubectl(['taint', 'node', name, 'lab-wait-']);
+  };
+  return { pool, names, open };
+}
+
+/** The app's Deployment (createApp), and its pod once bound to the lab node. */
+async function appOnLabNode(cleanup: Cleanup, namespace: string, app: string, pool: string): Promise<V1Pod> {
+  await createApp(cleanup, namespace, app, pool);
+  return eventually(
+    `${app}'s pod bound to ${NODE}`,
+    async () => (await podsOn(namespace, app)).find((p) => p.spec?.nodeName === NODE),
+    { timeoutMs: 60_000, intervalMs: 500 },
+  );
+}
+
+/** The app's old pod (`isOld`) gone or terminating, and a pod of the app Running off the lab node, if any. */
+async function movedOff(namespace: string, app: string, isOld: (p: V1Pod) => boolean) {
+  const pods = await podsOn(namespace, app);
+  const old = pods.find(isOld);
+  return {
+    gone: !old || Boolean(old.metadata?.deletionTimestamp),
+    replacement: pods.find(
+      (p) => p.spec?.nodeName && p.spec.nodeName !== NODE && p.status?.phase === 'Running',
+    ),
+  };
+}
+
+/** Logs, at most every 10 s, the milestones seen since `start` and the node's SandboxHealth. */
+function progressLog(label: string, start: number, at: Record<string, number>) {
+  let last = Date.now();
+  return (health: SandboxHealthStatus | undefined) => {
+    const now = Date.now();
+    if (now - last < 10_000) return;
+    last = now;
+    const seconds = ((now - start) / 1000).toFixed(0);
+    log(`${label} +${seconds}s: seen ${Object.keys(at).join(', ')}; ${healthLine(health)}`);
+  };
+}
+
+/** The node's SandboxHealth in one line, for the progress logs. */
+function healthLine(health: SandboxHealthStatus | undefined): string {
+  const c = (t: string) => condition(health?.conditions, t)?.status ?? '-';
+  const blocked = (health?.blocked ?? []).map((b) => `${b.guard} ${b.message}`).join('; ');
+  const stuck = health?.stuckPods?.map((p) => `${p.name}:${p.cause}`).join(' ');
+  return `degraded ${c('SandboxCreationDegraded')}, io ${c('IoPressureHigh')} (${health?.ioPressure?.observation ?? '-'}; psi ${health?.ioReading?.psiSomeAvg10Percent ?? '-'}), cordoned ${c('Cordoned')}; cause ${health?.ioCause?.cause ?? '-'}, top ${health?.topConsumer ?? '-'}; stuck ${stuck ?? '-'}; blocked ${blocked || '-'}`;
+}
+
+/**
+ * The culprit's container: the lab's writer (hack/lab/writer), 32 O_DIRECT writes at a time into its root on the lab
+ * disk once hack/lab/incident.sh culprit has set its budget and told it to start; it stops by itself.
+ */
+const WRITER: V1Container = {
+  name: 'writer',
+  image: 'sandbox-remediator.local/writer:lab',
+  imagePullPolicy: 'Never',
+  args: ['-seconds=240'],
+};
+
+/**
+ * The pod cgroup (cgroup v1 blkio) a pod's writer runs in, as this machine's /proc tells it, and the bytes written
+ * on each device that its recursive counters show: what the agent reads, read here independently.
+ */
+async function writerCgroup(
+  uid: string,
+): Promise<{ pids: number[]; pod: string; written: Record<string, number> } | undefined> {
+  let pids: number[];
+  try {
+    pids = execFileSync('pgrep', ['-x', 'writer'], { encoding: 'utf8' }).trim().split('\n').map(Number);
+  } catch {
+    return undefined; // pgrep exits 1 when none runs
+  }
+  const mine: number[] = [];
+  let pod: string | undefined;
+  for (const pid of pids) {
+    const blkio = /^\d+:blkio:(\S+)$/m.exec(
+      await readFile(`/proc/${pid}/cgroup`, 'utf8').catch(() => ''),
+    )?.[1];
+    const dir = blkio && new RegExp(`^(/kubepods(?:/[a-z]+)?/pod${uid})/`).exec(blkio)?.[1];
+    if (!dir) continue;
+    mine.push(pid);
+    pod = dir;
+  }
+  if (!pod) return undefined;
+  const text = await readFile(`/sys/fs/cgroup/blkio${pod}/blkio.throttle.io_service_bytes_recursive`, 'utf8');
+  const written: Record<string, number> = {};
+  for (const m of text.matchAll(/^(\d+:\d+) Write (\d+)$/gm)) written[m[1]!] = Number(m[2]);
+  return { pids: mine, pod, written };
 }
 
 describe('the real lab node (make lab): genuine kubelet and containerd failures', function () {
@@ -182,8 +299,16 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
     await applyRbac();
     dir = await mkdtemp(join(tmpdir(), 'lab-'));
     operator = await startAsServiceAccount(dir, 'lab-operator');
-    // The agent reads this machine's /proc as the lab node's: it is the node.
-    agent.start(NODE, ['--interval-seconds=1', '--heartbeat-seconds=3']);
+    // The agent reads this machine's /proc and cgroup tree as the lab node's: it is the node. Its disk is the loop
+    // device containerd's root is on, and the lab's containerd runs in a blkio cgroup of its own, which no default
+    // runtime cgroup names.
+    agent.start(NODE, [
+      '--interval-seconds=1',
+      '--heartbeat-seconds=3',
+      '--include-loop-devices',
+      '--cgroup-root=/sys/fs/cgroup',
+      '--runtime-cgroup=sandbox-remediator-lab',
+    ]);
   });
 
   after(async function () {
@@ -216,9 +341,7 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
     // Two spare kwok nodes in the policy: without them minSchedulableNodes alone would hold any cordon back.
     await createNodes(cleanup, 2, { labels: { 'sandbox.remediator.io/lab': 'spare' } });
     await applyPolicy(cleanup, uniqueName('lab-delay'), {
-      nodeSelector: {
-        matchExpressions: [{ key: 'sandbox.remediator.io/lab', operator: 'In', values: ['true', 'spare'] }],
-      },
+      nodeSelector: LAB_AND_SPARE,
       detection: { stuckThresholdSeconds: 15 },
       safety: { maxUnhealthyNodes: 1, cooldownSeconds: 5 },
     });
@@ -290,16 +413,9 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
     it(`${mode}: kubelet reports containerd's genuine ${mode === 'stall' ? '"failed to reserve sandbox name"' : '"failed to reserve sandbox name" or deadline'}; the operator proves the pressure, cordons ${NODE}, evicts, and uncordons after`, async function () {
       this.timeout(720_000); // the waits below add up to 610 s at most
       const namespace = await createNamespace(cleanup, `lab-${mode}`);
-      // Two kwok nodes for the replacement, kept off limits until the first pod is on the lab node. The policy
-      // selects them too: with the lab node alone, its cordon would leave no schedulable node (minSchedulableNodes).
-      const { pool, names: spare } = await createNodes(cleanup, 2, {
-        labels: { 'sandbox.remediator.io/lab': 'spare' },
-      });
-      for (const name of spare) await kubectl(['taint', 'node', name, 'lab-wait=true:NoSchedule']);
+      const { pool, names: spare, open } = await spareNodes(cleanup);
       await applyPolicy(cleanup, uniqueName(`lab-${mode}`), {
-        nodeSelector: {
-          matchExpressions: [{ key: 'sandbox.remediator.io/lab', operator: 'In', values: ['true', 'spare'] }],
-        },
+        nodeSelector: LAB_AND_SPARE,
         // Long enough for kubelet's second or third attempt, which meets the reserved name, before the eviction.
         detection: { stuckThresholdSeconds: 45 },
         ioPressure: { sustainSeconds: 5, recoverySeconds: 15, staleAfterSeconds: 10 },
@@ -317,20 +433,15 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
         await new Promise((r) => setTimeout(r, 10_000));
       }
       const app = uniqueName('app');
-      await createApp(cleanup, namespace, app, pool);
-      const first = await eventually(
-        `${app}'s pod bound to ${NODE}`,
-        async () => (await podsOn(namespace, app)).find((p) => p.spec?.nodeName === NODE),
-        { timeoutMs: 60_000, intervalMs: 500 },
-      );
+      const first = await appOnLabNode(cleanup, namespace, app, pool);
       const stuckPod = first.metadata!.name!;
-      for (const name of spare) await kubectl(['taint', 'node', name, 'lab-wait-']);
+      await open();
 
       // Milestones, as this test first saw them (polled every 500 ms).
       const at: Record<string, number> = { created: Date.parse(String(first.metadata?.creationTimestamp)) };
       let reserved: KubeletEvent | undefined;
       let replacement: V1Pod | undefined;
-      let lastReport = Date.now();
+      const report = progressLog(mode, incidentStart, at);
       // Every version of the node's SandboxHealth, through a watch: the stuck pod is in it for well under a second
       // before the eviction takes it out, too short for polling.
       const stuckSeen: { cause: string; reservedFor?: string | undefined; runtime?: string | undefined }[] =
@@ -384,21 +495,11 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
           if (!at.ioProven && condition(health?.conditions, 'IoPressureHigh')?.status === 'True')
             at.ioProven = now;
           if (!at.cordoned && (await readNode(NODE)).spec?.unschedulable) at.cordoned = now;
-          const pods = await podsOn(namespace, app);
-          const old = pods.find((p) => p.metadata?.name === stuckPod);
-          if (!at.evicted && (!old || old.metadata?.deletionTimestamp)) at.evicted = now;
-          replacement = pods.find(
-            (p) => p.spec?.nodeName && p.spec.nodeName !== NODE && p.status?.phase === 'Running',
-          );
+          const off = await movedOff(namespace, app, (p) => p.metadata?.name === stuckPod);
+          if (!at.evicted && off.gone) at.evicted = now;
+          replacement = off.replacement;
           if (!at.replaced && replacement) at.replaced = now;
-          if (now - lastReport >= 10_000) {
-            lastReport = now;
-            const c = (t: string) => condition(health?.conditions, t)?.status ?? '-';
-            const blocked = (health?.blocked ?? []).map((b) => `${b.guard} ${b.message}`).join('; ');
-            log(
-              `${mode} +${((now - incidentStart) / 1000).toFixed(0)}s: seen ${Object.keys(at).join(', ')}; degraded ${c('SandboxCreationDegraded')}, io ${c('IoPressureHigh')} (${health?.ioPressure?.observation ?? '-'}; psi ${health?.ioReading?.psiSomeAvg10Percent ?? '-'}), cordoned ${c('Cordoned')}; stuck ${health?.stuckPods?.map((p) => `${p.name}:${p.cause}`).join(' ') ?? '-'}; blocked ${blocked || '-'}`,
-            );
-          }
+          report(health);
           // The stall always meets the reserved name before the eviction; under the load, kubelet's retries may all
           // time out before it does (the issue allows either genuine message there).
           const genuine = mode === 'stall' ? reserved : at.firstFailure;
@@ -521,4 +622,175 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
       captured[`${mode}Times`] = times;
     });
   }
+
+  it(`culprit: a real pod writing to the lab disk is named from its own cgroup and moved to a kwok node; ${NODE} recovers, and its other pods keep their UIDs`, async function () {
+    this.timeout(720_000);
+    const namespace = await createNamespace(cleanup, 'lab-culprit');
+    const { pool, names: spare, open } = await spareNodes(cleanup);
+    await applyPolicy(cleanup, uniqueName('lab-culprit'), {
+      nodeSelector: LAB_AND_SPARE,
+      detection: { stuckThresholdSeconds: 30 },
+      ioPressure: { sustainSeconds: 5, recoverySeconds: 15, staleAfterSeconds: 10 },
+      remediation: { cordon: true, evictStuckPods: true, migrateWorkloads: { by: 'measuredIo' } },
+      safety: { maxUnhealthyNodes: 1, cooldownSeconds: 5, maxEvictionsPerMinute: 5 },
+    });
+    // On the lab node before the disk is loaded: a pod that does no IO, and the culprit, whose writer waits.
+    const bystanderApp = uniqueName('bystander');
+    const culpritApp = uniqueName('culprit');
+    await createApp(cleanup, namespace, bystanderApp, pool);
+    await createApp(cleanup, namespace, culpritApp, pool, WRITER);
+    const runningHere = (app: string) =>
+      eventually(
+        `${app}'s pod Running on ${NODE}`,
+        async () =>
+          (await podsOn(namespace, app)).find(
+            (p) => p.spec?.nodeName === NODE && p.status?.phase === 'Running',
+          ),
+        { timeoutMs: 90_000, intervalMs: 500 },
+      );
+    const bystander = await runningHere(bystanderApp);
+    const culprit = await runningHere(culpritApp);
+    const culpritUid = culprit.metadata!.uid!;
+    const culpritName = `${namespace}/${culprit.metadata!.name!}`;
+    const before = await writerCgroup(culpritUid);
+    expect(before, `the writer of ${culpritName} in its pod's blkio cgroup`).to.not.equal(undefined);
+    log(`${culpritName}: writer pid ${before!.pids.join(' ')} in /sys/fs/cgroup/blkio${before!.pod}`);
+
+    await incident('culprit', 240, culpritUid);
+    const incidentStart = Date.now();
+    const at: Record<string, number> = {};
+    // The agent's own attribution: the saturated disk, and the culprit's share of it from its pod cgroup's counters.
+    const named = await eventually(
+      `the agent naming ${culpritName} as the Culprit of ${NODE}'s disk`,
+      async () => {
+        const attribution = (await getHealth(NODE))?.ioReading?.attribution;
+        const consumer = attribution?.consumers.find((c) => c.podUid === culpritUid);
+        return attribution && consumer?.role === 'Culprit' ? { attribution, consumer } : undefined;
+      },
+      { timeoutMs: 90_000, intervalMs: 1000 },
+    );
+    at.named = Date.now();
+    const { attribution } = named;
+    log(`attribution: ${JSON.stringify(attribution)}`);
+    captured.culpritAttribution = attribution;
+    expect(attribution.cgroupVersion).to.equal('v1');
+    expect(attribution.driver).to.equal('cgroupfs');
+    const counted = await writerCgroup(culpritUid);
+    log(`the pod cgroup's own counters (bytes written by device): ${JSON.stringify(counted?.written)}`);
+    expect(
+      counted?.written[attribution.deviceNumber!] ?? 0,
+      `the pod cgroup's real counters on ${attribution.device} (${attribution.deviceNumber})`,
+    ).to.be.greaterThan(before!.written[attribution.deviceNumber!] ?? 0);
+    expect(named.consumer.sharePercent ?? 0).to.be.at.least(25);
+
+    // A pod that arrives now gets stuck on the loaded disk: the trigger for the remediation that moves the culprit.
+    const stuckApp = uniqueName('app');
+    const first = await appOnLabNode(cleanup, namespace, stuckApp, pool);
+    at.created = Date.parse(String(first.metadata?.creationTimestamp));
+    await open();
+
+    let cause: SandboxHealthStatus['ioCause'];
+    let topConsumer: string | undefined;
+    let moved: V1Pod | undefined;
+    const report = progressLog('culprit', incidentStart, at);
+    await eventually(
+      'the stuck pod, the cordon, the culprit moved and Running on a kwok node',
+      async () => {
+        const now = Date.now();
+        const health = await getHealth(NODE);
+        if (
+          health?.ioCause?.cause === 'Pod' &&
+          health.ioCause.consumers?.some((c) => c.podUid === culpritUid)
+        ) {
+          cause ??= health.ioCause;
+          topConsumer ??= health.topConsumer;
+        }
+        if (!at.firstFailure && (await kubeletFailures(namespace, first.metadata!.name!)).length > 0)
+          at.firstFailure = now;
+        if (!at.ioProven && condition(health?.conditions, 'IoPressureHigh')?.status === 'True')
+          at.ioProven = now;
+        if (!at.cordoned && (await readNode(NODE)).spec?.unschedulable) at.cordoned = now;
+        const stuck = await movedOff(namespace, stuckApp, (p) => p.metadata?.uid === first.metadata?.uid);
+        if (!at.stuckEvicted && stuck.gone) at.stuckEvicted = now;
+        const off = await movedOff(namespace, culpritApp, (p) => p.metadata?.uid === culpritUid);
+        if (!at.culpritEvicted && off.gone) at.culpritEvicted = now;
+        moved = off.replacement;
+        if (!at.moved && moved) at.moved = now;
+        report(health);
+        return at.cordoned && at.stuckEvicted && at.moved ? true : undefined;
+      },
+      { timeoutMs: 300_000, intervalMs: 500 },
+    );
+    // The stuck pod's failures, as kubelet wrote them from containerd's answers under the culprit's IO.
+    const failures = await kubeletFailures(namespace, first.metadata!.name!);
+    expect(failures, 'kubelet failed the stuck pod').to.not.be.empty;
+    captured.culprit = failures;
+    log(
+      `kubelet on the stuck pod: ${failures.map((e) => `${e.message.slice(0, 160)} (count ${e.count})`).join(' | ')}`,
+    );
+    for (const e of failures) {
+      expect(e.source?.component).to.equal('kubelet');
+      expect(e.message).to.satisfy(
+        (m: string) => RESERVED.test(m) || m === `Failed to create pod sandbox: ${DEADLINE}`,
+        e.message,
+      );
+    }
+    const health = await getHealth(NODE);
+    log(`ioCause: ${JSON.stringify(cause)}; topConsumer ${topConsumer}`);
+    captured.culpritCause = cause;
+    // The operator's cause: the pod, resolved from the UID of its cgroup to its namespace and name, with its share.
+    expect(cause?.cause, 'status.ioCause').to.equal('Pod');
+    const consumer = cause?.consumers?.find((c) => c.podUid === culpritUid);
+    expect(consumer?.role).to.equal('Culprit');
+    expect(`${consumer?.namespace}/${consumer?.name}`).to.equal(culpritName);
+    expect(consumer?.sharePercent ?? 0).to.be.at.least(25);
+    expect(topConsumer, 'status.topConsumer').to.match(new RegExp(`^${culpritName} \\d+%$`));
+    const migrate = health?.actions?.find((a) => a.kind === 'Migrate' && a.uid === culpritUid);
+    expect(migrate, `a Migrate of ${culpritName} in status.actions`).to.include({
+      outcome: 'Succeeded',
+      reason: 'MeasuredIoCulprit',
+      target: `pod/${culpritName}`,
+    });
+    expect(moved!.spec?.nodeName, "the culprit's replacement runs on a kwok node").to.be.oneOf(spare);
+    expect(at.culpritEvicted! >= at.cordoned! - 1000, 'moved after the cordon').to.equal(true);
+
+    // The culprit gone, the node recovers by itself: the operator undoes the cordon.
+    await nodeRestored(`${NODE} uncordoned once the culprit left`, 180_000);
+    at.uncordoned = Date.now();
+    // Recovered with the incident still on (the lab disk keeps its small queue): the culprit's leaving did it.
+    const loop = execFileSync('losetup', ['-j', join(LAB_DIR, 'disk.img')], { encoding: 'utf8' }).split(
+      ':',
+    )[0]!;
+    const queue = await readFile(`/sys/class/block/${loop.replace('/dev/', '')}/queue/nr_requests`, 'utf8');
+    expect(queue.trim(), `${loop}'s queue while ${NODE} recovered`).to.equal('16');
+    const after = await getHealth(NODE);
+    expect(condition(after?.conditions, 'IoPressureHigh')?.status).to.not.equal('True');
+    // The other pod on the node stayed where it was: the same pod, never evicted.
+    const stayed = (await podsOn(namespace, bystanderApp)).map((p) => ({
+      uid: p.metadata?.uid,
+      node: p.spec?.nodeName,
+      phase: p.status?.phase,
+    }));
+    expect(stayed, `${bystanderApp} untouched`).to.deep.equal([
+      { uid: bystander.metadata?.uid, node: NODE, phase: 'Running' },
+    ]);
+    expect(health?.actions?.some((a) => a.uid === bystander.metadata?.uid)).to.equal(false);
+    const since = (t?: number, from = incidentStart) =>
+      t === undefined ? 'never' : `${((t - from) / 1000).toFixed(1)}s`;
+    const times = {
+      named: since(at.named),
+      stuckPodCreated: since(at.created),
+      firstFailure: since(at.firstFailure),
+      ioProven: since(at.ioProven),
+      cordoned: since(at.cordoned),
+      stuckEvicted: since(at.stuckEvicted),
+      culpritEvicted: since(at.culpritEvicted),
+      movedRunning: since(at.moved),
+      uncordoned: since(at.uncordoned),
+    };
+    log(
+      `culprit: ${culpritName} did ${consumer?.sharePercent}% of ${attribution.device}'s IO (the agent first measured ${named.consumer.sharePercent}%, ${((named.consumer.writeBytesPerSecond ?? 0) / 2 ** 20).toFixed(1)} MiB/s written), moved to ${moved!.spec?.nodeName}; from the incident's start: ${JSON.stringify(times)}`,
+    );
+    captured.culpritTimes = times;
+  });
 });

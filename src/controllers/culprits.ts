@@ -5,14 +5,11 @@ import { describeError } from '../kube/errors.js';
 import type { Logger } from '../observability/log.js';
 import { decideIoCause, type IoCauseDecision } from '../policy/io-cause.js';
 import type { WorkloadReader } from '../ports/cluster.js';
+import { CULPRIT_SHARE_PERCENT } from '../signals/io-shares.js';
 import type { PolicyMemory } from './policy-memory.js';
 
 /** A running pod as a migration candidate: with its measured share of the device's IO. */
 export type MeasuredPod = PodView & { sharePercent?: number };
-
-const DEFAULT_MIN_SHARE_PERCENT = 25;
-
-const idOf = consumerId;
 
 /** The reading the attribution came with: the attributed device's busy time, judged against the policy. */
 export interface AttributedReading {
@@ -40,7 +37,7 @@ export async function resolveAttribution(
   const migrate = spec.remediation.migrateWorkloads;
   const state = memory.state(node);
   const context = {
-    minSharePercent: migrate?.minSharePercent ?? DEFAULT_MIN_SHARE_PERCENT,
+    minSharePercent: migrate?.minSharePercent ?? CULPRIT_SHARE_PERCENT,
     busyPercent: reading.busyPercent,
     busyThreshold: spec.ioPressure.thresholds.diskBusyPercent,
     held: new Set(state.culprits?.keys() ?? []),
@@ -52,7 +49,7 @@ export async function resolveAttribution(
   }
   const decide = (pods: ReadonlyMap<string, PodView>) => {
     const consumers = attribution.consumers.map((c): IoConsumer => {
-      const pod = c.kind === 'Pod' ? pods.get(idOf(c)) : undefined;
+      const pod = c.kind === 'Pod' ? pods.get(consumerId(c)) : undefined;
       return pod ? { ...c, podUid: pod.uid, namespace: pod.namespace, name: pod.name } : c;
     });
     const resolved = { ...attribution, consumers };
@@ -60,10 +57,12 @@ export async function resolveAttribution(
   };
   let pods = await runningPods(deps, request.policy, node, attribution, memory, false);
   let { resolved, cause } = decide(pods);
-  const since = new Map(cause.culprits.map((c) => [idOf(c), state.culprits?.get(idOf(c)) ?? now.getTime()]));
+  const since = new Map(
+    cause.culprits.map((c) => [consumerId(c), state.culprits?.get(consumerId(c)) ?? now.getTime()]),
+  );
   state.culprits = since;
   const sustainMs = spec.ioPressure.sustainSeconds * 1000;
-  const ripe = (c: IoConsumer) => now.getTime() - (since.get(idOf(c)) ?? Infinity) >= sustainMs;
+  const ripe = (c: IoConsumer) => now.getTime() - (since.get(consumerId(c)) ?? Infinity) >= sustainMs;
   const waiting = [...since.values()].filter((t) => now.getTime() - t < sustainMs);
   const dueAt = waiting.length > 0 ? Math.min(...waiting) + sustainMs : undefined;
   if (migrate?.by !== 'measuredIo' || !cause.culprits.some(ripe))
@@ -73,7 +72,7 @@ export async function resolveAttribution(
   ({ resolved, cause } = decide(pods));
   const selector = migrate.podSelector;
   const culprits = cause.culprits.filter(ripe).flatMap((c) => {
-    const pod = pods.get(idOf(c));
+    const pod = pods.get(consumerId(c));
     if (!pod || (selector && !matchesSelector(selector, pod.labels))) return [];
     return [{ ...pod, ...(c.sharePercent !== undefined ? { sharePercent: c.sharePercent } : {}) }];
   });
@@ -94,7 +93,7 @@ async function runningPods(
 ): Promise<ReadonlyMap<string, PodView>> {
   const wanted = attribution.consumers
     .filter((c) => c.kind === 'Pod')
-    .map(idOf)
+    .map(consumerId)
     .sort();
   if (wanted.length === 0 || !deps.workloads) return new Map();
   const key = wanted.join('\n');

@@ -7,8 +7,8 @@ import type { DeploymentFacts } from '../policy/rollouts.js';
 export interface ObserveRolloutsInput {
   /** Deployments in the policy's scope. */
   deployments: Iterable<DeploymentView>;
-  /** Pods stuck from an IO cause, by the remediated node they are stuck on. */
-  stuckOnRemediated: ReadonlyMap<string, readonly PodView[]>;
+  /** Pods stuck from an IO cause, by the saturated node they are stuck on. */
+  stuckOnSaturated: ReadonlyMap<string, readonly PodView[]>;
   /** In a dry run, the pauses it would have made (nothing was written to the Deployments). */
   simulated: ReadonlyMap<string, RolloutStamps>;
   dryRun: boolean;
@@ -18,7 +18,7 @@ export interface ObserveRolloutsInput {
 
 export function observeRollouts(input: ObserveRolloutsInput): DeploymentFacts[] {
   const feeds = new Map<string, Set<string>>();
-  for (const [node, pods] of input.stuckOnRemediated) {
+  for (const [node, pods] of input.stuckOnSaturated) {
     for (const pod of pods) {
       const owner = deploymentOf(pod);
       if (!owner) continue;

@@ -202,10 +202,14 @@ export class PolicyReconciler {
           })
         : undefined;
     const evictions = evictor.plan(remediation?.actions ?? []);
-    const remediated = new Set(
+    // Saturated: IO pressure proven now, or under the policy's remediation once this pass's actions are done. Not
+    // only the cordoned: with cordon off, or the storm limits holding cordons back, pausing removes no capacity.
+    const saturated = new Set(
       observations
-        .filter((o) =>
-          remediation ? remediation.stampsAfter.get(o.node.name) : facts.get(o.node.name)?.stamps,
+        .filter(
+          (o) =>
+            o.io?.condition.status === 'True' ||
+            (remediation ? remediation.stampsAfter.get(o.node.name) : facts.get(o.node.name)?.stamps),
         )
         .map((o) => o.node.name),
     );
@@ -215,14 +219,14 @@ export class PolicyReconciler {
       remediation,
       actions: [...(remediation?.actions.filter((a) => !isEviction(a)) ?? []), ...evictions.evictions],
       evictions,
-      // Rollouts: what feeds the remediated nodes stops, and at most N roll out while the pressure lasts.
+      // Rollouts: what feeds a saturated node stops, and at most N roll out while the pressure lasts.
       rollouts: this.deps.throttler.plan({
         policy,
         spec,
         dryRun,
         now,
         observations,
-        remediated,
+        saturated,
         cacheReady: cache.watchesHealthy() && seen.unsettled === 0,
       }),
       pacing: this.deps.pacer.plan({

@@ -48,8 +48,8 @@ export interface RolloutPlanInput {
   dryRun: boolean;
   now: Date;
   observations: readonly NodeObservation[];
-  /** Nodes under the policy's remediation once this pass's actions are done. */
-  remediated: ReadonlySet<string>;
+  /** Nodes whose IO pressure is proven (IoPressureHigh) or that are under the policy's remediation. */
+  saturated: ReadonlySet<string>;
   cacheReady: boolean;
 }
 
@@ -122,16 +122,16 @@ export class RolloutThrottler {
     const unsettled = candidates.some(
       (d) => !expectations.isSettled(`Deployment/${key(d)}`, cache.observedVersion('Deployment', key(d))),
     );
-    const stuckOnRemediated = new Map<string, PodView[]>();
+    const stuckOnSaturated = new Map<string, PodView[]>();
     for (const o of input.observations)
-      if (input.remediated.has(o.node.name))
-        stuckOnRemediated.set(
+      if (input.saturated.has(o.node.name))
+        stuckOnSaturated.set(
           o.node.name,
           o.findings.stuckPods.filter((p) => p.cause !== 'Unknown' && isIoCause(p.cause)).map((p) => p.pod),
         );
     const deployments = observeRollouts({
       deployments: candidates,
-      stuckOnRemediated,
+      stuckOnSaturated,
       simulated,
       dryRun,
       startedAt: (d) => this.rolloutStart(d, now),
@@ -140,8 +140,7 @@ export class RolloutThrottler {
       policy: policy.name,
       throttle,
       deployments,
-      pressure:
-        input.remediated.size > 0 || input.observations.some((o) => o.io?.condition.status === 'True'),
+      pressure: input.saturated.size > 0,
       now,
       cacheReady: input.cacheReady && !unsettled,
       paused: spec.safety.paused,

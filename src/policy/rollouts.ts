@@ -19,7 +19,7 @@ export interface DeploymentFacts {
   stamps?: RolloutStamps;
   /** The user resumed a Deployment we had paused: left alone until then. */
   handsOffUntil?: Date;
-  /** Nodes the policy remediates where pods of this Deployment are stuck from an IO cause. */
+  /** Saturated nodes (IO pressure proven, cordoned or not) where pods of this Deployment are stuck from an IO cause. */
   feeds: readonly string[];
   /** Paused by a real run, seen by a dry run: held exactly as it is (a dry run cannot resume it). */
   frozen?: boolean;
@@ -82,7 +82,7 @@ interface RolloutPass {
 }
 
 /**
- * While the policy's nodes are under pressure: pause what feeds a remediated node, and let at most
+ * While the policy's nodes are under pressure: pause what feeds a saturated node, and let at most
  * maxConcurrentRollouts progress, queueing the rest in the order they started. When the pressure is gone,
  * resume everything we paused. A Deployment the user paused is never touched; one we paused that the user resumed
  * is let go and left alone for cooldownSeconds.
@@ -173,7 +173,7 @@ function pauseFeeders(pass: RolloutPass): void {
     );
 }
 
-/** A paused feeder whose pods no longer feed a remediated node may go on, within the limit below. */
+/** A paused feeder whose pods no longer feed a saturated node may go on, within the limit below. */
 function requeueFormerFeeders(pass: RolloutPass): void {
   for (const { d, reason } of [...pass.pausedNow.values()])
     if (reason === 'FeedsSaturatedNode' && d.feeds.length === 0 && pass.ours.has(deploymentTarget(d)))

@@ -62,9 +62,14 @@ describe('rollout throttling on the real cluster', function () {
 
   /** A pool of 3 nodes; `sick` gets the agent over a crafted /proc and, on demand, the incident. */
   async function pool(spec: Record<string, unknown>) {
+    const [first] = await sickPool(spec, 3, 1);
+    return first!;
+  }
+
+  /** A pool of `size` nodes, of which the first `sick` each get an agent over a crafted /proc of their own. */
+  async function sickPool(spec: Record<string, unknown>, size: number, sickCount: number) {
     const namespace = await createNamespace(cleanup);
-    const { pool: name, names } = await createNodes(cleanup, 3);
-    const sick = names[0]!;
+    const { pool: name, names } = await createNodes(cleanup, size);
     const policy = uniqueName('it-rollouts');
     await applyPolicy(cleanup, policy, {
       nodeSelector: poolSelector(name),
@@ -73,16 +78,20 @@ describe('rollout throttling on the real cluster', function () {
       safety: { maxUnhealthyNodes: 1, cooldownSeconds: 5 },
       ...spec,
     });
-    const proc = new ProcRoot();
-    cleanup.add(() => proc.remove());
-    const agent = new AgentProcess();
-    cleanup.add(() => agent.stop());
-    agent.start(sick, [
-      `--proc-root=${await proc.create()}`,
-      '--interval-seconds=1',
-      '--heartbeat-seconds=3',
-    ]);
-    return { namespace, pool: name, sick, policy, proc };
+    const sick = [];
+    for (const node of names.slice(0, sickCount)) {
+      const proc = new ProcRoot();
+      cleanup.add(() => proc.remove());
+      const agent = new AgentProcess();
+      cleanup.add(() => agent.stop());
+      agent.start(node, [
+        `--proc-root=${await proc.create()}`,
+        '--interval-seconds=1',
+        '--heartbeat-seconds=3',
+      ]);
+      sick.push({ namespace, pool: name, sick: node, policy, proc });
+    }
+    return sick;
   }
 
   it('pauses a rollout feeding a saturated node with our stamp; a new process after kill -9 adopts it and resumes it after recovery, and the rollout finishes', async function () {
@@ -310,4 +319,81 @@ describe('rollout throttling on the real cluster', function () {
     expect(await eventsWithReasonAtLeast(1, 'RolloutPaused', namespace), 'not repeated').to.have.length(1);
     await proc.setPressure('idle');
   });
+  // Pausing removes no capacity: it needs no cordon of ours (issue 26's defect: it did).
+  for (const [title, spec, sickCount] of [
+    ['with cordon off', { remediation: { cordon: false } }, 1],
+    [
+      'in a storm over more nodes than maxUnhealthyNodes',
+      { safety: { maxUnhealthyNodes: 1, cooldownSeconds: 5 } },
+      2,
+    ],
+  ] as const)
+    it(`pauses the rollouts feeding saturated nodes it did not cordon ${title}, and resumes them after recovery`, async function () {
+      this.timeout(240_000);
+      await startOperator();
+      const { remediation = {}, safety = {} } = spec as { remediation?: object; safety?: object };
+      const sick = await sickPool(
+        {
+          remediation: {
+            evictStuckPods: false,
+            throttleRollouts: { maxConcurrentRollouts: 5 },
+            ...remediation,
+          },
+          safety: { maxUnhealthyNodes: 1, cooldownSeconds: 5, ...safety },
+        },
+        4,
+        sickCount,
+      );
+      const { namespace, pool: p, policy } = sick[0]!;
+      const names = sick.map((_, i) => `web-${i}`);
+      for (const [i, s] of sick.entries())
+        await createRolloutDeployment(cleanup, namespace, names[i]!, p, s.sick);
+      for (const name of names)
+        await eventually(`${name} available`, async () => isComplete(await readDeployment(namespace, name)), {
+          timeoutMs: 60_000,
+        });
+      for (const s of sick) await startIncident(cleanup, s.sick);
+      for (const name of names) await restartRollout(namespace, name);
+      for (const s of sick) await s.proc.setPressure('load');
+
+      for (const name of names) {
+        const d = await eventually(
+          `${name} paused with our stamp`,
+          async () => {
+            const d = await readDeployment(namespace, name);
+            return d.spec?.paused === true && pausedBy(d) === policy ? d : undefined;
+          },
+          { timeoutMs: 90_000 },
+        );
+        expect(d.metadata?.annotations).to.include({
+          'sandbox.remediator.io/pause-reason': 'FeedsSaturatedNode',
+        });
+      }
+      const listed = (await getPolicyStatus(policy))?.throttledRollouts ?? [];
+      expect(listed.map((r) => r.deployment).sort()).to.deep.equal(names.map((n) => `${namespace}/${n}`));
+      for (const s of sick) {
+        const node = await api().core.readNode({ name: s.sick });
+        expect(node.spec?.unschedulable ?? false, `${s.sick} not cordoned`).to.equal(false);
+        const h = await getHealth(s.sick);
+        expect(condition(h?.conditions, 'RolloutsThrottled')?.status, s.sick).to.equal('True');
+      }
+
+      for (const s of sick) {
+        await hack('incident', ['stop', '--node', s.sick]);
+        await s.proc.setPressure('idle');
+      }
+      for (const name of names) {
+        await eventually(
+          `${name} resumed after recovery, unstamped`,
+          async () => {
+            const d = await readDeployment(namespace, name);
+            return d.spec?.paused !== true && !pausedBy(d);
+          },
+          { timeoutMs: 90_000 },
+        );
+        await eventually(`${name} finished`, async () => isComplete(await readDeployment(namespace, name)), {
+          timeoutMs: 60_000,
+        });
+      }
+    });
 });

@@ -341,13 +341,13 @@ export const SandboxPolicyStatusSchema = z
             reason: z
               .enum(['FeedsSaturatedNode', 'RolloutQueued'])
               .describe(
-                'FeedsSaturatedNode: its pods were stuck on a remediated node. RolloutQueued: waiting its turn.',
+                'FeedsSaturatedNode: its pods were stuck on a node with proven IO pressure (cordoned or not). RolloutQueued: waiting its turn.',
               ),
             feeds: z
               .array(z.string())
               .max(20)
               .optional()
-              .describe('The remediated nodes its pods were stuck on.'),
+              .describe('The saturated nodes its pods were stuck on.'),
             since: z.iso.datetime().describe('When it was paused.'),
             dryRun: z.boolean().describe('Whether this pause is only what a dry run would have done.'),
           })

@@ -34,11 +34,11 @@ describe('deploymentOf', () => {
 });
 
 describe('observeRollouts', () => {
-  it('lists the remediated nodes each Deployment feeds, and takes dry-run pauses from status', () => {
+  it('lists the saturated nodes each Deployment feeds, and takes dry-run pauses from status', () => {
     const simulatedStamps = { policy: 'p', since: T0, reason: 'RolloutQueued' as const, startedAt: T0 };
     const facts = observeRollouts({
       deployments: [view('web'), view('api'), view('db', { paused: true })],
-      stuckOnRemediated: new Map([
+      stuckOnSaturated: new Map([
         ['n2', [ofDeployment('web')]],
         ['n1', [ofDeployment('web'), ofDeployment('web', 'ffff')]],
       ]),
@@ -56,7 +56,7 @@ describe('observeRollouts', () => {
   it('ignores simulated pauses in a real run', () => {
     const facts = observeRollouts({
       deployments: [view('api')],
-      stuckOnRemediated: new Map(),
+      stuckOnSaturated: new Map(),
       simulated: new Map([['shop/api', { policy: 'p', since: T0, reason: 'RolloutQueued', startedAt: T0 }]]),
       dryRun: false,
       startedAt: (d) => d.createdAt,

@@ -10,6 +10,7 @@ import { aReconciler } from '../../support/reconciler.js';
 const START = secondsAfter(T0, 600);
 
 function world(spec: SandboxPolicySpecInput, saturated = true) {
+  const saturation = { on: saturated };
   const cluster = new MemoryCluster().addPolicy('p', spec).addNodes(aNode('n1'), aNode('n2'));
   const clock = () => controllers.clock;
   const controllers = aReconciler(cluster, {
@@ -21,11 +22,11 @@ function world(spec: SandboxPolicySpecInput, saturated = true) {
       read: (node: string) => ({
         source: 'prometheus',
         observedTime: new Date(clock().now()).toISOString(),
-        psiSomeAvg10Percent: saturated && node === 'n1' ? 55 : 1,
+        psiSomeAvg10Percent: saturation.on && node === 'n1' ? 55 : 1,
       }),
     }),
   });
-  return { cluster, ...controllers };
+  return { cluster, saturation, ...controllers };
 }
 
 const IO = { sustainSeconds: 0, recoverySeconds: 30, staleAfterSeconds: 3600 };
@@ -182,4 +183,56 @@ describe('PolicyReconciler pacing and rollouts', () => {
     const progressing = ['shop/queued', 'shop/feeder'].filter((k) => !cluster.deploymentMap.get(k)!.paused);
     expect(progressing.length, `rolling out at once: ${progressing.join(', ')}`).to.be.at.most(1);
   });
+  // Issue 26's defect: the pause needed our cordon. A saturated node feeds a pause whether or not it is cordoned.
+  for (const [title, spec] of [
+    ['with cordon off', { cordon: false }],
+    ['in a storm, when maxUnhealthyNodes holds the cordon back', { maxUnhealthyNodes: 0 }],
+  ] as const)
+    it(`pauses the rollout that feeds a node with proven IO pressure ${title}, and resumes it after`, async () => {
+      const { cluster, reconciler, clock, saturation } = world({
+        ioPressure: IO,
+        remediation: {
+          ...('cordon' in spec ? { cordon: false } : {}),
+          throttleRollouts: { maxConcurrentRollouts: 5 },
+        },
+        safety: 'maxUnhealthyNodes' in spec ? { maxUnhealthyNodes: 0 } : {},
+      });
+      cluster.deploymentMap.set('shop/feeder', {
+        namespace: 'shop',
+        name: 'feeder',
+        uid: 'uid-feeder',
+        generation: 2,
+        paused: false,
+        createdAt: T0,
+        rollingOut: true,
+      });
+      cluster.changeDeployment('shop/feeder', (d) => d);
+      const stuck = {
+        ...aPod().named('feeder-abc-1', 'shop').onNode('n1').waitingSince(T0).build(),
+        controllerKind: 'ReplicaSet',
+        controllerName: 'feeder-abc',
+        labels: { 'pod-template-hash': 'abc' },
+      };
+      cluster.pods.push(stuck);
+      cluster.events.push(anEvent().about(stuck).saying(nameReservedMessage(stuck)).build());
+      await reconciler.reconcile('p');
+      await reconciler.reconcile('p');
+      expect(cluster.node('n1')?.unschedulable, 'not cordoned').to.equal(false);
+      expect(cluster.deploymentMap.get('shop/feeder')).to.include({ paused: true });
+      expect(cluster.deploymentMap.get('shop/feeder')!.stamps).to.include({ reason: 'FeedsSaturatedNode' });
+      expect(cluster.policy('p')!.status!.throttledRollouts?.[0]).to.include({
+        deployment: 'shop/feeder',
+        reason: 'FeedsSaturatedNode',
+      });
+      // The pressure ends: the stuck pod is gone and the node reads idle for recoverySeconds.
+      cluster.pods.splice(cluster.pods.indexOf(stuck), 1);
+      cluster.events.length = 0;
+      saturation.on = false;
+      for (let i = 0; i < 4; i++) {
+        clock.advance(20_000);
+        await reconciler.reconcile('p');
+      }
+      expect(cluster.deploymentMap.get('shop/feeder')).to.include({ paused: false });
+      expect(cluster.deploymentMap.get('shop/feeder')!.stamps).to.equal(undefined);
+    });
 });

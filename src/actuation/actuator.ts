@@ -1,4 +1,4 @@
-import type { Taint } from '../api/v1alpha1/index.js';
+import type { RolloutKind, Taint } from '../api/v1alpha1/index.js';
 import type { PodRef } from '../policy/actions.js';
 
 /** One change to a Node: everything decided for it in a pass, applied as one patch. */
@@ -13,14 +13,18 @@ export interface NodeChange {
   annotations: Record<string, string | null>;
 }
 
-/** Pauses or resumes a Deployment, with the stamps that record it. */
-export interface DeploymentChange {
+/**
+ * Holds or releases a rollout (a Deployment, StatefulSet, DaemonSet or Argo Rollout), with the stamps that record it,
+ * in one merge patch: the hold and its record are written together or not at all.
+ */
+export interface WorkloadChange {
+  kind: RolloutKind;
   namespace: string;
   name: string;
   /** The resourceVersion the decision was made on (409 when it changed since). */
   resourceVersion?: string;
-  /** spec.paused after the change (absent: unchanged). */
-  paused?: boolean;
+  /** A JSON merge patch of its spec (absent: unchanged): spec.paused, or spec.updateStrategy. */
+  spec?: Record<string, unknown>;
   annotations: Record<string, string | null>;
 }
 
@@ -44,8 +48,8 @@ export interface Actuator {
   patchNode(change: NodeChange): Promise<string | undefined>;
   /** Evicts through the Eviction API (policy/v1), which honours PodDisruptionBudgets. */
   evict(pod: PodRef): Promise<EvictionOutcome>;
-  /** Resolves with the Deployment's new resourceVersion when one is known. */
-  patchDeployment(change: DeploymentChange): Promise<string | undefined>;
+  /** Resolves with the workload's new resourceVersion when one is known. */
+  patchWorkload(change: WorkloadChange): Promise<string | undefined>;
   /**
    * Lifts the pacing gate from a pod whose gates are `gates` (as the cache shows them); it keeps every other gate.
    * Resolves false when the pod is gone or its gates changed meanwhile (looked at again on a later pass).
@@ -62,7 +66,7 @@ export class DryRunActuator implements Actuator {
   evict(): Promise<EvictionOutcome> {
     return Promise.resolve({ result: 'Simulated' });
   }
-  patchDeployment(): Promise<string | undefined> {
+  patchWorkload(): Promise<string | undefined> {
     return Promise.resolve(undefined);
   }
   releaseGate(): Promise<boolean> {

@@ -7,6 +7,7 @@ import { Manager } from '../controllers/manager.js';
 import { KubeActuator, KubeWorkloadReader } from '../kube/actuator.js';
 import { InformerCache } from '../kube/cluster-cache.js';
 import { describeError } from '../kube/errors.js';
+import { servesArgoRollouts } from '../kube/discovery.js';
 import { kubeletSummaryFetcher } from '../kube/kubelet-summary.js';
 import { registerPacingWebhook } from '../kube/webhook-config.js';
 import { KubeEventRecorder, KubeStatusWriter } from '../kube/writer.js';
@@ -78,7 +79,7 @@ export async function runOperator(flags: OperatorFlags): Promise<number> {
     dryRun: flags.dryRun,
     workers: flags.workers,
   });
-  const manager = composeManager(kc, flags, logger, metrics);
+  const manager = composeManager(kc, flags, logger, metrics, await servesArgoRollouts(kc, logger));
   const elector = flags.leaderElect ? electLeader(kc, flags, logger, manager) : undefined;
   const endpoints = await serveEndpoints(flags, logger, metrics, manager);
   if (typeof endpoints === 'number') return endpoints;
@@ -106,11 +107,13 @@ function composeManager(
   flags: OperatorFlags,
   logger: Logger,
   metrics: OperatorMetrics,
+  argoRollouts: boolean,
 ): Manager {
   const fence = new Fence();
   const cache = new InformerCache({
     kc,
     logger,
+    argoRollouts,
     watchSilenceMs: flags.watchSilenceSeconds * 1000,
     onRestart: (informer, reason) => {
       metrics.informerRestarts.inc({ informer, reason });

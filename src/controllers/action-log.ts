@@ -42,9 +42,9 @@ export class ActionLog {
     this.hooks.onAction?.(action.kind, result.outcome, dryRun);
   }
 
-  /** A Deployment paused, resumed or let go of. */
-  recordRollout(policy: string, action: RolloutAction, deployment: string, dryRun: boolean): void {
-    const fields = { policy, deployment, reason: action.reason, dryRun };
+  /** A rollout held, released or let go of. */
+  recordRollout(policy: string, action: RolloutAction, dryRun: boolean): void {
+    const fields = { policy, rollout: action.target, reason: action.reason, dryRun };
     if (action.kind === 'ReleaseRollout') {
       this.logger.info(ROLLOUT_WORDS.ReleaseRollout.done, fields);
       return;

@@ -1,6 +1,6 @@
 import type { Server } from 'node:https';
 import type { Actuator } from '../actuation/actuator.js';
-import type { SandboxPolicySpec } from '../api/v1alpha1/index.js';
+import { isRolloutKind, type SandboxPolicySpec } from '../api/v1alpha1/index.js';
 import { describeError } from '../kube/errors.js';
 import type { Logger } from '../observability/log.js';
 import type { OperatorMetrics } from '../observability/metrics.js';
@@ -171,11 +171,11 @@ export class Manager {
       if (node !== null) reconciler.markDirty(policy, node);
       this.queue.add(policy);
     }
-    // What can leave something of ours unowned: a policy, a node's labels, a Deployment or a gated pod.
+    // What can leave something of ours unowned: a policy, a node's labels, a rollout or a gated pod.
     if (
       change.kind === 'SandboxPolicy' ||
       change.kind === 'Node' ||
-      change.kind === 'Deployment' ||
+      isRolloutKind(change.kind) ||
       change.kind === 'GatedPod'
     )
       this.sweeps.add(SWEEP_KEY);

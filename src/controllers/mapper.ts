@@ -13,7 +13,7 @@ export function ownerOf(cache: ClusterCache, nodeName: string): string | undefin
 }
 
 /**
- * The node a change is about; null when it touches no node's state (Deployments and namespaces matter to rollout
+ * The node a change is about; null when it touches no node's state (rollouts and namespaces matter to rollout
  * throttling, which reads them every pass). A policy change marks no node either: a new spec (generation) or a
  * change of ownership already makes the next pass a full one, and the rest of a policy change is its status —
  * our own write, coming back on every pass of an incident, which must not turn each next pass into a full one.
@@ -24,6 +24,9 @@ export function nodeOf(change: Change, podByUid: (uid: string) => PodView | unde
   switch (change.kind) {
     case 'SandboxPolicy':
     case 'Deployment':
+    case 'StatefulSet':
+    case 'DaemonSet':
+    case 'Rollout':
     case 'Namespace':
     case 'GatedPod':
       return null;
@@ -63,6 +66,9 @@ export function policiesFor(
     case 'Node':
       return all();
     case 'Deployment':
+    case 'StatefulSet':
+    case 'DaemonSet':
+    case 'Rollout':
     case 'Namespace':
       // Only policies that throttle rollouts read them.
       return validPolicies(cache.policies())

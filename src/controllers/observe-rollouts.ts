@@ -1,48 +1,55 @@
-// PURE: the facts decideRollouts reads, from the cached Deployments and what this pass found on the nodes.
+// PURE: the facts decideRollouts reads, from the cached rollouts of every kind and what this pass found on the nodes.
 import type { RolloutStamps } from '../api/v1alpha1/index.js';
-import { deploymentOf, type DeploymentView, type PodView } from '../detection/index.js';
+import { rolloutOf, workloadKey, type PodView, type WorkloadView } from '../detection/index.js';
 import { isFrozenByDryRun } from '../policy/actions.js';
-import type { DeploymentFacts } from '../policy/rollouts.js';
+import type { RolloutFacts } from '../policy/rollouts.js';
 
 export interface ObserveRolloutsInput {
-  /** Deployments in the policy's scope. */
-  deployments: Iterable<DeploymentView>;
+  /** Rollouts of every kind in the policy's scope. */
+  workloads: Iterable<WorkloadView>;
   /** Pods stuck from an IO cause, by the saturated node they are stuck on. */
   stuckOnSaturated: ReadonlyMap<string, readonly PodView[]>;
-  /** In a dry run, the pauses it would have made (nothing was written to the Deployments). */
+  /** In a dry run, the holds it would have made (nothing was written to the workloads), by workloadKey. */
   simulated: ReadonlyMap<string, RolloutStamps>;
   dryRun: boolean;
-  /** When the Deployment's current rollout started, as far as anyone can tell. */
-  startedAt(d: DeploymentView): Date;
+  /** When the workload's current rollout started, as far as anyone can tell. */
+  startedAt(w: WorkloadView): Date;
 }
 
-export function observeRollouts(input: ObserveRolloutsInput): DeploymentFacts[] {
-  const feeds = new Map<string, Set<string>>();
-  for (const [node, pods] of input.stuckOnSaturated) {
+/**
+ * A rollout feeds a node when a pod of it, at its current revision where the kind tells one (StatefulSet,
+ * DaemonSet, Rollout), is stuck there: an old-revision pod stuck on a saturated node is not the rollout's doing.
+ */
+export function observeRollouts(input: ObserveRolloutsInput): RolloutFacts[] {
+  const stuck = new Map<string, { node: string; revision: string | undefined }[]>();
+  for (const [node, pods] of input.stuckOnSaturated)
     for (const pod of pods) {
-      const owner = deploymentOf(pod);
+      const owner = rolloutOf(pod);
       if (!owner) continue;
-      const set = feeds.get(owner) ?? new Set<string>();
-      set.add(node);
-      feeds.set(owner, set);
+      const list = stuck.get(owner.key) ?? [];
+      list.push({ node, revision: owner.revision });
+      stuck.set(owner.key, list);
     }
-  }
-  const facts: DeploymentFacts[] = [];
-  for (const d of input.deployments) {
-    const key = `${d.namespace}/${d.name}`;
-    const simulated = input.dryRun && !d.stamps ? input.simulated.get(key) : undefined;
-    const f: DeploymentFacts = {
-      namespace: d.namespace,
-      name: d.name,
-      paused: d.paused || simulated !== undefined,
-      rollingOut: d.rollingOut,
-      startedAt: input.startedAt(d),
-      feeds: [...(feeds.get(key) ?? [])].sort(),
+  const facts: RolloutFacts[] = [];
+  for (const w of input.workloads) {
+    const key = workloadKey(w);
+    const feeds = new Set<string>();
+    for (const s of stuck.get(key) ?? [])
+      if (w.revision === undefined || s.revision === w.revision) feeds.add(s.node);
+    const simulated = input.dryRun && !w.stamps ? input.simulated.get(key) : undefined;
+    const f: RolloutFacts = {
+      kind: w.kind,
+      namespace: w.namespace,
+      name: w.name,
+      paused: w.paused || simulated !== undefined,
+      rollingOut: w.rollingOut,
+      startedAt: input.startedAt(w),
+      feeds: [...feeds].sort(),
     };
-    const stamps = d.stamps ?? simulated;
+    const stamps = w.stamps ?? simulated;
     if (stamps) f.stamps = stamps;
-    if (d.handsOffUntil) f.handsOffUntil = d.handsOffUntil;
-    if (isFrozenByDryRun(input.dryRun, d.stamps)) f.frozen = true;
+    if (w.handsOffUntil) f.handsOffUntil = w.handsOffUntil;
+    if (isFrozenByDryRun(input.dryRun, w.stamps)) f.frozen = true;
     facts.push(f);
   }
   return facts;

@@ -1,6 +1,8 @@
 import type { Actuator } from '../actuation/actuator.js';
 import type { Logger } from '../observability/log.js';
+import { workloadKey } from '../detection/index.js';
 import { isFrozenByDryRun, undoActions } from '../policy/actions.js';
+import { rolloutTarget } from '../policy/rollouts.js';
 import type { ClusterCache } from '../ports/cluster.js';
 import type { EventRecorder, StatusWriter } from '../ports/writes.js';
 import type { Clock } from '../runtime/clock.js';
@@ -12,7 +14,7 @@ import { Failures } from './failures.js';
 import { nodeChange } from './node-changes.js';
 import { assignmentOf, isFrozenPolicy, type NodeAssignment } from './ownership.js';
 import type { Pacer } from './pacer.js';
-import { deploymentChange } from './rollout-throttler.js';
+import { workloadChange } from './rollout-changes.js';
 
 /** The sweeper's one key: its own queue hands it to one worker at a time, so two sweeps never interleave. */
 export const SWEEP_KEY = 'orphans';
@@ -143,42 +145,42 @@ export class OrphanSweeper {
     return result;
   }
 
-  /** Resumes the Deployments a gone policy paused (an invalid one's stay frozen); false while one is unsettled. */
+  /**
+   * Releases the rollouts a gone policy held, of every kind, as the stamps on them say (an invalid policy's stay
+   * frozen); false while one is unsettled.
+   */
   private async releaseOrphanRollouts(failures: Failures): Promise<boolean> {
     const { cache, expectations, actuator, recorder } = this.deps;
     let settled = true;
-    for (const d of cache.deployments()) {
+    for (const d of cache.workloads()) {
       if (!d.stamps || cache.policy(d.stamps.policy) || isFrozenByDryRun(this.deps.dryRun, d.stamps))
         continue;
-      const key = `${d.namespace}/${d.name}`;
-      const version = cache.observedVersion('Deployment', key);
-      if (!expectations.isSettled(`Deployment/${key}`, version)) {
+      const key = workloadKey(d);
+      const version = cache.observedVersion(d.kind, `${d.namespace}/${d.name}`);
+      if (!expectations.isSettled(key, version)) {
         settled = false;
         continue;
       }
       const action = {
         kind: 'ResumeRollout' as const,
-        target: `deployment/${key}`,
+        target: rolloutTarget(d),
         reason: 'PolicyGone',
         message: `Resumed: policy ${d.stamps.policy}, which paused it, is gone.`,
       };
       try {
-        expectations.expect(
-          `Deployment/${key}`,
-          await actuator.patchDeployment(deploymentChange(d, action, version)),
-        );
+        expectations.expect(key, await actuator.patchWorkload(workloadChange(d, action, version)));
       } catch (err) {
-        failures.add(`release of deployment/${key}`, err);
+        failures.add(`release of ${action.target}`, err);
         continue;
       }
       // Logged, not counted as an action: giving back what a gone policy held, as before (ADR 0016).
       this.deps.logger.info(ROLLOUT_WORDS.ResumeRollout.done, {
-        deployment: key,
+        rollout: action.target,
         policy: d.stamps.policy,
         reason: 'PolicyGone',
       });
       await recorder.record({
-        target: { kind: 'Deployment', namespace: d.namespace, name: d.name, uid: d.uid },
+        target: { kind: d.kind, namespace: d.namespace, name: d.name, uid: d.uid },
         type: 'Normal',
         reason: ROLLOUT_WORDS.ResumeRollout.event,
         message: action.message,

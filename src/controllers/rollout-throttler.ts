@@ -1,18 +1,12 @@
-import type { Actuator, DeploymentChange } from '../actuation/actuator.js';
+import type { Actuator } from '../actuation/actuator.js';
 import {
   matchesSelector,
-  rolloutStampAnnotations,
   type RolloutStamps,
   type SandboxPolicySpec,
   type SandboxPolicyStatus,
 } from '../api/v1alpha1/index.js';
-import { isIoCause, type DeploymentView, type PodView } from '../detection/index.js';
-import {
-  decideRollouts,
-  deploymentTarget,
-  type RolloutAction,
-  type RolloutDecision,
-} from '../policy/rollouts.js';
+import { isIoCause, workloadKey, type PodView, type WorkloadView } from '../detection/index.js';
+import { decideRollouts, rolloutTarget, type RolloutDecision } from '../policy/rollouts.js';
 import type { ClusterCache, PolicyObject } from '../ports/cluster.js';
 import type { EventRecorder } from '../ports/writes.js';
 import type { Expectations } from '../runtime/expectations.js';
@@ -21,22 +15,23 @@ import type { ActionLog } from './action-log.js';
 import type { Failures } from './failures.js';
 import type { NodeObservation } from './observe-nodes.js';
 import { observeRollouts } from './observe-rollouts.js';
+import { workloadChange } from './rollout-changes.js';
 
 export type ThrottledRollout = NonNullable<SandboxPolicyStatus['throttledRollouts']>[number];
 
 /** What a pass decided about rollouts, with what it needs to carry it out. */
 export interface RolloutPlan {
   decision: RolloutDecision;
-  byTarget: ReadonlyMap<string, DeploymentView>;
-  /** The version each Deployment was decided on. */
+  byTarget: ReadonlyMap<string, WorkloadView>;
+  /** The version each rollout was decided on. */
   versions: ReadonlyMap<string, string | undefined>;
-  /** A dry run's pauses, kept in the policy's status since nothing was written to the Deployments. */
+  /** A dry run's holds, by workloadKey, kept in the policy's status since nothing was written to the workloads. */
   simulated: ReadonlyMap<string, RolloutStamps>;
   dryRun: boolean;
 }
 
 export interface RolloutOutcome {
-  /** Per node, the Deployments paused because their pods were stuck there (RolloutsThrottled). */
+  /** Per node, the rollouts held because their pods were stuck there (RolloutsThrottled). */
   throttling: Map<string, string[]>;
   /** What the policy's status lists as throttled. */
   listed: ThrottledRollout[];
@@ -53,36 +48,14 @@ export interface RolloutPlanInput {
   cacheReady: boolean;
 }
 
-/** The change that carries out a rollout action (or, for the orphan sweep, resumes one we paused). */
-export function deploymentChange(
-  d: DeploymentView,
-  action: Pick<RolloutAction, 'kind'> & { stamps?: RolloutStamps; handsOffUntil?: Date },
-  version: string | undefined,
-): DeploymentChange {
-  const change: DeploymentChange = {
-    namespace: d.namespace,
-    name: d.name,
-    annotations:
-      action.kind === 'PauseRollout'
-        ? rolloutStampAnnotations(action.stamps)
-        : rolloutStampAnnotations(
-            undefined,
-            action.kind === 'ReleaseRollout' ? action.handsOffUntil : undefined,
-          ),
-  };
-  if (version) change.resourceVersion = version;
-  if (action.kind === 'PauseRollout') change.paused = true;
-  if (action.kind === 'ResumeRollout' && d.paused) change.paused = false;
-  return change;
-}
-
 /**
- * Pauses and resumes Deployments so that rollouts do not keep a saturated disk saturated (decideRollouts decides),
- * and says so: an Event on each Deployment, the throttled list for the policy's status, and per node the Deployments
- * paused because their pods were stuck there. It owns when each Deployment was first seen rolling out.
+ * Holds and lets go of rollouts of every kind so that they do not keep a saturated disk saturated (decideRollouts
+ * decides, rollout-changes says how each kind is held), and says so: an Event on each, the throttled list for the
+ * policy's status, and per node the rollouts held because their pods were stuck there. It owns when each was first
+ * seen rolling out.
  */
 export class RolloutThrottler {
-  /** When each Deployment was first seen rolling out at its generation, for the queue's order. */
+  /** When each rollout was first seen rolling out at its generation, for the queue's order. */
   private readonly rolloutSeen = new Map<string, Date>();
 
   constructor(
@@ -91,7 +64,7 @@ export class RolloutThrottler {
       expectations: Expectations;
       recorder: EventRecorder;
       actions: ActionLog;
-      /** Where the operator runs: its own Deployments are never throttled. */
+      /** Where the operator runs: its own rollouts are never throttled. */
       operatorNamespace?: string | undefined;
     },
   ) {}
@@ -103,25 +76,21 @@ export class RolloutThrottler {
     const simulated = new Map<string, RolloutStamps>();
     for (const entry of policy.status?.throttledRollouts ?? [])
       if (entry.dryRun)
-        simulated.set(entry.deployment, {
+        simulated.set(`${entry.kind ?? 'Deployment'}/${entry.name ?? entry.deployment ?? ''}`, {
           policy: policy.name,
           since: new Date(entry.since),
           reason: entry.reason,
           startedAt: new Date(entry.since),
         });
-    // Ours are always considered (to be resumed), others only in scope and not held by another policy.
-    const candidates = [...cache.deployments()].filter((d) =>
-      d.stamps ? d.stamps.policy === policy.name : throttle !== undefined && this.inScope(d, spec),
+    // Ours are always considered (to be released), others only in scope and not held by another policy.
+    const candidates = [...cache.workloads()].filter((w) =>
+      w.stamps ? w.stamps.policy === policy.name : throttle !== undefined && this.inScope(w, spec),
     );
     if (candidates.length === 0 && simulated.size === 0) return undefined;
-    const key = (d: DeploymentView) => `${d.namespace}/${d.name}`;
-    // Changes are made on the versions decided on: a Deployment changed meanwhile answers 409, not our pause.
-    const versions = new Map(
-      candidates.map((d) => [deploymentTarget(d), cache.observedVersion('Deployment', key(d))]),
-    );
-    const unsettled = candidates.some(
-      (d) => !expectations.isSettled(`Deployment/${key(d)}`, cache.observedVersion('Deployment', key(d))),
-    );
+    const version = (w: WorkloadView) => cache.observedVersion(w.kind, `${w.namespace}/${w.name}`);
+    // Changes are made on the versions decided on: a workload changed meanwhile answers 409, not our hold.
+    const versions = new Map(candidates.map((w) => [rolloutTarget(w), version(w)]));
+    const unsettled = candidates.some((w) => !expectations.isSettled(workloadKey(w), version(w)));
     const stuckOnSaturated = new Map<string, PodView[]>();
     for (const o of input.observations)
       if (input.saturated.has(o.node.name))
@@ -129,8 +98,8 @@ export class RolloutThrottler {
           o.node.name,
           o.findings.stuckPods.filter((p) => p.cause !== 'Unknown' && isIoCause(p.cause)).map((p) => p.pod),
         );
-    const deployments = observeRollouts({
-      deployments: candidates,
+    const rollouts = observeRollouts({
+      workloads: candidates,
       stuckOnSaturated,
       simulated,
       dryRun,
@@ -139,7 +108,7 @@ export class RolloutThrottler {
     const decision = decideRollouts({
       policy: policy.name,
       throttle,
-      deployments,
+      rollouts,
       pressure: input.saturated.size > 0,
       now,
       cacheReady: input.cacheReady && !unsettled,
@@ -148,7 +117,7 @@ export class RolloutThrottler {
     });
     return {
       decision,
-      byTarget: new Map(candidates.map((d) => [deploymentTarget(d), d])),
+      byTarget: new Map(candidates.map((w) => [rolloutTarget(w), w])),
       versions,
       simulated,
       dryRun,
@@ -176,20 +145,19 @@ export class RolloutThrottler {
         failed.add(action.target);
         continue;
       }
-      const key = `${d.namespace}/${d.name}`;
       try {
-        const change = deploymentChange(d, action, plan.versions.get(action.target));
-        expectations.expect(`Deployment/${key}`, await actuator.patchDeployment(change));
+        const change = workloadChange(d, action, plan.versions.get(action.target));
+        expectations.expect(workloadKey(d), await actuator.patchWorkload(change));
       } catch (err) {
         failed.add(action.target);
         if (action.kind === 'PauseRollout') pauseFailed = true;
-        failures.add(`patch of deployment/${key}`, err);
+        failures.add(`patch of ${action.target}`, err);
         continue;
       }
-      this.deps.actions.recordRollout(policy, action, key, actuator.dryRun);
+      this.deps.actions.recordRollout(policy, action, actuator.dryRun);
       const simulated = actuator.dryRun && action.kind !== 'ReleaseRollout';
       await recorder.record({
-        target: { kind: 'Deployment', namespace: d.namespace, name: d.name, uid: d.uid },
+        target: { kind: d.kind, namespace: d.namespace, name: d.name, uid: d.uid },
         type: 'Normal',
         reason: ROLLOUT_WORDS[action.kind].event,
         message: `${simulated ? DRY_RUN_PREFIX : ''}${action.message}`,
@@ -198,7 +166,7 @@ export class RolloutThrottler {
     return outcome(plan, failed, now);
   }
 
-  private inScope(d: DeploymentView, spec: SandboxPolicySpec): boolean {
+  private inScope(d: WorkloadView, spec: SandboxPolicySpec): boolean {
     if (d.namespace === 'kube-system' || d.namespace === this.deps.operatorNamespace) return false;
     const selector = spec.remediation.throttleRollouts?.namespaceSelector;
     if (!selector) return true;
@@ -206,8 +174,8 @@ export class RolloutThrottler {
     return labels !== undefined && matchesSelector(selector, labels);
   }
 
-  /** When a Deployment's current rollout started: first seen rolling out at this generation (our stamp keeps it). */
-  private rolloutStart(d: DeploymentView, now: Date): Date {
+  /** When a rollout started: first seen rolling out at this generation (our stamp keeps it). */
+  private rolloutStart(d: WorkloadView, now: Date): Date {
     if (d.stamps) return d.stamps.startedAt;
     const key = `${d.uid}/${d.generation}`;
     let seen = this.rolloutSeen.get(key);
@@ -233,18 +201,21 @@ function outcome(plan: RolloutPlan, failed: ReadonlySet<string>, now: Date): Rol
   for (const p of stillPaused)
     if (p.reason === 'FeedsSaturatedNode')
       for (const node of p.feeds) throttling.set(node, [...(throttling.get(node) ?? []), p.target]);
-  const listed = stillPaused.map((p): ThrottledRollout => {
+  // Every target decided on is one of the plan's workloads.
+  const listed = stillPaused.flatMap((p): ThrottledRollout[] => {
     const d = plan.byTarget.get(p.target);
-    const real = d?.stamps !== undefined;
-    const name = p.target.slice('deployment/'.length);
-    const since = d?.stamps?.since ?? plan.simulated.get(name)?.since ?? now;
-    return {
-      deployment: name,
-      reason: p.reason,
-      ...(p.feeds.length > 0 ? { feeds: p.feeds.slice(0, 20) } : {}),
-      since: since.toISOString(),
-      dryRun: plan.dryRun && !real,
-    };
+    if (!d) return [];
+    const since = d.stamps?.since ?? plan.simulated.get(workloadKey(d))?.since ?? now;
+    return [
+      {
+        kind: d.kind,
+        name: `${d.namespace}/${d.name}`,
+        reason: p.reason,
+        ...(p.feeds.length > 0 ? { feeds: p.feeds.slice(0, 20) } : {}),
+        since: since.toISOString(),
+        dryRun: plan.dryRun && d.stamps === undefined,
+      },
+    ];
   });
   return { throttling, listed };
 }

@@ -1,4 +1,10 @@
-import type { NodeStamps, RolloutStamps } from '../api/v1alpha1/index.js';
+import type {
+  HeldStrategy,
+  NodeStamps,
+  RolloutKind,
+  RolloutStamps,
+  UpdateStrategy,
+} from '../api/v1alpha1/index.js';
 
 /**
  * The slices of Kubernetes objects that detection reads. src/kube converts API objects into these, so the
@@ -61,18 +67,40 @@ export interface NodeView {
   stamps?: NodeStamps;
 }
 
-/** What rollout throttling reads of a Deployment. */
-export interface DeploymentView {
+/**
+ * What rollout throttling reads of a workload that rolls out: a Deployment, a StatefulSet, a DaemonSet or an Argo
+ * Rollout. Each kind's own hold is read into the same words, so that one decision serves every kind.
+ */
+export interface WorkloadView {
+  kind: RolloutKind;
   namespace: string;
   name: string;
   uid: string;
   generation: number;
+  /**
+   * Held from rolling out. Not ours: spec.paused (Deployment, Rollout, or a Rollout's pause condition), a
+   * StatefulSet's partition at its replicas or its OnDelete strategy, a DaemonSet's OnDelete. Ours (stamped):
+   * whether our hold stands as we set it; false when its owner resumed it or changed the strategy meanwhile.
+   */
   paused: boolean;
   createdAt: Date;
   /** Not every replica runs the current spec and is available yet (or the spec is not yet observed). */
   rollingOut: boolean;
+  /** StatefulSet and DaemonSet: spec.updateStrategy as it stands (a hold replaces it, a release puts back the held one). */
+  strategy?: UpdateStrategy;
+  /** StatefulSet: spec.replicas (a partition there holds every pod). */
+  replicas?: number;
+  /**
+   * The revision an updated pod carries, so that a stuck pod is known to be this rollout's: a StatefulSet's
+   * status.updateRevision (its pods' controller-revision-hash), a DaemonSet's template generation (its pods'
+   * pod-template-generation, the DaemonSet controller's other test of an updated pod), a Rollout's
+   * status.currentPodHash (its pods' rollouts-pod-template-hash). Deployments: none, any pod of it counts.
+   */
+  revision?: string;
   /** Our pause stamps; absent: we did not pause it. */
   stamps?: RolloutStamps;
+  /** StatefulSet and DaemonSet we hold: what the hold replaced. */
+  held?: HeldStrategy;
   /** The user resumed one we paused: hands off until then. */
   handsOffUntil?: Date;
 }

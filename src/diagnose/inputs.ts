@@ -1,5 +1,5 @@
 // What the diagnosis reads, already fetched: src/kube/diagnosis-reads.ts fills these from the API, tests build them.
-import type { DeploymentView, EventView, GatedPodView, NodeView } from '../detection/index.js';
+import type { WorkloadView, EventView, GatedPodView, NodeView } from '../detection/index.js';
 import type { HealthObject, PolicyObject } from '../ports/cluster.js';
 
 /** A Node, with its sandbox.remediator.io/* annotations as they are (the stamps, and anything else of ours). */
@@ -35,7 +35,7 @@ export interface NodeDiagnosisInput {
   /** The operator's Events on the Node. */
   nodeEvents: readonly OperatorEvent[];
   /** Deployments carrying our pause stamps. */
-  pausedDeployments: readonly DeploymentView[];
+  pausedDeployments: readonly WorkloadView[];
   /** Pods held at our pacing gate. */
   gatedPods: readonly GatedPodView[];
   unavailable: readonly ReadProblem[];

@@ -240,7 +240,9 @@ function runtimeOf(
 function pausedDeployments(input: NodeDiagnosisInput, policyName: string | undefined) {
   const throttled = input.policy?.status?.throttledRollouts ?? [];
   const feeding = new Set(
-    throttled.filter((t) => t.feeds?.includes(input.nodeName)).map((t) => t.deployment),
+    throttled
+      .filter((t) => t.feeds?.includes(input.nodeName))
+      .map((t) => `${t.kind ?? 'Deployment'}/${t.name ?? t.deployment ?? ''}`),
   );
   return input.pausedDeployments
     .flatMap((d) => (d.stamps && (!policyName || d.stamps.policy === policyName) ? [{ d, s: d.stamps }] : []))
@@ -252,7 +254,7 @@ function pausedDeployments(input: NodeDiagnosisInput, policyName: string | undef
       reason: s.reason,
       since: s.since.toISOString(),
       sinceSeconds: ageSeconds(s.since, input.now),
-      feedsThisNode: feeding.has(`${d.namespace}/${d.name}`),
+      feedsThisNode: feeding.has(`${d.kind}/${d.namespace}/${d.name}`),
     }));
 }
 

@@ -1,12 +1,13 @@
 import {
   AppsV1Api,
   CoreV1Api,
+  CustomObjectsApi,
   PatchStrategy,
   setHeaderOptions,
   type KubeConfig,
   type V1Taint,
 } from '@kubernetes/client-node';
-import type { Actuator, DeploymentChange, EvictionOutcome, NodeChange } from '../actuation/actuator.js';
+import type { Actuator, EvictionOutcome, NodeChange, WorkloadChange } from '../actuation/actuator.js';
 import { formatSelector, PACING_GATE, type LabelSelector } from '../api/v1alpha1/index.js';
 import type { WorkloadReader } from '../ports/cluster.js';
 import type { PodView } from '../detection/index.js';
@@ -17,33 +18,50 @@ import { podView } from './views.js';
 
 const FIELD_MANAGER = 'sandbox-remediator';
 const mergePatch = () => setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+/** Argo Rollouts' API group, where its Rollout kind lives. */
+export const ARGO_ROLLOUTS = { group: 'argoproj.io', version: 'v1alpha1' } as const;
 
-/** Changes Nodes and evicts Pods through the API. */
+/** Changes Nodes and rollouts, and evicts Pods, through the API. */
 export class KubeActuator implements Actuator {
   readonly dryRun = false;
   private readonly core: CoreV1Api;
   private readonly apps: AppsV1Api;
+  private readonly custom: CustomObjectsApi;
   constructor(kc: KubeConfig) {
     this.core = kc.makeApiClient(CoreV1Api);
     this.apps = kc.makeApiClient(AppsV1Api);
+    this.custom = kc.makeApiClient(CustomObjectsApi);
   }
 
-  async patchDeployment(change: DeploymentChange): Promise<string | undefined> {
+  async patchWorkload(change: WorkloadChange): Promise<string | undefined> {
     const body: { metadata: Record<string, unknown>; spec?: Record<string, unknown> } = {
       metadata: {
         annotations: change.annotations,
         ...(change.resourceVersion ? { resourceVersion: change.resourceVersion } : {}),
       },
     };
-    if (change.paused !== undefined) body.spec = { paused: change.paused ? true : null };
+    if (change.spec) body.spec = change.spec;
+    const { name, namespace } = change;
+    const request = { name, namespace, body, fieldManager: FIELD_MANAGER };
     try {
-      const updated = await this.apps.patchNamespacedDeployment(
-        { name: change.name, namespace: change.namespace, body, fieldManager: FIELD_MANAGER },
-        mergePatch(),
-      );
-      return updated.metadata?.resourceVersion;
+      switch (change.kind) {
+        case 'Deployment':
+          return (await this.apps.patchNamespacedDeployment(request, mergePatch())).metadata?.resourceVersion;
+        case 'StatefulSet':
+          return (await this.apps.patchNamespacedStatefulSet(request, mergePatch())).metadata
+            ?.resourceVersion;
+        case 'DaemonSet':
+          return (await this.apps.patchNamespacedDaemonSet(request, mergePatch())).metadata?.resourceVersion;
+        case 'Rollout': {
+          const updated = (await this.custom.patchNamespacedCustomObject(
+            { ...request, ...ARGO_ROLLOUTS, plural: 'rollouts' },
+            mergePatch(),
+          )) as { metadata?: { resourceVersion?: string } };
+          return updated.metadata?.resourceVersion;
+        }
+      }
     } catch (err) {
-      throw terminalIfInvalid(err, `patch of deployment/${change.namespace}/${change.name}`);
+      throw terminalIfInvalid(err, `patch of ${change.kind.toLowerCase()}/${namespace}/${name}`);
     }
   }
 

@@ -1,11 +1,11 @@
 import type { KubeConfig, KubernetesObjectApi, Watch } from '@kubernetes/client-node';
-import { GROUP, VERSION } from '../api/v1alpha1/index.js';
+import { GROUP, VERSION, type RolloutKind } from '../api/v1alpha1/index.js';
 import type { Change, HealthObject, PolicyObject, RunningCache, VersionedKind } from '../ports/cluster.js';
 import {
   findPodOfEvent,
   indexFailureEvents,
   podUidOf,
-  type DeploymentView,
+  type WorkloadView,
   type EventView,
   type GatedPodView,
   type NodeView,
@@ -21,7 +21,6 @@ import {
   type RawObject,
 } from './informer.js';
 import {
-  deploymentView,
   eventView,
   gatedPodView,
   healthView,
@@ -30,6 +29,7 @@ import {
   podView,
   policyView,
 } from './views.js';
+import { argoRolloutView, daemonSetView, deploymentView, statefulSetView } from './workload-views.js';
 
 export interface InformerCacheOptions {
   kc: KubeConfig;
@@ -40,6 +40,8 @@ export interface InformerCacheOptions {
   /** Stand-ins for the API calls, for tests that feed the informers without a network. */
   api?: Pick<KubernetesObjectApi, 'list'>;
   watcher?: Pick<Watch, 'watch'>;
+  /** Argo Rollouts' Rollout CRD is installed: its Rollouts are watched too (else they are not, and nothing asks). */
+  argoRollouts?: boolean;
 }
 
 /** What one informer lists and watches, and what it keeps of each object. */
@@ -63,7 +65,11 @@ export class InformerCache implements RunningCache {
   readonly nodeInformer: Informer<NodeView>;
   readonly policyInformer: Informer<PolicyObject>;
   readonly healthInformer: Informer<HealthObject>;
-  readonly deploymentInformer: Informer<DeploymentView>;
+  readonly deploymentInformer: Informer<WorkloadView>;
+  readonly statefulSetInformer: Informer<WorkloadView>;
+  readonly daemonSetInformer: Informer<WorkloadView>;
+  /** Only when Argo Rollouts is installed. */
+  readonly rolloutInformer: Informer<WorkloadView> | undefined;
   readonly gatedPodInformer: Informer<GatedPodView>;
   readonly namespaceInformer: Informer<{ name: string; labels: Record<string, string> }>;
   private readonly podsByNode = new Map<string, Map<string, PodView>>();
@@ -114,6 +120,26 @@ export class InformerCache implements RunningCache {
       path: '/apis/apps/v1/deployments',
       transform: deploymentView,
     });
+    this.statefulSetInformer = informer('statefulsets', {
+      apiVersion: 'apps/v1',
+      kind: 'StatefulSet',
+      path: '/apis/apps/v1/statefulsets',
+      transform: statefulSetView,
+    });
+    this.daemonSetInformer = informer('daemonsets', {
+      apiVersion: 'apps/v1',
+      kind: 'DaemonSet',
+      path: '/apis/apps/v1/daemonsets',
+      transform: daemonSetView,
+    });
+    this.rolloutInformer = options.argoRollouts
+      ? informer('rollouts', {
+          apiVersion: 'argoproj.io/v1alpha1',
+          kind: 'Rollout',
+          path: '/apis/argoproj.io/v1alpha1/rollouts',
+          transform: argoRolloutView,
+        })
+      : undefined;
     this.gatedPodInformer = informer('pods-gated', {
       ...core('Pod', 'pods'),
       // Gated pods are unscheduled: the pods informer (scheduled only) never sees them.
@@ -166,6 +192,9 @@ export class InformerCache implements RunningCache {
       this.policyInformer,
       this.healthInformer,
       this.deploymentInformer,
+      this.statefulSetInformer,
+      this.daemonSetInformer,
+      ...(this.rolloutInformer ? [this.rolloutInformer] : []),
       this.namespaceInformer,
       this.gatedPodInformer,
     ] as Informer<unknown>[];
@@ -189,9 +218,10 @@ export class InformerCache implements RunningCache {
     this.policyInformer.onChange((type, key) => {
       handler({ kind: 'SandboxPolicy', type, key });
     });
-    this.deploymentInformer.onChange((type, key) => {
-      handler({ kind: 'Deployment', type, key });
-    });
+    for (const informer of this.workloadInformers())
+      informer.informer.onChange((type, key) => {
+        handler({ kind: informer.kind, type, key });
+      });
     this.namespaceInformer.onChange((type, key) => {
       handler({ kind: 'Namespace', type, key });
     });
@@ -291,14 +321,25 @@ export class InformerCache implements RunningCache {
       SandboxHealth: this.healthInformer,
       SandboxPolicy: this.policyInformer,
       Deployment: this.deploymentInformer,
+      StatefulSet: this.statefulSetInformer,
+      DaemonSet: this.daemonSetInformer,
+      Rollout: this.rolloutInformer,
     } as const;
-    return informers[kind].versionOf(name);
+    return informers[kind]?.versionOf(name);
   }
   gatedPods(): Iterable<GatedPodView> {
     return this.gatedPodInformer.values();
   }
-  deployments(): Iterable<DeploymentView> {
-    return this.deploymentInformer.values();
+  *workloads(): Iterable<WorkloadView> {
+    for (const { informer } of this.workloadInformers()) yield* informer.values();
+  }
+  private workloadInformers(): { kind: RolloutKind; informer: Informer<WorkloadView> }[] {
+    return [
+      { kind: 'Deployment', informer: this.deploymentInformer },
+      { kind: 'StatefulSet', informer: this.statefulSetInformer },
+      { kind: 'DaemonSet', informer: this.daemonSetInformer },
+      ...(this.rolloutInformer ? [{ kind: 'Rollout' as const, informer: this.rolloutInformer }] : []),
+    ];
   }
   namespaceLabels(name: string): Readonly<Record<string, string>> | undefined {
     return this.namespaceInformer.get(name)?.labels;

@@ -4,7 +4,7 @@
 import { AppsV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { GROUP, KEY_PREFIX, VERSION } from '../api/v1alpha1/index.js';
 import type { HealthObject, PolicyObject } from '../ports/cluster.js';
-import type { DeploymentView, EventView, GatedPodView } from '../detection/index.js';
+import type { WorkloadView, EventView, GatedPodView } from '../detection/index.js';
 import type {
   ClusterOverviewInput,
   DiagnosedNode,
@@ -16,15 +16,8 @@ import { forEachLimit } from '../runtime/limit.js';
 import { serverOf, type KubeConfig } from './client.js';
 import { apiStatus, describeError, describeNoAnswer, isNotFound } from './errors.js';
 import type { RawObject } from './informer.js';
-import {
-  deploymentView,
-  eventOccurrences,
-  eventView,
-  gatedPodView,
-  healthView,
-  nodeView,
-  policyView,
-} from './views.js';
+import { eventOccurrences, eventView, gatedPodView, healthView, nodeView, policyView } from './views.js';
+import { deploymentView } from './workload-views.js';
 
 /** The one line that says why the diagnosis could not be made, and what to change. */
 export class DiagnosisReadError extends Error {
@@ -243,7 +236,7 @@ class Reads {
   }
 
   /** Every Deployment carrying our pause stamps (annotations: no selector finds them, so all are listed). */
-  async pausedDeployments(): Promise<DeploymentView[]> {
+  async pausedDeployments(): Promise<WorkloadView[]> {
     return this.optional('list deployments', [], async () => {
       const items = await listAll((token) =>
         this.apps.listDeploymentForAllNamespaces({ limit: PAGE, ...(token ? { _continue: token } : {}) }),

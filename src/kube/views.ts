@@ -3,9 +3,7 @@
 import {
   PACING_GATE,
   PACING_STAMP,
-  readRolloutStamps,
   readStamps,
-  ROLLOUT_STAMP,
   SandboxHealthStatusSchema,
   SandboxPolicyStatusSchema,
 } from '../api/v1alpha1/index.js';
@@ -14,7 +12,6 @@ import {
   podUidOf,
   truncateFailureMessage,
   type ContainerView,
-  type DeploymentView,
   type EventView,
   type GatedPodView,
   type NodeView,
@@ -24,14 +21,14 @@ import type { HealthObject, PolicyObject } from '../ports/cluster.js';
 import type { RawObject } from './informer.js';
 import { AGENT_FIELD_MANAGER } from './reading-publisher.js';
 
-type Json = Record<string, unknown>;
-const obj = (v: unknown): Json =>
+export type Json = Record<string, unknown>;
+export const obj = (v: unknown): Json =>
   typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Json) : {};
-const arr = (v: unknown): Json[] => (Array.isArray(v) ? v.map(obj) : []);
-const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
+export const arr = (v: unknown): Json[] => (Array.isArray(v) ? v.map(obj) : []);
+export const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 const num = (v: unknown): number | undefined => (typeof v === 'number' ? v : undefined);
-const numOr = (v: unknown, fallback: number): number => num(v) ?? fallback;
-const labels = (v: unknown): Record<string, string> =>
+export const numOr = (v: unknown, fallback: number): number => num(v) ?? fallback;
+export const labels = (v: unknown): Record<string, string> =>
   Object.fromEntries(Object.entries(obj(v)).filter((e): e is [string, string] => typeof e[1] === 'string'));
 
 export function toDate(v: unknown): Date | undefined {
@@ -261,49 +258,5 @@ export function gatedPodView(raw: RawObject): GatedPodView | undefined {
   };
   const policy = annotations[PACING_STAMP.policy];
   if (policy) view.policy = policy;
-  return view;
-}
-
-// The slim Deployment view the cache keeps for rollout throttling: progress, spec.paused and our stamps.
-/**
- * Rolling out: the controller has not seen this spec yet, not every replica runs it, old replicas are left, or the
- * new ones are not yet available while the controller still reports progress. Not: a rollout past its progress
- * deadline (it holds no slot), or a finished one whose pods merely crash (NewReplicaSetAvailable).
- */
-function isRollingOut(status: Json, generation: number, replicas: number): boolean {
-  const progressing = arr(status.conditions).find((c) => c.type === 'Progressing');
-  if (progressing?.status === 'False' && progressing.reason === 'ProgressDeadlineExceeded') return false;
-  const updated = numOr(status.updatedReplicas, 0);
-  return (
-    numOr(status.observedGeneration, 0) < generation ||
-    updated < replicas ||
-    numOr(status.replicas, 0) > updated ||
-    (numOr(status.availableReplicas, 0) < updated && progressing?.reason !== 'NewReplicaSetAvailable')
-  );
-}
-
-export function deploymentView(raw: RawObject): DeploymentView | undefined {
-  const meta = obj(raw.metadata);
-  const spec = obj(raw.spec);
-  const status = obj(raw.status);
-  const name = str(meta.name);
-  const namespace = str(meta.namespace);
-  if (!name || !namespace) return undefined;
-  const annotations = labels(meta.annotations);
-  const replicas = numOr(spec.replicas, 1);
-  const generation = numOr(meta.generation, 0);
-  const view: DeploymentView = {
-    namespace,
-    name,
-    uid: str(meta.uid) ?? '',
-    generation,
-    paused: spec.paused === true,
-    createdAt: toDate(meta.creationTimestamp) ?? new Date(0),
-    rollingOut: isRollingOut(status, generation, replicas),
-  };
-  const stamps = readRolloutStamps(annotations);
-  if (stamps) view.stamps = stamps;
-  const handsOff = toDate(annotations[ROLLOUT_STAMP.handsOffUntil]);
-  if (handsOff) view.handsOffUntil = handsOff;
   return view;
 }

@@ -10,6 +10,7 @@ import { hostname } from 'node:os';
 import {
   API_VERSION,
   GROUP,
+  isRolloutKind,
   VERSION,
   type SandboxHealthStatus,
   type SandboxPolicyStatus,
@@ -111,10 +112,15 @@ export class KubeEventRecorder implements EventRecorder {
   async record(transition: Transition): Promise<void> {
     const { target } = transition;
     // Events about cluster-scoped objects live in "default", as kubelet's Node events do.
-    const namespaced = target.kind === 'Pod' || target.kind === 'Deployment';
-    const namespace = namespaced ? target.namespace : 'default';
+    const namespace = 'namespace' in target ? target.namespace : 'default';
     const apiVersion =
-      target.kind === 'SandboxPolicy' ? API_VERSION : target.kind === 'Deployment' ? 'apps/v1' : 'v1';
+      target.kind === 'SandboxPolicy'
+        ? API_VERSION
+        : target.kind === 'Rollout'
+          ? 'argoproj.io/v1alpha1'
+          : isRolloutKind(target.kind)
+            ? 'apps/v1'
+            : 'v1';
     const now = new Date();
     await this.core.createNamespacedEvent({
       namespace,
@@ -125,7 +131,7 @@ export class KubeEventRecorder implements EventRecorder {
           kind: target.kind,
           name: target.name,
           uid: target.uid,
-          ...(namespaced ? { namespace: target.namespace } : {}),
+          ...('namespace' in target ? { namespace: target.namespace } : {}),
         },
         type: transition.type,
         reason: transition.reason,

@@ -90,7 +90,7 @@ export class OperatorMetrics {
   });
   readonly throttledRollouts = new Gauge({
     name: 'sandbox_remediator_throttled_rollouts',
-    help: 'Deployments the operator holds paused, by policy and reason (FeedsSaturatedNode, RolloutQueued: the queue).',
+    help: 'Rollouts the operator holds (every kind: Deployments, StatefulSets, DaemonSets, Argo Rollouts), by policy and reason (FeedsSaturatedNode, RolloutQueued: the queue).',
     labelNames: ['policy', 'reason'] as const,
     registers: [this.registry],
   });

@@ -1,25 +1,27 @@
-// PURE: decides which Deployments to pause and resume so rollouts do not keep a saturated disk saturated. Every
-// rule about rollouts is here (the policy-wide guard, shared with remediation, is in guards.ts); the actuator only
-// patches spec.paused with our stamps.
+// PURE: decides which rollouts to hold and let go so they do not keep a saturated disk saturated, for every kind at
+// once (Deployments, StatefulSets, DaemonSets, Argo Rollouts): each kind's hold is read into the same facts. Every
+// rule about rollouts is here (the policy-wide guard, shared with remediation, is in guards.ts); how each kind is
+// held and restored is the throttler's change, with our stamps.
 
-import type { PauseReason, RolloutStamps } from '../api/v1alpha1/index.js';
+import type { PauseReason, RolloutKind, RolloutStamps } from '../api/v1alpha1/index.js';
 import { guardPolicy } from './guards.js';
 
 export type { PauseReason, RolloutStamps };
 
-export interface DeploymentFacts {
+export interface RolloutFacts {
+  kind: RolloutKind;
   namespace: string;
   name: string;
-  /** spec.paused as it stands (in a dry run, as it would). */
+  /** Held as its kind holds (spec.paused, a partition, OnDelete), as it stands (in a dry run, as it would). */
   paused: boolean;
   /** The rollout is not complete: new replicas not all updated and available, or a spec not yet observed. */
   rollingOut: boolean;
   /** When its current rollout started (its newest ReplicaSet's creation), for ordering. */
   startedAt: Date;
   stamps?: RolloutStamps;
-  /** The user resumed a Deployment we had paused: left alone until then. */
+  /** The user resumed one we held: left alone until then. */
   handsOffUntil?: Date;
-  /** Saturated nodes (IO pressure proven, cordoned or not) where pods of this Deployment are stuck from an IO cause. */
+  /** Saturated nodes (IO pressure proven, cordoned or not) where its pods are stuck from an IO cause. */
   feeds: readonly string[];
   /** Paused by a real run, seen by a dry run: held exactly as it is (a dry run cannot resume it). */
   frozen?: boolean;
@@ -28,8 +30,8 @@ export interface DeploymentFacts {
 export interface RolloutInput {
   policy: string;
   throttle: { pauseDeployments: boolean; maxConcurrentRollouts: number } | undefined;
-  /** Every Deployment in the policy's scope. */
-  deployments: readonly DeploymentFacts[];
+  /** Every rollout in the policy's scope, of every kind. */
+  rollouts: readonly RolloutFacts[];
   /** Some node of the policy is IoPressureHigh or being remediated. */
   pressure: boolean;
   now: Date;
@@ -53,30 +55,31 @@ export type RolloutAction =
 export interface RolloutDecision {
   actions: RolloutAction[];
   blocked: { target: string; guard: 'CacheNotSynced' | 'Paused'; message: string }[];
-  /** Deployments paused by us once the actions are done, in queue order (oldest rollout first). */
+  /** Rollouts held by us once the actions are done, in queue order (oldest rollout first), every kind together. */
   pausedAfter: { target: string; reason: PauseReason; feeds: readonly string[] }[];
 }
 
-export const deploymentTarget = (d: Pick<DeploymentFacts, 'namespace' | 'name'>) =>
-  `deployment/${d.namespace}/${d.name}`;
+/** kind/namespace/name, the kind in lower case as kubectl names it: deployment/shop/web, statefulset/shop/db. */
+export const rolloutTarget = (d: Pick<RolloutFacts, 'kind' | 'namespace' | 'name'>) =>
+  `${d.kind.toLowerCase()}/${d.namespace}/${d.name}`;
 
-const byStart = (a: DeploymentFacts, b: DeploymentFacts) =>
+const byStart = (a: RolloutFacts, b: RolloutFacts) =>
   (a.stamps?.startedAt ?? a.startedAt).getTime() - (b.stamps?.startedAt ?? b.startedAt).getTime() ||
-  deploymentTarget(a).localeCompare(deploymentTarget(b));
+  rolloutTarget(a).localeCompare(rolloutTarget(b));
 
-/** A Deployment we pause, and why. */
+/** A rollout we hold, and why. */
 interface Paused {
-  d: DeploymentFacts;
+  d: RolloutFacts;
   reason: PauseReason;
 }
 
-/** What one pass over the policy's Deployments has decided so far. */
+/** What one pass over the policy's rollouts has decided so far. */
 interface RolloutPass {
   readonly input: RolloutInput;
   readonly actions: RolloutAction[];
   readonly blocked: RolloutDecision['blocked'];
   /** Ours, as the cluster has them, that this pass may change; the user's own pauses are not in any list here. */
-  readonly ours: Map<string, DeploymentFacts>;
+  readonly ours: Map<string, RolloutFacts>;
   /** Paused by us once the actions are done. */
   readonly pausedNow: Map<string, Paused>;
 }
@@ -84,7 +87,7 @@ interface RolloutPass {
 /**
  * While the policy's nodes are under pressure: pause what feeds a saturated node, and let at most
  * maxConcurrentRollouts progress, queueing the rest in the order they started. When the pressure is gone,
- * resume everything we paused. A Deployment the user paused is never touched; one we paused that the user resumed
+ * resume everything we paused. One its owner paused is never touched; one we paused that the user resumed
  * is let go and left alone for cooldownSeconds.
  */
 export function decideRollouts(input: RolloutInput): RolloutDecision {
@@ -93,7 +96,7 @@ export function decideRollouts(input: RolloutInput): RolloutDecision {
   const held = guardPolicy(input.cacheReady, input.paused);
   if (held) {
     // Nothing new, and nothing undone, while held; what stands is reported as it is.
-    for (const d of pass.ours.values()) pass.blocked.push({ target: deploymentTarget(d), ...held });
+    for (const d of pass.ours.values()) pass.blocked.push({ target: rolloutTarget(d), ...held });
   } else if (!input.throttle) resumeAll(pass, 'throttleRollouts is no longer set');
   else if (!input.pressure) resumeAll(pass, 'no node of the policy is under IO pressure');
   else throttleRollouts(pass, input.throttle);
@@ -102,9 +105,9 @@ export function decideRollouts(input: RolloutInput): RolloutDecision {
 
 /** What we paused, as the cluster has it: frozen by a dry run, resumed by someone else, or ours to change. */
 function sortOurPauses(pass: RolloutPass): void {
-  for (const d of pass.input.deployments) {
+  for (const d of pass.input.rollouts) {
     if (!d.stamps) continue;
-    const target = deploymentTarget(d);
+    const target = rolloutTarget(d);
     if (d.frozen) {
       pass.pausedNow.set(target, { d, reason: d.stamps.reason });
     } else if (!d.paused) {
@@ -117,11 +120,11 @@ function sortOurPauses(pass: RolloutPass): void {
 }
 
 /** Resumed by someone else: let go rather than fight them. */
-function letGo(pass: RolloutPass, d: DeploymentFacts): void {
+function letGo(pass: RolloutPass, d: RolloutFacts): void {
   const { now, cooldownSeconds } = pass.input;
   pass.actions.push({
     kind: 'ReleaseRollout',
-    target: deploymentTarget(d),
+    target: rolloutTarget(d),
     reason: 'ResumedByOthers',
     message: `Someone else resumed it; dropped our stamp and leave it alone for ${cooldownSeconds}s.`,
     handsOffUntil: new Date(now.getTime() + cooldownSeconds * 1000),
@@ -137,24 +140,24 @@ function throttleRollouts(pass: RolloutPass, throttle: NonNullable<RolloutInput[
   advanceQueue(pass, throttle.maxConcurrentRollouts, room);
 }
 
-function resume(pass: RolloutPass, d: DeploymentFacts, reason: string, message: string): void {
-  pass.actions.push({ kind: 'ResumeRollout', target: deploymentTarget(d), reason, message });
-  pass.pausedNow.delete(deploymentTarget(d));
+function resume(pass: RolloutPass, d: RolloutFacts, reason: string, message: string): void {
+  pass.actions.push({ kind: 'ResumeRollout', target: rolloutTarget(d), reason, message });
+  pass.pausedNow.delete(rolloutTarget(d));
 }
 
-function pause(pass: RolloutPass, d: DeploymentFacts, reason: PauseReason, message: string): void {
+function pause(pass: RolloutPass, d: RolloutFacts, reason: PauseReason, message: string): void {
   const stamps: RolloutStamps = {
     policy: pass.input.policy,
     since: pass.input.now,
     reason,
     startedAt: d.startedAt,
   };
-  pass.actions.push({ kind: 'PauseRollout', target: deploymentTarget(d), reason, message, stamps });
-  pass.pausedNow.set(deploymentTarget(d), { d, reason });
+  pass.actions.push({ kind: 'PauseRollout', target: rolloutTarget(d), reason, message, stamps });
+  pass.pausedNow.set(rolloutTarget(d), { d, reason });
 }
 
 /** Neither ours, nor paused by the user, nor left alone after the user resumed it. */
-const isFreeToPause = (d: DeploymentFacts, now: Date) =>
+const isFreeToPause = (d: RolloutFacts, now: Date) =>
   !d.stamps && !d.paused && !(d.handsOffUntil && now < d.handsOffUntil);
 
 function resumeAll(pass: RolloutPass, why: string): void {
@@ -162,8 +165,8 @@ function resumeAll(pass: RolloutPass, why: string): void {
 }
 
 function pauseFeeders(pass: RolloutPass): void {
-  const { deployments, now } = pass.input;
-  const feeders = deployments.filter((d) => isFreeToPause(d, now) && d.rollingOut && d.feeds.length > 0);
+  const { rollouts, now } = pass.input;
+  const feeders = rollouts.filter((d) => isFreeToPause(d, now) && d.rollingOut && d.feeds.length > 0);
   for (const d of feeders.sort(byStart))
     pause(
       pass,
@@ -176,8 +179,8 @@ function pauseFeeders(pass: RolloutPass): void {
 /** A paused feeder whose pods no longer feed a saturated node may go on, within the limit below. */
 function requeueFormerFeeders(pass: RolloutPass): void {
   for (const { d, reason } of [...pass.pausedNow.values()])
-    if (reason === 'FeedsSaturatedNode' && d.feeds.length === 0 && pass.ours.has(deploymentTarget(d)))
-      pass.pausedNow.set(deploymentTarget(d), { d, reason: 'RolloutQueued' });
+    if (reason === 'FeedsSaturatedNode' && d.feeds.length === 0 && pass.ours.has(rolloutTarget(d)))
+      pass.pausedNow.set(rolloutTarget(d), { d, reason: 'RolloutQueued' });
 }
 
 /**
@@ -185,13 +188,13 @@ function requeueFormerFeeders(pass: RolloutPass): void {
  * zero when what we must leave alone already takes more).
  */
 function queueBeyondLimit(pass: RolloutPass, limit: number): number {
-  const { deployments, now } = pass.input;
-  const progressing = deployments
-    .filter((d) => d.rollingOut && !d.paused && !pass.pausedNow.has(deploymentTarget(d)))
+  const { rollouts, now } = pass.input;
+  const progressing = rollouts
+    .filter((d) => d.rollingOut && !d.paused && !pass.pausedNow.has(rolloutTarget(d)))
     .sort(byStart);
   let room = limit - progressing.length;
   for (const d of progressing.slice(limit).reverse()) {
-    if (!isFreeToPause(d, now)) continue; // a Deployment we must leave alone still counts, but is not paused
+    if (!isFreeToPause(d, now)) continue; // one we must leave alone still counts, but is not paused
     pause(
       pass,
       d,
@@ -206,7 +209,7 @@ function queueBeyondLimit(pass: RolloutPass, limit: number): number {
 /** The oldest waiting go first, as far as the room allows. */
 function advanceQueue(pass: RolloutPass, limit: number, room: number): void {
   const waiting = [...pass.pausedNow.values()]
-    .filter(({ d, reason }) => reason === 'RolloutQueued' && pass.ours.has(deploymentTarget(d)))
+    .filter(({ d, reason }) => reason === 'RolloutQueued' && pass.ours.has(rolloutTarget(d)))
     .map(({ d }) => d)
     .sort(byStart);
   for (const d of waiting.slice(0, Math.max(0, room)))
@@ -216,5 +219,5 @@ function advanceQueue(pass: RolloutPass, limit: number, room: number): void {
 function listed(pausedNow: ReadonlyMap<string, Paused>): RolloutDecision['pausedAfter'] {
   return [...pausedNow.values()]
     .sort((a, b) => byStart(a.d, b.d))
-    .map(({ d, reason }) => ({ target: deploymentTarget(d), reason, feeds: d.feeds }));
+    .map(({ d, reason }) => ({ target: rolloutTarget(d), reason, feeds: d.feeds }));
 }

@@ -1,9 +1,14 @@
 // What the controllers read of the cluster: the read-only cache, its change notices, and the live reads it does not
 // keep. Implemented by src/kube (informers, REST) and in memory by the tests; it names no implementation.
-import type { LabelSelector, SandboxHealthStatus, SandboxPolicyStatus } from '../api/v1alpha1/index.js';
-import type { DeploymentView, EventView, GatedPodView, NodeView, PodView } from '../detection/index.js';
+import type {
+  LabelSelector,
+  RolloutKind,
+  SandboxHealthStatus,
+  SandboxPolicyStatus,
+} from '../api/v1alpha1/index.js';
+import type { WorkloadView, EventView, GatedPodView, NodeView, PodView } from '../detection/index.js';
 
-export type VersionedKind = 'Node' | 'SandboxHealth' | 'SandboxPolicy' | 'Deployment';
+export type VersionedKind = 'Node' | 'SandboxHealth' | 'SandboxPolicy' | RolloutKind;
 
 export interface PolicyObject {
   name: string;
@@ -39,11 +44,11 @@ export interface ClusterCache {
   health(name: string): HealthObject | undefined;
   /** Pods held at the pacing gate. */
   gatedPods(): Iterable<GatedPodView>;
-  /** Deployments, for rollout throttling. */
-  deployments(): Iterable<DeploymentView>;
+  /** What rolls out, for rollout throttling: Deployments, StatefulSets, DaemonSets, and Argo Rollouts when installed. */
+  workloads(): Iterable<WorkloadView>;
   /** A namespace's labels; undefined when the namespace is not known. */
   namespaceLabels(name: string): Readonly<Record<string, string>> | undefined;
-  /** The resourceVersion the cache holds for an object (Deployments by namespace/name): what read-your-writes fences compare against. */
+  /** The resourceVersion the cache holds for an object (a rollout's by namespace/name): what read-your-writes fences compare against. */
   observedVersion(kind: VersionedKind, name: string): string | undefined;
   /** Synced, and no watch known to be broken: the operator acts only then. */
   watchesHealthy(): boolean;
@@ -52,7 +57,7 @@ export interface ClusterCache {
 /** A change the cache saw, as its informers report it: what the mapper turns into policy keys. */
 export type Change =
   | {
-      kind: 'SandboxPolicy' | 'Node' | 'Deployment' | 'Namespace';
+      kind: 'SandboxPolicy' | 'Node' | 'Namespace' | RolloutKind;
       type: 'add' | 'update' | 'delete';
       key: string;
     }

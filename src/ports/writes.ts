@@ -1,6 +1,6 @@
 // What the controllers write of their own: SandboxHealth objects, both kinds' status, and Events. The actuator
 // (src/actuation) is the port for what they change on other people's objects.
-import type { SandboxHealthStatus, SandboxPolicyStatus } from '../api/v1alpha1/index.js';
+import type { RolloutKind, SandboxHealthStatus, SandboxPolicyStatus } from '../api/v1alpha1/index.js';
 import type { NodeView } from '../detection/index.js';
 
 /** Writes the operator's own objects. Implementations patch only what they are given. */
@@ -25,7 +25,7 @@ export interface Transition {
     | { kind: 'Node'; name: string; uid: string }
     | { kind: 'Pod'; namespace: string; name: string; uid: string }
     | { kind: 'SandboxPolicy'; name: string; uid: string }
-    | { kind: 'Deployment'; namespace: string; name: string; uid: string };
+    | { kind: RolloutKind; namespace: string; name: string; uid: string };
   type: 'Normal' | 'Warning';
   reason: string;
   message: string;

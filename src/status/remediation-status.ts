@@ -89,7 +89,7 @@ export interface RemediationStatusInput {
   stampsAfter: NodeStamps | undefined;
   /** Whether the node is unschedulable once this pass's actions are done. */
   unschedulable: boolean;
-  /** Deployments held paused because their pods were stuck on this node (RolloutsThrottled). */
+  /** Rollouts held because their pods were stuck on this node (RolloutsThrottled), as kind/namespace/name. */
   throttling?: readonly string[];
   /** Why nothing was started on a degraded node that is not ours, for the Cordoned condition. */
   notTriggered?: { reason: string; message: string } | undefined;
@@ -148,14 +148,14 @@ export function desiredHealthStatus(input: RemediationStatusInput): HealthStatus
       ? {
           type: 'RolloutsThrottled',
           status: 'True' as const,
-          reason: dryRun ? 'DryRun' : 'DeploymentsPaused',
-          message: `${dryRun ? 'Dry run: would have paused' : 'Paused'} ${throttling.length} Deployment(s) whose pods were stuck here: ${throttling.slice(0, 10).join(', ')}.`,
+          reason: dryRun ? 'DryRun' : 'RolloutsHeld',
+          message: `${dryRun ? 'Dry run: would have held' : 'Held'} ${throttling.length} rollout(s) whose pods were stuck here: ${throttling.slice(0, 10).join(', ')}.`,
         }
       : {
           type: 'RolloutsThrottled',
           status: 'False' as const,
           reason: 'NoneThrottled',
-          message: 'No Deployment is paused for this node.',
+          message: 'No rollout is held for this node.',
         };
   const mine = new Set(['Cordoned', 'RolloutsThrottled']);
   const conditions = [
@@ -194,8 +194,8 @@ export const DRY_RUN_PREFIX = 'Dry run, nothing changed: ';
 
 /** How each rollout action is told: the log line once it is done, and the reason of its Event. */
 export const ROLLOUT_WORDS: Record<RolloutAction['kind'], { done: string; event: string }> = {
-  PauseRollout: { done: 'Paused Deployment', event: 'RolloutPaused' },
-  ResumeRollout: { done: 'Resumed Deployment', event: 'RolloutResumed' },
+  PauseRollout: { done: 'Held rollout', event: 'RolloutPaused' },
+  ResumeRollout: { done: 'Released rollout', event: 'RolloutResumed' },
   ReleaseRollout: { done: 'Dropped our stamp: changed by someone else', event: 'RemediationReleased' },
 };
 

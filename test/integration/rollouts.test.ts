@@ -138,7 +138,8 @@ describe('rollout throttling on the real cluster', function () {
     );
     const status = await getPolicyStatus(policy);
     expect(status?.throttledRollouts).to.deep.include({
-      deployment: `${namespace}/web`,
+      kind: 'Deployment',
+      name: `${namespace}/web`,
       reason: 'FeedsSaturatedNode',
       feeds: [sick],
       since: status?.throttledRollouts?.[0]?.since,
@@ -160,7 +161,7 @@ describe('rollout throttling on the real cluster', function () {
       { timeoutMs: 90_000 },
     );
     expect(resumed.metadata?.annotations ?? {}).to.not.have.property('sandbox.remediator.io/pause-reason');
-    expect(second.logs.some((l) => l.message === 'Resumed Deployment')).to.equal(true);
+    expect(second.logs.some((l) => l.message === 'Released rollout')).to.equal(true);
     await eventually('the rollout finished', async () => isComplete(await readDeployment(namespace, 'web')), {
       timeoutMs: 60_000,
     });
@@ -306,7 +307,7 @@ describe('rollout throttling on the real cluster', function () {
     expect(events).to.have.length(1);
     expect(events[0]!.message).to.match(/^Dry run, nothing changed: /);
     const status = await getPolicyStatus(policy);
-    expect(status?.throttledRollouts?.map((r) => [r.deployment, r.reason, r.dryRun])).to.deep.equal([
+    expect(status?.throttledRollouts?.map((r) => [r.name, r.reason, r.dryRun])).to.deep.equal([
       [`${namespace}/b`, 'RolloutQueued', true],
     ]);
     for (const name of ['a', 'b']) {
@@ -370,7 +371,7 @@ describe('rollout throttling on the real cluster', function () {
         });
       }
       const listed = (await getPolicyStatus(policy))?.throttledRollouts ?? [];
-      expect(listed.map((r) => r.deployment).sort()).to.deep.equal(names.map((n) => `${namespace}/${n}`));
+      expect(listed.map((r) => r.name).sort()).to.deep.equal(names.map((n) => `${namespace}/${n}`));
       for (const s of sick) {
         const node = await api().core.readNode({ name: s.sick });
         expect(node.spec?.unschedulable ?? false, `${s.sick} not cordoned`).to.equal(false);

@@ -122,7 +122,7 @@ export function remediatingStatus(): SandboxHealthStatus {
         at(130),
       ),
       condition('Cordoned', 'True', 'CordonedForIoPressure', 'Cordoned by policy p1', at(135)),
-      condition('RolloutsThrottled', 'False', 'NoneThrottled', 'No Deployment is paused for this node.'),
+      condition('RolloutsThrottled', 'False', 'NoneThrottled', 'No rollout is held for this node.'),
     ],
   };
 }

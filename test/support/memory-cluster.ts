@@ -1,11 +1,8 @@
 // An in-memory ClusterCache + StatusWriter + EventRecorder for reconcile tests: the writer applies what it
 // is given to the same store the cache reads, and records every call.
-import type {
-  Actuator,
-  DeploymentChange,
-  EvictionOutcome,
-  NodeChange,
-} from '../../src/actuation/actuator.js';
+import type { Actuator, EvictionOutcome, NodeChange, WorkloadChange } from '../../src/actuation/actuator.js';
+import type { RawObject } from '../../src/kube/informer.js';
+import { argoRolloutView, daemonSetView, statefulSetView } from '../../src/kube/workload-views.js';
 import {
   matchesSelector,
   readRolloutStamps,
@@ -31,7 +28,7 @@ import type { EventRecorder, StatusWriter, Transition } from '../../src/ports/wr
 import type { PodRef } from '../../src/policy/actions.js';
 import {
   indexFailureEvents,
-  type DeploymentView,
+  type WorkloadView,
   type GatedPodView,
   type EventView,
   type NodeView,
@@ -67,7 +64,9 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   events: EventView[] = [];
   readonly healthMap = new Map<string, HealthObject>();
   /** Deployments by namespace/name. */
-  readonly deploymentMap = new Map<string, DeploymentView>();
+  readonly deploymentMap = new Map<string, WorkloadView>();
+  /** StatefulSets, DaemonSets and Argo Rollouts as the API has them, by Kind/namespace/name: read through the real views, patched as JSON merge patches. */
+  readonly rawWorkloads = new Map<string, RawObject>();
   readonly namespaceMap = new Map<string, Record<string, string>>();
   gated: GatedPodView[] = [];
   readonly released: string[] = [];
@@ -122,9 +121,40 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   podByUid(uid: string) {
     return this.pods.find((p) => p.uid === uid);
   }
-  deployments() {
-    return this.deploymentMap.values();
+  *workloads() {
+    yield* this.deploymentMap.values();
+    for (const raw of this.rawWorkloads.values()) {
+      const view = viewOf(raw);
+      if (view) yield view;
+    }
   }
+  /** A StatefulSet, DaemonSet or Rollout as stored (its kind and metadata.namespace/name say where). */
+  putWorkload(raw: RawObject): string {
+    const meta = raw.metadata as { namespace: string; name: string };
+    const key = `${String(raw.kind)}/${meta.namespace}/${meta.name}`;
+    this.commit(key, () => this.rawWorkloads.set(key, structuredClone(raw)), { quiet: true });
+    return key;
+  }
+  private patchRawWorkload(change: WorkloadChange): Promise<string | undefined> {
+    const key = `${change.kind}/${change.namespace}/${change.name}`;
+    this.writes.push(`patch ${change.kind.toLowerCase()}/${change.namespace}/${change.name}`);
+    const raw = this.rawWorkloads.get(key);
+    if (!raw) return Promise.reject(new Error(`no ${key}`));
+    const current = this.apiVersions.get(key);
+    if (
+      change.resourceVersion !== undefined &&
+      current !== undefined &&
+      change.resourceVersion !== String(current)
+    )
+      return Promise.reject(conflict(`${key} was changed since resourceVersion ${change.resourceVersion}`));
+    const patch: Record<string, unknown> = { metadata: { annotations: change.annotations } };
+    if (change.spec) patch.spec = change.spec;
+    const updated = mergePatch(raw, patch) as RawObject;
+    this.patchedWorkloads.push({ key, patch });
+    return Promise.resolve(this.commit(key, () => this.rawWorkloads.set(key, updated), { quiet: true }));
+  }
+  /** Every merge patch sent to a StatefulSet, DaemonSet or Rollout, in order. */
+  readonly patchedWorkloads: { key: string; patch: Record<string, unknown> }[] = [];
   gatedPods() {
     return this.gated;
   }
@@ -138,7 +168,8 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   namespaceLabels(name: string) {
     return this.namespaceMap.get(name) ?? (name.startsWith('kube-') ? undefined : {});
   }
-  patchDeployment(change: DeploymentChange): Promise<string | undefined> {
+  patchWorkload(change: WorkloadChange): Promise<string | undefined> {
+    if (change.kind !== 'Deployment') return this.patchRawWorkload(change);
     const key = `${change.namespace}/${change.name}`;
     this.writes.push(`patch deployment/${key}`);
     const d = this.deploymentMap.get(key);
@@ -164,7 +195,8 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
       if (v === null) annotations.delete(k);
       else annotations.set(k, v);
     }
-    const updated: DeploymentView = { ...d, paused: change.paused ?? d.paused };
+    const paused = change.spec && 'paused' in change.spec ? change.spec.paused === true : d.paused;
+    const updated: WorkloadView = { ...d, paused };
     const stamps = readRolloutStamps(Object.fromEntries(annotations));
     if (stamps) updated.stamps = stamps;
     else delete updated.stamps;
@@ -357,7 +389,7 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
     );
   }
   /** Someone else changes a Deployment (kubectl rollout pause, say): a new version. */
-  changeDeployment(key: string, change: (d: DeploymentView) => DeploymentView): void {
+  changeDeployment(key: string, change: (d: WorkloadView) => WorkloadView): void {
     const d = this.deploymentMap.get(key);
     if (!d) throw new Error(`no deployment ${key}`);
     this.commit(`Deployment/${key}`, () => this.deploymentMap.set(key, change(d)), { quiet: true });
@@ -437,4 +469,24 @@ export class RunningMemoryCluster extends MemoryCluster implements RunningCache 
       );
     });
   }
+}
+
+function viewOf(raw: RawObject): WorkloadView | undefined {
+  if (raw.kind === 'StatefulSet') return statefulSetView(raw);
+  if (raw.kind === 'DaemonSet') return daemonSetView(raw);
+  if (raw.kind === 'Rollout') return argoRolloutView(raw);
+  return undefined;
+}
+
+/** RFC 7386 JSON merge patch: objects merge, null removes, anything else replaces. */
+export function mergePatch(target: unknown, patch: unknown): unknown {
+  if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) return patch;
+  const out = new Map(
+    typeof target === 'object' && target !== null && !Array.isArray(target) ? Object.entries(target) : [],
+  );
+  for (const [key, value] of Object.entries(patch)) {
+    if (value === null) out.delete(key);
+    else out.set(key, mergePatch(out.get(key), value));
+  }
+  return Object.fromEntries(out);
 }

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { ConditionsSchema, IntOrPercentSchema, LabelSelectorSchema } from './meta.js';
+import { ROLLOUT_KINDS } from './stamps.js';
 
 /** Upper bound of safety.maxEvictionsPerMinute, and so of the eviction log kept in status. */
 export const MAX_EVICTIONS_PER_MINUTE = 600;
@@ -337,7 +338,17 @@ export const SandboxPolicyStatusSchema = z
       .array(
         z
           .strictObject({
-            deployment: z.string().describe('namespace/name.'),
+            kind: z
+              .enum(ROLLOUT_KINDS)
+              .optional()
+              .describe(
+                'Deployment, StatefulSet, DaemonSet or Rollout (Argo Rollouts); absent in entries written before kinds were named: a Deployment.',
+              ),
+            name: z.string().optional().describe('namespace/name.'),
+            deployment: z
+              .string()
+              .optional()
+              .describe('namespace/name of a Deployment, in entries written before kinds were named.'),
             reason: z
               .enum(['FeedsSaturatedNode', 'RolloutQueued'])
               .describe(
@@ -351,18 +362,20 @@ export const SandboxPolicyStatusSchema = z
             since: z.iso.datetime().describe('When it was paused.'),
             dryRun: z.boolean().describe('Whether this pause is only what a dry run would have done.'),
           })
-          .describe('A Deployment the operator holds paused.'),
+          .describe(
+            'A rollout the operator holds: a Deployment or Rollout paused, a StatefulSet frozen at its partition, a DaemonSet switched to OnDelete.',
+          ),
       )
       .max(MAX_LISTED_OVERLAPS)
       .optional()
       .describe(
-        'Deployments the operator holds paused, in queue order (oldest rollout first), at most 100 listed.',
+        'Rollouts the operator holds, every kind in one queue order (oldest rollout first), at most 100 listed.',
       ),
     throttledRolloutCount: z
       .int()
       .min(0)
       .optional()
-      .describe('How many Deployments the operator holds paused.'),
+      .describe('How many rollouts the operator holds, of every kind.'),
     gatedPods: z.int().min(0).optional().describe('Pods held at the pacing gate now.'),
     recentGateReleases: z
       .array(z.iso.datetime())

@@ -72,17 +72,67 @@ export function stampAnnotations(stamps: NodeStamps | undefined): Record<string,
   };
 }
 
-/** Ownership stamps on a Deployment the operator paused (rollout throttling). */
+/** Ownership stamps on a rollout the operator holds (rollout throttling): a Deployment, StatefulSet, DaemonSet or Rollout. */
 export const ROLLOUT_STAMP = {
   policy: `${KEY_PREFIX}paused-by`,
   since: `${KEY_PREFIX}paused-since`,
   reason: `${KEY_PREFIX}pause-reason`,
   startedAt: `${KEY_PREFIX}rollout-started`,
+  /** StatefulSet and DaemonSet: spec.updateStrategy as it was before the hold (JSON; `{}` when unset), restored exactly. */
+  heldStrategy: `${KEY_PREFIX}held-update-strategy`,
+  /** StatefulSet: the partition the hold set; another value means its owner changed it meanwhile. */
+  heldPartition: `${KEY_PREFIX}held-partition`,
   /** Not a claim: the user resumed one we paused, and we keep our hands off until then. */
   handsOffUntil: `${KEY_PREFIX}hands-off-until`,
 } as const;
 
+/** A StatefulSet's or DaemonSet's spec.updateStrategy, as the API has it. */
+export interface UpdateStrategy {
+  type?: string;
+  rollingUpdate?: Record<string, unknown>;
+}
+
+/** What a StatefulSet or DaemonSet hold replaced, read from its stamps. */
+export interface HeldStrategy {
+  /** spec.updateStrategy before the hold. */
+  strategy: UpdateStrategy;
+  /** StatefulSet: the partition the hold set. */
+  partition?: number;
+}
+
+/** The held strategy from a rollout's annotations; undefined when there is none, or it does not parse. */
+export function readHeldStrategy(annotations: Readonly<Record<string, string>>): HeldStrategy | undefined {
+  const text = annotations[ROLLOUT_STAMP.heldStrategy];
+  if (text === undefined) return undefined;
+  let strategy: unknown;
+  try {
+    strategy = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (typeof strategy !== 'object' || strategy === null || Array.isArray(strategy)) return undefined;
+  const held: HeldStrategy = { strategy: strategy };
+  const partition = Number(annotations[ROLLOUT_STAMP.heldPartition]);
+  if (annotations[ROLLOUT_STAMP.heldPartition] !== undefined && Number.isInteger(partition))
+    held.partition = partition;
+  return held;
+}
+
+/** The annotations recording a hold's strategy (null removes them). */
+export function heldStrategyAnnotations(held: HeldStrategy | undefined): Record<string, string | null> {
+  return {
+    [ROLLOUT_STAMP.heldStrategy]: held ? JSON.stringify(held.strategy) : null,
+    [ROLLOUT_STAMP.heldPartition]: held?.partition !== undefined ? String(held.partition) : null,
+  };
+}
+
 export const PAUSE_REASONS = ['FeedsSaturatedNode', 'RolloutQueued'] as const;
+
+/** The kinds of rollout the operator holds; Rollout is Argo Rollouts' argoproj.io/v1alpha1 Rollout. */
+export const ROLLOUT_KINDS = ['Deployment', 'StatefulSet', 'DaemonSet', 'Rollout'] as const;
+export type RolloutKind = (typeof ROLLOUT_KINDS)[number];
+export const isRolloutKind = (kind: string): kind is RolloutKind =>
+  (ROLLOUT_KINDS as readonly string[]).includes(kind);
 export type PauseReason = (typeof PAUSE_REASONS)[number];
 
 export interface RolloutStamps {
@@ -98,7 +148,7 @@ const dateOr = (text: string | undefined, fallback: Date) => {
   return Number.isNaN(date.getTime()) ? fallback : date;
 };
 
-/** Our pause stamps from a Deployment's annotations, or undefined when we did not pause it. */
+/** Our pause stamps from a rollout's annotations, or undefined when we did not pause it. */
 export function readRolloutStamps(annotations: Readonly<Record<string, string>>): RolloutStamps | undefined {
   const policy = annotations[ROLLOUT_STAMP.policy];
   if (!policy) return undefined;

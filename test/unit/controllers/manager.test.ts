@@ -118,6 +118,7 @@ describe('Manager', () => {
     await settle(() => cluster.health('n1') !== undefined);
     // A Deployment a deleted policy paused shows up (restored from a backup, say): only its change tells of it.
     cluster.deploymentMap.set('shop/web', {
+      kind: 'Deployment',
       namespace: 'shop',
       name: 'web',
       uid: 'uid-web',

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { observeRollouts } from '../../../src/controllers/observe-rollouts.js';
-import { deploymentOf, type DeploymentView, type PodView } from '../../../src/detection/index.js';
+import { deploymentOf, type WorkloadView, type PodView } from '../../../src/detection/index.js';
 import { aPod, T0 } from '../../support/builders.js';
 
 const ofDeployment = (name: string, hash = '5d8f7c9b4'): PodView => ({
@@ -9,7 +9,8 @@ const ofDeployment = (name: string, hash = '5d8f7c9b4'): PodView => ({
   controllerKind: 'ReplicaSet',
   controllerName: `${name}-${hash}`,
 });
-const view = (name: string, overrides: Partial<DeploymentView> = {}): DeploymentView => ({
+const view = (name: string, overrides: Partial<WorkloadView> = {}): WorkloadView => ({
+  kind: 'Deployment',
   namespace: 'shop',
   name,
   uid: `uid-${name}`,
@@ -37,12 +38,12 @@ describe('observeRollouts', () => {
   it('lists the saturated nodes each Deployment feeds, and takes dry-run pauses from status', () => {
     const simulatedStamps = { policy: 'p', since: T0, reason: 'RolloutQueued' as const, startedAt: T0 };
     const facts = observeRollouts({
-      deployments: [view('web'), view('api'), view('db', { paused: true })],
+      workloads: [view('web'), view('api'), view('db', { paused: true })],
       stuckOnSaturated: new Map([
         ['n2', [ofDeployment('web')]],
         ['n1', [ofDeployment('web'), ofDeployment('web', 'ffff')]],
       ]),
-      simulated: new Map([['shop/api', simulatedStamps]]),
+      simulated: new Map([['Deployment/shop/api', simulatedStamps]]),
       dryRun: true,
       startedAt: (d) => d.createdAt,
     });
@@ -55,9 +56,11 @@ describe('observeRollouts', () => {
 
   it('ignores simulated pauses in a real run', () => {
     const facts = observeRollouts({
-      deployments: [view('api')],
+      workloads: [view('api')],
       stuckOnSaturated: new Map(),
-      simulated: new Map([['shop/api', { policy: 'p', since: T0, reason: 'RolloutQueued', startedAt: T0 }]]),
+      simulated: new Map([
+        ['Deployment/shop/api', { policy: 'p', since: T0, reason: 'RolloutQueued', startedAt: T0 }],
+      ]),
       dryRun: false,
       startedAt: (d) => d.createdAt,
     });

@@ -2,7 +2,7 @@
 // what is left behind when a policy goes away or runs dry.
 import { expect } from 'chai';
 import type { SandboxPolicySpecInput } from '../../../src/api/v1alpha1/index.js';
-import type { DeploymentView, GatedPodView } from '../../../src/detection/index.js';
+import type { WorkloadView, GatedPodView } from '../../../src/detection/index.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
 import { aNode, MemoryCluster } from '../../support/memory-cluster.js';
 import { aReconciler } from '../../support/reconciler.js';
@@ -46,7 +46,8 @@ const gatedPod = (name: string, policy = 'p', secondsAgo = 10): GatedPodView => 
   policy,
   gatedAt: new Date(START.getTime() - secondsAgo * 1000),
 });
-const ourPause = (name: string, policy = 'p'): DeploymentView => ({
+const ourPause = (name: string, policy = 'p'): WorkloadView => ({
+  kind: 'Deployment',
   namespace: 'shop',
   name,
   uid: `uid-${name}`,
@@ -104,9 +105,9 @@ describe('PolicyReconciler pacing and rollouts', () => {
     expect(cluster.released).to.deep.equal(['shop/left-by-a-real-run']);
     expect(cluster.deploymentMap.get('shop/web')).to.include({ paused: true });
     expect(cluster.takeEvents().filter((e) => e.includes('RolloutResumed'))).to.deep.equal([]);
-    expect(
-      cluster.policy('p')!.status!.throttledRollouts?.map((r) => [r.deployment, r.dryRun]),
-    ).to.deep.equal([['shop/web', false]]);
+    expect(cluster.policy('p')!.status!.throttledRollouts?.map((r) => [r.name, r.dryRun])).to.deep.equal([
+      ['shop/web', false],
+    ]);
   });
 
   it('pauses on the version it decided on: a Deployment the user changed meanwhile answers 409, and is not claimed', async () => {
@@ -114,7 +115,8 @@ describe('PolicyReconciler pacing and rollouts', () => {
       ioPressure: IO,
       remediation: { throttleRollouts: { maxConcurrentRollouts: 1 } },
     });
-    const rolling = (name: string, generation: number): DeploymentView => ({
+    const rolling = (name: string, generation: number): WorkloadView => ({
+      kind: 'Deployment',
       namespace: 'shop',
       name,
       uid: `uid-${name}`,
@@ -149,6 +151,7 @@ describe('PolicyReconciler pacing and rollouts', () => {
     // `queued` waits in our queue; `feeder` rolls out, and its new pod is stuck on the saturated n1.
     cluster.deploymentMap.set('shop/queued', ourPause('queued'));
     cluster.deploymentMap.set('shop/feeder', {
+      kind: 'Deployment',
       namespace: 'shop',
       name: 'feeder',
       uid: 'uid-feeder',
@@ -198,6 +201,7 @@ describe('PolicyReconciler pacing and rollouts', () => {
         safety: 'maxUnhealthyNodes' in spec ? { maxUnhealthyNodes: 0 } : {},
       });
       cluster.deploymentMap.set('shop/feeder', {
+        kind: 'Deployment',
         namespace: 'shop',
         name: 'feeder',
         uid: 'uid-feeder',
@@ -221,7 +225,8 @@ describe('PolicyReconciler pacing and rollouts', () => {
       expect(cluster.deploymentMap.get('shop/feeder')).to.include({ paused: true });
       expect(cluster.deploymentMap.get('shop/feeder')!.stamps).to.include({ reason: 'FeedsSaturatedNode' });
       expect(cluster.policy('p')!.status!.throttledRollouts?.[0]).to.include({
-        deployment: 'shop/feeder',
+        kind: 'Deployment',
+        name: 'shop/feeder',
         reason: 'FeedsSaturatedNode',
       });
       // The pressure ends: the stuck pod is gone and the node reads idle for recoverySeconds.

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
 import { diagnoseNode } from '../../../src/diagnose/node.js';
+import type { WorkloadView } from '../../../src/detection/index.js';
 import {
   aNode,
   aPolicy,
@@ -197,7 +198,8 @@ describe('diagnoseNode', () => {
         policy: string,
         since: number,
         reason: 'FeedsSaturatedNode' | 'RolloutQueued',
-      ) => ({
+      ): WorkloadView => ({
+        kind: 'Deployment',
         namespace: 'shop',
         name,
         uid: `uid-${name}`,
@@ -245,6 +247,7 @@ describe('diagnoseNode', () => {
 
     it("counts the pods at the pacing gate of the node's policy and lists the oldest", () => {
       const gated = (name: string, policy: string | undefined, since: number) => ({
+        kind: 'Deployment',
         namespace: 'shop',
         name,
         uid: `uid-${name}`,

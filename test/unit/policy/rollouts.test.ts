@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import {
   decideRollouts,
-  type DeploymentFacts,
+  type RolloutFacts,
   type RolloutInput,
   type RolloutStamps,
 } from '../../../src/policy/rollouts.js';
@@ -10,8 +10,9 @@ import {
 const NOW = new Date('2026-11-30T12:00:00Z');
 const ago = (s: number) => new Date(NOW.getTime() - s * 1000);
 
-function deployment(name: string, overrides: Partial<DeploymentFacts> = {}): DeploymentFacts {
+function deployment(name: string, overrides: Partial<RolloutFacts> = {}): RolloutFacts {
   return {
+    kind: 'Deployment',
     namespace: 'shop',
     name,
     paused: false,
@@ -21,16 +22,16 @@ function deployment(name: string, overrides: Partial<DeploymentFacts> = {}): Dep
     ...overrides,
   };
 }
-const ours = (reason: RolloutStamps['reason'], startedAt = ago(60)): Partial<DeploymentFacts> => ({
+const ours = (reason: RolloutStamps['reason'], startedAt = ago(60)): Partial<RolloutFacts> => ({
   paused: true,
   stamps: { policy: 'p', since: ago(30), reason, startedAt },
 });
 
-function decide(deployments: DeploymentFacts[], overrides: Partial<RolloutInput> = {}) {
+function decide(deployments: RolloutFacts[], overrides: Partial<RolloutInput> = {}) {
   const decision = decideRollouts({
     policy: 'p',
     throttle: { pauseDeployments: true, maxConcurrentRollouts: 1 },
-    deployments,
+    rollouts: deployments,
     pressure: true,
     now: NOW,
     cacheReady: true,
@@ -48,7 +49,7 @@ function decide(deployments: DeploymentFacts[], overrides: Partial<RolloutInput>
 describe('decideRollouts', () => {
   const rows: {
     name: string;
-    deployments: DeploymentFacts[];
+    rollouts: RolloutFacts[];
     input?: Partial<RolloutInput>;
     actions: string[];
     paused?: string[];
@@ -56,13 +57,13 @@ describe('decideRollouts', () => {
   }[] = [
     {
       name: 'pauses a rolling-out Deployment whose pods are stuck on a remediated node',
-      deployments: [deployment('web', { feeds: ['n1'] })],
+      rollouts: [deployment('web', { feeds: ['n1'] })],
       actions: ['PauseRollout web FeedsSaturatedNode'],
       paused: ['web FeedsSaturatedNode'],
     },
     {
       name: 'pauses nothing that is not rolling out, or that the user paused',
-      deployments: [
+      rollouts: [
         deployment('done', { rollingOut: false, feeds: ['n1'] }),
         deployment('mine', { paused: true, feeds: ['n1'] }),
       ],
@@ -70,13 +71,13 @@ describe('decideRollouts', () => {
     },
     {
       name: 'with pauseDeployments false only the concurrency limit applies',
-      deployments: [deployment('web', { feeds: ['n1'] })],
+      rollouts: [deployment('web', { feeds: ['n1'] })],
       input: { throttle: { pauseDeployments: false, maxConcurrentRollouts: 1 } },
       actions: [],
     },
     {
       name: 'queues the newest rollouts beyond maxConcurrentRollouts',
-      deployments: [
+      rollouts: [
         deployment('a', { startedAt: ago(30) }),
         deployment('b', { startedAt: ago(20) }),
         deployment('c', { startedAt: ago(10) }),
@@ -86,7 +87,7 @@ describe('decideRollouts', () => {
     },
     {
       name: 'resumes the oldest queued rollout when the running one completes',
-      deployments: [
+      rollouts: [
         deployment('a', { rollingOut: false, startedAt: ago(30) }),
         deployment('c', { ...ours('RolloutQueued', ago(10)) }),
         deployment('b', { ...ours('RolloutQueued', ago(20)) }),
@@ -96,13 +97,13 @@ describe('decideRollouts', () => {
     },
     {
       name: 'keeps the queue while one is still progressing',
-      deployments: [deployment('a', { startedAt: ago(30) }), deployment('b', { ...ours('RolloutQueued') })],
+      rollouts: [deployment('a', { startedAt: ago(30) }), deployment('b', { ...ours('RolloutQueued') })],
       actions: [],
       paused: ['b RolloutQueued'],
     },
     {
       name: 'a paused feeder whose pods no longer feed a node waits its turn in the queue',
-      deployments: [
+      rollouts: [
         deployment('a', { startedAt: ago(90) }),
         deployment('web', { ...ours('FeedsSaturatedNode') }),
       ],
@@ -111,13 +112,13 @@ describe('decideRollouts', () => {
     },
     {
       name: 'a paused feeder still feeding stays paused even with room',
-      deployments: [deployment('web', { ...ours('FeedsSaturatedNode'), feeds: ['n1'] })],
+      rollouts: [deployment('web', { ...ours('FeedsSaturatedNode'), feeds: ['n1'] })],
       actions: [],
       paused: ['web FeedsSaturatedNode'],
     },
     {
       name: 'resumes everything it paused, oldest first, when the pressure is gone',
-      deployments: [
+      rollouts: [
         deployment('b', { ...ours('RolloutQueued', ago(20)) }),
         deployment('a', { ...ours('FeedsSaturatedNode', ago(40)), feeds: ['n1'] }),
         deployment('user', { paused: true }),
@@ -128,14 +129,14 @@ describe('decideRollouts', () => {
     },
     {
       name: 'resumes what it paused when throttleRollouts is removed from the policy',
-      deployments: [deployment('b', { ...ours('RolloutQueued') })],
+      rollouts: [deployment('b', { ...ours('RolloutQueued') })],
       input: { throttle: undefined },
       actions: ['ResumeRollout b PressureGone'],
       paused: [],
     },
     {
       name: 'lets go of one the user resumed, and neither pauses nor queues it during the cooldown',
-      deployments: [
+      rollouts: [
         deployment('a', { startedAt: ago(90) }),
         deployment('web', {
           stamps: { policy: 'p', since: ago(5), reason: 'FeedsSaturatedNode', startedAt: ago(60) },
@@ -146,7 +147,7 @@ describe('decideRollouts', () => {
     },
     {
       name: 'leaves alone a Deployment within its hands-off time, but counts it as progressing',
-      deployments: [
+      rollouts: [
         deployment('web', {
           feeds: ['n1'],
           handsOffUntil: new Date(NOW.getTime() + 1000),
@@ -159,7 +160,7 @@ describe('decideRollouts', () => {
     },
     {
       name: 'CacheNotSynced: pauses and resumes nothing, and reports what it holds',
-      deployments: [deployment('web', { feeds: ['n1'] }), deployment('b', { ...ours('RolloutQueued') })],
+      rollouts: [deployment('web', { feeds: ['n1'] }), deployment('b', { ...ours('RolloutQueued') })],
       input: { cacheReady: false, pressure: false },
       actions: [],
       blocked: ['b CacheNotSynced'],
@@ -167,7 +168,7 @@ describe('decideRollouts', () => {
     },
     {
       name: 'Paused policy: pauses and resumes nothing',
-      deployments: [deployment('web', { feeds: ['n1'] }), deployment('b', { ...ours('RolloutQueued') })],
+      rollouts: [deployment('web', { feeds: ['n1'] }), deployment('b', { ...ours('RolloutQueued') })],
       input: { paused: true, pressure: false },
       actions: [],
       blocked: ['b Paused'],
@@ -176,7 +177,7 @@ describe('decideRollouts', () => {
   ];
   for (const row of rows) {
     it(row.name, () => {
-      const result = decide(row.deployments, row.input);
+      const result = decide(row.rollouts, row.input);
       expect(result.actions, 'actions').to.deep.equal(row.actions);
       expect(result.blocked, 'blocked').to.deep.equal(row.blocked ?? []);
       if (row.paused) expect(result.paused, 'paused after').to.deep.equal(row.paused);
@@ -213,7 +214,7 @@ describe('decideRollouts', () => {
           const decision = decideRollouts({
             policy: 'p',
             throttle: { pauseDeployments: true, maxConcurrentRollouts: max },
-            deployments,
+            rollouts: deployments,
             pressure,
             now: NOW,
             cacheReady: true,

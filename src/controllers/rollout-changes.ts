@@ -1,0 +1,85 @@
+// PURE: the one patch that carries out a rollout action on each kind, the hold and its record together, so that a
+// kill -9 between holding and recording cannot happen: a Deployment or Argo Rollout is paused by spec.paused, a
+// StatefulSet frozen by a partition at its replicas, a DaemonSet switched to OnDelete; a release puts back exactly the
+// strategy the stamps recorded, and nothing else.
+import type { WorkloadChange } from '../actuation/actuator.js';
+import {
+  heldStrategyAnnotations,
+  rolloutStampAnnotations,
+  type HeldStrategy,
+  type RolloutStamps,
+  type UpdateStrategy,
+} from '../api/v1alpha1/index.js';
+import type { WorkloadView } from '../detection/index.js';
+import type { RolloutAction } from '../policy/rollouts.js';
+
+type Json = Record<string, unknown>;
+const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** The merge patch that turns `current` into exactly `wanted`: keys it lacks are removed, nested objects alike. */
+export function replaceWith(current: Json, wanted: Json): Json {
+  const patch: Json = {};
+  for (const key of Object.keys(current)) if (!(key in wanted)) patch[key] = null;
+  for (const [key, value] of Object.entries(wanted)) {
+    const now = current[key];
+    patch[key] = isObject(value) && isObject(now) ? replaceWith(now, value) : value;
+  }
+  return patch;
+}
+
+/** How a kind is held: the spec patch, and for a StatefulSet or DaemonSet the strategy it replaces. */
+function hold(w: WorkloadView): { spec: Json; held?: HeldStrategy } {
+  const strategy: UpdateStrategy = w.strategy ?? {};
+  switch (w.kind) {
+    case 'Deployment':
+    case 'Rollout':
+      return { spec: { paused: true } };
+    case 'StatefulSet': {
+      // Ordinals at or above the partition are updated: at the replica count, none is.
+      const partition = w.replicas ?? 1;
+      return { spec: { updateStrategy: { rollingUpdate: { partition } } }, held: { strategy, partition } };
+    }
+    case 'DaemonSet':
+      return { spec: { updateStrategy: { type: 'OnDelete', rollingUpdate: null } }, held: { strategy } };
+  }
+}
+
+/** How a kind is released: spec.paused reset alone, or the held strategy put back exactly; nothing when not held. */
+function release(w: WorkloadView): Json | undefined {
+  if (!w.paused) return undefined;
+  switch (w.kind) {
+    case 'Deployment':
+      return { paused: null };
+    case 'Rollout':
+      return { paused: false }; // never a promotion: its pause conditions and canary steps are its own
+    case 'StatefulSet':
+    case 'DaemonSet':
+      return w.held
+        ? { updateStrategy: replaceWith({ ...(w.strategy ?? {}) }, { ...w.held.strategy }) }
+        : undefined;
+  }
+}
+
+/** The change that carries out a rollout action (or, for the orphan sweep, releases one we held). */
+export function workloadChange(
+  w: WorkloadView,
+  action: Pick<RolloutAction, 'kind'> & { stamps?: RolloutStamps; handsOffUntil?: Date },
+  version: string | undefined,
+): WorkloadChange {
+  const change: WorkloadChange = { kind: w.kind, namespace: w.namespace, name: w.name, annotations: {} };
+  if (version) change.resourceVersion = version;
+  if (action.kind === 'PauseRollout') {
+    const { spec, held } = hold(w);
+    change.spec = spec;
+    change.annotations = { ...rolloutStampAnnotations(action.stamps), ...heldStrategyAnnotations(held) };
+    return change;
+  }
+  const handsOff = action.kind === 'ReleaseRollout' ? action.handsOffUntil : undefined;
+  change.annotations = {
+    ...rolloutStampAnnotations(undefined, handsOff),
+    ...heldStrategyAnnotations(undefined),
+  };
+  const spec = action.kind === 'ResumeRollout' ? release(w) : undefined;
+  if (spec) change.spec = spec;
+  return change;
+}

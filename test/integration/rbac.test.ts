@@ -195,8 +195,11 @@ describe('config/: manifests and least-privilege RBAC on the real cluster', func
     expect(await can('sandbox-remediator-operator', 'patch', 'nodes')).to.equal('yes');
     expect(await can('sandbox-remediator-operator', 'update', 'nodes')).to.equal('no');
     expect(await can('sandbox-remediator-operator', 'delete', 'nodes')).to.equal('no');
-    expect(await can('sandbox-remediator-operator', 'patch', 'deployments.apps')).to.equal('yes');
-    expect(await can('sandbox-remediator-operator', 'delete', 'deployments.apps')).to.equal('no');
+    for (const kind of ['deployments.apps', 'statefulsets.apps', 'daemonsets.apps', 'rollouts.argoproj.io']) {
+      expect(await can('sandbox-remediator-operator', 'patch', kind), `patch ${kind}`).to.equal('yes');
+      expect(await can('sandbox-remediator-operator', 'delete', kind), `delete ${kind}`).to.equal('no');
+      expect(await can('sandbox-remediator-operator', 'update', kind), `update ${kind}`).to.equal('no');
+    }
     expect(await can('sandbox-remediator-operator', 'patch', 'pods')).to.equal('yes');
     expect(
       await can(

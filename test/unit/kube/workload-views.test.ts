@@ -1,0 +1,161 @@
+// The slim views of what rolls out: each kind's hold read into the same words, from a list's shape or a watch's.
+import { expect } from 'chai';
+import { replaceWith } from '../../../src/controllers/rollout-changes.js';
+import { rolloutOf } from '../../../src/detection/index.js';
+import { argoRolloutView, daemonSetView, statefulSetView } from '../../../src/kube/workload-views.js';
+
+const meta = (annotations: Record<string, string> = {}) => ({
+  namespace: 'shop',
+  name: 'w',
+  uid: 'u',
+  generation: 4,
+  creationTimestamp: '2026-12-01T00:00:00Z',
+  annotations,
+});
+const ours = (extra: Record<string, string>) => ({
+  'sandbox.remediator.io/paused-by': 'p',
+  'sandbox.remediator.io/paused-since': '2026-12-01T00:00:00Z',
+  'sandbox.remediator.io/pause-reason': 'RolloutQueued',
+  ...extra,
+});
+
+describe('workload views', () => {
+  it('reads a StatefulSet: held by its owner at a partition >= replicas or OnDelete, by us only at the partition we set', () => {
+    const sts = (strategy: unknown, annotations: Record<string, string> = {}, status: object = {}) =>
+      statefulSetView({
+        kind: 'StatefulSet',
+        metadata: meta(annotations),
+        spec: { replicas: 3, updateStrategy: strategy },
+        status: {
+          observedGeneration: 4,
+          updatedReplicas: 3,
+          readyReplicas: 3,
+          currentRevision: 'a',
+          updateRevision: 'a',
+          ...status,
+        },
+      } as never)!;
+    expect(sts({ type: 'RollingUpdate', rollingUpdate: { partition: 0 } })).to.include({
+      paused: false,
+      rollingOut: false,
+      revision: 'a',
+    });
+    expect(sts({ type: 'RollingUpdate', rollingUpdate: { partition: 3 } })).to.include({ paused: true });
+    expect(sts({ type: 'OnDelete' })).to.include({ paused: true, rollingOut: false });
+    expect(
+      sts(
+        { type: 'RollingUpdate', rollingUpdate: { partition: 0 } },
+        {},
+        { updatedReplicas: 1, updateRevision: 'b' },
+      ),
+    ).to.include({ rollingOut: true, revision: 'b' });
+    const held = {
+      'sandbox.remediator.io/held-update-strategy':
+        '{"type":"RollingUpdate","rollingUpdate":{"partition":0}}',
+      'sandbox.remediator.io/held-partition': '3',
+    };
+    const ours3 = sts({ type: 'RollingUpdate', rollingUpdate: { partition: 3 } }, ours(held), {
+      updatedReplicas: 1,
+      updateRevision: 'b',
+    });
+    expect(ours3).to.include({ paused: true, rollingOut: true });
+    expect(ours3.held).to.deep.equal({
+      strategy: { type: 'RollingUpdate', rollingUpdate: { partition: 0 } },
+      partition: 3,
+    });
+    expect(
+      sts({ type: 'RollingUpdate', rollingUpdate: { partition: 2 } }, ours(held)),
+      'its owner changed it',
+    ).to.include({ paused: false });
+    expect(
+      sts({ type: 'RollingUpdate', rollingUpdate: { partition: 3 } }, ours({})),
+      'a stamp with no held strategy: not ours to restore',
+    ).to.include({ paused: false });
+  });
+
+  it('reads a DaemonSet: OnDelete is held, ours while it stays OnDelete, and its template generation as the revision', () => {
+    const ds = (strategy: unknown, annotations: Record<string, string> = {}) =>
+      daemonSetView({
+        kind: 'DaemonSet',
+        metadata: meta({ 'deprecated.daemonset.template.generation': '7', ...annotations }),
+        spec: { updateStrategy: strategy },
+        status: { observedGeneration: 4, desiredNumberScheduled: 5, updatedNumberScheduled: 2 },
+      } as never)!;
+    expect(ds({ type: 'RollingUpdate' })).to.include({ paused: false, rollingOut: true, revision: '7' });
+    expect(ds({ type: 'OnDelete' })).to.include({ paused: true, rollingOut: false });
+    const held = { 'sandbox.remediator.io/held-update-strategy': '{"type":"RollingUpdate"}' };
+    expect(ds({ type: 'OnDelete' }, ours(held))).to.include({ paused: true, rollingOut: true });
+    expect(ds({ type: 'RollingUpdate' }, ours(held)), 'switched back by its owner').to.include({
+      paused: false,
+    });
+  });
+
+  it('reads an Argo Rollout: spec.paused, or a pause condition of its own, holds it; its current pod hash is the revision', () => {
+    const ro = (spec: object, status: object, annotations: Record<string, string> = {}) =>
+      argoRolloutView({
+        kind: 'Rollout',
+        metadata: meta(annotations),
+        spec: { replicas: 2, ...spec },
+        status,
+      } as never)!;
+    expect(ro({}, { currentPodHash: 'b', stableRS: 'a', updatedReplicas: 1 })).to.include({
+      paused: false,
+      rollingOut: true,
+      revision: 'b',
+    });
+    expect(ro({}, { currentPodHash: 'a', stableRS: 'a', updatedReplicas: 2, phase: 'Healthy' })).to.include({
+      rollingOut: false,
+    });
+    expect(ro({}, { pauseConditions: [{ reason: 'CanaryPauseStep' }] })).to.include({ paused: true });
+    expect(ro({ paused: true }, {}, ours({}))).to.include({ paused: true });
+    expect(ro({}, {}, ours({})), 'resumed by its owner').to.include({ paused: false });
+  });
+
+  it('names the rollout of a pod, with the revision it runs', () => {
+    const pod = (controllerKind: string, controllerName: string, labels: Record<string, string>) => ({
+      namespace: 'shop',
+      controllerKind,
+      controllerName,
+      labels,
+    });
+    expect(rolloutOf(pod('StatefulSet', 'db', { 'controller-revision-hash': 'db-5' }))).to.deep.equal({
+      key: 'StatefulSet/shop/db',
+      revision: 'db-5',
+    });
+    expect(rolloutOf(pod('DaemonSet', 'agent', { 'pod-template-generation': '3' }))).to.deep.equal({
+      key: 'DaemonSet/shop/agent',
+      revision: '3',
+    });
+    expect(rolloutOf(pod('ReplicaSet', 'front-abc', { 'rollouts-pod-template-hash': 'abc' }))).to.deep.equal({
+      key: 'Rollout/shop/front',
+      revision: 'abc',
+    });
+    expect(rolloutOf(pod('ReplicaSet', 'web-xyz', { 'pod-template-hash': 'xyz' }))).to.deep.equal({
+      key: 'Deployment/shop/web',
+    });
+    expect(rolloutOf(pod('Job', 'j', {}))).to.equal(undefined);
+  });
+
+  it('builds the merge patch that puts a strategy back exactly, removing what the hold added', () => {
+    expect(
+      replaceWith({ type: 'OnDelete' }, { type: 'RollingUpdate', rollingUpdate: { maxSurge: 0 } }),
+    ).to.deep.equal({
+      type: 'RollingUpdate',
+      rollingUpdate: { maxSurge: 0 },
+    });
+    expect(
+      replaceWith({ type: 'RollingUpdate', rollingUpdate: { partition: 3, maxUnavailable: 1 } }, {}),
+    ).to.deep.equal({
+      type: null,
+      rollingUpdate: null,
+    });
+    expect(
+      replaceWith(
+        { rollingUpdate: { partition: 3, maxUnavailable: 1 } },
+        { rollingUpdate: { partition: 0 } },
+      ),
+    ).to.deep.equal({
+      rollingUpdate: { partition: 0, maxUnavailable: null },
+    });
+  });
+});

@@ -115,7 +115,8 @@ export function statefulSetView(raw: RawObject): WorkloadView | undefined {
 /**
  * A DaemonSet cannot be paused: it is held by switching it to OnDelete, which updates no pod until one is deleted.
  * Ours stands while it is OnDelete (its owner switching it back lets it go); one its owner runs OnDelete is never
- * touched. It rolls out while fewer of its scheduled pods are updated than it wants, or the spec is not yet seen.
+ * touched. It rolls out, as kubectl rollout status says, until every node it wants runs an updated pod that is
+ * available, and the controller has seen its spec.
  */
 export function daemonSetView(raw: RawObject): WorkloadView | undefined {
   const found = base('DaemonSet', raw);
@@ -130,10 +131,12 @@ export function daemonSetView(raw: RawObject): WorkloadView | undefined {
   if (revision) view.revision = revision;
   view.paused = view.stamps ? view.held !== undefined && onDelete : onDelete;
   const owners = view.held ? view.held.strategy.type === 'OnDelete' : onDelete;
+  const desired = numOr(status.desiredNumberScheduled, 0);
   view.rollingOut =
     !owners &&
     (numOr(status.observedGeneration, 0) < view.generation ||
-      numOr(status.updatedNumberScheduled, 0) < numOr(status.desiredNumberScheduled, 0));
+      numOr(status.updatedNumberScheduled, 0) < desired ||
+      numOr(status.numberAvailable, 0) < desired);
   return view;
 }
 

@@ -1,0 +1,237 @@
+// Rollout throttling of StatefulSets and DaemonSets on the real control plane: kube-controller-manager's own
+// StatefulSet and DaemonSet controllers roll them out onto kwok nodes, one of which is saturated.
+import type { V1DaemonSet, V1StatefulSet } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { AgentProcess } from '../support/agent-process.js';
+import {
+  api,
+  Cleanup,
+  createNamespace,
+  createNodes,
+  eventually,
+  hack,
+  kubectl,
+  uniqueName,
+} from '../support/cluster.js';
+import { applyCrds, OperatorProcess } from '../support/operator-process.js';
+import { FAST_IO, ProcRoot } from '../support/proc-root.js';
+import { applyPolicy, getPolicyStatus } from '../support/resources.js';
+import { eventsWithReasonAtLeast, startIncident } from '../support/workloads.js';
+
+const TEST_POOL = 'sandbox.remediator.io/test-pool';
+const STAMP = 'sandbox.remediator.io/paused-by';
+const HELD = 'sandbox.remediator.io/held-update-strategy';
+const log = (msg: string) => {
+  console.log(`      [rollout-kinds] ${msg}`);
+};
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+const readSts = (namespace: string, name: string) =>
+  api().apps.readNamespacedStatefulSet({ namespace, name });
+const readDs = (namespace: string, name: string) => api().apps.readNamespacedDaemonSet({ namespace, name });
+const restart = (kind: string, namespace: string, name: string) =>
+  kubectl(['rollout', 'restart', `${kind}/${name}`, '-n', namespace]);
+
+/** Every pod runs the update revision and is ready. */
+const stsDone = (s: V1StatefulSet) =>
+  (s.status?.observedGeneration ?? 0) >= (s.metadata?.generation ?? 0) &&
+  s.status?.updatedReplicas === s.spec?.replicas &&
+  s.status?.readyReplicas === s.spec?.replicas &&
+  s.status?.currentRevision === s.status?.updateRevision;
+const dsDone = (d: V1DaemonSet) =>
+  (d.status?.observedGeneration ?? 0) >= (d.metadata?.generation ?? 0) &&
+  d.status?.desiredNumberScheduled !== 0 &&
+  d.status?.updatedNumberScheduled === d.status?.desiredNumberScheduled &&
+  d.status?.numberAvailable === d.status?.desiredNumberScheduled;
+
+describe('rollout throttling of StatefulSets and DaemonSets on the real cluster', function () {
+  const cleanup = new Cleanup();
+  const operators: OperatorProcess[] = [];
+  before(() => applyCrds());
+  afterEach(async () => {
+    for (const o of operators.splice(0)) await o.stop();
+    await cleanup.run();
+  });
+
+  /**
+   * A pool of 3 nodes, the first saturated on demand; a StatefulSet whose 2 pods run on it and a DaemonSet on every
+   * node of the pool, both rolled out to the end before the incident.
+   */
+  async function setUp() {
+    const operator = new OperatorProcess();
+    operators.push(operator);
+    await operator.start();
+    const namespace = await createNamespace(cleanup);
+    const { pool, names } = await createNodes(cleanup, 3);
+    const sick = names[0]!;
+    const policy = uniqueName('it-kinds');
+    await applyPolicy(cleanup, policy, {
+      nodeSelector: { matchLabels: { [TEST_POOL]: pool } },
+      detection: { stuckThresholdSeconds: 3 },
+      ioPressure: FAST_IO,
+      remediation: { evictStuckPods: false, throttleRollouts: { maxConcurrentRollouts: 5 } },
+      safety: { maxUnhealthyNodes: 1, cooldownSeconds: 30 },
+    });
+    const proc = new ProcRoot();
+    cleanup.add(() => proc.remove());
+    const agent = new AgentProcess();
+    cleanup.add(() => agent.stop());
+    agent.start(sick, [
+      `--proc-root=${await proc.create()}`,
+      '--interval-seconds=1',
+      '--heartbeat-seconds=3',
+    ]);
+
+    const template = (app: string, nodeSelector: Record<string, string>) => ({
+      metadata: { labels: { app } },
+      spec: {
+        nodeSelector,
+        terminationGracePeriodSeconds: 0,
+        containers: [{ name: 'app', image: 'registry.local/app:1' }],
+      },
+    });
+    const { apps } = api();
+    // No update strategy given: the apiserver's defaults are what the hold must give back.
+    await apps.createNamespacedStatefulSet({
+      namespace,
+      body: {
+        metadata: { name: 'db' },
+        spec: {
+          replicas: 2,
+          serviceName: 'db',
+          selector: { matchLabels: { app: 'db' } },
+          template: template('db', { 'kubernetes.io/hostname': sick }),
+        },
+      },
+    });
+    await apps.createNamespacedDaemonSet({
+      namespace,
+      body: {
+        metadata: { name: 'agent' },
+        spec: {
+          selector: { matchLabels: { app: 'agent' } },
+          updateStrategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 1 } },
+          template: template('agent', { [TEST_POOL]: pool }),
+        },
+      },
+    });
+    await eventually('db rolled out', async () => stsDone(await readSts(namespace, 'db')), {
+      timeoutMs: 60_000,
+    });
+    await eventually('agent rolled out', async () => dsDone(await readDs(namespace, 'agent')), {
+      timeoutMs: 60_000,
+    });
+    const before = {
+      sts: (await readSts(namespace, 'db')).spec?.updateStrategy,
+      ds: (await readDs(namespace, 'agent')).spec?.updateStrategy,
+    };
+    log(`strategies before: ${JSON.stringify(before)}`);
+
+    // The incident, then a new rollout of each: their new pods on the sick node stick.
+    await startIncident(cleanup, sick);
+    await proc.setPressure('load');
+    for (const [kind, name] of [
+      ['statefulset', 'db'],
+      ['daemonset', 'agent'],
+    ] as const)
+      expect((await restart(kind, namespace, name)).code).to.equal(0);
+    const held = async () => {
+      const [sts, ds] = await Promise.all([readSts(namespace, 'db'), readDs(namespace, 'agent')]);
+      return sts.metadata?.annotations?.[STAMP] === policy && ds.metadata?.annotations?.[STAMP] === policy
+        ? { sts, ds }
+        : undefined;
+    };
+    const both = await eventually('both held by the policy', held, { timeoutMs: 90_000 });
+    const recover = async () => {
+      await hack('incident', ['stop', '--node', sick]);
+      await proc.setPressure('idle');
+    };
+    return { namespace, policy, before, both, recover };
+  }
+
+  it('freezes a StatefulSet at its partition and switches a DaemonSet to OnDelete while the pressure holds, then restores both exactly and they finish', async function () {
+    this.timeout(300_000);
+    const { namespace, policy, before, both, recover } = await setUp();
+    expect(both.sts.spec?.updateStrategy?.rollingUpdate?.partition, 'frozen at its replicas').to.equal(2);
+    expect(both.sts.metadata?.annotations?.[HELD]).to.equal(JSON.stringify(before.sts));
+    expect(both.ds.spec?.updateStrategy, 'switched to OnDelete').to.deep.equal({ type: 'OnDelete' });
+    expect(both.ds.metadata?.annotations?.[HELD]).to.equal(JSON.stringify(before.ds));
+    const listed = (await getPolicyStatus(policy))?.throttledRollouts ?? [];
+    expect(listed.map((r) => `${r.kind}/${r.name}`).sort()).to.deep.equal([
+      `DaemonSet/${namespace}/agent`,
+      `StatefulSet/${namespace}/db`,
+    ]);
+
+    // Neither progresses while the pressure holds: sampled every second for 10 s.
+    const progress = async () => {
+      const [sts, ds] = await Promise.all([readSts(namespace, 'db'), readDs(namespace, 'agent')]);
+      return `${sts.status?.updatedReplicas}/${ds.status?.updatedNumberScheduled}`;
+    };
+    const first = await progress();
+    for (let i = 0; i < 10; i++) {
+      await sleep(1000);
+      expect(await progress(), `updated pods, second ${i}`).to.equal(first);
+    }
+
+    await recover();
+    await eventually(
+      'both given back',
+      async () => {
+        const [sts, ds] = await Promise.all([readSts(namespace, 'db'), readDs(namespace, 'agent')]);
+        return !sts.metadata?.annotations?.[STAMP] && !ds.metadata?.annotations?.[STAMP];
+      },
+      { timeoutMs: 120_000 },
+    );
+    const [sts, ds] = await Promise.all([readSts(namespace, 'db'), readDs(namespace, 'agent')]);
+    expect(sts.spec?.updateStrategy, 'the StatefulSet strategy it had').to.deep.equal(before.sts);
+    expect(ds.spec?.updateStrategy, 'the DaemonSet strategy it had').to.deep.equal(before.ds);
+    expect(
+      Object.keys(sts.metadata?.annotations ?? {}).filter((k) => k.startsWith('sandbox.')),
+    ).to.deep.equal([]);
+    await eventually('db finished', async () => stsDone(await readSts(namespace, 'db')), {
+      timeoutMs: 90_000,
+    });
+    await eventually('agent finished', async () => dsDone(await readDs(namespace, 'agent')), {
+      timeoutMs: 90_000,
+    });
+    expect(await eventsWithReasonAtLeast(1, 'RolloutPaused', namespace, 'db')).to.have.length(1);
+    expect(await eventsWithReasonAtLeast(1, 'RolloutResumed', namespace, 'agent')).to.have.length(1);
+  });
+
+  it('leaves alone a StatefulSet and a DaemonSet whose owner changed the strategy mid-hold, and restores neither', async function () {
+    this.timeout(300_000);
+    const { namespace, recover } = await setUp();
+    const theirs = {
+      sts: { type: 'RollingUpdate', rollingUpdate: { partition: 1 } },
+      ds: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 2, maxSurge: 0 } },
+    };
+    const patch = (kind: string, name: string, strategy: object) =>
+      kubectl([
+        'patch',
+        kind,
+        name,
+        '-n',
+        namespace,
+        '--type=merge',
+        '-p',
+        JSON.stringify({ spec: { updateStrategy: strategy } }),
+      ]);
+    expect((await patch('statefulset', 'db', theirs.sts)).code).to.equal(0);
+    expect((await patch('daemonset', 'agent', theirs.ds)).code).to.equal(0);
+    await eventually(
+      'both let go',
+      async () => {
+        const [sts, ds] = await Promise.all([readSts(namespace, 'db'), readDs(namespace, 'agent')]);
+        return !sts.metadata?.annotations?.[STAMP] && !ds.metadata?.annotations?.[STAMP];
+      },
+      { timeoutMs: 60_000 },
+    );
+    expect(await eventsWithReasonAtLeast(1, 'RemediationReleased', namespace, 'db')).to.have.length(1);
+    expect(await eventsWithReasonAtLeast(1, 'RemediationReleased', namespace, 'agent')).to.have.length(1);
+    await recover();
+    await sleep(15_000); // the recovery and its passes: what was let go stays as its owner set it
+    const [sts, ds] = await Promise.all([readSts(namespace, 'db'), readDs(namespace, 'agent')]);
+    expect(sts.spec?.updateStrategy).to.deep.equal(theirs.sts);
+    expect(ds.spec?.updateStrategy).to.deep.equal(theirs.ds);
+  });
+});

@@ -189,7 +189,7 @@ export const ThrottleRolloutsSchema = z
       .boolean()
       .default(true)
       .describe(
-        'Pause rolling-out Deployments that have pods stuck on a saturated node; resumed on recovery.',
+        'Hold rolling-out workloads with pods stuck on a saturated node (IO pressure proven, cordoned or not), of every kind: a Deployment or Argo Rollout paused (spec.paused), a StatefulSet frozen at its partition, a DaemonSet switched to OnDelete; given back exactly on recovery. The name is kept from when only Deployments were held.',
       ),
     maxConcurrentRollouts: z
       .int()
@@ -197,15 +197,15 @@ export const ThrottleRolloutsSchema = z
       .max(1_000)
       .default(1)
       .describe(
-        'While any node of the policy is IoPressureHigh or being remediated, at most this many Deployments in scope may roll out at once; the others are paused and queued, and resumed in the order they started.',
+        'While any node of the policy is IoPressureHigh or being remediated, at most this many rollouts in scope, of every kind together, may progress at once; the others are held and queued, and let go in the order they started.',
       ),
     pacePodStarts: PacePodStartsSchema.optional(),
     namespaceSelector: LabelSelectorSchema.optional().describe(
-      "Namespaces whose Deployments are throttled. When absent: every namespace. kube-system and the operator's own namespace are never throttled.",
+      "Namespaces whose rollouts (every kind) are throttled. When absent: every namespace. kube-system and the operator's own namespace are never throttled.",
     ),
   })
   .describe(
-    'Slows rollouts so image pulls do not keep the disk saturated. Only Deployments the operator paused (stamped sandbox.remediator.io/paused-by) are ever resumed; one the user paused is never touched, and one the user resumes is left alone for cooldownSeconds.',
+    'Slows rollouts so image pulls do not keep the disk saturated: Deployments, StatefulSets, DaemonSets, and Argo Rollouts when installed. Only what the operator held (stamped sandbox.remediator.io/paused-by, with the strategy it replaced) is ever given back; what its owner paused is never touched, and one its owner resumes or changes is left alone for cooldownSeconds.',
   );
 
 export const RemediationSpecSchema = z

@@ -90,7 +90,7 @@ ENV
     --authorization-mode=Node,RBAC --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \
     --service-cluster-ip-range=10.96.0.0/16 --allow-privileged=true --endpoint-reconciler-type=none \
-    --cert-dir="$CLUSTER_DIR/apiserver" --event-ttl=1h --profiling=false \
+    --cert-dir="$CLUSTER_DIR/apiserver" --event-ttl=1h --profiling=false --delete-collection-workers=4 \
     --audit-policy-file="$here/audit-policy.yaml" --audit-log-path="$CLUSTER_DIR/logs/audit.log" \
     --audit-log-maxsize=200 --audit-log-maxbackup=1
   wait_for "kube-apiserver /readyz" 180 kc get --raw=/readyz

@@ -255,8 +255,12 @@ describe('the measured culprit on the real cluster', function () {
         `${String(err)}; ioCause ${JSON.stringify(seen?.ioCause)}; reading ${JSON.stringify(seen?.ioReading)}`,
       );
     });
-    expect(health.ioCause?.message).to.match(/container runtime does 6\d% .*no pod is moved/);
-    expect(health.topConsumer).to.match(/^runtime 6\d%$/);
+    // Its share as measured over the agent's last window: near the 60 % it does, not to the percent.
+    const share = Number(
+      /container runtime does (\d+)% .*no pod is moved/.exec(health.ioCause?.message ?? '')?.[1],
+    );
+    expect(share, health.ioCause?.message).to.be.within(50, 70);
+    expect(health.topConsumer).to.match(/^runtime [5-7]\d%$/);
     await eventually(
       'web paused by the policy',
       async () => pausedBy(await readDeployment(namespace, 'web')) === policy,

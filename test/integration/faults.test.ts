@@ -10,7 +10,7 @@ import {
   alternates,
   maxEvictionsInAMinute,
   operatorWrites,
-  settings,
+  settledSettings,
   writesPerObject,
 } from '../support/audit.js';
 import {
@@ -206,7 +206,8 @@ describe('faults during a live remediation', function () {
       timeoutMs: 120_000,
     });
     const writes = await operatorWrites(since);
-    const cordons = settings(writes, 'nodes', 'unschedulable');
+    const attempts = await operatorWrites(since, { indeterminate: true });
+    const cordons = settledSettings(attempts, 'nodes', 'unschedulable');
     log(`audit: node changes ${JSON.stringify(cordons)}`);
     for (const node of sick)
       expect(cordons[node.name], `${node.name}: one cordon, one uncordon`).to.deep.equal([true, false]);
@@ -218,7 +219,7 @@ describe('faults during a live remediation', function () {
       'no pod evicted twice',
     ).to.equal(true);
     expect(maxEvictionsInAMinute(writes), 'maxEvictionsPerMinute').to.be.at.most(3);
-    const pauses = settings(writes, 'deployments', 'paused');
+    const pauses = settledSettings(attempts, 'deployments', 'paused');
     log(`audit: deployment changes ${JSON.stringify(pauses)}`);
     expect(pauses.roll?.[0], 'roll paused').to.equal(true);
     for (const [name, changes] of Object.entries(pauses))
@@ -277,7 +278,8 @@ describe('faults during a live remediation', function () {
     await d.waitForLog('Uncordoned Node', 10_000);
 
     const writes = await operatorWrites(since);
-    expect(settings(writes, 'nodes', 'unschedulable'), 'one cordon, one uncordon').to.deep.equal({
+    const attempts = await operatorWrites(since, { indeterminate: true });
+    expect(settledSettings(attempts, 'nodes', 'unschedulable'), 'one cordon, one uncordon').to.deep.equal({
       [node]: [true, false],
     });
     const evictions = writesPerObject(writes, 'pods/eviction');
@@ -285,7 +287,7 @@ describe('faults during a live remediation', function () {
     const most = maxEvictionsInAMinute(writes);
     log(`audit: at most ${most} evictions in any minute across four processes`);
     expect(most, 'maxEvictionsPerMinute across leaders').to.be.at.most(2);
-    const pauses = settings(writes, 'deployments', 'paused');
+    const pauses = settledSettings(attempts, 'deployments', 'paused');
     log(`audit: deployment changes ${JSON.stringify(pauses)}`);
     expect(pauses.roll?.[0], 'roll paused').to.equal(true);
     for (const [name, changes] of Object.entries(pauses))
@@ -417,7 +419,8 @@ describe('faults during a live remediation', function () {
     expect(operator.isRunning(), 'the operator rode it all out').to.equal(true);
 
     const writes = await operatorWrites(since);
-    const cordons = settings(writes, 'nodes', 'unschedulable');
+    const attempts = await operatorWrites(since, { indeterminate: true });
+    const cordons = settledSettings(attempts, 'nodes', 'unschedulable');
     log(`audit: node changes ${JSON.stringify(cordons)}`);
     expect(cordons[first.name], 'first: one cordon, one uncordon').to.deep.equal([true, false]);
     expect(cordons[second.name], 'second: cordoned once, never touched after its deletion').to.deep.equal([
@@ -429,7 +432,7 @@ describe('faults during a live remediation', function () {
       Object.values(evictions).every((n) => n === 1),
       'no pod evicted twice',
     ).to.equal(true);
-    const pauses = settings(writes, 'deployments', 'paused');
+    const pauses = settledSettings(attempts, 'deployments', 'paused');
     log(`audit: deployment changes ${JSON.stringify(pauses)}`);
     for (const [name, changes] of Object.entries(pauses))
       expect(alternates(changes), `${name}: never paused twice without a resume`).to.equal(true);

@@ -70,13 +70,25 @@ export const fieldManagerOf = (event: AuditEvent) =>
 /** The operator's ServiceAccount, as the audit log names the user. */
 export const OPERATOR_USER = 'system:serviceaccount:sandbox-remediator-system:sandbox-remediator-operator';
 
-/** The operator's successful writes since `since`, as the apiserver recorded them (leases left out). */
-export async function operatorWrites(since: Date): Promise<AuditEvent[]> {
+/**
+ * The apiserver could not tell whether the write took effect: it answered 5xx, as when etcd is killed under it (a
+ * write etcd took and could not confirm is applied all the same).
+ */
+export const indeterminate = (event: AuditEvent) => (event.responseStatus?.code ?? 0) >= 500;
+
+/**
+ * The operator's successful writes since `since`, as the apiserver recorded them (leases left out); with
+ * `indeterminate`, those answered 5xx too.
+ */
+export async function operatorWrites(
+  since: Date,
+  options: { indeterminate?: boolean } = {},
+): Promise<AuditEvent[]> {
   await sleep(2000); // the last lines reach the audit log
   return (await auditEvents(since)).filter(
     (e) =>
       e.user.username === OPERATOR_USER &&
-      succeeded(e) &&
+      (succeeded(e) || (options.indeterminate === true && indeterminate(e))) &&
       !['get', 'list', 'watch'].includes(e.verb) &&
       resourceOf(e) !== 'leases',
   );
@@ -111,6 +123,31 @@ export function settings(
     (out[e.objectRef?.name ?? '?'] ??= []).push(value);
   }
   return out;
+}
+
+/**
+ * Each object's settings of a field, from writes that include indeterminate ones: one answered 5xx counts when the
+ * next setting is the opposite (it took effect: the operator saw it), and is dropped when the same setting follows
+ * (the operator retried it, and one of the two took effect). Writes that leave the field alone are left out.
+ */
+export function settledSettings(
+  events: AuditEvent[],
+  resource: string,
+  field: string,
+): Record<string, boolean[]> {
+  const out: Record<string, { value: boolean; maybe: boolean }[]> = {};
+  for (const e of events) {
+    if (resourceOf(e) !== resource || e.verb !== 'patch') continue;
+    const spec = (e.requestObject as { spec?: Record<string, unknown> } | undefined)?.spec ?? {};
+    if (!(field in spec)) continue;
+    (out[e.objectRef?.name ?? '?'] ??= []).push({ value: spec[field] === true, maybe: indeterminate(e) });
+  }
+  return Object.fromEntries(
+    Object.entries(out).map(([name, list]) => [
+      name,
+      list.filter((c, i) => !(c.maybe && list[i + 1]?.value === c.value)).map((c) => c.value),
+    ]),
+  );
 }
 
 /** True when the changes alternate, starting with a set: never two cordons (or pauses) without an undo between. */

@@ -1,8 +1,11 @@
 // A node whose disk IO is measured per pod: a real agent process reads a crafted /proc (load-level PSI, a disk
 // whose counters advance) and a crafted cgroup v2 tree (kubelet's cgroupfs layout) in which each pod of the cast
-// does its share of the disk's IO, as the kernel would count it. The counters advance once a second, for at most
-// MAX_TICKS, so that a test that forgets to stop it leaves nothing running.
-import { mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+// does its share of the disk's IO, as the kernel would count it. The counters advance ten times a second (the kernel's
+// advance continuously: a step once a second, at the agent's own 1 s interval, made a sample window that straddled a
+// step see two seconds of one file and one of another, a 60 % share read as 30 %), for at most MAX_TICKS, so that a
+// test that forgets to stop it leaves nothing running.
+import { renameSync, writeFileSync } from 'node:fs';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AgentProcess } from './agent-process.js';
@@ -14,13 +17,14 @@ import { ProcRoot } from './proc-root.js';
 const DISK = { name: 'vda', major: 254, minor: 0 };
 const DEVICE = `${DISK.major}:${DISK.minor}`;
 /**
- * The disk does this much a second under load (shares are of it): 100 MiB, a whole number of 512-byte sectors
- * (diskstats counts sectors, and a fraction is no diskstats line).
+ * The disk does this much a second under load (shares are of it): 100 MiB, a whole number of 512-byte sectors in
+ * every tick (diskstats counts sectors, and a fraction is no diskstats line).
  */
 const DISK_BYTES_PER_SECOND = 100 * 1024 * 1024;
 const DISK_OPS_PER_SECOND = 1000;
+const TICKS_PER_SECOND = 10;
 /** Ten minutes of ticks: longer than any test that uses it. */
-const MAX_TICKS = 600;
+const MAX_TICKS = 600 * TICKS_PER_SECOND;
 const RUNTIME_CGROUP = 'system.slice/containerd.service';
 
 /** What one consumer does: a percentage of the disk's bytes and operations, and (v2) its own IO pressure. */
@@ -46,8 +50,6 @@ export class MeasuredNode {
   private disk = { sectorsWritten: 0, writes: 0, ioTicks: 0 };
   private timer: NodeJS.Timeout | undefined;
   private ticks = 0;
-  /** diskstats writes one after another, and none left running once stopped. */
-  private writing: Promise<void> = Promise.resolve();
 
   constructor(
     readonly name: string,
@@ -66,11 +68,11 @@ export class MeasuredNode {
       join(proc, '1', 'mountinfo'),
       `22 1 ${DEVICE} / / rw,relatime shared:1 - ext4 /dev/${DISK.name} rw\n`,
     );
-    await this.writeDiskstats();
+    this.writeDiskstats();
     this.tick();
     this.timer = setInterval(() => {
       this.tick();
-    }, 1000);
+    }, 1000 / TICKS_PER_SECOND);
     this.cleanup.add(() => this.stop());
     this.agent.start(this.name, [
       `--proc-root=${proc}`,
@@ -104,13 +106,16 @@ export class MeasuredNode {
 
   private loaded = false;
 
-  async stop(): Promise<void> {
+  stop(): Promise<void> {
     clearInterval(this.timer);
     this.timer = undefined;
-    await this.writing;
+    return Promise.resolve();
   }
 
-  /** One second of IO: every consumer's counters and the disk's advance by their rates (none while idle). */
+  /**
+   * A tenth of a second of IO: every consumer's counters and the disk's advance by their rates (none while idle),
+   * all written at once, synchronously, so that the agent's reads fall between whole ticks as often as can be.
+   */
   private tick(): void {
     if (++this.ticks > MAX_TICKS) {
       void this.stop();
@@ -118,7 +123,7 @@ export class MeasuredNode {
     }
     const tree = this.tree;
     if (!tree) return;
-    const scale = this.loaded ? 1 : 0;
+    const scale = this.loaded ? 1 / TICKS_PER_SECOND : 0;
     const advance = (c: Counting) => {
       c.total.writeBytes += Math.round((DISK_BYTES_PER_SECOND * c.load.percent * scale) / 100);
       c.total.writes += Math.round((DISK_OPS_PER_SECOND * c.load.percent * scale) / 100);
@@ -136,20 +141,20 @@ export class MeasuredNode {
     this.disk.sectorsWritten += (DISK_BYTES_PER_SECOND * scale) / 512; // whole: see DISK_BYTES_PER_SECOND
     this.disk.writes += DISK_OPS_PER_SECOND * scale;
     this.disk.ioTicks += 900 * scale;
-    this.writing = this.writing
-      .then(() => this.writeDiskstats())
-      .catch((err: unknown) => {
-        console.error(`      [measured-node] diskstats not written: ${String(err)}`);
-      });
+    try {
+      this.writeDiskstats();
+    } catch (err) {
+      console.error(`      [measured-node] diskstats not written: ${String(err)}`);
+    }
   }
 
-  private async writeDiskstats(): Promise<void> {
+  private writeDiskstats(): void {
     const d = this.disk;
     // major minor name reads merged sectors ms writes merged sectors ms in-flight io_ticks weighted-ms
     const line = `${DISK.major} ${DISK.minor} ${DISK.name} 1000 0 8000 500 ${d.writes} 0 ${d.sectorsWritten} ${d.writes * 5} 4 ${d.ioTicks} ${d.ioTicks * 4} 0 0 0 0\n`;
     const file = join(this.proc.dir, 'diskstats');
-    await writeFile(`${file}.next`, line);
-    await rename(`${file}.next`, file);
+    writeFileSync(`${file}.next`, line);
+    renameSync(`${file}.next`, file);
   }
 }
 

@@ -4,6 +4,22 @@ import { rolloutOf, workloadKey, type PodView, type WorkloadView } from '../dete
 import { isFrozenByDryRun } from '../policy/actions.js';
 import type { RolloutFacts } from '../policy/rollouts.js';
 
+/**
+ * The nodes whose rollouts are held: IO pressure proven, or under the policy's remediation once this pass is done.
+ * Not only those it cordoned: with cordon off, or the storm limits holding cordons back, a hold still happens, as
+ * it removes no capacity (ADR 0019).
+ */
+export function saturatedNodes(
+  observations: readonly { node: { name: string }; io?: { condition: { status: string } } | undefined }[],
+  remediated: (node: string) => boolean,
+): Set<string> {
+  return new Set(
+    observations
+      .filter((o) => o.io?.condition.status === 'True' || remediated(o.node.name))
+      .map((o) => o.node.name),
+  );
+}
+
 export interface ObserveRolloutsInput {
   /** Rollouts of every kind in the policy's scope. */
   workloads: Iterable<WorkloadView>;

@@ -32,6 +32,7 @@ import {
 } from './pass.js';
 import type { PolicyMemories, PolicyMemory } from './policy-memory.js';
 import { sameStatus, type Reporter } from './reporter.js';
+import { saturatedNodes } from './observe-rollouts.js';
 import type { RolloutThrottler } from './rollout-throttler.js';
 import type { StatusOverlay } from './status-overlay.js';
 
@@ -202,16 +203,8 @@ export class PolicyReconciler {
           })
         : undefined;
     const evictions = evictor.plan(remediation?.actions ?? []);
-    // Saturated: IO pressure proven now, or under the policy's remediation once this pass's actions are done. Not
-    // only the cordoned: with cordon off, or the storm limits holding cordons back, pausing removes no capacity.
-    const saturated = new Set(
-      observations
-        .filter(
-          (o) =>
-            o.io?.condition.status === 'True' ||
-            (remediation ? remediation.stampsAfter.get(o.node.name) : facts.get(o.node.name)?.stamps),
-        )
-        .map((o) => o.node.name),
+    const saturated = saturatedNodes(observations, (node) =>
+      remediation ? remediation.stampsAfter.get(node) !== undefined : facts.get(node)?.stamps !== undefined,
     );
     return {
       observations,

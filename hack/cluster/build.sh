@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the local control plane from Go modules into $HOME/.cache/sandbox-remediator/bin/<component>-<version>/
-# and skips whatever is already there. Usage: hack/cluster/build.sh [kubernetes|kubelet|etcd|kwok|descheduler ...]
+# and skips whatever is already there. Usage: hack/cluster/build.sh [kubernetes|kubelet|etcd|kwok|descheduler|argo-rollouts ...]
 # (no argument: the control plane; kubelet, for make lab, and the descheduler, for the side-by-side benchmark, only
 # when named).
 set -euo pipefail
@@ -119,11 +119,29 @@ build_descheduler() {
   "$out/descheduler" version >&2 || true
 }
 
+build_argo-rollouts() {
+  local out=$BIN/argo-rollouts-v$ARGO_ROLLOUTS_VERSION-loopback src work
+  built "$out" rollouts-controller && [ -f "$out/rollout-crd.yaml" ] && { log "argo-rollouts v$ARGO_ROLLOUTS_VERSION cached in $out"; return; }
+  # Replace directives again (its k8s.io staging modules): built as the main module from a writable copy, as the
+  # descheduler is; the Rollout CRD comes from the same module, so controller and CRD are of one version.
+  src=$(go mod download -json "github.com/argoproj/argo-rollouts@v$ARGO_ROLLOUTS_VERSION" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).Dir))')
+  work=$(mktemp -d)
+  cp -r "$src/." "$work/" && chmod -R u+w "$work"
+  # Its metrics and healthz servers listen on 0.0.0.0 with no flag to change it; servers started here bind to
+  # loopback only, so the one line that says where is changed (hence -loopback in the cache key).
+  sed -i 's/"0\.0\.0\.0:%d"/"127.0.0.1:%d"/' "$work/controller/controller.go"
+  grep -q '"127.0.0.1:%d"' "$work/controller/controller.go" || { log "argo-rollouts: its listen address moved; look again"; exit 1; }
+  mkdir -p "$out.tmp"
+  (cd "$work" && timed "argo-rollouts v$ARGO_ROLLOUTS_VERSION (about 15 minutes on 2 cores)" go build -trimpath -ldflags='-s -w' -o "$out.tmp/rollouts-controller" ./cmd/rollouts-controller)
+  cp "$work/manifests/crds/rollout-crd.yaml" "$out.tmp/"
+  rm -rf "$out" && mv "$out.tmp" "$out" && rm -rf "$work"
+}
+
 command -v go >/dev/null || { log "go is not installed; install Go >= 1.26 first"; exit 1; }
 targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(etcd kwok kubernetes)
 for t in "${targets[@]}"; do
   case $t in
-    kubernetes|kubelet|etcd|kwok|descheduler) "build_$t" ;;
-    *) log "unknown component: $t (expected kubernetes, kubelet, etcd, kwok or descheduler)"; exit 2 ;;
+    kubernetes|kubelet|etcd|kwok|descheduler|argo-rollouts) "build_$t" ;;
+    *) log "unknown component: $t (expected kubernetes, kubelet, etcd, kwok, descheduler or argo-rollouts)"; exit 2 ;;
   esac
 done

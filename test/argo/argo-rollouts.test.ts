@@ -8,23 +8,13 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
-import { AgentProcess } from '../support/agent-process.js';
 import { operatorWrites, resourceOf } from '../support/audit.js';
-import {
-  Cleanup,
-  createNamespace,
-  createNodes,
-  eventually,
-  hack,
-  kubectl,
-  KUBECONFIG,
-  uniqueName,
-} from '../support/cluster.js';
+import { Cleanup, eventually, hack, kubectl, KUBECONFIG } from '../support/cluster.js';
 import { REPO_ROOT } from '../support/manifests.js';
 import { freePort } from '../support/monitoring.js';
+import { saturablePool } from '../support/saturable-pool.js';
 import { applyCrds, applyRbac, startAsServiceAccount } from '../support/operator-process.js';
-import { FAST_IO, ProcRoot } from '../support/proc-root.js';
-import { applyPolicy, getPolicyStatus } from '../support/resources.js';
+import { getPolicyStatus } from '../support/resources.js';
 import { eventsWithReasonAtLeast, startIncident } from '../support/workloads.js';
 
 const version = /ARGO_ROLLOUTS_VERSION=(\S+)/.exec(
@@ -122,26 +112,15 @@ describe('Argo Rollouts on the real cluster: its controller rolls out, the opera
       operator.logs.some((l) => l.message === 'Argo Rollouts is installed: Rollouts are throttled too'),
     ).to.equal(true);
 
-    const namespace = await createNamespace(cleanup);
-    const { pool, names } = await createNodes(cleanup, 3);
-    const sick = names[0]!;
-    const policy = uniqueName('it-argo');
-    await applyPolicy(cleanup, policy, {
-      nodeSelector: { matchLabels: { 'sandbox.remediator.io/test-pool': pool } },
-      detection: { stuckThresholdSeconds: 3 },
-      ioPressure: FAST_IO,
-      remediation: { evictStuckPods: false, throttleRollouts: { maxConcurrentRollouts: 5 } },
-      safety: { maxUnhealthyNodes: 1, cooldownSeconds: 5 },
-    });
-    const proc = new ProcRoot();
-    cleanup.add(() => proc.remove());
-    const agent = new AgentProcess();
-    cleanup.add(() => agent.stop());
-    agent.start(sick, [
-      `--proc-root=${await proc.create()}`,
-      '--interval-seconds=1',
-      '--heartbeat-seconds=3',
-    ]);
+    const [saturable] = await saturablePool(
+      cleanup,
+      {
+        remediation: { evictStuckPods: false, throttleRollouts: { maxConcurrentRollouts: 5 } },
+        safety: { maxUnhealthyNodes: 1, cooldownSeconds: 5 },
+      },
+      { prefix: 'it-argo' },
+    );
+    const { namespace, sick, policy, proc } = saturable!;
 
     const rollout = (restartedAt?: string) => ({
       apiVersion: 'argoproj.io/v1alpha1',

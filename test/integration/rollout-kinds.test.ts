@@ -2,28 +2,31 @@
 // StatefulSet and DaemonSet controllers roll them out onto kwok nodes, one of which is saturated.
 import type { V1DaemonSet, V1StatefulSet } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { AgentProcess } from '../support/agent-process.js';
-import {
-  api,
-  Cleanup,
-  createNamespace,
-  createNodes,
-  eventually,
-  hack,
-  kubectl,
-  uniqueName,
-} from '../support/cluster.js';
+import { api, Cleanup, eventually, hack, kubectl } from '../support/cluster.js';
+import { saturablePool, TEST_POOL } from '../support/saturable-pool.js';
 import { applyCrds, OperatorProcess } from '../support/operator-process.js';
-import { FAST_IO, ProcRoot } from '../support/proc-root.js';
-import { applyPolicy, getPolicyStatus } from '../support/resources.js';
+import { condition, getHealth, getPolicyStatus } from '../support/resources.js';
+import { createRolloutDeployment, isComplete, readDeployment } from '../support/rollouts.js';
 import { eventsWithReasonAtLeast, startIncident } from '../support/workloads.js';
 
-const TEST_POOL = 'sandbox.remediator.io/test-pool';
 const STAMP = 'sandbox.remediator.io/paused-by';
 const HELD = 'sandbox.remediator.io/held-update-strategy';
 const log = (msg: string) => {
   console.log(`      [rollout-kinds] ${msg}`);
 };
+/** Until some node of the pool is IoPressureHigh=True. */
+const ioPressureHigh = (namespace: string, pool: string) =>
+  eventually(
+    `IoPressureHigh in ${pool} (${namespace})`,
+    async () => {
+      const nodes = await api().core.listNode({ labelSelector: `${TEST_POOL}=${pool}` });
+      for (const n of nodes.items)
+        if (condition((await getHealth(n.metadata!.name!))?.conditions, 'IoPressureHigh')?.status === 'True')
+          return true;
+      return false;
+    },
+    { timeoutMs: 60_000 },
+  );
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 const readSts = (namespace: string, name: string) =>
@@ -54,34 +57,22 @@ describe('rollout throttling of StatefulSets and DaemonSets on the real cluster'
   });
 
   /**
-   * A pool of 3 nodes, the first saturated on demand; a StatefulSet whose 2 pods run on it and a DaemonSet on every
-   * node of the pool, both rolled out to the end before the incident.
+   * A pool of 3 nodes, the first saturated on demand, under a policy with maxConcurrentRollouts `max`; a StatefulSet
+   * whose 2 pods run on it and a DaemonSet on every node of the pool, both rolled out to the end.
    */
-  async function setUp() {
+  async function kinds(max: number) {
     const operator = new OperatorProcess();
     operators.push(operator);
     await operator.start();
-    const namespace = await createNamespace(cleanup);
-    const { pool, names } = await createNodes(cleanup, 3);
-    const sick = names[0]!;
-    const policy = uniqueName('it-kinds');
-    await applyPolicy(cleanup, policy, {
-      nodeSelector: { matchLabels: { [TEST_POOL]: pool } },
-      detection: { stuckThresholdSeconds: 3 },
-      ioPressure: FAST_IO,
-      remediation: { evictStuckPods: false, throttleRollouts: { maxConcurrentRollouts: 5 } },
-      safety: { maxUnhealthyNodes: 1, cooldownSeconds: 30 },
-    });
-    const proc = new ProcRoot();
-    cleanup.add(() => proc.remove());
-    const agent = new AgentProcess();
-    cleanup.add(() => agent.stop());
-    agent.start(sick, [
-      `--proc-root=${await proc.create()}`,
-      '--interval-seconds=1',
-      '--heartbeat-seconds=3',
-    ]);
-
+    const [saturable] = await saturablePool(
+      cleanup,
+      {
+        remediation: { evictStuckPods: false, throttleRollouts: { maxConcurrentRollouts: max } },
+        safety: { maxUnhealthyNodes: 1, cooldownSeconds: 30 },
+      },
+      { prefix: 'it-kinds' },
+    );
+    const { namespace, pool, sick } = saturable!;
     const template = (app: string, nodeSelector: Record<string, string>) => ({
       metadata: { labels: { app } },
       spec: {
@@ -121,6 +112,12 @@ describe('rollout throttling of StatefulSets and DaemonSets on the real cluster'
     await eventually('agent rolled out', async () => dsDone(await readDs(namespace, 'agent')), {
       timeoutMs: 60_000,
     });
+    return { ...saturable!, operator };
+  }
+
+  /** Both held by the policy while their new pods are stuck on the saturated node. */
+  async function setUp() {
+    const { namespace, sick, policy, proc } = await kinds(5);
     const before = {
       sts: (await readSts(namespace, 'db')).spec?.updateStrategy,
       ds: (await readDs(namespace, 'agent')).spec?.updateStrategy,
@@ -237,5 +234,49 @@ describe('rollout throttling of StatefulSets and DaemonSets on the real cluster'
     const [sts, ds] = await Promise.all([readSts(namespace, 'db'), readDs(namespace, 'agent')]);
     expect(sts.spec?.updateStrategy).to.deep.equal(theirs.sts);
     expect(ds.spec?.updateStrategy).to.deep.equal(theirs.ds);
+  });
+  it('lets one rollout progress at a time across kinds with maxConcurrentRollouts 1: a Deployment, a StatefulSet and a DaemonSet restarted at once', async function () {
+    this.timeout(300_000);
+    const { namespace, pool, proc } = await kinds(1);
+    await createRolloutDeployment(cleanup, namespace, 'web', pool);
+    await eventually('web available', async () => isComplete(await readDeployment(namespace, 'web')), {
+      timeoutMs: 60_000,
+    });
+    await proc.setPressure('load');
+    await ioPressureHigh(namespace, pool);
+    for (const [kind, name] of [
+      ['deployment', 'web'],
+      ['statefulset', 'db'],
+      ['daemonset', 'agent'],
+    ] as const)
+      expect((await restart(kind, namespace, name)).code).to.equal(0);
+    // Progressing: not finished, and not held (a Deployment paused, a partition at the replicas, OnDelete).
+    const progressing = async () => {
+      const [web, db, agent] = await Promise.all([
+        readDeployment(namespace, 'web'),
+        readSts(namespace, 'db'),
+        readDs(namespace, 'agent'),
+      ]);
+      return {
+        web: !isComplete(web) && web.spec?.paused !== true,
+        db:
+          !stsDone(db) && (db.spec?.updateStrategy?.rollingUpdate?.partition ?? 0) < (db.spec?.replicas ?? 1),
+        agent: !dsDone(agent) && agent.spec?.updateStrategy?.type !== 'OnDelete',
+        done: isComplete(web) && stsDone(db) && dsDone(agent),
+      };
+    };
+    await sleep(1000);
+    let most = 0;
+    const deadline = Date.now() + 180_000;
+    for (;;) {
+      const now = await progressing();
+      most = Math.max(most, [now.web, now.db, now.agent].filter(Boolean).length);
+      if (now.done || Date.now() > deadline) break;
+      await sleep(1000);
+    }
+    expect(most, 'progressing at once, sampled every second').to.equal(1);
+    expect((await progressing()).done, 'all three finished, one after another').to.equal(true);
+    expect(await eventsWithReasonAtLeast(2, 'RolloutPaused', namespace)).to.have.length.of.at.least(2);
+    await proc.setPressure('idle');
   });
 });

@@ -1,16 +1,7 @@
 import { expect } from 'chai';
-import { AgentProcess } from '../support/agent-process.js';
-import {
-  api,
-  Cleanup,
-  createNamespace,
-  createNodes,
-  eventually,
-  hack,
-  kubectl,
-  uniqueName,
-} from '../support/cluster.js';
+import { api, Cleanup, eventually, hack, kubectl } from '../support/cluster.js';
 import { applyCrds, OperatorProcess } from '../support/operator-process.js';
+import { saturablePool } from '../support/saturable-pool.js';
 import {
   createRolloutDeployment,
   isComplete,
@@ -18,8 +9,7 @@ import {
   readDeployment,
   restartRollout,
 } from '../support/rollouts.js';
-import { FAST_IO, ProcRoot } from '../support/proc-root.js';
-import { applyPolicy, condition, getHealth, getPolicyStatus } from '../support/resources.js';
+import { condition, getHealth, getPolicyStatus } from '../support/resources.js';
 import {
   eventsWithReason,
   eventsWithReasonAtLeast,
@@ -27,8 +17,6 @@ import {
   podsOf,
   startIncident,
 } from '../support/workloads.js';
-
-const poolSelector = (pool: string) => ({ matchLabels: { 'sandbox.remediator.io/test-pool': pool } });
 
 /** Waits until some node of the pool is IoPressureHigh=True. */
 async function ioPressureHighIn(pool: string): Promise<void> {
@@ -62,36 +50,8 @@ describe('rollout throttling on the real cluster', function () {
 
   /** A pool of 3 nodes; `sick` gets the agent over a crafted /proc and, on demand, the incident. */
   async function pool(spec: Record<string, unknown>) {
-    const [first] = await sickPool(spec, 3, 1);
+    const [first] = await saturablePool(cleanup, spec);
     return first!;
-  }
-
-  /** A pool of `size` nodes, of which the first `sick` each get an agent over a crafted /proc of their own. */
-  async function sickPool(spec: Record<string, unknown>, size: number, sickCount: number) {
-    const namespace = await createNamespace(cleanup);
-    const { pool: name, names } = await createNodes(cleanup, size);
-    const policy = uniqueName('it-rollouts');
-    await applyPolicy(cleanup, policy, {
-      nodeSelector: poolSelector(name),
-      detection: { stuckThresholdSeconds: 3 },
-      ioPressure: FAST_IO,
-      safety: { maxUnhealthyNodes: 1, cooldownSeconds: 5 },
-      ...spec,
-    });
-    const sick = [];
-    for (const node of names.slice(0, sickCount)) {
-      const proc = new ProcRoot();
-      cleanup.add(() => proc.remove());
-      const agent = new AgentProcess();
-      cleanup.add(() => agent.stop());
-      agent.start(node, [
-        `--proc-root=${await proc.create()}`,
-        '--interval-seconds=1',
-        '--heartbeat-seconds=3',
-      ]);
-      sick.push({ namespace, pool: name, sick: node, policy, proc });
-    }
-    return sick;
   }
 
   it('pauses a rollout feeding a saturated node with our stamp; a new process after kill -9 adopts it and resumes it after recovery, and the rollout finishes', async function () {
@@ -330,7 +290,8 @@ describe('rollout throttling on the real cluster', function () {
       this.timeout(240_000);
       await startOperator();
       const { remediation = {}, safety = {} } = spec as { remediation?: object; safety?: object };
-      const sick = await sickPool(
+      const sick = await saturablePool(
+        cleanup,
         {
           remediation: {
             evictStuckPods: false,
@@ -339,8 +300,7 @@ describe('rollout throttling on the real cluster', function () {
           },
           safety: { maxUnhealthyNodes: 1, cooldownSeconds: 5, ...safety },
         },
-        4,
-        sickCount,
+        { size: 4, sickCount },
       );
       const { namespace, pool: p, policy } = sick[0]!;
       const names = sick.map((_, i) => `web-${i}`);

@@ -255,8 +255,12 @@ export class InformerCache implements RunningCache {
   }
 
   /** Every informer synced and none failing now: a failing one's part of the cache may be going stale. */
+  /**
+   * Every informer lists and watches. Not Argo Rollouts': its CRD is optional and can be removed while the operator
+   * runs, and a 404 there must not stop node remediation; its Rollouts are then only not throttled.
+   */
   watchesHealthy(): boolean {
-    return this.informers().every((i) => i.isWatching());
+    return this.informers().every((i) => i === this.rolloutInformer || i.isWatching());
   }
 
   async stop(): Promise<void> {

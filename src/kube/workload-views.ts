@@ -144,7 +144,7 @@ export function daemonSetView(raw: RawObject): WorkloadView | undefined {
  * An Argo Rollout (argoproj.io/v1alpha1) is held by spec.paused, and released by resetting only that: never a
  * promotion, which would clear its pause conditions or skip canary steps. One paused by its owner (spec.paused, or
  * a pause condition of a canary step) is never touched. It rolls out while its current pod hash is not the stable
- * one, not every replica is updated, or its phase says Progressing.
+ * one, not every replica is updated, or its phase says Progressing; not once aborted or Degraded.
  */
 export function argoRolloutView(raw: RawObject): WorkloadView | undefined {
   const found = base('Rollout', raw);
@@ -159,9 +159,12 @@ export function argoRolloutView(raw: RawObject): WorkloadView | undefined {
     ? paused
     : paused || arr(status.pauseConditions).length > 0 || status.controllerPause === true;
   const stable = str(status.stableRS);
+  // Aborted, or past its progress deadline (Degraded): it waits for its owner, and holds no slot.
+  const waiting = status.abort === true || str(status.phase) === 'Degraded';
   view.rollingOut =
-    (revision !== undefined && stable !== undefined && revision !== stable) ||
-    numOr(status.updatedReplicas, 0) < numOr(spec.replicas, 1) ||
-    str(status.phase) === 'Progressing';
+    !waiting &&
+    ((revision !== undefined && stable !== undefined && revision !== stable) ||
+      numOr(status.updatedReplicas, 0) < numOr(spec.replicas, 1) ||
+      str(status.phase) === 'Progressing');
   return view;
 }

@@ -107,6 +107,14 @@ describe('workload views', () => {
       rollingOut: false,
     });
     expect(ro({}, { pauseConditions: [{ reason: 'CanaryPauseStep' }] })).to.include({ paused: true });
+    expect(
+      ro({}, { currentPodHash: 'b', stableRS: 'a', updatedReplicas: 0, abort: true }),
+      'aborted',
+    ).to.include({ rollingOut: false });
+    expect(
+      ro({}, { currentPodHash: 'b', stableRS: 'a', updatedReplicas: 1, phase: 'Degraded' }),
+      'Degraded',
+    ).to.include({ rollingOut: false });
     expect(ro({ paused: true }, {}, ours({}))).to.include({ paused: true });
     expect(ro({}, {}, ours({})), 'resumed by its owner').to.include({ paused: false });
   });

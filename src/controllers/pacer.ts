@@ -5,6 +5,7 @@ import {
   type SandboxPolicyStatus,
 } from '../api/v1alpha1/index.js';
 import type { GatedPodView } from '../detection/index.js';
+import type { Clock } from '../runtime/clock.js';
 import type { Logger } from '../observability/log.js';
 import {
   decideGateReleases,
@@ -18,6 +19,9 @@ import type { EventRecorder } from '../ports/writes.js';
 import type { Expectations } from '../runtime/expectations.js';
 import type { Failures } from './failures.js';
 import { isFrozenPolicy } from './ownership.js';
+
+/** How long a pass may take to lift its share of gates: what a reservation is stamped ahead by. */
+const LIFT_ALLOWANCE_MS = 10_000;
 
 const RELEASED = 'released';
 
@@ -64,6 +68,7 @@ export class Pacer {
       recorder: EventRecorder;
       lifter: Actuator;
       logger: Logger;
+      clock: Clock;
       hooks?: PacerHooks;
     },
   ) {}
@@ -106,13 +111,18 @@ export class Pacer {
     return { policy, publication, gated, decision, paced, kept, ...limits };
   }
 
-  /** The gate release log to write before lifting: the rate is spent in status first, as evictions are. */
+  /**
+   * The gate release log to write before lifting: the rate is spent in status first, as evictions are. Each is
+   * stamped LIFT_ALLOWANCE_MS ahead, by when the lifts will have been done: a process that dies before it writes
+   * when they really were (act's log) leaves its successor a window that ends no earlier than theirs would.
+   */
   reservation(plan: PacingPlan, now: Date): string[] | undefined {
     if (plan.paced === 0) return undefined;
+    const by = new Date(now.getTime() + LIFT_ALLOWANCE_MS);
     return rateLog(
       plan.kept,
       now,
-      Array.from({ length: plan.paced }, () => now),
+      Array.from({ length: plan.paced }, () => by),
       MAX_EVICTIONS_PER_MINUTE,
     );
   }
@@ -132,9 +142,13 @@ export class Pacer {
     await this.announce(plan);
     if (!plan.decision) return { gated: 0, recentReleases: plan.kept };
     let released = 0;
+    // When each paced gate was lifted (after the apiserver took it): the rate's window runs from then, so that no
+    // 60 s holds more lifts than the rate, however long a pass takes to lift its share.
+    const lifted: Date[] = [];
     for (const { pod, reason } of plan.decision.releases) {
       if (reason === 'Paced' && !reserved) continue;
       if (!(await this.lift(pod, failures))) continue;
+      if (reason === 'Paced') lifted.push(new Date(this.deps.clock.now()));
       released++;
       const waited = (now.getTime() - pod.gatedAt.getTime()) / 1000;
       this.deps.hooks?.onGateReleased?.(waited, reason);
@@ -155,13 +169,14 @@ export class Pacer {
         ),
       });
     }
-    const paced = reserved ? plan.paced : 0;
+    // A reserved gate not lifted (the pod gone or changed) still spends the rate, as reserved, from now.
+    const unlifted = reserved ? Math.max(0, plan.paced - lifted.length) : 0;
     return {
       gated: plan.gated.length - released,
       recentReleases: rateLog(
         plan.kept,
         now,
-        Array.from({ length: paced }, () => now),
+        [...Array.from({ length: unlifted }, () => now), ...lifted],
         MAX_EVICTIONS_PER_MINUTE,
       ),
       ...(plan.decision.nextAt ? { nextAt: plan.decision.nextAt } : {}),

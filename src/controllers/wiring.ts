@@ -66,7 +66,15 @@ export function buildControllers(deps: ControllerDeps): Controllers {
   const overlay = new StatusOverlay(cache, expectations);
   const memories = new PolicyMemories();
   const actions = new ActionLog(logger, hooks);
-  const pacer = new Pacer({ cache, expectations, recorder, lifter: deps.actuators.real, logger, hooks });
+  const pacer = new Pacer({
+    cache,
+    expectations,
+    recorder,
+    lifter: deps.actuators.real,
+    logger,
+    clock,
+    hooks,
+  });
   const reconciler = new PolicyReconciler({
     cache,
     writer,

@@ -24,7 +24,9 @@ export function nextFreeAt(
   now: Date,
   planned = 0,
 ): Date | undefined {
-  const used = [...inWindow(moments, now), ...Array.from({ length: planned }, () => now)];
+  const used = [...inWindow(moments, now), ...Array.from({ length: planned }, () => now)].sort(
+    (a, b) => a.getTime() - b.getTime(),
+  );
   const freeing = used[Math.max(0, used.length - limit)];
   return freeing && used.length >= limit ? new Date(freeing.getTime() + RATE_WINDOW_MS) : undefined;
 }

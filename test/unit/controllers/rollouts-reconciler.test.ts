@@ -66,14 +66,42 @@ describe('PolicyReconciler pacing and rollouts', () => {
     expect(pacing().get('p')).to.include({ gating: true, dryRun: false });
     expect(cluster.released).to.deep.equal(['shop/a', 'shop/b']);
     const reservation = cluster.policyPatches.find((patch) => patch.recentGateReleases && !patch.conditions);
+    // Stamped by when the lifts will have been done (10 s ahead), then, once lifted, when they were.
+    const ahead = secondsAfter(START, 10).toISOString();
     expect(reservation, 'the rate is spent in status before lifting').to.deep.equal({
-      recentGateReleases: [START.toISOString(), START.toISOString()],
+      recentGateReleases: [ahead, ahead],
     });
+    expect(cluster.policy('p')!.status!.recentGateReleases).to.deep.equal([
+      START.toISOString(),
+      START.toISOString(),
+    ]);
     expect(cluster.policy('p')!.status).to.include({ gatedPods: 1 });
     expect(cluster.takeEvents()).to.include.members([
       'Pod/a Normal PodStartHeld',
       'Pod/a Normal PodStartReleased',
     ]);
+  });
+
+  it('counts the rate from when each gate was lifted, so a slow pass cannot fit more than the rate into 60 s', async () => {
+    const { cluster, reconciler, clock } = world(PACING);
+    cluster.gated = [gatedPod('a', 'p', 30), gatedPod('b', 'p', 20), gatedPod('c', 'p', 10)];
+    const lift = cluster.releaseGate.bind(cluster);
+    cluster.releaseGate = (pod) => {
+      clock.advance(3000); // each lift takes 3 s to reach the apiserver
+      return lift(pod);
+    };
+    await reconciler.reconcile('p');
+    expect(cluster.released).to.deep.equal(['shop/a', 'shop/b']);
+    expect(cluster.policy('p')!.status!.recentGateReleases).to.deep.equal([
+      secondsAfter(START, 3).toISOString(),
+      secondsAfter(START, 6).toISOString(),
+    ]);
+    clock.advance(60_000 - 6000 + 1000); // 61 s after the pass began, 58 s after the first lift
+    await reconciler.reconcile('p');
+    expect(cluster.released, 'not yet: the first lift was under 60 s ago').to.have.length(2);
+    clock.advance(3000);
+    await reconciler.reconcile('p');
+    expect(cluster.released).to.deep.equal(['shop/a', 'shop/b', 'shop/c']);
   });
 
   it('when its policy is deleted: stops gating, lifts its gates and resumes its pauses, and nothing else', async () => {

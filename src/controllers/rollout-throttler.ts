@@ -167,7 +167,8 @@ export class RolloutThrottler {
   }
 
   private inScope(d: WorkloadView, spec: SandboxPolicySpec): boolean {
-    if (d.namespace === 'kube-system' || d.namespace === this.deps.operatorNamespace) return false;
+    if (d.namespace === 'kube-system' || d.namespace === this.deps.operatorNamespace || d.ownComponent)
+      return false;
     const selector = spec.remediation.throttleRollouts?.namespaceSelector;
     if (!selector) return true;
     const labels = this.deps.cache.namespaceLabels(d.namespace);

@@ -101,6 +101,8 @@ export interface WorkloadView {
   stamps?: RolloutStamps;
   /** StatefulSet and DaemonSet we hold: what the hold replaced. */
   held?: HeldStrategy;
+  /** Part of sandbox-remediator itself (labelled app.kubernetes.io/name: sandbox-remediator, as the agent's DaemonSet): never throttled. */
+  ownComponent?: true;
   /** The user resumed one we paused: hands off until then. */
   handsOffUntil?: Date;
 }

@@ -41,6 +41,7 @@ function base(
   if (held) view.held = held;
   const handsOff = toDate(annotations[ROLLOUT_STAMP.handsOffUntil]);
   if (handsOff) view.handsOffUntil = handsOff;
+  if (labels(meta.labels)['app.kubernetes.io/name'] === 'sandbox-remediator') view.ownComponent = true;
   return { view, annotations };
 }
 

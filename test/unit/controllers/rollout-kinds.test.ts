@@ -315,6 +315,23 @@ describe('PolicyReconciler rollouts of every kind', () => {
     expect(new Set(queue.map((r) => r.kind)).size, 'the queue names each kind').to.equal(2);
   });
 
+  it("never throttles sandbox-remediator's own DaemonSet (its agent), in whatever namespace", async () => {
+    const { cluster, passes } = world();
+    const agent = daemonSet('sandbox-remediator-agent');
+    (agent.metadata as { labels?: Record<string, string> }).labels = {
+      'app.kubernetes.io/name': 'sandbox-remediator',
+    };
+    const key = cluster.putWorkload(agent);
+    stuckOn(cluster, {
+      name: 'sandbox-remediator-agent-x',
+      kind: 'DaemonSet',
+      owner: 'sandbox-remediator-agent',
+      labels: { 'pod-template-generation': '2' },
+    });
+    await passes(2);
+    expect(cluster.patchedWorkloads.map((p) => p.key)).to.not.include(key);
+  });
+
   it('when its policy is deleted, gives back every kind it held exactly', async () => {
     const { cluster, passes, reconciler, sweeper } = world();
     const sts = cluster.putWorkload(

@@ -285,6 +285,9 @@ describe('PolicyReconciler rollouts of every kind', () => {
       ...THROTTLE,
       remediation: { throttleRollouts: { maxConcurrentRollouts: 1 } },
     });
+    // The DaemonSet starts rolling out first, the Deployment and the StatefulSet a pass later: the oldest goes on.
+    const ds = cluster.putWorkload(daemonSet('zz-agent'));
+    await passes(1);
     cluster.deploymentMap.set('shop/web', {
       kind: 'Deployment',
       namespace: 'shop',
@@ -299,17 +302,15 @@ describe('PolicyReconciler rollouts of every kind', () => {
     const sts = cluster.putWorkload(
       statefulSet('db', { type: 'RollingUpdate', rollingUpdate: { partition: 0 } }),
     );
-    const ds = cluster.putWorkload(daemonSet('agent'));
     await passes(2);
-    const held = [
-      cluster.deploymentMap.get('shop/web')!.paused,
-      (strategyOf(cluster, sts) as { rollingUpdate?: { partition?: number } }).rollingUpdate?.partition === 3,
-      (strategyOf(cluster, ds) as { type?: string }).type === 'OnDelete',
-    ];
+    expect(cluster.deploymentMap.get('shop/web')!.paused, 'the Deployment waits').to.equal(true);
     expect(
-      held.filter((h) => !h),
-      'progressing: one of the three',
-    ).to.have.length(1);
+      (strategyOf(cluster, sts) as { rollingUpdate?: { partition?: number } }).rollingUpdate?.partition,
+      'the StatefulSet waits',
+    ).to.equal(3);
+    expect(strategyOf(cluster, ds), 'the oldest, the DaemonSet, goes on').to.deep.include({
+      type: 'RollingUpdate',
+    });
     const queue = cluster.policy('p')!.status!.throttledRollouts ?? [];
     expect(queue.map((r) => r.reason)).to.deep.equal(['RolloutQueued', 'RolloutQueued']);
     expect(new Set(queue.map((r) => r.kind)).size, 'the queue names each kind').to.equal(2);

@@ -30,7 +30,14 @@ export interface ObserveRolloutsInput {
   dryRun: boolean;
   /** When the workload's current rollout started, as far as anyone can tell. */
   startedAt(w: WorkloadView): Date;
+  now: Date;
 }
+
+/**
+ * How long a StatefulSet or DaemonSet whose pods are all updated may hold a slot while they become ready: a
+ * Deployment's default progressDeadlineSeconds, past which a Deployment holds none either.
+ */
+export const SETTLE_DEADLINE_MS = 600_000;
 
 /**
  * A rollout feeds a node when a pod of it, at its current revision where the kind tells one (StatefulSet,
@@ -53,13 +60,15 @@ export function observeRollouts(input: ObserveRolloutsInput): RolloutFacts[] {
     for (const s of stuck.get(key) ?? [])
       if (w.revision === undefined || s.revision === w.revision) feeds.add(s.node);
     const simulated = input.dryRun && !w.stamps ? input.simulated.get(key) : undefined;
+    const startedAt = input.startedAt(w);
+    const stalled = w.settling === true && input.now.getTime() - startedAt.getTime() > SETTLE_DEADLINE_MS;
     const f: RolloutFacts = {
       kind: w.kind,
       namespace: w.namespace,
       name: w.name,
       paused: w.paused || simulated !== undefined,
-      rollingOut: w.rollingOut,
-      startedAt: input.startedAt(w),
+      rollingOut: w.rollingOut && !stalled,
+      startedAt,
       feeds: [...feeds].sort(),
     };
     const stamps = w.stamps ?? simulated;

@@ -1,7 +1,7 @@
 // PURE: the one patch that carries out a rollout action on each kind, the hold and its record together, so that a
 // kill -9 between holding and recording cannot happen: a Deployment or Argo Rollout is paused by spec.paused, a
-// StatefulSet frozen by a partition at its replicas, a DaemonSet switched to OnDelete; a release puts back exactly the
-// strategy the stamps recorded, and nothing else.
+// StatefulSet frozen by a partition at its replicas, a DaemonSet switched to OnDelete; a release puts back exactly what
+// the hold replaced (the partition it had, the DaemonSet's whole strategy), and nothing else.
 import type { WorkloadChange } from '../actuation/actuator.js';
 import {
   heldStrategyAnnotations,
@@ -52,7 +52,15 @@ function release(w: WorkloadView): Json | undefined {
       return { paused: null };
     case 'Rollout':
       return { paused: false }; // never a promotion: its pause conditions and canary steps are its own
-    case 'StatefulSet':
+    case 'StatefulSet': {
+      // The hold changed the partition alone: only it goes back, so what its owner edited meanwhile stays.
+      if (!w.held) return undefined;
+      const had = w.held.strategy.rollingUpdate;
+      const now = Object.keys(w.strategy?.rollingUpdate ?? {}).filter((k) => k !== 'partition');
+      // It had no rollingUpdate: the hold's is removed, unless its owner has since put fields of their own in it.
+      if (had === undefined && now.length === 0) return { updateStrategy: { rollingUpdate: null } };
+      return { updateStrategy: { rollingUpdate: { partition: had?.partition ?? null } } };
+    }
     case 'DaemonSet':
       return w.held
         ? { updateStrategy: replaceWith({ ...(w.strategy ?? {}) }, { ...w.held.strategy }) }

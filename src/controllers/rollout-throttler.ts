@@ -104,6 +104,7 @@ export class RolloutThrottler {
       simulated,
       dryRun,
       startedAt: (d) => this.rolloutStart(d, now),
+      now,
     });
     const decision = decideRollouts({
       policy: policy.name,

@@ -86,6 +86,11 @@ export interface WorkloadView {
   createdAt: Date;
   /** Not every replica runs the current spec and is available yet (or the spec is not yet observed). */
   rollingOut: boolean;
+  /**
+   * StatefulSet and DaemonSet rolling out only because updated pods are not yet ready or available: neither kind has
+   * a progress deadline, so one whose pod never becomes ready would hold a slot for ever (observeRollouts bounds it).
+   */
+  settling?: true;
   /** StatefulSet and DaemonSet: spec.updateStrategy as it stands (a hold replaces it, a release puts back the held one). */
   strategy?: UpdateStrategy;
   /** StatefulSet: spec.replicas (a partition there holds every pod). */

@@ -83,7 +83,7 @@ export function deploymentView(raw: RawObject): WorkloadView | undefined {
  * A StatefulSet is held by a partition at its replica count: no pod is updated. Ours stands while the partition is
  * the one we set (its owner changing it lets it go); one its owner holds (OnDelete, or a partition at or above its
  * replicas) is never touched. It rolls out while fewer pods run the update revision than its owner's partition asks
- * (the one before our hold), or the update revision is not yet everyone's and pods are not all ready.
+ * (the one before our hold), or the update revision is not yet everyone's and pods are not all ready (settling).
  */
 export function statefulSetView(raw: RawObject): WorkloadView | undefined {
   const found = base('StatefulSet', raw);
@@ -103,13 +103,13 @@ export function statefulSetView(raw: RawObject): WorkloadView | undefined {
     ? view.held !== undefined && !onDelete && partition === view.held.partition
     : onDelete || partition >= replicas;
   const wanted = view.held ? partitionOf(view.held.strategy) : partition;
-  view.rollingOut =
-    !onDelete &&
-    (numOr(status.observedGeneration, 0) < view.generation ||
-      numOr(status.updatedReplicas, 0) < Math.max(0, replicas - wanted) ||
-      (wanted === 0 &&
-        str(status.currentRevision) !== revision &&
-        numOr(status.readyReplicas, 0) < replicas));
+  const updating =
+    numOr(status.observedGeneration, 0) < view.generation ||
+    numOr(status.updatedReplicas, 0) < Math.max(0, replicas - wanted);
+  const settling =
+    wanted === 0 && str(status.currentRevision) !== revision && numOr(status.readyReplicas, 0) < replicas;
+  view.rollingOut = !onDelete && (updating || settling);
+  if (view.rollingOut && !updating) view.settling = true;
   return view;
 }
 
@@ -117,7 +117,7 @@ export function statefulSetView(raw: RawObject): WorkloadView | undefined {
  * A DaemonSet cannot be paused: it is held by switching it to OnDelete, which updates no pod until one is deleted.
  * Ours stands while it is OnDelete (its owner switching it back lets it go); one its owner runs OnDelete is never
  * touched. It rolls out, as kubectl rollout status says, until every node it wants runs an updated pod that is
- * available, and the controller has seen its spec.
+ * available, and the controller has seen its spec; settling once every pod is updated.
  */
 export function daemonSetView(raw: RawObject): WorkloadView | undefined {
   const found = base('DaemonSet', raw);
@@ -133,11 +133,10 @@ export function daemonSetView(raw: RawObject): WorkloadView | undefined {
   view.paused = view.stamps ? view.held !== undefined && onDelete : onDelete;
   const owners = view.held ? view.held.strategy.type === 'OnDelete' : onDelete;
   const desired = numOr(status.desiredNumberScheduled, 0);
-  view.rollingOut =
-    !owners &&
-    (numOr(status.observedGeneration, 0) < view.generation ||
-      numOr(status.updatedNumberScheduled, 0) < desired ||
-      numOr(status.numberAvailable, 0) < desired);
+  const updating =
+    numOr(status.observedGeneration, 0) < view.generation || numOr(status.updatedNumberScheduled, 0) < desired;
+  view.rollingOut = !owners && (updating || numOr(status.numberAvailable, 0) < desired);
+  if (view.rollingOut && !updating) view.settling = true;
   return view;
 }
 

@@ -244,12 +244,20 @@ describe('rollout throttling of StatefulSets and DaemonSets on the real cluster'
     });
     await proc.setPressure('load');
     await ioPressureHigh(namespace, pool);
+    // Slowed down so that they overlap (kwok's pods are ready at once): each step of each kind waits 8 s for its
+    // new pods to be available. minReadySeconds is outside the pod template: no new revision.
+    for (const kind of ['deployment/web', 'statefulset/db', 'daemonset/agent'])
+      expect(
+        (await kubectl(['patch', kind, '-n', namespace, '--type=merge', '-p', '{"spec":{"minReadySeconds":8}}']))
+          .code,
+      ).to.equal(0);
     for (const [kind, name] of [
       ['deployment', 'web'],
       ['statefulset', 'db'],
       ['daemonset', 'agent'],
     ] as const)
       expect((await restart(kind, namespace, name)).code).to.equal(0);
+    const restarted = Date.now();
     // Progressing: not finished, and not held (a Deployment paused, a partition at the replicas, OnDelete).
     const progressing = async () => {
       const [web, db, agent] = await Promise.all([
@@ -262,21 +270,31 @@ describe('rollout throttling of StatefulSets and DaemonSets on the real cluster'
         db:
           !stsDone(db) && (db.spec?.updateStrategy?.rollingUpdate?.partition ?? 0) < (db.spec?.replicas ?? 1),
         agent: !dsDone(agent) && agent.spec?.updateStrategy?.type !== 'OnDelete',
+        held: [web, db, agent].filter((w) => w.metadata?.annotations?.[STAMP]).length,
         done: isComplete(web) && stsDone(db) && dsDone(agent),
       };
     };
-    await sleep(1000);
+    // The operator's first pass after the restarts queues two of them; from then on, one at a time.
+    await eventually('two of the three queued', async () => (await progressing()).held === 2, {
+      timeoutMs: 30_000,
+      intervalMs: 200,
+    });
+    log(`two queued ${Date.now() - restarted} ms after the restarts`);
     let most = 0;
+    const seen = new Set<string>();
     const deadline = Date.now() + 180_000;
     for (;;) {
       const now = await progressing();
+      for (const k of ['web', 'db', 'agent'] as const) if (now[k]) seen.add(k);
       most = Math.max(most, [now.web, now.db, now.agent].filter(Boolean).length);
       if (now.done || Date.now() > deadline) break;
       await sleep(1000);
     }
     expect(most, 'progressing at once, sampled every second').to.equal(1);
+    expect([...seen].sort(), 'each progressed in its turn').to.deep.equal(['agent', 'db', 'web']);
     expect((await progressing()).done, 'all three finished, one after another').to.equal(true);
     expect(await eventsWithReasonAtLeast(2, 'RolloutPaused', namespace)).to.have.length.of.at.least(2);
+    expect(await eventsWithReasonAtLeast(2, 'RolloutResumed', namespace)).to.have.length.of.at.least(2);
     await proc.setPressure('idle');
   });
 });

@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { observeRollouts } from '../../../src/controllers/observe-rollouts.js';
+import { observeRollouts, SETTLE_DEADLINE_MS } from '../../../src/controllers/observe-rollouts.js';
 import { deploymentOf, type WorkloadView, type PodView } from '../../../src/detection/index.js';
 import { aPod, T0 } from '../../support/builders.js';
 
@@ -46,6 +46,7 @@ describe('observeRollouts', () => {
       simulated: new Map([['Deployment/shop/api', simulatedStamps]]),
       dryRun: true,
       startedAt: (d) => d.createdAt,
+      now: T0,
     });
     expect(facts.map((f) => [f.name, f.feeds, f.paused, f.stamps?.reason])).to.deep.equal([
       ['web', ['n1', 'n2'], false, undefined],
@@ -63,8 +64,24 @@ describe('observeRollouts', () => {
       ]),
       dryRun: false,
       startedAt: (d) => d.createdAt,
+      now: T0,
     });
     expect(facts[0]).to.include({ paused: false });
     expect(facts[0]!.stamps).to.equal(undefined);
+  });
+
+  it('lets a StatefulSet or DaemonSet that is only settling hold a slot for the progress deadline, no longer', () => {
+    const settling = view('db', { kind: 'StatefulSet', settling: true });
+    const at = (ms: number) =>
+      observeRollouts({
+        workloads: [settling, view('web')],
+        stuckOnSaturated: new Map(),
+        simulated: new Map(),
+        dryRun: false,
+        startedAt: () => T0,
+        now: new Date(T0.getTime() + ms),
+      }).map((f) => f.rollingOut);
+    expect(at(SETTLE_DEADLINE_MS)).to.deep.equal([true, true]);
+    expect(at(SETTLE_DEADLINE_MS + 1), 'a pod that never becomes ready takes no slot').to.deep.equal([false, true]);
   });
 });

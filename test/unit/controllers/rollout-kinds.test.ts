@@ -195,6 +195,32 @@ describe('PolicyReconciler rollouts of every kind', () => {
     ).to.not.include(theirs);
   });
 
+  it('gives a StatefulSet back only the partition it had: what its owner edited meanwhile stays', async () => {
+    const { cluster, passes, recover } = world();
+    const key = cluster.putWorkload(
+      statefulSet('db', { type: 'RollingUpdate', rollingUpdate: { partition: 1, maxUnavailable: 1 } }),
+    );
+    stuckOn(cluster, {
+      name: 'db-2',
+      kind: 'StatefulSet',
+      owner: 'db',
+      labels: { 'controller-revision-hash': 'db-new' },
+    });
+    await passes(2);
+    const raw = structuredClone(cluster.rawWorkloads.get(key)!);
+    const strategy = (raw.spec as { updateStrategy: { rollingUpdate: Record<string, unknown> } }).updateStrategy;
+    expect(strategy.rollingUpdate.partition, 'held').to.equal(3);
+    strategy.rollingUpdate.maxUnavailable = 2; // its owner, while we hold it
+    cluster.putWorkload(raw);
+    await passes(1);
+    expect(annotationsOf(cluster, key), 'still ours').to.have.property('sandbox.remediator.io/paused-by', 'p');
+    await recover();
+    expect(strategyOf(cluster, key)).to.deep.equal({
+      type: 'RollingUpdate',
+      rollingUpdate: { partition: 1, maxUnavailable: 2 },
+    });
+  });
+
   it('switches a DaemonSet feeding a saturated node to OnDelete and restores its strategy exactly; one switched back by its owner is left alone', async () => {
     const { cluster, passes, recover } = world();
     const key = cluster.putWorkload(daemonSet('agent'));

@@ -88,6 +88,27 @@ describe('workload views', () => {
     expect(ds({ type: 'RollingUpdate' }, ours(held)), 'switched back by its owner').to.include({
       paused: false,
     });
+    expect(ds({ type: 'RollingUpdate' }).settling, 'pods left to update').to.equal(undefined);
+  });
+
+  it('says a StatefulSet or DaemonSet whose pods are all updated but not all ready is settling, not updating', () => {
+    const ds = daemonSetView({
+      kind: 'DaemonSet',
+      metadata: meta({}),
+      spec: { updateStrategy: { type: 'RollingUpdate' } },
+      status: { observedGeneration: 4, desiredNumberScheduled: 5, updatedNumberScheduled: 5, numberAvailable: 4 },
+    } as never)!;
+    expect(ds).to.include({ rollingOut: true, settling: true });
+    const sts = (status: object) =>
+      statefulSetView({
+        kind: 'StatefulSet',
+        metadata: meta({}),
+        spec: { replicas: 3, updateStrategy: { type: 'RollingUpdate' } },
+        status: { observedGeneration: 4, currentRevision: 'a', updateRevision: 'b', ...status },
+      } as never)!;
+    expect(sts({ updatedReplicas: 3, readyReplicas: 2 })).to.include({ rollingOut: true, settling: true });
+    expect(sts({ updatedReplicas: 2, readyReplicas: 2 }).settling, 'a pod left to update').to.equal(undefined);
+    expect(sts({ updatedReplicas: 3, readyReplicas: 3 }).settling, 'done').to.equal(undefined);
   });
 
   it('reads an Argo Rollout: spec.paused, or a pause condition of its own, holds it; its current pod hash is the revision', () => {

@@ -119,21 +119,31 @@ build_descheduler() {
   "$out/descheduler" version >&2 || true
 }
 
+argo_rollouts_src() {
+  go mod download -json "github.com/argoproj/argo-rollouts@v$ARGO_ROLLOUTS_VERSION" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).Dir))'
+}
+
 build_argo-rollouts() {
   local out=$BIN/argo-rollouts-v$ARGO_ROLLOUTS_VERSION-loopback src work
-  built "$out" rollouts-controller && [ -f "$out/rollout-crd.yaml" ] && { log "argo-rollouts v$ARGO_ROLLOUTS_VERSION cached in $out"; return; }
+  if built "$out" rollouts-controller; then
+    # Its controller waits for all five of its CRDs (experiments and analysis too) before it rolls anything out:
+    # a cache from before they were kept gets them from the same module, without a rebuild.
+    [ -f "$out/crds/rollout-crd.yaml" ] || { mkdir -p "$out/crds" && cp "$(argo_rollouts_src)"/manifests/crds/*-crd.yaml "$out/crds/"; }
+    log "argo-rollouts v$ARGO_ROLLOUTS_VERSION cached in $out"
+    return
+  fi
   # Replace directives again (its k8s.io staging modules): built as the main module from a writable copy, as the
-  # descheduler is; the Rollout CRD comes from the same module, so controller and CRD are of one version.
-  src=$(go mod download -json "github.com/argoproj/argo-rollouts@v$ARGO_ROLLOUTS_VERSION" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).Dir))')
+  # descheduler is; the CRDs come from the same module, so controller and CRDs are of one version.
+  src=$(argo_rollouts_src)
   work=$(mktemp -d)
   cp -r "$src/." "$work/" && chmod -R u+w "$work"
   # Its metrics and healthz servers listen on 0.0.0.0 with no flag to change it; servers started here bind to
   # loopback only, so the one line that says where is changed (hence -loopback in the cache key).
   sed -i 's/"0\.0\.0\.0:%d"/"127.0.0.1:%d"/' "$work/controller/controller.go"
   grep -q '"127.0.0.1:%d"' "$work/controller/controller.go" || { log "argo-rollouts: its listen address moved; look again"; exit 1; }
-  mkdir -p "$out.tmp"
+  mkdir -p "$out.tmp/crds"
   (cd "$work" && timed "argo-rollouts v$ARGO_ROLLOUTS_VERSION (about 15 minutes on 2 cores)" go build -trimpath -ldflags='-s -w' -o "$out.tmp/rollouts-controller" ./cmd/rollouts-controller)
-  cp "$work/manifests/crds/rollout-crd.yaml" "$out.tmp/"
+  cp "$work"/manifests/crds/*-crd.yaml "$out.tmp/crds/"
   rm -rf "$out" && mv "$out.tmp" "$out" && rm -rf "$work"
 }
 

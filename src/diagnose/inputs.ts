@@ -35,7 +35,7 @@ export interface NodeDiagnosisInput {
   /** The operator's Events on the Node. */
   nodeEvents: readonly OperatorEvent[];
   /** Deployments carrying our pause stamps. */
-  pausedDeployments: readonly WorkloadView[];
+  heldRollouts: readonly WorkloadView[];
   /** Pods held at our pacing gate. */
   gatedPods: readonly GatedPodView[];
   unavailable: readonly ReadProblem[];

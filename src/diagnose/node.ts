@@ -63,7 +63,7 @@ export function diagnoseNode(input: NodeDiagnosisInput): NodeDiagnosis {
           lastTime: e.lastTime.toISOString(),
           ageSeconds: ageSeconds(e.lastTime, now),
         })),
-      pausedDeployments: pausedDeployments(input, policyName),
+      heldRollouts: heldRollouts(input, policyName),
       gatedPods: gatedPods(input, policyName),
       conditions,
     },
@@ -237,17 +237,18 @@ function runtimeOf(
   return version ? { ...assessRuntimeVersion(version), from: 'node' } : undefined;
 }
 
-function pausedDeployments(input: NodeDiagnosisInput, policyName: string | undefined) {
+function heldRollouts(input: NodeDiagnosisInput, policyName: string | undefined) {
   const throttled = input.policy?.status?.throttledRollouts ?? [];
   const feeding = new Set(
     throttled
       .filter((t) => t.feeds?.includes(input.nodeName))
       .map((t) => `${t.kind ?? 'Deployment'}/${t.name ?? t.deployment ?? ''}`),
   );
-  return input.pausedDeployments
+  return input.heldRollouts
     .flatMap((d) => (d.stamps && (!policyName || d.stamps.policy === policyName) ? [{ d, s: d.stamps }] : []))
     .sort((a, b) => a.s.since.getTime() - b.s.since.getTime())
     .map(({ d, s }) => ({
+      kind: d.kind,
       namespace: d.namespace,
       name: d.name,
       policy: s.policy,

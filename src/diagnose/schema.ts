@@ -4,6 +4,7 @@ import { z } from 'zod';
 import {
   IoCauseSchema,
   ACTION_KINDS,
+  ROLLOUT_KINDS,
   ActionRecordSchema,
   ConditionSchema,
   DeviceReadingSchema,
@@ -124,8 +125,9 @@ export const OperatorEventSchema = z
   })
   .describe('An Event the operator recorded on the Node.');
 
-export const PausedDeploymentSchema = z
+export const HeldRolloutSchema = z
   .object({
+    kind: z.enum(ROLLOUT_KINDS),
     namespace: z.string(),
     name: z.string(),
     policy: z.string().describe('The policy that paused it (sandbox.remediator.io/paused-by).'),
@@ -134,7 +136,9 @@ export const PausedDeploymentSchema = z
     sinceSeconds: ageSeconds(),
     feedsThisNode: z.boolean().describe("Whether the policy's status says its pods were stuck on this node."),
   })
-  .describe('A Deployment the operator holds paused.');
+  .describe(
+    'A rollout the operator holds: a Deployment or Rollout paused, a StatefulSet or DaemonSet frozen.',
+  );
 
 export const GatedPodSchema = z
   .object({
@@ -229,7 +233,7 @@ export const NodeDiagnosisSchema = z
         lastAction: z.string().optional(),
         actions: z.array(ActionSchema).describe('status.actions, newest first.'),
         nodeEvents: z.array(OperatorEventSchema).describe("The operator's Events on the Node, newest first."),
-        pausedDeployments: z.array(PausedDeploymentSchema),
+        heldRollouts: z.array(HeldRolloutSchema),
         gatedPods: z.object({ count: z.int().min(0), oldest: z.array(GatedPodSchema) }),
         conditions: z.array(ConditionSchema).describe('Every condition of the SandboxHealth.'),
       })

@@ -272,9 +272,9 @@ function doneSection(d: NodeDiagnosis): string[] {
       ]),
     ),
     ...subTable(
-      `Deployments paused (${done.pausedDeployments.length})`,
-      done.pausedDeployments.map((p) => [
-        `${p.namespace}/${p.name}`,
+      `rollouts held (${done.heldRollouts.length})`,
+      done.heldRollouts.map((p) => [
+        `${p.kind.toLowerCase()}/${p.namespace}/${p.name}`,
         p.reason,
         `since ${formatAgo(p.sinceSeconds)}`,
         p.feedsThisNode ? 'its pods were stuck here' : '',

@@ -17,7 +17,8 @@ import { serverOf, type KubeConfig } from './client.js';
 import { apiStatus, describeError, describeNoAnswer, isNotFound } from './errors.js';
 import type { RawObject } from './informer.js';
 import { eventOccurrences, eventView, gatedPodView, healthView, nodeView, policyView } from './views.js';
-import { deploymentView } from './workload-views.js';
+import { ARGO_ROLLOUTS } from './actuator.js';
+import { argoRolloutView, daemonSetView, deploymentView, statefulSetView } from './workload-views.js';
 
 /** The one line that says why the diagnosis could not be made, and what to change. */
 export class DiagnosisReadError extends Error {
@@ -62,18 +63,18 @@ export async function readNodeDiagnosisInput(
   const stuck = health?.status?.stuckPods ?? [];
   const policyName = health?.status?.policy ?? node?.view.stamps?.policy;
   const found = health !== undefined || node !== undefined;
-  const [policy, failureEvents, nodeEvents, pausedDeployments, gatedPods] = await Promise.all([
+  const [policy, failureEvents, nodeEvents, heldRollouts, gatedPods] = await Promise.all([
     policyName ? reads.policy(policyName) : undefined,
     reads.failureEvents(stuck),
     found ? reads.nodeEvents(nodeName) : [],
-    found ? reads.pausedDeployments() : [],
+    found ? reads.heldRollouts() : [],
     found ? reads.gatedPods() : [],
   ]);
   const input: Omit<NodeDiagnosisInput, 'now'> = {
     nodeName,
     failureEvents,
     nodeEvents,
-    pausedDeployments,
+    heldRollouts,
     gatedPods,
     unavailable: reads.problems,
   };
@@ -235,17 +236,63 @@ class Reads {
     });
   }
 
-  /** Every Deployment carrying our pause stamps (annotations: no selector finds them, so all are listed). */
-  async pausedDeployments(): Promise<WorkloadView[]> {
-    return this.optional('list deployments', [], async () => {
-      const items = await listAll((token) =>
-        this.apps.listDeploymentForAllNamespaces({ limit: PAGE, ...(token ? { _continue: token } : {}) }),
-      );
-      return items.flatMap((item) => {
-        const view = deploymentView(raw(item));
-        return view?.stamps ? [view] : [];
+  /**
+   * Every rollout of every kind carrying our pause stamps (annotations: no selector finds them, so all are listed).
+   * Argo Rollouts only where it is installed: its list answering 404 is no problem.
+   */
+  async heldRollouts(): Promise<WorkloadView[]> {
+    const ours = (items: readonly unknown[], view: (o: RawObject) => WorkloadView | undefined) =>
+      items.flatMap((item) => {
+        const v = view(raw(item));
+        return v?.stamps ? [v] : [];
       });
-    });
+    const kinds = await Promise.all([
+      this.optional('list deployments', [], async () =>
+        ours(
+          await listAll((token) =>
+            this.apps.listDeploymentForAllNamespaces({ limit: PAGE, ...(token ? { _continue: token } : {}) }),
+          ),
+          deploymentView,
+        ),
+      ),
+      this.optional('list statefulsets', [], async () =>
+        ours(
+          await listAll((token) =>
+            this.apps.listStatefulSetForAllNamespaces({
+              limit: PAGE,
+              ...(token ? { _continue: token } : {}),
+            }),
+          ),
+          statefulSetView,
+        ),
+      ),
+      this.optional('list daemonsets', [], async () =>
+        ours(
+          await listAll((token) =>
+            this.apps.listDaemonSetForAllNamespaces({ limit: PAGE, ...(token ? { _continue: token } : {}) }),
+          ),
+          daemonSetView,
+        ),
+      ),
+      this.optional('list rollouts.argoproj.io', [], async () => {
+        try {
+          const items = await listAll(
+            (token) =>
+              this.custom.listClusterCustomObject({
+                ...ARGO_ROLLOUTS,
+                plural: 'rollouts',
+                limit: PAGE,
+                ...(token ? { _continue: token } : {}),
+              }) as Promise<Page<unknown>>,
+          );
+          return ours(items, argoRolloutView);
+        } catch (err) {
+          if (isNotFound(err)) return [];
+          throw err;
+        }
+      }),
+    ]);
+    return kinds.flat();
   }
 
   /** Unscheduled Pending pods carrying our pacing gate. */

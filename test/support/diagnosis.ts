@@ -237,7 +237,7 @@ export function remediatingInput(
         lastTime: secondsAfter(T0, 140),
       },
     ],
-    pausedDeployments: [],
+    heldRollouts: [],
     gatedPods: [],
     unavailable: [],
   };

@@ -192,14 +192,15 @@ describe('diagnoseNode', () => {
       expect(d.done.stamps).to.deep.equal({});
     });
 
-    it("lists the Deployments the node's policy paused, oldest first, marking those whose pods were stuck here", () => {
+    it("lists the rollouts of every kind the node's policy holds, oldest first, marking those whose pods were stuck here", () => {
       const paused = (
         name: string,
         policy: string,
         since: number,
         reason: 'FeedsSaturatedNode' | 'RolloutQueued',
+        kind: WorkloadView['kind'] = 'Deployment',
       ): WorkloadView => ({
-        kind: 'Deployment',
+        kind,
         namespace: 'shop',
         name,
         uid: `uid-${name}`,
@@ -210,10 +211,11 @@ describe('diagnoseNode', () => {
         stamps: { policy, since: secondsAfter(T0, since), reason, startedAt: secondsAfter(T0, since) },
       });
       const input = remediatingInput((i) => {
-        i.pausedDeployments = [
+        i.heldRollouts = [
           paused('queued', 'p1', 200, 'RolloutQueued'),
           paused('web', 'p1', 150, 'FeedsSaturatedNode'),
           paused('theirs', 'p2', 100, 'FeedsSaturatedNode'),
+          paused('db', 'p1', 300, 'FeedsSaturatedNode', 'StatefulSet'),
         ];
         i.policy = aPolicy(
           {},
@@ -228,20 +230,30 @@ describe('diagnoseNode', () => {
                 dryRun: false,
               },
               { deployment: 'shop/queued', reason: 'RolloutQueued', since: at(200), dryRun: false },
+              {
+                kind: 'StatefulSet',
+                name: 'shop/db',
+                reason: 'FeedsSaturatedNode',
+                feeds: ['n1'],
+                since: at(300),
+                dryRun: false,
+              },
             ],
           },
         );
       });
       expect(
-        diagnoseNode(input).done.pausedDeployments.map((p) => [
+        diagnoseNode(input).done.heldRollouts.map((p) => [
+          p.kind,
           p.name,
           p.reason,
           p.sinceSeconds,
           p.feedsThisNode,
         ]),
       ).to.deep.equal([
-        ['web', 'FeedsSaturatedNode', 450, true],
-        ['queued', 'RolloutQueued', 400, false],
+        ['Deployment', 'web', 'FeedsSaturatedNode', 450, true],
+        ['Deployment', 'queued', 'RolloutQueued', 400, false],
+        ['StatefulSet', 'db', 'FeedsSaturatedNode', 300, true],
       ]);
     });
 

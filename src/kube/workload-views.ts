@@ -134,7 +134,8 @@ export function daemonSetView(raw: RawObject): WorkloadView | undefined {
   const owners = view.held ? view.held.strategy.type === 'OnDelete' : onDelete;
   const desired = numOr(status.desiredNumberScheduled, 0);
   const updating =
-    numOr(status.observedGeneration, 0) < view.generation || numOr(status.updatedNumberScheduled, 0) < desired;
+    numOr(status.observedGeneration, 0) < view.generation ||
+    numOr(status.updatedNumberScheduled, 0) < desired;
   view.rollingOut = !owners && (updating || numOr(status.numberAvailable, 0) < desired);
   if (view.rollingOut && !updating) view.settling = true;
   return view;

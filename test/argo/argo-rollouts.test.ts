@@ -7,7 +7,11 @@ import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { expect } from 'chai';
+import { ARGO_ROLLOUTS } from '../../src/kube/actuator.js';
+import { loadKubeConfig } from '../../src/kube/client.js';
+import { apiStatus } from '../../src/kube/errors.js';
 import { operatorWrites, resourceOf } from '../support/audit.js';
 import { Cleanup, eventually, hack, kubectl, KUBECONFIG } from '../support/cluster.js';
 import { REPO_ROOT } from '../support/manifests.js';
@@ -15,6 +19,7 @@ import { freePort } from '../support/monitoring.js';
 import { saturablePool } from '../support/saturable-pool.js';
 import { applyCrds, applyRbac, startAsServiceAccount } from '../support/operator-process.js';
 import { getPolicyStatus } from '../support/resources.js';
+import { createToken, writeTokenKubeconfig } from '../support/tokens.js';
 import { eventsWithReasonAtLeast, startIncident } from '../support/workloads.js';
 
 const version = /ARGO_ROLLOUTS_VERSION=(\S+)/.exec(
@@ -25,6 +30,13 @@ const BIN = join(
   'bin',
   `argo-rollouts-v${version}-loopback`,
 );
+const ARGO_CRDS = [
+  'rollouts',
+  'experiments',
+  'analysisruns',
+  'analysistemplates',
+  'clusteranalysistemplates',
+].map((r) => `${r}.argoproj.io`);
 const STAMP = 'sandbox.remediator.io/paused-by';
 const log = (msg: string) => {
   console.log(`      [argo] ${msg}`);
@@ -58,14 +70,20 @@ describe('Argo Rollouts on the real cluster: its controller rolls out, the opera
 
   before(async function () {
     this.timeout(120_000);
-    if (!existsSync(join(BIN, 'rollouts-controller')))
+    if (!existsSync(join(BIN, 'rollouts-controller')) || !existsSync(join(BIN, 'crds')))
       throw new Error(
         `no Argo Rollouts controller in ${BIN}: run hack/cluster/build.sh argo-rollouts (make test-argo does)`,
       );
     await applyCrds();
     await applyRbac();
-    expect((await kubectl(['apply', '--server-side', '-f', join(BIN, 'rollout-crd.yaml')])).code).to.equal(0);
-    await kubectl(['wait', '--for=condition=Established', 'crd/rollouts.argoproj.io', '--timeout=60s']);
+    // All five of its CRDs: its controller waits for the caches of experiments and analyses before it rolls out.
+    expect((await kubectl(['apply', '--server-side', '-f', join(BIN, 'crds')])).code).to.equal(0);
+    await kubectl([
+      'wait',
+      '--for=condition=Established',
+      ...ARGO_CRDS.map((c) => `crd/${c}`),
+      '--timeout=60s',
+    ]);
     const [metrics, healthz] = [await freePort(), await freePort()];
     controller = spawn(
       join(BIN, 'rollouts-controller'),
@@ -98,7 +116,7 @@ describe('Argo Rollouts on the real cluster: its controller rolls out, the opera
     controller?.kill('SIGTERM');
     await cleanup.run();
     // Other test files start operators that would discover it: leave the cluster as it was.
-    await kubectl(['delete', 'crd', 'rollouts.argoproj.io', '--ignore-not-found', '--wait=true']);
+    await kubectl(['delete', 'crd', ...ARGO_CRDS, '--ignore-not-found', '--wait=true']);
   });
 
   it('pauses a Rollout feeding a saturated node, holds it there, resets only spec.paused after the recovery, and the controller finishes it', async function () {
@@ -122,7 +140,7 @@ describe('Argo Rollouts on the real cluster: its controller rolls out, the opera
     );
     const { namespace, sick, policy, proc } = saturable!;
 
-    const rollout = (restartedAt?: string) => ({
+    const rollout = () => ({
       apiVersion: 'argoproj.io/v1alpha1',
       kind: 'Rollout',
       metadata: { name: 'front', namespace },
@@ -131,7 +149,7 @@ describe('Argo Rollouts on the real cluster: its controller rolls out, the opera
         selector: { matchLabels: { app: 'front' } },
         strategy: { canary: { maxSurge: 1, maxUnavailable: 0 } },
         template: {
-          metadata: { labels: { app: 'front' }, ...(restartedAt ? { annotations: { restartedAt } } : {}) },
+          metadata: { labels: { app: 'front' } },
           spec: {
             nodeSelector: { 'kubernetes.io/hostname': sick },
             terminationGracePeriodSeconds: 0,
@@ -142,14 +160,28 @@ describe('Argo Rollouts on the real cluster: its controller rolls out, the opera
     });
     const apply = (body: object) =>
       kubectl(['apply', '--server-side', '--field-manager=owner', '-f', '-'], JSON.stringify(body));
-    expect((await apply(rollout())).code).to.equal(0);
+    const created = await apply(rollout());
+    expect(created.code, created.stderr).to.equal(0);
     await eventually('the Rollout healthy', async () => healthy(await readRollout(namespace, 'front')), {
       timeoutMs: 90_000,
     });
 
     await startIncident(cleanup, sick);
     await proc.setPressure('load');
-    expect((await apply(rollout(new Date().toISOString()))).code).to.equal(0);
+    // A new template, as a user's change makes one (a patch: its controller owns fields of the template it defaulted).
+    const restarted = await kubectl([
+      'patch',
+      'rollout.argoproj.io',
+      'front',
+      '-n',
+      namespace,
+      '--type=merge',
+      '-p',
+      JSON.stringify({
+        spec: { template: { metadata: { annotations: { restartedAt: new Date().toISOString() } } } },
+      }),
+    ]);
+    expect(restarted.code, restarted.stderr).to.equal(0);
     const paused = await eventually(
       'front paused by the policy',
       async () => {
@@ -201,5 +233,24 @@ describe('Argo Rollouts on the real cluster: its controller rolls out, the opera
       { paused: true },
       { paused: false },
     ]);
+
+    // Those went through the operator's admission policy (config/rbac, applied above); anything else does not.
+    const custom = loadKubeConfig(
+      await writeTokenKubeconfig(
+        dir,
+        'probe',
+        await createToken('sandbox-remediator-system', 'sandbox-remediator-operator'),
+      ),
+    ).makeApiClient(CustomObjectsApi);
+    const refused = await custom
+      .patchNamespacedCustomObject(
+        { ...ARGO_ROLLOUTS, plural: 'rollouts', namespace, name: 'front', body: { spec: { replicas: 5 } } },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      )
+      .then(
+        () => 'allowed',
+        (err: unknown) => apiStatus(err)?.message ?? String(err),
+      );
+    expect(refused).to.contain('the operator may change only spec.paused of a Rollout, not spec.replicas');
   });
 });

@@ -6,7 +6,6 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { GROUP, VERSION, type IoReadingStatus } from '../../src/api/v1alpha1/index.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
-import { apiStatus } from '../../src/kube/errors.js';
 import { ReadingPublisher } from '../../src/kube/reading-publisher.js';
 import { loadApiAccess } from '../../src/kube/rest.js';
 import {
@@ -18,6 +17,7 @@ import {
   podBoundTo,
   uniqueName,
 } from '../support/cluster.js';
+import { deniedBy, policyInForce, refusal, typeCheckWarnings } from '../support/admission.js';
 import { readManifests, REPO_ROOT } from '../support/manifests.js';
 import { applyCrds } from '../support/operator-process.js';
 import { applyPolicy, getHealth } from '../support/resources.js';
@@ -64,21 +64,8 @@ const reading = (psi: number): IoReadingStatus => ({
   psiSomeAvg10Percent: psi,
 });
 
-/** What the apiserver said when it refused a write (403 unless told); fails if the write went through. */
-async function refusal(write: () => Promise<unknown>, code = 403): Promise<string> {
-  try {
-    await write();
-  } catch (err) {
-    const status = apiStatus(err);
-    expect(status?.code, String(err)).to.equal(code);
-    return status!.message;
-  }
-  return expect.fail('the write was allowed');
-}
-
 /** The apiserver's words for a denial by this policy: its name, then the validation's message. */
-const deniedBecause = (message: string) =>
-  `ValidatingAdmissionPolicy '${POLICY}' with binding '${POLICY}' denied request: ${message}`;
+const deniedBecause = (message: string) => deniedBy(POLICY, message);
 
 describe('config/agent/admission-policy.yaml: the agent writes only its own node reading', function () {
   const cleanup = new Cleanup();
@@ -196,19 +183,7 @@ describe('config/agent/admission-policy.yaml: the agent writes only its own node
       await createToken(agent.namespace, agent.name),
     );
 
-    // Policies load asynchronously: wait until the write it exists to refuse is refused.
-    await eventually(
-      'the policy in force',
-      async () => {
-        try {
-          await publisherFor(nodeB).publish(reading(1));
-          return false;
-        } catch (err) {
-          return apiStatus(err)?.message.includes(POLICY) === true;
-        }
-      },
-      { timeoutMs: 30_000 },
-    );
+    await policyInForce(POLICY, () => publisherFor(nodeB).publish(reading(1)));
   });
 
   after(async function () {
@@ -218,15 +193,7 @@ describe('config/agent/admission-policy.yaml: the agent writes only its own node
   });
 
   it('type-checks without warnings', async () => {
-    const status = await eventually('the policy type-checked', async () => {
-      const result = await kubectl(['get', 'validatingadmissionpolicy', POLICY, '-o', 'json']);
-      const vap = JSON.parse(result.stdout) as {
-        metadata: { generation: number };
-        status?: { observedGeneration?: number; typeChecking?: { expressionWarnings?: unknown[] } };
-      };
-      return vap.status?.observedGeneration === vap.metadata.generation && vap.status;
-    });
-    expect(status.typeChecking?.expressionWarnings ?? []).to.deep.equal([]);
+    expect(await typeCheckWarnings(POLICY)).to.deep.equal([]);
   });
 
   it("has a pod-bound token name the pod's node, and a plain one name none", async () => {

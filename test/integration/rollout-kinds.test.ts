@@ -1,10 +1,18 @@
 // Rollout throttling of StatefulSets and DaemonSets on the real control plane: kube-controller-manager's own
 // StatefulSet and DaemonSet controllers roll them out onto kwok nodes, one of which is saturated.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { V1DaemonSet, V1StatefulSet } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { api, Cleanup, eventually, hack, kubectl } from '../support/cluster.js';
 import { saturablePool, TEST_POOL } from '../support/saturable-pool.js';
-import { applyCrds, OperatorProcess } from '../support/operator-process.js';
+import {
+  applyCrds,
+  applyRbac,
+  startAsServiceAccount,
+  type OperatorProcess,
+} from '../support/operator-process.js';
 import { condition, getHealth, getPolicyStatus } from '../support/resources.js';
 import { createRolloutDeployment, isComplete, readDeployment } from '../support/rollouts.js';
 import { eventsWithReasonAtLeast, startIncident } from '../support/workloads.js';
@@ -50,7 +58,10 @@ const dsDone = (d: V1DaemonSet) =>
 describe('rollout throttling of StatefulSets and DaemonSets on the real cluster', function () {
   const cleanup = new Cleanup();
   const operators: OperatorProcess[] = [];
-  before(() => applyCrds());
+  before(async () => {
+    await applyCrds();
+    await applyRbac();
+  });
   afterEach(async () => {
     for (const o of operators.splice(0)) await o.stop();
     await cleanup.run();
@@ -61,9 +72,12 @@ describe('rollout throttling of StatefulSets and DaemonSets on the real cluster'
    * whose 2 pods run on it and a DaemonSet on every node of the pool, both rolled out to the end.
    */
   async function kinds(max: number) {
-    const operator = new OperatorProcess();
+    // As the Deployment runs it: its ServiceAccount, config/rbac's role and admission policy, so that every hold and
+    // release below goes through the policy that allows only those fields.
+    const dir = await mkdtemp(join(tmpdir(), 'rollout-kinds-'));
+    cleanup.add(() => rm(dir, { recursive: true, force: true }));
+    const operator = await startAsServiceAccount(dir, 'rollout-kinds');
     operators.push(operator);
-    await operator.start();
     const [saturable] = await saturablePool(
       cleanup,
       {

@@ -82,6 +82,9 @@ describe('observeRollouts', () => {
         now: new Date(T0.getTime() + ms),
       }).map((f) => f.rollingOut);
     expect(at(SETTLE_DEADLINE_MS)).to.deep.equal([true, true]);
-    expect(at(SETTLE_DEADLINE_MS + 1), 'a pod that never becomes ready takes no slot').to.deep.equal([false, true]);
+    expect(at(SETTLE_DEADLINE_MS + 1), 'a pod that never becomes ready takes no slot').to.deep.equal([
+      false,
+      true,
+    ]);
   });
 });

@@ -86,6 +86,20 @@ const argoRollout = (name: string): RawObject => ({
   status: { currentPodHash: 'abc', stableRS: 'old', updatedReplicas: 1, phase: 'Progressing' },
 });
 
+/** A StatefulSet's pod at a revision (its controller-revision-hash), a DaemonSet's at a template generation. */
+const ofStatefulSet = (name: string, owner: string, revision: string) => ({
+  name,
+  kind: 'StatefulSet',
+  owner,
+  labels: { 'controller-revision-hash': revision },
+});
+const ofDaemonSet = (name: string, owner: string, generation: string) => ({
+  name,
+  kind: 'DaemonSet',
+  owner,
+  labels: { 'pod-template-generation': generation },
+});
+
 /** A pod of the kind's controller, at the given revision, stuck on n1 with kubelet's reserved-name Event. */
 function stuckOn(
   cluster: MemoryCluster,
@@ -118,12 +132,7 @@ describe('PolicyReconciler rollouts of every kind', () => {
     it(`freezes a StatefulSet feeding a saturated node at its replicas, and restores ${title} exactly`, async () => {
       const { cluster, passes, recover } = world();
       const key = cluster.putWorkload(statefulSet('db', strategy));
-      stuckOn(cluster, {
-        name: 'db-2',
-        kind: 'StatefulSet',
-        owner: 'db',
-        labels: { 'controller-revision-hash': 'db-new' },
-      });
+      stuckOn(cluster, ofStatefulSet('db-2', 'db', 'db-new'));
       await passes(2);
       expect(strategyOf(cluster, key)).to.deep.include({
         rollingUpdate: { ...(strategy?.rollingUpdate ?? {}), partition: 3 },
@@ -200,20 +209,19 @@ describe('PolicyReconciler rollouts of every kind', () => {
     const key = cluster.putWorkload(
       statefulSet('db', { type: 'RollingUpdate', rollingUpdate: { partition: 1, maxUnavailable: 1 } }),
     );
-    stuckOn(cluster, {
-      name: 'db-2',
-      kind: 'StatefulSet',
-      owner: 'db',
-      labels: { 'controller-revision-hash': 'db-new' },
-    });
+    stuckOn(cluster, ofStatefulSet('db-2', 'db', 'db-new'));
     await passes(2);
     const raw = structuredClone(cluster.rawWorkloads.get(key)!);
-    const strategy = (raw.spec as { updateStrategy: { rollingUpdate: Record<string, unknown> } }).updateStrategy;
+    const strategy = (raw.spec as { updateStrategy: { rollingUpdate: Record<string, unknown> } })
+      .updateStrategy;
     expect(strategy.rollingUpdate.partition, 'held').to.equal(3);
     strategy.rollingUpdate.maxUnavailable = 2; // its owner, while we hold it
     cluster.putWorkload(raw);
     await passes(1);
-    expect(annotationsOf(cluster, key), 'still ours').to.have.property('sandbox.remediator.io/paused-by', 'p');
+    expect(annotationsOf(cluster, key), 'still ours').to.have.property(
+      'sandbox.remediator.io/paused-by',
+      'p',
+    );
     await recover();
     expect(strategyOf(cluster, key)).to.deep.equal({
       type: 'RollingUpdate',
@@ -262,18 +270,8 @@ describe('PolicyReconciler rollouts of every kind', () => {
       statefulSet('db', { type: 'RollingUpdate', rollingUpdate: { partition: 0 } }),
     );
     const ds = cluster.putWorkload(daemonSet('agent'));
-    stuckOn(cluster, {
-      name: 'db-0',
-      kind: 'StatefulSet',
-      owner: 'db',
-      labels: { 'controller-revision-hash': 'db-old' },
-    });
-    stuckOn(cluster, {
-      name: 'agent-x',
-      kind: 'DaemonSet',
-      owner: 'agent',
-      labels: { 'pod-template-generation': '1' },
-    });
+    stuckOn(cluster, ofStatefulSet('db-0', 'db', 'db-old'));
+    stuckOn(cluster, ofDaemonSet('agent-x', 'agent', '1'));
     await passes(2);
     for (const key of [sts, ds])
       expect(annotationsOf(cluster, key)).to.not.have.property('sandbox.remediator.io/paused-by');
@@ -349,12 +347,7 @@ describe('PolicyReconciler rollouts of every kind', () => {
       'app.kubernetes.io/name': 'sandbox-remediator',
     };
     const key = cluster.putWorkload(agent);
-    stuckOn(cluster, {
-      name: 'sandbox-remediator-agent-x',
-      kind: 'DaemonSet',
-      owner: 'sandbox-remediator-agent',
-      labels: { 'pod-template-generation': '2' },
-    });
+    stuckOn(cluster, ofDaemonSet('sandbox-remediator-agent-x', 'sandbox-remediator-agent', '2'));
     await passes(2);
     expect(cluster.patchedWorkloads.map((p) => p.key)).to.not.include(key);
   });
@@ -365,18 +358,8 @@ describe('PolicyReconciler rollouts of every kind', () => {
       statefulSet('db', { type: 'RollingUpdate', rollingUpdate: { partition: 0 } }),
     );
     const ds = cluster.putWorkload(daemonSet('agent'));
-    stuckOn(cluster, {
-      name: 'db-2',
-      kind: 'StatefulSet',
-      owner: 'db',
-      labels: { 'controller-revision-hash': 'db-new' },
-    });
-    stuckOn(cluster, {
-      name: 'agent-x',
-      kind: 'DaemonSet',
-      owner: 'agent',
-      labels: { 'pod-template-generation': '2' },
-    });
+    stuckOn(cluster, ofStatefulSet('db-2', 'db', 'db-new'));
+    stuckOn(cluster, ofDaemonSet('agent-x', 'agent', '2'));
     await passes(2);
     expect(strategyOf(cluster, ds)).to.deep.equal({ type: 'OnDelete' });
     cluster.policyMap.delete('p');
@@ -401,12 +384,7 @@ describe('PolicyReconciler rollouts of every kind', () => {
     const sts = cluster.putWorkload(
       statefulSet('db', { type: 'RollingUpdate', rollingUpdate: { partition: 0 } }),
     );
-    stuckOn(cluster, {
-      name: 'db-2',
-      kind: 'StatefulSet',
-      owner: 'db',
-      labels: { 'controller-revision-hash': 'db-new' },
-    });
+    stuckOn(cluster, ofStatefulSet('db-2', 'db', 'db-new'));
     await passes(3);
     expect(cluster.patchedWorkloads).to.deep.equal([]);
     expect(strategyOf(cluster, sts)).to.deep.equal({

@@ -96,7 +96,12 @@ describe('workload views', () => {
       kind: 'DaemonSet',
       metadata: meta({}),
       spec: { updateStrategy: { type: 'RollingUpdate' } },
-      status: { observedGeneration: 4, desiredNumberScheduled: 5, updatedNumberScheduled: 5, numberAvailable: 4 },
+      status: {
+        observedGeneration: 4,
+        desiredNumberScheduled: 5,
+        updatedNumberScheduled: 5,
+        numberAvailable: 4,
+      },
     } as never)!;
     expect(ds).to.include({ rollingOut: true, settling: true });
     const sts = (status: object) =>
@@ -107,7 +112,9 @@ describe('workload views', () => {
         status: { observedGeneration: 4, currentRevision: 'a', updateRevision: 'b', ...status },
       } as never)!;
     expect(sts({ updatedReplicas: 3, readyReplicas: 2 })).to.include({ rollingOut: true, settling: true });
-    expect(sts({ updatedReplicas: 2, readyReplicas: 2 }).settling, 'a pod left to update').to.equal(undefined);
+    expect(sts({ updatedReplicas: 2, readyReplicas: 2 }).settling, 'a pod left to update').to.equal(
+      undefined,
+    );
     expect(sts({ updatedReplicas: 3, readyReplicas: 3 }).settling, 'done').to.equal(undefined);
   });
 

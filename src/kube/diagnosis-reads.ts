@@ -343,7 +343,7 @@ export function explainFailure(kc: KubeConfig, what: string, err: unknown): stri
   if (status?.code === 401)
     return `${server} does not accept the credentials of kubeconfig user ${JSON.stringify(kc.getCurrentUser()?.name ?? '')} (HTTP 401 Unauthorized): fix them, or pass --kubeconfig=<a kubeconfig this cluster accepts>`;
   if (status?.code === 403)
-    return `not allowed to ${what} on ${server} (HTTP 403 Forbidden): diagnose needs get and list on nodes, pods, events, deployments, sandboxhealths and sandboxpolicies`;
+    return `not allowed to ${what} on ${server} (HTTP 403 Forbidden): diagnose needs get and list on nodes, pods, events, sandboxhealths and sandboxpolicies (and list on deployments, statefulsets, daemonsets and argoproj.io rollouts)`;
   if (status?.code === 404 && what.includes('sandboxhealths'))
     return `${server} does not serve sandboxhealths.${GROUP}: the operator is not installed here (kubectl apply -f crds/), or this is the wrong cluster (--kubeconfig, --context)`;
   const noAnswer = status ? undefined : describeNoAnswer(err, DIAGNOSE_TIMEOUT_MS);

@@ -44,7 +44,8 @@ const cluster: Route = (url) => {
     return { status: 200, body: list([P1]) };
   if (path === '/api/v1/namespaces/shop/events' || path === '/api/v1/namespaces/default/events')
     return { status: 200, body: list([]) };
-  if (path === '/apis/apps/v1/deployments') return { status: 200, body: list([]) };
+  if (['/apis/apps/v1/deployments', '/apis/apps/v1/statefulsets', '/apis/apps/v1/daemonsets'].includes(path))
+    return { status: 200, body: list([]) };
   if (path === '/api/v1/pods') return { status: 200, body: list([]) };
   return undefined;
 };
@@ -178,7 +179,7 @@ describe('sandbox-remediator diagnose (against a fake apiserver)', () => {
               body: { kind: 'Status', reason: 'Forbidden', message: 'nodes is forbidden', code: 403 },
             }
           : cluster(url),
-      line: /^diagnose: not allowed to get node n1 on http:\/\/127\.0\.0\.1:\d+ \(HTTP 403 Forbidden\): diagnose needs get and list on nodes, pods, events, deployments, sandboxhealths and sandboxpolicies\n$/,
+      line: /^diagnose: not allowed to get node n1 on http:\/\/127\.0\.0\.1:\d+ \(HTTP 403 Forbidden\): diagnose needs get and list on nodes, pods, events, sandboxhealths and sandboxpolicies \(and list on deployments, statefulsets, daemonsets and argoproj\.io rollouts\)\n$/,
     },
   ];
   for (const { name, route, line } of failures) {

@@ -40,6 +40,7 @@ export interface OperatorFlags {
   webhookBindAddress: string;
   webhookUrl?: string;
   webhookCertDir?: string;
+  webhookCertLifetimeSeconds: number;
 }
 
 /**
@@ -150,8 +151,7 @@ function composeManager(
       ? {
           webhook: {
             ...webhook,
-            register: (url, caPem) =>
-              registerPacingWebhook(kc, { url, caPem, operatorNamespace: flags.operatorNamespace }),
+            register: (url, caPem) => registerPacingWebhook(kc, { url, caPem }),
           },
         }
       : {}),
@@ -315,13 +315,14 @@ function refuse(logger: Logger, line: string): number {
 /** The pacing webhook's settings from the flags; undefined when it is off (--webhook-bind-address 0). */
 function webhookOptions(
   flags: OperatorFlags,
-): { bindAddress: string; url: string; certDir?: string } | undefined {
+): { bindAddress: string; url: string; certDir?: string; certLifetimeMs: number } | undefined {
   if (flags.webhookBindAddress === '0' || flags.webhookBindAddress === '') return undefined;
   const [host, port] = splitHostPort(flags.webhookBindAddress);
   const url = flags.webhookUrl ?? `https://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}${WEBHOOK_PATH}`;
   return {
     bindAddress: flags.webhookBindAddress,
     url,
+    certLifetimeMs: flags.webhookCertLifetimeSeconds * 1000,
     ...(flags.webhookCertDir ? { certDir: flags.webhookCertDir } : {}),
   };
 }

@@ -117,7 +117,13 @@ function addOperator(program: Command): void {
     )
     .option(
       '--webhook-cert-dir <dir>',
-      'tls.crt, tls.key (and ca.crt) for the webhook, as cert-manager mounts them; without it a CA and certificate are generated at start-up',
+      'tls.crt, tls.key and ca.crt for the webhook, as cert-manager mounts them (config/samples/cert-manager.yaml), read again whenever they change; without it a CA and certificate are generated, and renewed before they expire',
+    )
+    .option(
+      '--webhook-cert-lifetime-seconds <n>',
+      'how long a generated webhook certificate lasts; a new one is registered and served when a third of it is left, without a restart',
+      positiveInt,
+      31_536_000,
     )
     .option(
       '--operator-namespace <ns>',

@@ -1,4 +1,3 @@
-import type { Server } from 'node:https';
 import type { Actuator } from '../actuation/actuator.js';
 import { isRolloutKind, type SandboxPolicySpec } from '../api/v1alpha1/index.js';
 import { describeError } from '../kube/errors.js';
@@ -13,8 +12,7 @@ import { Controller } from '../runtime/controller.js';
 import type { Fence } from '../runtime/fence.js';
 import { WorkQueue } from '../runtime/work-queue.js';
 import type { IoSource } from '../signals/types.js';
-import { generateServingCert, loadServingCert, type ServingCert } from '../webhook/certs.js';
-import { serveWebhook } from '../webhook/pacing-webhook.js';
+import { WebhookServing, type WebhookServingOptions } from '../webhook/serving.js';
 import { nodeOf, policiesFor } from './mapper.js';
 import { SWEEP_KEY } from './orphan-sweeper.js';
 import { MetricsHooks } from './metrics-hooks.js';
@@ -40,13 +38,8 @@ export interface ManagerOptions {
   dryRun?: boolean;
   /** The operator's own namespace: its Deployments are never throttled. */
   operatorNamespace?: string;
-  /** Serve the pod-start pacing webhook, and register it with the apiserver (`register`) at this URL. */
-  webhook?: {
-    bindAddress: string;
-    url: string;
-    certDir?: string;
-    register(url: string, caPem: string): Promise<void>;
-  };
+  /** Serve the pod-start pacing webhook, and register it with the apiserver (`register`) at its URL. */
+  webhook?: WebhookServingOptions;
   /**
    * Leader election decides when this replica acts: start() only syncs the caches (a warm standby) and lead() starts
    * the controllers. Without it, start() acts as soon as the caches have synced.
@@ -73,9 +66,8 @@ export class Manager {
   private stopping = false;
   private markSynced!: () => void;
   private readonly synced = new Promise<void>((resolve) => (this.markSynced = resolve));
-  private cert: ServingCert | undefined;
   private readonly operatorNamespace: string;
-  private webhookServer: Server | undefined;
+  private webhook: WebhookServing | undefined;
   private abortStart: (() => void) | undefined;
 
   constructor(private readonly options: ManagerOptions) {
@@ -224,12 +216,12 @@ export class Manager {
   }
 
   private async act(): Promise<void> {
-    const { logger, webhook, fence, cache } = this.options;
+    const { logger, fence, cache } = this.options;
     if (fence.mayAct() || this.stopping) return;
     fence.allow();
     try {
       // Only the acting replica registers the webhook: the apiserver then calls the one that decides.
-      if (webhook && this.cert) await this.registerWebhook(webhook, this.cert);
+      await this.webhook?.lead();
     } catch (err) {
       fence.close();
       throw err;
@@ -258,14 +250,10 @@ export class Manager {
     this.options.metrics.leader.set(0);
   }
 
-  /** Serves the pacing webhook; the certificate is the user's, or made now (ADR 0009). */
-  private async serveWebhook(webhook: NonNullable<ManagerOptions['webhook']>): Promise<void> {
+  /** Serves the pacing webhook; the certificate is the user's, or made now and renewed (ADR 0009). */
+  private async serveWebhook(options: WebhookServingOptions): Promise<void> {
     const { logger, metrics, cache, fence } = this.options;
-    const cert = webhook.certDir
-      ? loadServingCert(webhook.certDir)
-      : generateServingCert(new URL(webhook.url).hostname);
-    this.cert = cert;
-    const { server, port } = await serveWebhook(webhook.bindAddress, cert, {
+    const webhook = new WebhookServing(options, {
       // A standby gates nothing: only the leader decides, on the policies it reconciles.
       decide: (namespace) =>
         fence.mayAct()
@@ -283,17 +271,11 @@ export class Manager {
         if (gated) metrics.podsGated.inc({ dry_run: String(dryRun) });
       },
       logger,
+      metrics,
     });
-    this.webhookServer = server;
-    logger.info('Serving the pacing webhook', { port, url: webhook.url, certificate: cert.origin });
-  }
-
-  private async registerWebhook(
-    webhook: NonNullable<ManagerOptions['webhook']>,
-    cert: ServingCert,
-  ): Promise<void> {
-    await webhook.register(webhook.url, cert.caPem);
-    this.options.logger.info('Registered the pacing webhook', { url: webhook.url });
+    const { port, origin } = await webhook.start();
+    this.webhook = webhook;
+    logger.info('Serving the pacing webhook', { port, url: options.url, certificate: origin });
   }
 
   /** Synced, and no informer disconnected for longer than maxDisconnectedMs. */
@@ -353,12 +335,6 @@ export class Manager {
     this.abortStart?.();
     await Promise.all(this.running.map((c) => c.stop()));
     await this.options.cache.stop();
-    const server = this.webhookServer;
-    if (server)
-      await new Promise<void>((resolve) =>
-        server.close(() => {
-          resolve();
-        }),
-      );
+    await this.webhook?.stop();
   }
 }

@@ -61,7 +61,8 @@ export interface NodeView {
   ready: boolean;
   /** status.nodeInfo.containerRuntimeVersion, e.g. containerd://1.6.0 */
   runtimeVersion?: string;
-  taints: readonly { key: string; value?: string; effect: string }[];
+  /** Whole, timeAdded included: a patch of the list gives every other taint back exactly as it was. */
+  taints: readonly { key: string; value?: string; effect: string; timeAdded?: string }[];
   conditions: readonly { type: string; status: string; lastTransitionTime?: Date }[];
   /** The operator's ownership stamps, read from the node's annotations; absent: nothing on it is ours. */
   stamps?: NodeStamps;

@@ -181,9 +181,13 @@ export function nodeView(raw: RawObject): NodeView | undefined {
     ready: conditions.some((c) => c.type === 'Ready' && c.status === 'True'),
     taints: arr(spec.taints).map((t) => {
       const value = str(t.value);
-      return value === undefined
-        ? { key: str(t.key) ?? '', effect: str(t.effect) ?? '' }
-        : { key: str(t.key) ?? '', value, effect: str(t.effect) ?? '' };
+      const timeAdded = str(t.timeAdded);
+      return {
+        key: str(t.key) ?? '',
+        ...(value === undefined ? {} : { value }),
+        effect: str(t.effect) ?? '',
+        ...(timeAdded === undefined ? {} : { timeAdded }),
+      };
     }),
     conditions,
   };

@@ -1,53 +1,61 @@
-// Registers the pacing webhook with the apiserver: a MutatingWebhookConfiguration that fails open.
-import { KubernetesObjectApi, PatchStrategy, type KubeConfig } from '@kubernetes/client-node';
+// Registers the pacing webhook with the apiserver: fills in the address and CA of the MutatingWebhookConfiguration
+// that config/webhook ships. The operator creates none (its role cannot) and changes nothing else in it (its
+// admission policy allows nothing else): rules, selectors and `failurePolicy: Ignore` stay as the admin applied them.
+import {
+  AdmissionregistrationV1Api,
+  PatchStrategy,
+  setHeaderOptions,
+  type KubeConfig,
+} from '@kubernetes/client-node';
+import { isNotFound } from './errors.js';
 
 export const WEBHOOK_CONFIGURATION = 'sandbox-remediator-pacing';
+export const WEBHOOK_NAME = 'pacing.sandbox.remediator.io';
+
+/** What registering found: done (written now or already so), or a configuration that is not there to fill in. */
+export type Registration = { registered: true; changed: boolean } | { registered: false; why: string };
 
 /**
- * Creates or updates the registration: pod CREATE only, `failurePolicy: Ignore` and a 2-second timeout (with the
- * operator down, pods are created ungated and never blocked), kube-system and the operator's namespace excluded.
+ * Points the shipped configuration's webhook at `url`, trusting `caPem`: two fields, written only when they differ,
+ * with a test that the webhook at that index is still ours.
  */
 export async function registerPacingWebhook(
   kc: KubeConfig,
-  options: { url: string; caPem: string; operatorNamespace: string },
-): Promise<void> {
-  const objects = KubernetesObjectApi.makeApiClient(kc);
-  const body = {
-    apiVersion: 'admissionregistration.k8s.io/v1',
-    kind: 'MutatingWebhookConfiguration',
-    metadata: {
+  options: { url: string; caPem: string },
+): Promise<Registration> {
+  const api = kc.makeApiClient(AdmissionregistrationV1Api);
+  let current;
+  try {
+    current = await api.readMutatingWebhookConfiguration({ name: WEBHOOK_CONFIGURATION });
+  } catch (err) {
+    if (isNotFound(err))
+      return {
+        registered: false,
+        why: `the MutatingWebhookConfiguration ${WEBHOOK_CONFIGURATION} is not installed (kubectl apply -k config/webhook)`,
+      };
+    throw err;
+  }
+  const index = (current.webhooks ?? []).findIndex((w) => w.name === WEBHOOK_NAME);
+  if (index < 0)
+    return {
+      registered: false,
+      why: `the MutatingWebhookConfiguration ${WEBHOOK_CONFIGURATION} has no webhook ${WEBHOOK_NAME} (apply config/webhook again)`,
+    };
+  const caBundle = Buffer.from(options.caPem).toString('base64');
+  const client = current.webhooks![index]!.clientConfig;
+  if (client.url === options.url && String(client.caBundle ?? '') === caBundle)
+    return { registered: true, changed: false };
+  await api.patchMutatingWebhookConfiguration(
+    {
       name: WEBHOOK_CONFIGURATION,
-      labels: { 'app.kubernetes.io/managed-by': 'sandbox-remediator' },
+      body: [
+        { op: 'test', path: `/webhooks/${index}/name`, value: WEBHOOK_NAME },
+        { op: 'add', path: `/webhooks/${index}/clientConfig/url`, value: options.url },
+        { op: 'add', path: `/webhooks/${index}/clientConfig/caBundle`, value: caBundle },
+      ],
+      fieldManager: 'sandbox-remediator',
     },
-    webhooks: [
-      {
-        name: 'pacing.sandbox.remediator.io',
-        admissionReviewVersions: ['v1'],
-        sideEffects: 'None',
-        failurePolicy: 'Ignore',
-        timeoutSeconds: 2,
-        reinvocationPolicy: 'Never',
-        clientConfig: { url: options.url, caBundle: Buffer.from(options.caPem).toString('base64') },
-        rules: [
-          {
-            apiGroups: [''],
-            apiVersions: ['v1'],
-            operations: ['CREATE'],
-            resources: ['pods'],
-            scope: 'Namespaced',
-          },
-        ],
-        namespaceSelector: {
-          matchExpressions: [
-            {
-              key: 'kubernetes.io/metadata.name',
-              operator: 'NotIn',
-              values: ['kube-system', options.operatorNamespace],
-            },
-          ],
-        },
-      },
-    ],
-  };
-  await objects.patch(body, undefined, undefined, 'sandbox-remediator', true, PatchStrategy.ServerSideApply);
+    setHeaderOptions('Content-Type', PatchStrategy.JsonPatch),
+  );
+  return { registered: true, changed: true };
 }

@@ -64,6 +64,16 @@ export class OperatorMetrics {
     labelNames: ['dry_run'] as const,
     registers: [this.registry],
   });
+  readonly webhookRegistered = new Gauge({
+    name: 'sandbox_remediator_webhook_registered',
+    help: "1 while the acting replica's address and CA are in the pacing webhook's configuration; 0 when it is missing (pods are not gated).",
+    registers: [this.registry],
+  });
+  readonly webhookCertExpiry = new Gauge({
+    name: 'sandbox_remediator_webhook_certificate_expiry_timestamp_seconds',
+    help: 'When the certificate the pacing webhook serves expires (a generated one is renewed when a third of its lifetime is left).',
+    registers: [this.registry],
+  });
   readonly gateWaitSeconds = new Histogram({
     name: 'sandbox_remediator_gate_wait_seconds',
     help: 'How long pods waited at the pacing gate before it was lifted.',

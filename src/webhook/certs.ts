@@ -1,8 +1,10 @@
-// The webhook's TLS serving certificate: the user's (as cert-manager would mount it: tls.crt, tls.key and ca.crt
-// in one directory), or one generated at start-up with its own CA, whose certificate becomes the caBundle the
-// apiserver trusts (ADR 0009). node-forge generates them: Node's crypto can sign but cannot issue certificates.
+// The webhook's TLS serving certificate: the user's (as cert-manager mounts it: tls.crt, tls.key and ca.crt in one
+// directory), or one generated with a CA of its own, at start-up and again before it expires; the CA is what the
+// apiserver is told to trust, the caBundle (ADR 0009). node-forge generates them: Node's crypto can sign but cannot
+// issue certificates.
 import forge from 'node-forge';
 import { existsSync, readFileSync } from 'node:fs';
+import { X509Certificate } from 'node:crypto';
 import { isIP } from 'node:net';
 import { join } from 'node:path';
 
@@ -15,33 +17,49 @@ export interface ServingCert {
   origin: string;
 }
 
-/** Reads tls.crt, tls.key and (when present) ca.crt from a directory; ca.crt absent means the cert is self-signed. */
+/**
+ * Reads tls.crt, tls.key and ca.crt from a directory, as cert-manager writes them. ca.crt is required: it is what
+ * the apiserver is told to trust, and the leaf certificate put in its place would break at the first renewal.
+ */
 export function loadServingCert(dir: string): ServingCert {
-  const certPem = readFileSync(join(dir, 'tls.crt'), 'utf8');
-  const keyPem = readFileSync(join(dir, 'tls.key'), 'utf8');
-  const caPath = join(dir, 'ca.crt');
-  return { certPem, keyPem, caPem: existsSync(caPath) ? readFileSync(caPath, 'utf8') : certPem, origin: dir };
+  const read = (file: string, what: string) => {
+    const path = join(dir, file);
+    if (!existsSync(path))
+      throw new Error(`${path} is missing: --webhook-cert-dir needs tls.crt, tls.key and ca.crt (${what})`);
+    return readFileSync(path, 'utf8');
+  };
+  return {
+    certPem: read('tls.crt', 'the serving certificate'),
+    keyPem: read('tls.key', 'its private key'),
+    caPem: read('ca.crt', 'the CA that signed it, which the apiserver is told to trust'),
+    origin: dir,
+  };
 }
+
+/** When a PEM certificate stops being valid. */
+export const expiryOf = (certPem: string): Date => new Date(new X509Certificate(certPem).validTo);
 
 function newCertificate(
   subject: string,
   publicKey: forge.pki.PublicKey,
-  days: number,
+  lifetimeMs: number,
 ): forge.pki.Certificate {
   const cert = forge.pki.createCertificate();
   cert.publicKey = publicKey;
   cert.serialNumber = `01${forge.util.bytesToHex(forge.random.getBytesSync(15))}`;
   const now = new Date();
   cert.validity.notBefore = new Date(now.getTime() - 60_000);
-  cert.validity.notAfter = new Date(now.getTime() + days * 86_400_000);
+  cert.validity.notAfter = new Date(now.getTime() + lifetimeMs);
   cert.setSubject([{ name: 'commonName', value: subject }]);
   return cert;
 }
 
-/** A fresh CA and a serving certificate for `host` (an IP or a DNS name), valid for a year. */
-export function generateServingCert(host: string): ServingCert {
+export const DEFAULT_CERT_LIFETIME_MS = 365 * 86_400_000;
+
+/** A fresh CA and a serving certificate for `host` (an IP or a DNS name), both valid for `lifetimeMs` (a year). */
+export function generateServingCert(host: string, lifetimeMs = DEFAULT_CERT_LIFETIME_MS): ServingCert {
   const caKeys = forge.pki.rsa.generateKeyPair(2048);
-  const ca = newCertificate('sandbox-remediator-webhook-ca', caKeys.publicKey, 365);
+  const ca = newCertificate('sandbox-remediator-webhook-ca', caKeys.publicKey, lifetimeMs);
   ca.setIssuer(ca.subject.attributes);
   ca.setExtensions([
     { name: 'basicConstraints', cA: true, critical: true },
@@ -50,7 +68,7 @@ export function generateServingCert(host: string): ServingCert {
   ca.sign(caKeys.privateKey, forge.md.sha256.create());
 
   const keys = forge.pki.rsa.generateKeyPair(2048);
-  const cert = newCertificate(host, keys.publicKey, 365);
+  const cert = newCertificate(host, keys.publicKey, lifetimeMs);
   cert.setIssuer(ca.subject.attributes);
   cert.setExtensions([
     { name: 'basicConstraints', cA: false },

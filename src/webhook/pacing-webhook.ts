@@ -8,7 +8,10 @@ import type { PacingPolicy } from '../policy/pacing.js';
 import type { ServingCert } from './certs.js';
 
 export const WEBHOOK_PATH = '/mutate-pods';
-const MAX_BODY = 3 * 1024 * 1024;
+/** The apiserver's own limit for a request body is 3 MiB; an AdmissionReview carries the object and its old copy. */
+export const MAX_BODY = 7 * 1024 * 1024;
+/** The apiserver gives the webhook 2 s (timeoutSeconds): a client that takes longer is not the apiserver. */
+export const REQUEST_TIMEOUT_MS = 10_000;
 
 export interface WebhookDeps {
   /** Which policy, if any, gates a new pod in this namespace now. */
@@ -17,10 +20,11 @@ export interface WebhookDeps {
   logger: { warn(message: string, fields?: Record<string, unknown>): void };
 }
 
-interface AdmissionRequest {
+export interface AdmissionRequest {
   uid?: string;
   namespace?: string;
   operation?: string;
+  kind?: { kind?: string };
   object?: {
     metadata?: { annotations?: Record<string, string>; name?: string; generateName?: string };
     spec?: { nodeName?: string; schedulingGates?: { name: string }[] };
@@ -47,12 +51,45 @@ export function gatePatch(request: AdmissionRequest, policy: string, now: Date):
   return patch;
 }
 
+/** Why a body is not an AdmissionReview request we can answer, or the request. */
+export function parseReview(text: string): { request: AdmissionRequest } | { problem: string } {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return { problem: 'the body is not JSON' };
+  }
+  if (!isRecord(body) || body.kind !== 'AdmissionReview' || body.apiVersion !== 'admission.k8s.io/v1')
+    return { problem: 'the body is not an admission.k8s.io/v1 AdmissionReview' };
+  const request = body.request;
+  if (!isRecord(request) || typeof request.uid !== 'string' || request.uid === '')
+    return { problem: 'the AdmissionReview has no request with a uid' };
+  return { request: request as AdmissionRequest };
+}
+
+const isRecord = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** A pod CREATE whose object has the shapes gatePatch reads (anything else is answered unchanged). */
+function isPodCreate(request: AdmissionRequest): boolean {
+  const { object } = request;
+  if (request.operation !== 'CREATE' || request.kind?.kind !== 'Pod' || !isRecord(object)) return false;
+  const { metadata = {}, spec = {} } = object as Record<string, unknown>;
+  if (!isRecord(metadata) || !isRecord(spec)) return false;
+  const { annotations } = metadata;
+  const gates = spec.schedulingGates;
+  return (
+    (annotations === undefined || isRecord(annotations)) &&
+    (gates === undefined || (Array.isArray(gates) && gates.every((g) => isRecord(g) && typeof g.name === 'string'))) &&
+    (spec.nodeName === undefined || typeof spec.nodeName === 'string')
+  );
+}
+
 /** The AdmissionReview answer: always allowed; with a patch when the pod is to be gated. */
-export function review(body: unknown, deps: WebhookDeps, now: Date): object {
-  const request = (body as { request?: AdmissionRequest }).request ?? {};
+export function review(request: AdmissionRequest, deps: WebhookDeps, now: Date): object {
   const response: Record<string, unknown> = { uid: request.uid ?? '', allowed: true };
-  const namespace = request.namespace ?? '';
-  if (request.operation === 'CREATE') {
+  const namespace = typeof request.namespace === 'string' ? request.namespace : '';
+  if (isPodCreate(request)) {
     const policy = deps.decide(namespace);
     if (policy) {
       // A dry run decides the same, and changes nothing.
@@ -72,43 +109,83 @@ export function review(body: unknown, deps: WebhookDeps, now: Date): object {
   return { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response };
 }
 
+/**
+ * Serves the webhook over HTTPS. What is not an AdmissionReview is answered 400, a body over MAX_BODY 413 (and no
+ * more of it read), a client that has not sent its request within REQUEST_TIMEOUT_MS is cut off: an error, never a
+ * crash and never a hung socket. The apiserver sends 2-second requests and fails open on any error (failurePolicy: Ignore).
+ */
 export async function serveWebhook(
   bindAddress: string,
   cert: ServingCert,
   deps: WebhookDeps,
+  requestTimeoutMs = REQUEST_TIMEOUT_MS,
 ): Promise<{ server: Server; port: number }> {
-  const server = createServer({ cert: cert.certPem, key: cert.keyPem }, (req, res) => {
-    if (req.method !== 'POST' || req.url?.split('?')[0] !== WEBHOOK_PATH) {
-      res.writeHead(404).end();
-      return;
-    }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size > MAX_BODY) req.destroy();
-      else chunks.push(chunk);
-    });
-    req.on('end', () => {
-      let answer: object;
-      let uid = '';
-      try {
-        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { request?: { uid?: unknown } };
-        if (typeof body.request?.uid === 'string') uid = body.request.uid;
-        answer = review(body, deps, new Date());
-      } catch (err) {
-        // Fail open: a request we cannot read is allowed unchanged.
-        deps.logger.warn('Failed to read an admission request; allowed it unchanged', {
-          error: (err as Error).message,
-        });
-        answer = {
-          apiVersion: 'admission.k8s.io/v1',
-          kind: 'AdmissionReview',
-          response: { uid, allowed: true },
-        };
+  const server = createServer(
+    {
+      cert: cert.certPem,
+      key: cert.keyPem,
+      requestTimeout: requestTimeoutMs,
+      headersTimeout: requestTimeoutMs,
+      // How often those timeouts are checked (30 s by default, which would let a slow client hold on that long).
+      connectionsCheckingInterval: Math.min(1_000, requestTimeoutMs),
+    },
+    (req, res) => {
+      const fail = (code: number, problem: string) => {
+        if (!res.headersSent)
+          res
+            .writeHead(code, { 'Content-Type': 'text/plain; charset=utf-8', Connection: 'close' })
+            .end(`${problem}\n`);
+      };
+      if (req.method !== 'POST' || req.url?.split('?')[0] !== WEBHOOK_PATH) {
+        fail(404, 'not found');
+        req.resume();
+        return;
       }
-      res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify(answer));
-    });
+      const declared = Number(req.headers['content-length'] ?? 0);
+      if (declared > MAX_BODY) {
+        fail(413, `the body is over ${MAX_BODY} bytes`);
+        req.destroy();
+        return;
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      req.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size <= MAX_BODY) chunks.push(chunk);
+        else {
+          fail(413, `the body is over ${MAX_BODY} bytes`);
+          req.destroy();
+        }
+      });
+      req.on('error', () => undefined); // a client gone mid-body: nothing to answer
+      req.on('end', () => {
+        if (size > MAX_BODY) return;
+        const parsed = parseReview(Buffer.concat(chunks).toString('utf8'));
+        if ('problem' in parsed) {
+          deps.logger.warn('Refused a request that is not an AdmissionReview', { problem: parsed.problem });
+          fail(400, parsed.problem);
+          return;
+        }
+        let answer: object;
+        try {
+          answer = review(parsed.request, deps, new Date());
+        } catch (err) {
+          // Fail open: a request we cannot decide on is allowed unchanged.
+          deps.logger.warn('Failed to decide on an admission request; allowed it unchanged', {
+            error: (err as Error).message,
+          });
+          answer = {
+            apiVersion: 'admission.k8s.io/v1',
+            kind: 'AdmissionReview',
+            response: { uid: parsed.request.uid, allowed: true },
+          };
+        }
+        res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify(answer));
+      });
+    },
+  );
+  server.on('clientError', (_err, socket) => {
+    socket.destroy(); // a malformed request line or headers, or a TLS failure: not ours to answer
   });
   return { server, port: await listen(server, bindAddress) };
 }

@@ -18,7 +18,7 @@ import { applyRbac } from '../support/operator-process.js';
 import { deniedBy, policyInForce, refusal, typeCheckWarnings } from '../support/admission.js';
 import { createToken, writeTokenKubeconfig } from '../support/tokens.js';
 
-const POLICY = 'sandbox-remediator-operator-rollouts';
+const POLICY = 'sandbox-remediator-operator';
 const OPERATOR = { namespace: 'sandbox-remediator-system', name: 'sandbox-remediator-operator' };
 const VIEWS: Record<Exclude<RolloutKind, 'Rollout'>, (raw: RawObject) => WorkloadView | undefined> = {
   Deployment: deploymentView,
@@ -112,8 +112,11 @@ describe('config/rbac/operator-admission-policy.yaml: the operator changes only 
       }),
     );
     expect(created.code, created.stderr).to.equal(0);
+    // A new value each time: once a probe got through before the policy loaded, the same patch again changes
+    // nothing, which the policy rightly lets pass, and the wait would end only at its timeout.
+    let probes = 0;
     await policyInForce(POLICY, () =>
-      patch('Deployment', 'web', { metadata: { annotations: { 'team.example/probe': 'x' } } }),
+      patch('Deployment', 'web', { metadata: { annotations: { 'team.example/probe': String(++probes) } } }),
     );
   });
 

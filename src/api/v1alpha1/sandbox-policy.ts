@@ -121,7 +121,9 @@ export const TaintSpecSchema = z
       .string()
       .min(1)
       .default('sandbox.remediator.io/io-pressure')
-      .describe('Taint key (a qualified name).'),
+      .describe(
+        "Taint key, a qualified name under sandbox.remediator.io/: the operator's admission policy (config/rbac) lets it add or remove no other taint.",
+      ),
     value: z.string().max(63).default('true').describe('Taint value (a label value).'),
     effect: z
       .enum(['NoSchedule', 'PreferNoSchedule'])

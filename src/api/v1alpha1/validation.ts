@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { labelValueProblem, qualifiedNameProblem, type LabelSelector } from './meta.js';
+import { KEY_PREFIX, labelValueProblem, qualifiedNameProblem, type LabelSelector } from './meta.js';
 import { SandboxPolicySpecSchema, type PolicyProblem, type SandboxPolicySpec } from './sandbox-policy.js';
 
 export type PolicyValidation =
@@ -131,6 +131,11 @@ function crossFieldFindings(spec: SandboxPolicySpec): Finding[] {
   if (remediation.taint) {
     const bad = qualifiedNameProblem(remediation.taint.key);
     if (bad) problems.push({ field: 'spec.remediation.taint.key', message: bad });
+    else if (!remediation.taint.key.startsWith(KEY_PREFIX))
+      problems.push({
+        field: 'spec.remediation.taint.key',
+        message: `must be under ${KEY_PREFIX} (for example ${KEY_PREFIX}io-pressure): the operator's admission policy lets it add or remove no other taint`,
+      });
     const badValue = labelValueProblem(remediation.taint.value);
     if (badValue) problems.push({ field: 'spec.remediation.taint.value', message: badValue });
   }

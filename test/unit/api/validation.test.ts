@@ -124,6 +124,11 @@ describe('validateSandboxPolicySpec', () => {
       fields: ['spec.remediation.taint.key'],
     },
     {
+      name: 'a taint key outside sandbox.remediator.io/, which the admission policy refuses the operator',
+      spec: { remediation: { taint: { key: 'dedicated' } } },
+      fields: ['spec.remediation.taint.key'],
+    },
+    {
       name: 'a bad taint value',
       spec: { remediation: { taint: { value: '-x-' } } },
       fields: ['spec.remediation.taint.value'],

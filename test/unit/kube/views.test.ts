@@ -3,7 +3,8 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import { MAX_FAILURE_MESSAGE_CHARS } from '../../../src/detection/index.js';
 import type { RawObject } from '../../../src/kube/informer.js';
-import { eventView, healthView, podView } from '../../../src/kube/views.js';
+import { nodeChange } from '../../../src/controllers/node-changes.js';
+import { eventView, healthView, nodeView, podView } from '../../../src/kube/views.js';
 
 const UID = '0b1c6a52-3f0e-4c8e-9a43-0d6c2b8f4e11';
 const IO_MESSAGE =
@@ -308,5 +309,28 @@ describe('healthView', () => {
     );
     expect(view?.readingWrittenTime).to.equal('2026-12-01T10:00:01Z');
     expect(healthView(raw([]))).to.not.have.property('readingWrittenTime');
+  });
+});
+
+describe('nodeView taints', () => {
+  const unreachable = {
+    key: 'node.kubernetes.io/unreachable',
+    effect: 'NoExecute',
+    timeAdded: '2026-12-02T10:00:00Z',
+  };
+  const taints = [{ key: 'dedicated', value: 'db', effect: 'NoSchedule' }, unreachable];
+  const raw = { metadata: { name: 'n1', uid: 'u1' }, spec: { taints } } as RawObject;
+
+  it('keeps each taint whole, timeAdded included, so that a patch of the list gives the others back exactly', () => {
+    const view = nodeView(raw)!;
+    expect(view.taints).to.deep.equal(taints);
+    const taint = { key: 'sandbox.remediator.io/io-pressure', value: 'true', effect: 'NoSchedule' };
+    const change = nodeChange(
+      view,
+      [{ kind: 'Taint', taint, node: 'n1', target: 'node/n1', reason: 'IoSaturated', message: '' }],
+      undefined,
+      undefined,
+    );
+    expect(change.taints).to.deep.equal([...taints, taint]);
   });
 });

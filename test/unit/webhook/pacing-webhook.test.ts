@@ -3,12 +3,13 @@ import { X509Certificate } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { generateServingCert, loadServingCert } from '../../../src/webhook/certs.js';
-import { gatePatch, review } from '../../../src/webhook/pacing-webhook.js';
+import fc from 'fast-check';
+import { expiryOf, generateServingCert, loadServingCert } from '../../../src/webhook/certs.js';
+import { gatePatch, parseReview, review } from '../../../src/webhook/pacing-webhook.js';
 
 const NOW = new Date('2026-11-30T12:00:00Z');
 const request = (object: Record<string, unknown>, operation = 'CREATE') => ({
-  request: { uid: 'req-1', namespace: 'shop', operation, object },
+  request: { uid: 'req-1', namespace: 'shop', operation, kind: { kind: 'Pod' }, object },
 });
 const decoded = (answer: object) => {
   const response = (answer as { response: { patch?: string; allowed: boolean; uid: string } }).response;
@@ -27,7 +28,7 @@ const deps = (gating: boolean, decisions: unknown[] = []) => ({
 
 describe('pacing webhook', () => {
   it('adds our gate and stamps to a new pod, and allows it', () => {
-    const answer = decoded(review(request({ metadata: { name: 'a' }, spec: {} }), deps(true), NOW));
+    const answer = decoded(review(request({ metadata: { name: 'a' }, spec: {} }).request, deps(true), NOW));
     expect(answer).to.include({ allowed: true, uid: 'req-1' });
     expect(answer.patch).to.deep.equal([
       { op: 'add', path: '/spec/schedulingGates', value: [{ name: 'sandbox.remediator.io/paced' }] },
@@ -60,11 +61,11 @@ describe('pacing webhook', () => {
         NOW,
       ),
     ).to.equal(undefined);
-    expect(decoded(review(request({ spec: {} }, 'UPDATE'), deps(true), NOW)).patch).to.equal(undefined);
+    expect(decoded(review(request({ spec: {} }, 'UPDATE').request, deps(true), NOW)).patch).to.equal(undefined);
   });
   it('in a dry run decides the same and patches nothing', () => {
     const decisions: unknown[] = [];
-    const answer = decoded(review(request({ spec: {} }), deps(false, decisions), NOW));
+    const answer = decoded(review(request({ spec: {} }).request, deps(false, decisions), NOW));
     expect(answer).to.include({ allowed: true });
     expect(answer.patch).to.equal(undefined);
     expect(decisions).to.deep.equal([{ policy: 'p', namespace: 'shop', gated: true, dryRun: true }]);
@@ -78,13 +79,15 @@ describe('pacing webhook', () => {
     expect(ca.ca).to.equal(true);
     expect(serving.ca).to.equal(false);
   });
-  it('reads a certificate as cert-manager mounts it, with its CA as the bundle (or itself when there is no ca.crt)', () => {
+  it('reads a certificate as cert-manager mounts it, and refuses a directory without ca.crt', () => {
     const made = generateServingCert('webhook.example.svc');
     const dir = mkdtempSync(join(tmpdir(), 'certs-'));
     try {
       writeFileSync(join(dir, 'tls.crt'), made.certPem);
       writeFileSync(join(dir, 'tls.key'), made.keyPem);
-      expect(loadServingCert(dir).caPem, 'no ca.crt: the certificate itself').to.equal(made.certPem);
+      expect(() => loadServingCert(dir)).to.throw(
+        `${join(dir, 'ca.crt')} is missing: --webhook-cert-dir needs tls.crt, tls.key and ca.crt`,
+      );
       writeFileSync(join(dir, 'ca.crt'), made.caPem);
       expect(loadServingCert(dir)).to.deep.include({ caPem: made.caPem, certPem: made.certPem, origin: dir });
       expect(new X509Certificate(made.certPem).checkHost('webhook.example.svc')).to.equal(
@@ -93,5 +96,84 @@ describe('pacing webhook', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+  it('generates certificates of the lifetime asked for', () => {
+    const made = generateServingCert('127.0.0.1', 90_000);
+    const left = expiryOf(made.certPem).getTime() - Date.now();
+    expect(left).to.be.within(80_000, 90_000);
+    expect(expiryOf(made.caPem).getTime()).to.equal(expiryOf(made.certPem).getTime());
+  });
+});
+
+describe('parseReview and review on bad input', () => {
+  const review1 = (request: object) => ({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request });
+  const cases: [string, string, string][] = [
+    ['not JSON', '{"apiVersion":', 'the body is not JSON'],
+    ['JSON null', 'null', 'the body is not an admission.k8s.io/v1 AdmissionReview'],
+    ['an array', '[]', 'the body is not an admission.k8s.io/v1 AdmissionReview'],
+    ['another kind', '{"apiVersion":"v1","kind":"Pod"}', 'the body is not an admission.k8s.io/v1 AdmissionReview'],
+    [
+      'v1beta1',
+      '{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{"uid":"u"}}',
+      'the body is not an admission.k8s.io/v1 AdmissionReview',
+    ],
+    ['no request', JSON.stringify(review1(null as never)), 'the AdmissionReview has no request with a uid'],
+    ['a numeric uid', JSON.stringify(review1({ uid: 7 })), 'the AdmissionReview has no request with a uid'],
+  ];
+  for (const [name, body, problem] of cases)
+    it(`names the problem with ${name}`, () => {
+      expect(parseReview(body)).to.deep.equal({ problem });
+    });
+
+  it('answers anything but a pod CREATE of the shapes it reads unchanged, and allowed', () => {
+    const odd: object[] = [
+      { uid: 'u', operation: 'CREATE', kind: { kind: 'Secret' }, object: { spec: {} } },
+      { uid: 'u', operation: 'CREATE', kind: { kind: 'Pod' }, object: 'pod' },
+      { uid: 'u', operation: 'CREATE', kind: { kind: 'Pod' }, object: { spec: { schedulingGates: 'x' } } },
+      { uid: 'u', operation: 'CREATE', kind: { kind: 'Pod' }, object: { spec: { schedulingGates: [7] } } },
+      { uid: 'u', operation: 'CREATE', kind: { kind: 'Pod' }, object: { metadata: { annotations: [] }, spec: {} } },
+      { uid: 'u', operation: 'CREATE', kind: { kind: 'Pod' }, object: { spec: { nodeName: {} } } },
+      { uid: 'u', operation: 'DELETE', kind: { kind: 'Pod' }, object: { spec: {} } },
+    ];
+    for (const request of odd)
+      expect(decoded(review(request, deps(true), NOW)), JSON.stringify(request)).to.deep.equal({
+        uid: 'u',
+        allowed: true,
+        patch: undefined,
+      });
+  });
+
+  // Pods as odd as JSON lets them be, near the shapes gatePatch reads, as well as any JSON at all.
+  const podLike = fc.record(
+    {
+      metadata: fc.oneof(
+        fc.record({ annotations: fc.oneof(fc.dictionary(fc.string(), fc.string()), fc.jsonValue()) }),
+        fc.jsonValue(),
+      ),
+      spec: fc.oneof(
+        fc.record(
+          {
+            schedulingGates: fc.oneof(fc.array(fc.record({ name: fc.oneof(fc.string(), fc.jsonValue()) })), fc.jsonValue()),
+            nodeName: fc.oneof(fc.string(), fc.jsonValue()),
+          },
+          { requiredKeys: [] },
+        ),
+        fc.jsonValue(),
+      ),
+    },
+    { requiredKeys: [] },
+  );
+  it('never throws, and always allows, whatever JSON the request holds (fuzzed)', () => {
+    fc.assert(
+      fc.property(fc.oneof(fc.jsonValue(), podLike), fc.jsonValue(), (object, namespace) => {
+        const parsed = parseReview(
+          JSON.stringify(review1({ uid: 'u', operation: 'CREATE', kind: { kind: 'Pod' }, namespace, object })),
+        );
+        if ('problem' in parsed) return;
+        const answer = decoded(review(parsed.request, deps(true), NOW));
+        expect(answer).to.include({ allowed: true, uid: 'u' });
+      }),
+      { numRuns: 500 },
+    );
   });
 });

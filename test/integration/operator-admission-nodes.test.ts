@@ -1,0 +1,252 @@
+// config/rbac/operator-admission-policy.yaml on Nodes and Pods, on the real apiserver: with a token of the operator's
+// ServiceAccount, the writes remediation makes go through (made by the operator's own change builder and actuator:
+// cordon and taint with stamps and back, lifting its gate, an Eviction), and every other write is refused with a
+// message saying what was refused; what its role does not grant (Secrets, ConfigMaps, deleting pods, creating a
+// webhook configuration) is refused before the policy is asked.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  AdmissionregistrationV1Api,
+  CoreV1Api,
+  PatchStrategy,
+  setHeaderOptions,
+  type V1Taint,
+} from '@kubernetes/client-node';
+import { expect } from 'chai';
+import { PACING_GATE, STAMP, type NodeStamps } from '../../src/api/v1alpha1/index.js';
+import { nodeChange } from '../../src/controllers/node-changes.js';
+import { KubeActuator } from '../../src/kube/actuator.js';
+import { loadKubeConfig } from '../../src/kube/client.js';
+import type { RawObject } from '../../src/kube/informer.js';
+import { isConflict } from '../../src/kube/errors.js';
+import { nodeView } from '../../src/kube/views.js';
+import type { Action } from '../../src/policy/actions.js';
+import { deniedBy, policyInForce, refusal } from '../support/admission.js';
+import { Cleanup, createNamespace, createNodes, eventually, kubeConfig, kubectl } from '../support/cluster.js';
+import { applyRbac } from '../support/operator-process.js';
+import { createToken, writeTokenKubeconfig } from '../support/tokens.js';
+
+const POLICY = 'sandbox-remediator-operator';
+const OPERATOR = { namespace: 'sandbox-remediator-system', name: 'sandbox-remediator-operator' };
+const OUR_TAINT = { key: 'sandbox.remediator.io/io-pressure', value: 'true', effect: 'NoSchedule' };
+const FOREIGN_TAINT = { key: 'dedicated', value: 'db', effect: 'NoSchedule' };
+const OTHER_GATE = 'example.com/approval';
+const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+const jsonPatch = setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);
+
+describe('config/rbac/operator-admission-policy.yaml on Nodes and Pods: cordon, our taint, our gate, evictions', function () {
+  const cleanup = new Cleanup();
+  const admin = () => kubeConfig().makeApiClient(CoreV1Api);
+  let dir = '';
+  let namespace = '';
+  let node = '';
+  let asOperator: CoreV1Api;
+  let operatorConfig = '';
+  let actuator: KubeActuator;
+
+  const refused = async (write: () => Promise<unknown>) =>
+    (await refusal(write)).replace(/^\S+ "[^"]+" is forbidden: /, '');
+  const denied = (message: string) => deniedBy(POLICY, message);
+  const patchNode = (body: object) => asOperator.patchNode({ name: node, body }, mergePatch);
+  const viewOfNode = async () => nodeView((await admin().readNode({ name: node })) as unknown as RawObject)!;
+  /** As the operator patches: on the node as it is now, with its resourceVersion (a conflict: read it again). */
+  const patchFresh = (actions: Action[], stamps: NodeStamps | undefined) =>
+    eventually('the node patched', async () => {
+      const raw = await admin().readNode({ name: node });
+      const change = nodeChange(nodeView(raw as unknown as RawObject)!, actions, stamps, raw.metadata?.resourceVersion);
+      try {
+        return (await actuator.patchNode(change)) !== undefined;
+      } catch (err) {
+        if (isConflict(err)) return false;
+        throw err;
+      }
+    });
+  const action = (kind: 'Cordon' | 'Uncordon' | 'Taint' | 'Untaint'): Action => {
+    const base = { node, target: `node/${node}`, reason: 'IoSaturated', message: 'test' };
+    return kind === 'Cordon' || kind === 'Uncordon' ? { ...base, kind } : { ...base, kind, taint: OUR_TAINT };
+  };
+
+  before(async function () {
+    this.timeout(120_000);
+    await applyRbac();
+    dir = await mkdtemp(join(tmpdir(), 'operator-admission-nodes-'));
+    operatorConfig = await writeTokenKubeconfig(
+      dir,
+      'operator',
+      await createToken(OPERATOR.namespace, OPERATOR.name),
+    );
+    asOperator = loadKubeConfig(operatorConfig).makeApiClient(CoreV1Api);
+    actuator = new KubeActuator(loadKubeConfig(operatorConfig));
+    namespace = await createNamespace(cleanup);
+    [node = ''] = (await createNodes(cleanup, 1)).names;
+    // Someone else's taint, which the operator must leave as it is.
+    const { spec } = await admin().readNode({ name: node });
+    await admin().patchNode(
+      { name: node, body: { spec: { taints: [...(spec?.taints ?? []), FOREIGN_TAINT] } } },
+      mergePatch,
+    );
+    let probes = 0; // a new value each time: a repeated probe that got through changes nothing
+    await policyInForce(POLICY, () => patchNode({ metadata: { labels: { 'team.example/probe': String(++probes) } } }));
+  });
+
+  after(async function () {
+    this.timeout(60_000);
+    await cleanup.run();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('lets the operator cordon and taint a node with its stamps, and give both back exactly', async () => {
+    const before = await viewOfNode();
+    const stamps: NodeStamps = {
+      policy: 'it-admission',
+      since: new Date(),
+      reason: 'IoSaturated',
+      cordoned: true,
+      taint: OUR_TAINT,
+    };
+    await patchFresh([action('Cordon'), action('Taint')], stamps);
+    const held = await admin().readNode({ name: node });
+    expect(held.spec?.unschedulable, 'cordoned').to.equal(true);
+    expect(held.spec?.taints).to.deep.include(OUR_TAINT);
+    expect(held.metadata?.annotations?.[STAMP.policy], 'stamped').to.equal('it-admission');
+
+    await patchFresh([action('Untaint'), action('Uncordon')], undefined);
+    const after = await viewOfNode();
+    expect(after.unschedulable, 'uncordoned').to.equal(false);
+    expect(after.stamps, 'stamps removed').to.equal(undefined);
+    // The node lifecycle controller adds and removes node.kubernetes.io/unschedulable after a cordon, in its time.
+    await eventually('every other taint as it was', async () =>
+      JSON.stringify((await viewOfNode()).taints) === JSON.stringify(before.taints),
+    );
+  });
+
+  it('refuses a node label, a foreign taint, a NoExecute taint, removing a taint not its own, another spec field', async () => {
+    const { spec } = await admin().readNode({ name: node });
+    const taints = spec?.taints ?? [];
+    const refusals = [
+      await refused(() => patchNode({ metadata: { labels: { 'node-role.kubernetes.io/control-plane': '' } } })),
+      await refused(() =>
+        patchNode({ spec: { taints: [...taints, { key: 'example.com/drain', effect: 'NoSchedule' }] } }),
+      ),
+      await refused(() => patchNode({ spec: { taints: [...taints, { ...OUR_TAINT, effect: 'NoExecute' }] } })),
+      await refused(() =>
+        patchNode({ spec: { taints: taints.filter((t: V1Taint) => t.key !== FOREIGN_TAINT.key) } }),
+      ),
+      await refused(() => patchNode({ spec: { providerID: 'kwok://elsewhere' } })),
+      await refused(() => patchNode({ metadata: { annotations: { 'team.example/owner': 'someone' } } })),
+    ];
+    expect(refusals).to.deep.equal([
+      denied(
+        'the operator may change only annotations under sandbox.remediator.io/ in the metadata of a Node, not metadata.labels',
+      ),
+      denied('the operator may add or remove only taints under sandbox.remediator.io/, not example.com/drain:NoSchedule'),
+      denied(
+        'the operator may add only NoSchedule or PreferNoSchedule taints, not sandbox.remediator.io/io-pressure:NoExecute',
+      ),
+      denied('the operator may add or remove only taints under sandbox.remediator.io/, not dedicated:NoSchedule'),
+      denied('the operator may change only spec.unschedulable and spec.taints of a Node, not spec.providerID'),
+      denied('the operator may change only annotations under sandbox.remediator.io/, not team.example/owner'),
+    ]);
+  });
+
+  it('lets the operator lift its own scheduling gate and write its annotations on a pod, and nothing else', async () => {
+    const created = await admin().createNamespacedPod({
+      namespace,
+      body: {
+        metadata: { name: 'gated', labels: { app: 'gated' } },
+        spec: {
+          schedulingGates: [{ name: PACING_GATE }, { name: OTHER_GATE }],
+          containers: [{ name: 'app', image: 'registry.local/app:1' }],
+        },
+      },
+    });
+    const patchPod = (body: object, strategy = mergePatch) =>
+      asOperator.patchNamespacedPod({ namespace, name: 'gated', body }, strategy);
+    const refusals = [
+      await refused(() => patchPod({ metadata: { labels: { app: 'other' } } })),
+      await refused(() =>
+        patchPod([{ op: 'add', path: '/spec/tolerations/-', value: { operator: 'Exists' } }], jsonPatch),
+      ),
+      await refused(() =>
+        patchPod({ spec: { containers: [{ name: 'app', image: 'evil.example/miner:1' }] } }),
+      ),
+      await refused(() => patchPod({ metadata: { annotations: { 'team.example/owner': 'someone' } } })),
+      await refused(() =>
+        patchPod([{ op: 'replace', path: '/spec/schedulingGates', value: [{ name: PACING_GATE }] }], jsonPatch),
+      ),
+    ];
+    expect(refusals).to.deep.equal([
+      denied(
+        'the operator may change only annotations under sandbox.remediator.io/ in the metadata of a Pod, not metadata.labels',
+      ),
+      denied('the operator may change only spec.schedulingGates of a Pod, not spec.tolerations'),
+      denied('the operator may change only spec.schedulingGates of a Pod, not spec.containers'),
+      denied('the operator may change only annotations under sandbox.remediator.io/, not team.example/owner'),
+      denied('the operator may only remove its own scheduling gate (sandbox.remediator.io/paced) from a Pod'),
+    ]);
+
+    await patchPod({ metadata: { annotations: { 'sandbox.remediator.io/note': 'ours' } } });
+    const lifted = await actuator.releaseGate({
+      namespace,
+      name: 'gated',
+      uid: created.metadata!.uid!,
+      gates: [PACING_GATE, OTHER_GATE],
+    });
+    expect(lifted, 'lifted').to.equal(true);
+    const pod = await admin().readNamespacedPod({ namespace, name: 'gated' });
+    expect(pod.spec?.schedulingGates).to.deep.equal([{ name: OTHER_GATE }]);
+    expect(pod.metadata?.annotations?.['sandbox.remediator.io/note']).to.equal('ours');
+  });
+
+  it('lets the operator evict a pod through the Eviction API, and never delete one', async () => {
+    const created = await admin().createNamespacedPod({
+      namespace,
+      body: {
+        metadata: { name: 'evicted' },
+        spec: { nodeName: node, containers: [{ name: 'app', image: 'registry.local/app:1' }] },
+      },
+    });
+    const deleted = await refused(() => asOperator.deleteNamespacedPod({ namespace, name: 'evicted' }));
+    expect(deleted).to.contain('cannot delete resource "pods"');
+    const outcome = await actuator.evict({ namespace, name: 'evicted', uid: created.metadata!.uid! });
+    expect(outcome.result).to.equal('Evicted');
+    await eventually('the evicted pod deleted', async () => {
+      const pod = await admin()
+        .readNamespacedPod({ namespace, name: 'evicted' })
+        .catch(() => undefined);
+      return pod === undefined || pod.metadata?.deletionTimestamp !== undefined;
+    });
+  });
+
+  it('reads no Secret or ConfigMap, and creates no webhook configuration, not even of its own name', async () => {
+    const reads = [
+      await refused(() => asOperator.listSecretForAllNamespaces()),
+      await refused(() => asOperator.readNamespacedSecret({ namespace: 'kube-system', name: 'any' })),
+      await refused(() => asOperator.listConfigMapForAllNamespaces()),
+      await refused(() => asOperator.readNamespacedConfigMap({ namespace: 'kube-system', name: 'kube-root-ca.crt' })),
+    ];
+    expect(reads.map((r) => /cannot (\w+) resource "(\w+)"/.exec(r)?.slice(1).join(' '))).to.deep.equal([
+      'list secrets',
+      'get secrets',
+      'list configmaps',
+      'get configmaps',
+    ]);
+    const webhooks = loadKubeConfig(operatorConfig).makeApiClient(AdmissionregistrationV1Api);
+    for (const name of ['sandbox-remediator-pacing', 'intercept-everything']) {
+      const created = await refused(() =>
+        webhooks.createMutatingWebhookConfiguration({ body: { metadata: { name }, webhooks: [] } }),
+      );
+      expect(created, name).to.contain('cannot create resource "mutatingwebhookconfigurations"');
+    }
+    const nodes = await refused(() => asOperator.createNode({ body: { metadata: { name: 'it-evil' } } }));
+    expect(nodes).to.contain('cannot create resource "nodes"');
+  });
+
+  it('changes nothing for anyone else: an admin labels the node and adds any taint', async () => {
+    const labelled = await kubectl(['label', 'node', node, 'team.example/owner=shop', '--overwrite']);
+    expect(labelled.code, labelled.stderr).to.equal(0);
+    const tainted = await kubectl(['taint', 'node', node, 'example.com/maintenance=true:NoExecute']);
+    expect(tainted.code, tainted.stderr).to.equal(0);
+  });
+});

@@ -1,0 +1,247 @@
+// The pacing webhook's HTTPS server on loopback, with a real TLS client: bad requests answered with an error and the
+// server still answering (fuzzed), huge bodies cut off, slow clients timed out; and the served certificate renewed
+// (generated, and replaced in --webhook-cert-dir) while a client that trusts only the registered CAs keeps calling.
+import { expect } from 'chai';
+import fc from 'fast-check';
+import { X509Certificate } from 'node:crypto';
+import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { request as httpsRequest, type Server } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connect } from 'node:tls';
+import { generateServingCert, type ServingCert } from '../../../src/webhook/certs.js';
+import { MAX_BODY, serveWebhook, WEBHOOK_PATH } from '../../../src/webhook/pacing-webhook.js';
+import { WebhookServing } from '../../../src/webhook/serving.js';
+
+const CERT = generateServingCert('127.0.0.1');
+const deps = {
+  decide: () => undefined,
+  logger: { warn: () => undefined, info: () => undefined },
+};
+const review = JSON.stringify({
+  apiVersion: 'admission.k8s.io/v1',
+  kind: 'AdmissionReview',
+  request: { uid: 'u1', operation: 'CREATE', kind: { kind: 'Pod' }, namespace: 'shop', object: { spec: {} } },
+});
+
+/** POSTs `body` trusting `ca`; the status, the body, and the fingerprint of the certificate the server showed. */
+function call(
+  port: number,
+  ca: string,
+  body: string | Buffer = review,
+  path = WEBHOOK_PATH,
+): Promise<{ status: number; text: string; served: string }> {
+  return new Promise((resolve, reject) => {
+    const req = httpsRequest(
+      { host: '127.0.0.1', port, path, method: 'POST', ca, agent: false, headers: { 'Content-Type': 'application/json' } },
+      (res) => {
+        const served = (res.socket as unknown as { getPeerCertificate(): { fingerprint256: string } })
+          .getPeerCertificate().fingerprint256;
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text, served }));
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+describe('the webhook server on bad requests', function () {
+  this.timeout(30_000);
+  let server: Server;
+  let port = 0;
+  before(async () => {
+    ({ server, port } = await serveWebhook('127.0.0.1:0', CERT, deps, 500));
+  });
+  after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+
+  it('answers an AdmissionReview 200, allowed', async () => {
+    const answer = await call(port, CERT.caPem);
+    expect(answer.status).to.equal(200);
+    expect(JSON.parse(answer.text)).to.deep.include({ kind: 'AdmissionReview' });
+  });
+
+  it('answers 400 with the problem to what is not an AdmissionReview, 404 elsewhere', async () => {
+    expect(await call(port, CERT.caPem, '{"kind":')).to.deep.include({ status: 400, text: 'the body is not JSON\n' });
+    expect((await call(port, CERT.caPem, review, '/other')).status).to.equal(404);
+  });
+
+  it(`cuts off a body over ${MAX_BODY} bytes with 413, and keeps answering`, async () => {
+    const huge = Buffer.alloc(MAX_BODY + 1024, 0x20);
+    const answer = await call(port, CERT.caPem, huge).catch((err: NodeJS.ErrnoException) => ({
+      status: err.code === 'ECONNRESET' || err.code === 'EPIPE' ? 413 : 0,
+      text: '',
+      served: '',
+    }));
+    expect(answer.status).to.equal(413);
+    expect((await call(port, CERT.caPem)).status).to.equal(200);
+  });
+
+  /** Opens a TLS connection, sends `partial` and nothing more; when the server closed it, and what it said. */
+  const stall = (partial: string) =>
+    new Promise<{ ms: number; text: string }>((resolve, reject) => {
+      const started = Date.now();
+      let text = '';
+      const socket = connect({ host: '127.0.0.1', port, ca: CERT.caPem }, () => socket.write(partial));
+      socket.on('data', (c: Buffer) => (text += c.toString()));
+      socket.on('close', () => resolve({ ms: Date.now() - started, text }));
+      socket.on('error', reject);
+    });
+
+  it('cuts off a client that never finishes its headers or its body, within its timeout, and keeps answering', async () => {
+    // The server's timeout is 500 ms here; Node's default check every 30 s would hold them that long.
+    const headers = await stall(`POST ${WEBHOOK_PATH} HTTP/1.1\r\nHost: x\r\n`);
+    expect(headers.ms).to.be.below(5_000);
+    const body = await stall(`POST ${WEBHOOK_PATH} HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"kind"`);
+    expect(body.ms).to.be.below(5_000);
+    expect((await call(port, CERT.caPem)).status).to.equal(200);
+  });
+
+  it('answers every body an error or an answer, never a crash (fuzzed)', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(fc.uint8Array({ maxLength: 2048 }).map((b) => Buffer.from(b)), fc.json().map((j) => Buffer.from(j))),
+        async (body) => {
+          const { status } = await call(port, CERT.caPem, body);
+          expect(status).to.be.oneOf([200, 400]);
+        },
+      ),
+      { numRuns: 150 },
+    );
+    expect((await call(port, CERT.caPem)).status).to.equal(200);
+  });
+});
+
+describe('WebhookServing renews its certificate without a restart', function () {
+  this.timeout(60_000);
+  const servings: WebhookServing[] = [];
+  afterEach(async () => {
+    for (const s of servings.splice(0)) await s.stop();
+  });
+
+  /** Like the apiserver: calls the webhook every 50 ms trusting only the last bundle registered. */
+  async function callThrough(port: number, until: () => boolean, registered: () => string) {
+    const served = new Set<string>();
+    const failures: string[] = [];
+    let calls = 0;
+    const deadline = Date.now() + 30_000;
+    while (!until() && Date.now() < deadline) {
+      calls++;
+      try {
+        const answer = await call(port, registered());
+        if (answer.status !== 200) failures.push(`status ${answer.status}`);
+        served.add(answer.served);
+      } catch (err) {
+        failures.push((err as Error).message);
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return { served, failures, calls };
+  }
+
+  it('a generated one: the new CA registered beside the old, then the new certificate served', async () => {
+    const bundles: string[] = [];
+    const serving = new WebhookServing(
+      {
+        bindAddress: '127.0.0.1:0',
+        url: 'https://127.0.0.1:1/mutate-pods',
+        certLifetimeMs: 4_500, // renewed with a third (1.5 s) left
+        register: (_url, caPem) => {
+          bundles.push(caPem);
+          return Promise.resolve({ registered: true, changed: true });
+        },
+      },
+      deps,
+    );
+    servings.push(serving);
+    const { port } = await serving.start();
+    await serving.lead();
+    const run = await callThrough(port, () => bundles.length >= 3, () => bundles.at(-1)!);
+    expect(run.failures, 'no call failed').to.deep.equal([]);
+    expect(run.served.size, 'certificates served').to.be.at.least(2);
+    const cas = (bundle: string) => bundle.split('-----END CERTIFICATE-----').length - 1;
+    expect(bundles.slice(0, 3).map(cas), 'CAs registered: one, then the new beside the old').to.deep.equal([1, 2, 2]);
+  });
+
+  it('one in --webhook-cert-dir: replaced files served once they can be used, broken ones never', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'cert-dir-'));
+    const warnings: string[] = [];
+    const write = (cert: ServingCert, key = cert.keyPem) => {
+      // As kubelet updates a Secret volume: whole files swapped in.
+      for (const [file, text] of [['tls.crt', cert.certPem], ['tls.key', key], ['ca.crt', cert.caPem]] as const) {
+        writeFileSync(join(dir, `.${file}.tmp`), text);
+        renameSync(join(dir, `.${file}.tmp`), join(dir, file));
+      }
+    };
+    try {
+      const first = generateServingCert('127.0.0.1');
+      const second = generateServingCert('127.0.0.1');
+      write(first);
+      let bundle = '';
+      const serving = new WebhookServing(
+        {
+          bindAddress: '127.0.0.1:0',
+          url: 'https://127.0.0.1:1/mutate-pods',
+          certDir: dir,
+          certPollMs: 100,
+          register: (_url, caPem) => {
+            bundle = caPem;
+            return Promise.resolve({ registered: true, changed: true });
+          },
+        },
+        { ...deps, logger: { info: () => undefined, warn: (m: string) => warnings.push(m) } },
+      );
+      servings.push(serving);
+      const { port } = await serving.start();
+      await serving.lead();
+      const fingerprintOf = (c: ServingCert) => new X509Certificate(c.certPem).fingerprint256;
+      expect((await call(port, bundle)).served).to.equal(fingerprintOf(first));
+
+      write(second, first.keyPem); // a key that is not the certificate's: kept out
+      await new Promise((r) => setTimeout(r, 500));
+      expect(warnings).to.deep.equal(['Kept the webhook certificate: the new files cannot be used']);
+      expect((await call(port, bundle)).served, 'still the first').to.equal(fingerprintOf(first));
+
+      setTimeout(() => write(second), 300);
+      const run = await callThrough(
+        port,
+        () => bundle.includes(second.caPem.trim()),
+        () => bundle,
+      );
+      const after = await call(port, bundle);
+      expect(run.failures, 'no call failed').to.deep.equal([]);
+      expect(after.served, 'the second served').to.equal(fingerprintOf(second));
+      expect(bundle, 'both CAs trusted').to.contain(first.caPem.trim()).and.contain(second.caPem.trim());
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('says once that the configuration is missing, and registers when it appears', async () => {
+    const warnings: string[] = [];
+    let installed = false;
+    let registered = 0;
+    const serving = new WebhookServing(
+      {
+        bindAddress: '127.0.0.1:0',
+        url: 'https://127.0.0.1:1/mutate-pods',
+        registerRetryMs: 100,
+        register: () => {
+          if (!installed) return Promise.resolve({ registered: false, why: 'it is not installed' });
+          registered++;
+          return Promise.resolve({ registered: true, changed: true });
+        },
+      },
+      { ...deps, logger: { info: () => undefined, warn: (m: string) => warnings.push(m) } },
+    );
+    servings.push(serving);
+    await serving.start();
+    await serving.lead();
+    await new Promise((r) => setTimeout(r, 450));
+    expect(warnings).to.deep.equal(['Not gating any pod: it is not installed; looking again every 30 s']);
+    installed = true;
+    await new Promise((r) => setTimeout(r, 300));
+    expect(registered).to.equal(1);
+  });
+});

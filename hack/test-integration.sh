@@ -69,6 +69,14 @@ for ((i = 1; i <= SHARDS; i++)); do
   read -r p _ f _ s _ <<<"${line//,/}"
   passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
 done
+# CI shows only the end of the output: repeat each shard's failures (mocha's "N failing" section) just above the sum.
+for ((i = 1; i <= SHARDS; i++)); do
+  plain=$(sed 's/\x1b\[[0-9;]*m//g' "$logs/$i.log")
+  if grep -qE '^ +[0-9]+ failing' <<<"$plain"; then
+    echo "[integration] shard $i failures, again:" >&2
+    sed -n '/^ \+[0-9]\+ failing/,$p' <<<"$plain" | grep -vE '^[0-9]+ passed, ' | head -n 120 | sed "s/^/[$i] /" >&2 || true
+  fi
+done
 rm -rf "$logs"
 echo "$passed passed, $failed failed, $skipped skipped"
 exit "$status"

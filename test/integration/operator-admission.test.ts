@@ -112,8 +112,11 @@ describe('config/rbac/operator-admission-policy.yaml: the operator changes only 
       }),
     );
     expect(created.code, created.stderr).to.equal(0);
+    // A new value each time: once a probe got through before the policy loaded, the same patch again changes
+    // nothing, which the policy rightly lets pass, and the wait would end only at its timeout.
+    let probes = 0;
     await policyInForce(POLICY, () =>
-      patch('Deployment', 'web', { metadata: { annotations: { 'team.example/probe': 'x' } } }),
+      patch('Deployment', 'web', { metadata: { annotations: { 'team.example/probe': String(++probes) } } }),
     );
   });
 

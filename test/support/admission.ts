@@ -33,7 +33,10 @@ export async function typeCheckWarnings(policy: string): Promise<unknown[]> {
   return status.typeChecking?.expressionWarnings ?? [];
 }
 
-/** Policies load asynchronously: until `probe`, a write the policy exists to refuse, is refused by it. */
+/**
+ * Policies load asynchronously: until `probe`, a write the policy exists to refuse, is refused by it. A probe that
+ * compares old and new must change something each time: repeated after it got through, it changes nothing.
+ */
 export async function policyInForce(policy: string, probe: () => Promise<unknown>): Promise<void> {
   await eventually(
     'the policy in force',

@@ -11,7 +11,12 @@ import {
   uniqueName,
 } from '../support/cluster.js';
 import { freePort } from '../support/monitoring.js';
-import { applyCrds, OperatorProcess } from '../support/operator-process.js';
+import {
+  applyCrds,
+  applyWebhookConfig,
+  deleteWebhookConfig,
+  OperatorProcess,
+} from '../support/operator-process.js';
 import { FAST_IO, ProcRoot } from '../support/proc-root.js';
 import { applyPolicy, condition, getHealth, getPolicyStatus } from '../support/resources.js';
 import { eventsWithReason } from '../support/workloads.js';
@@ -29,23 +34,23 @@ describe('pod-start pacing through the webhook on the real cluster', function ()
   const startOperator = async () => {
     const operator = new OperatorProcess();
     operators.push(operator);
-    await operator.start([`--webhook-bind-address=127.0.0.1:${webhookPort}`]);
+    // As the Deployment runs it: its ServiceAccount under config/rbac's role and admission policy, filling in the
+    // webhook configuration config/webhook ships.
+    await operator.startAsOperatorAccount(`pacing-${operators.length}`, [
+      `--webhook-bind-address=127.0.0.1:${webhookPort}`,
+    ]);
     await operator.waitForLog('Serving the pacing webhook', 30_000);
     return operator;
   };
   before(async () => {
     await applyCrds();
+    await applyWebhookConfig();
     webhookPort = await freePort();
   });
   after(async () => {
     for (const o of operators.splice(0)) await o.stop();
     await cleanup.run();
-    await kubectl([
-      'delete',
-      'mutatingwebhookconfiguration',
-      'sandbox-remediator-pacing',
-      '--ignore-not-found',
-    ]);
+    await deleteWebhookConfig();
   });
 
   it('gates new pods in opted-in namespaces under pressure, lifts at most maxPodStartsPerMinute across kill -9, releases the rest when the pressure ends, and never blocks pod creation', async function () {

@@ -17,7 +17,12 @@ import { freePort } from '../support/monitoring.js';
 import { FAST_IO, ProcRoot } from '../support/proc-root.js';
 import { createSpreadDeployment, eventsWithReason, readNode } from '../support/workloads.js';
 import { readManifests, REPO_ROOT } from '../support/manifests.js';
-import { applyCrds, OperatorProcess } from '../support/operator-process.js';
+import {
+  applyCrds,
+  applyWebhookConfig,
+  deleteWebhookConfig,
+  OperatorProcess,
+} from '../support/operator-process.js';
 import { applyPolicy, condition, getHealth } from '../support/resources.js';
 
 // The agent has a namespace of its own, the one Pod Security lets hostPath into (config/default/namespace.yaml).
@@ -253,15 +258,15 @@ describe('config/: manifests and least-privilege RBAC on the real cluster', func
     const agentConfig = await kubeconfigFor('sandbox-remediator-agent', dir);
     const operator = new OperatorProcess();
     cleanup.add(() => operator.stop());
-    // With the pacing webhook on: it registers its MutatingWebhookConfiguration under this identity too.
-    cleanup.add(() =>
-      kubectl(['delete', 'mutatingwebhookconfiguration', 'sandbox-remediator-pacing', '--ignore-not-found']),
-    );
+    // With the pacing webhook on: it fills in the shipped MutatingWebhookConfiguration under this identity too.
+    await applyWebhookConfig();
+    cleanup.add(() => deleteWebhookConfig());
     await operator.start([
       `--kubeconfig=${operatorConfig}`,
       `--webhook-bind-address=127.0.0.1:${await freePort()}`,
     ]);
     await operator.waitForLog('Serving the pacing webhook', 30_000);
+    await operator.waitForLog('Registered the pacing webhook', 30_000);
 
     const namespace = await createNamespace(cleanup);
     const { pool, names } = await createNodes(cleanup, 2);

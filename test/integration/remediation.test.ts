@@ -36,7 +36,8 @@ const FAST = {
 };
 
 describe('remediation on the real cluster', function () {
-  const operator = useOperator();
+  // As the Deployment runs it: its ServiceAccount under config/rbac's role and admission policy.
+  const operator = useOperator([], { serviceAccount: 'remediation' });
   const cleanup = new Cleanup();
   afterEach(() => cleanup.run());
 
@@ -503,7 +504,7 @@ describe('remediation across an operator crash', function () {
     await applyPolicy(cleanup, policy, spec(0));
     const first = new OperatorProcess();
     operators.push(first);
-    await first.start();
+    await first.startAsOperatorAccount('crash-first');
     const sick = new SaturatedNode(sickName, cleanup);
     await sick.start();
     await createSpreadDeployment(cleanup, namespace, 'web', pool, 3);
@@ -529,7 +530,7 @@ describe('remediation across an operator crash', function () {
     await applyPolicy(cleanup, policy, spec(10));
     const second = new OperatorProcess();
     operators.push(second);
-    await second.start();
+    await second.startAsOperatorAccount('crash-second');
     await eventually(
       'the stuck pod evicted by the new process',
       async () => (await eventsWithReason('EvictedStuckPod', namespace)).length === 1,

@@ -39,7 +39,8 @@ describe('rollout throttling on the real cluster', function () {
   const startOperator = async () => {
     const operator = new OperatorProcess();
     operators.push(operator);
-    await operator.start();
+    // As the Deployment runs it: its ServiceAccount under config/rbac's role and admission policy.
+    await operator.startAsOperatorAccount(`rollouts-${operators.length}`);
     return operator;
   };
   before(() => applyCrds());

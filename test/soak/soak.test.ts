@@ -25,6 +25,8 @@ import { join } from 'node:path';
 import {
   applyCrds,
   applyRbac,
+  applyWebhookConfig,
+  deleteWebhookConfig,
   startAsServiceAccount,
   type OperatorProcess,
 } from '../support/operator-process.js';
@@ -101,12 +103,7 @@ describe('soak: incidents on random nodes while the operator restarts at random'
     await operator?.stop();
     await cleanup.run();
     if (dir) await rm(dir, { recursive: true, force: true });
-    await kubectl([
-      'delete',
-      'mutatingwebhookconfiguration',
-      'sandbox-remediator-pacing',
-      '--ignore-not-found',
-    ]);
+    await deleteWebhookConfig();
   });
 
   it(`leaves nothing behind after ${MINUTES} min, never cordons twice without an undo, and keeps the heap (and, without snapshots, RSS) flat`, async function () {
@@ -121,6 +118,7 @@ describe('soak: incidents on random nodes while the operator restarts at random'
     log(`seed ${SEED} (SOAK_SEED=${SEED} replays the schedule), ${MINUTES} min`);
     await applyCrds();
     await applyRbac();
+    await applyWebhookConfig();
     dir = await mkdtemp(join(tmpdir(), 'soak-'));
     const webhookPort = await freePort();
     // As the Deployment runs it (its ServiceAccount): the audit log then records its Node and Deployment patches

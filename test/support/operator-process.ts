@@ -1,5 +1,7 @@
 // Runs `sandbox-remediator operator` as its own process against the local cluster, as a user would.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KUBECONFIG, kubectl } from './cluster.js';
 import { createToken, writeTokenKubeconfig } from './tokens.js';
@@ -18,6 +20,26 @@ export class OperatorProcess {
   healthPort = 0;
   metricsPort = 0;
   exited: Promise<number | null> | undefined;
+
+  /**
+   * As the Deployment runs it (config/rbac applied first): the operator's ServiceAccount, with a token of its own in a
+   * kubeconfig in a temporary directory (removed once the process has exited), and POD_NAME set to `name`.
+   */
+  async startAsOperatorAccount(
+    name: string,
+    extraArgs: string[] = [],
+    options: { built?: boolean; nodeArgs?: string[] } = {},
+  ): Promise<void> {
+    await applyRbac();
+    const dir = await mkdtemp(join(tmpdir(), `operator-${name}-`));
+    const { args, env } = await operatorAccount(dir, name);
+    await this.start([...args, ...extraArgs], {
+      waitForStarted: !extraArgs.includes('--leader-elect'),
+      env,
+      ...options,
+    });
+    void this.exited?.finally(() => rm(dir, { recursive: true, force: true }));
+  }
 
   /** Resolves once it serves probes and, unless waitForStarted is false, once its controller has started. */
   async start(
@@ -144,12 +166,16 @@ export class OperatorProcess {
  * Mocha hooks for a describe block that needs the CRDs applied and one operator process running: started
  * before its tests, stopped after them, and required to exit 0 on SIGTERM.
  */
-export function useOperator(extraArgs: string[] = []): OperatorProcess {
+export function useOperator(
+  extraArgs: string[] = [],
+  { serviceAccount }: { serviceAccount?: string } = {},
+): OperatorProcess {
   const operator = new OperatorProcess();
   before(async function () {
     this.timeout(180_000);
     await applyCrds();
-    await operator.start(extraArgs);
+    if (serviceAccount) await operator.startAsOperatorAccount(serviceAccount, extraArgs);
+    else await operator.start(extraArgs);
   });
   after(async function () {
     this.timeout(30_000);
@@ -201,14 +227,36 @@ export async function startAsServiceAccount(
   args: string[] = [],
   options: { built?: boolean; nodeArgs?: string[] } = {},
 ): Promise<OperatorProcess> {
-  const namespace = 'sandbox-remediator-system';
-  const token = await createToken(namespace, 'sandbox-remediator-operator');
-  const kubeconfig = await writeTokenKubeconfig(dir, name, token);
+  const account = await operatorAccount(dir, name);
   const operator = new OperatorProcess();
-  await operator.start([`--kubeconfig=${kubeconfig}`, `--operator-namespace=${namespace}`, ...args], {
+  await operator.start([...account.args, ...args], {
     waitForStarted: !args.includes('--leader-elect'),
-    env: { POD_NAME: name },
+    env: account.env,
     ...options,
   });
   return operator;
+}
+
+/** The flags and environment of an operator run with a token of its ServiceAccount, written into `dir`. */
+async function operatorAccount(
+  dir: string,
+  name: string,
+): Promise<{ args: string[]; env: Record<string, string> }> {
+  const namespace = 'sandbox-remediator-system';
+  const token = await createToken(namespace, 'sandbox-remediator-operator');
+  const kubeconfig = await writeTokenKubeconfig(dir, name, token);
+  return {
+    args: [`--kubeconfig=${kubeconfig}`, `--operator-namespace=${namespace}`],
+    env: { POD_NAME: name },
+  };
+}
+
+/** config/webhook: the pacing webhook's configuration, which the operator fills in and never creates. */
+export async function applyWebhookConfig(): Promise<void> {
+  const result = await kubectl(['apply', '-k', join(REPO_ROOT, 'config/webhook')]);
+  if (result.code !== 0) throw new Error(`kubectl apply -k config/webhook failed: ${result.stderr}`);
+}
+
+export async function deleteWebhookConfig(): Promise<void> {
+  await kubectl(['delete', '-k', join(REPO_ROOT, 'config/webhook'), '--ignore-not-found']);
 }

@@ -59,11 +59,15 @@ export const DEFAULT_CERT_LIFETIME_MS = 365 * 86_400_000;
 /** A fresh CA and a serving certificate for `host` (an IP or a DNS name), both valid for `lifetimeMs` (a year). */
 export function generateServingCert(host: string, lifetimeMs = DEFAULT_CERT_LIFETIME_MS): ServingCert {
   const caKeys = forge.pki.rsa.generateKeyPair(2048);
-  const ca = newCertificate('sandbox-remediator-webhook-ca', caKeys.publicKey, lifetimeMs);
+  // A name of its own and key identifiers: while the old and the new CA are both trusted (a renewal), a verifier
+  // must find the one that signed, and OpenSSL picks by name and key identifier.
+  const caName = `sandbox-remediator-webhook-ca-${new Date().toISOString()}`;
+  const ca = newCertificate(caName, caKeys.publicKey, lifetimeMs);
   ca.setIssuer(ca.subject.attributes);
   ca.setExtensions([
     { name: 'basicConstraints', cA: true, critical: true },
     { name: 'keyUsage', keyCertSign: true, cRLSign: true, critical: true },
+    { name: 'subjectKeyIdentifier' },
   ]);
   ca.sign(caKeys.privateKey, forge.md.sha256.create());
 
@@ -75,6 +79,7 @@ export function generateServingCert(host: string, lifetimeMs = DEFAULT_CERT_LIFE
     { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
     { name: 'extKeyUsage', serverAuth: true },
     { name: 'subjectAltName', altNames: [isIP(host) ? { type: 7, ip: host } : { type: 2, value: host }] },
+    { name: 'authorityKeyIdentifier', keyIdentifier: ca.generateSubjectKeyIdentifier().getBytes() },
   ]);
   cert.sign(caKeys.privateKey, forge.md.sha256.create());
   return {

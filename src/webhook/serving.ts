@@ -1,8 +1,9 @@
 // The pacing webhook over its lifetime: serves it, keeps the apiserver pointed at the acting replica, and renews the
 // certificate without a restart. A generated certificate is renewed when a third of its lifetime is left; one in
 // --webhook-cert-dir is read again whenever its files change (cert-manager rewrites them in place). Either way the new
-// CA is registered before the new certificate is served, and the old CA stays trusted beside it until the next
-// renewal, so no request the apiserver sends meets a certificate it does not trust.
+// CA is registered first, and served only once the apiserver has had time to learn it (trustGraceMs); the old CA
+// stays trusted beside it until the next renewal, so no request the apiserver sends meets a certificate it does not
+// trust.
 import { createHash } from 'node:crypto';
 import type { Server } from 'node:https';
 import { createSecureContext } from 'node:tls';
@@ -27,6 +28,12 @@ export interface WebhookServingOptions {
   certPollMs?: number;
   /** How soon a missing configuration is looked for again (default 30 s). */
   registerRetryMs?: number;
+  /**
+   * How long a new CA is trusted before the certificate it signed is served (default 10 s, at most a sixth of a
+   * generated certificate's lifetime): the apiserver learns the new caBundle from its watch, a moment after we wrote
+   * it, and a request it sends meanwhile must still meet a certificate it trusts.
+   */
+  trustGraceMs?: number;
   register(url: string, caPem: string): Promise<Registration>;
 }
 
@@ -174,6 +181,8 @@ export class WebhookServing {
       this.scheduleRenewal();
       return;
     }
+    if (next.caPem !== previous.caPem) await this.sleep(this.trustGrace());
+    if (this.stopped) return;
     this.server?.setSecureContext({ cert: next.certPem, key: next.keyPem });
     this.cert = next;
     this.noteExpiry(next);
@@ -182,6 +191,18 @@ export class WebhookServing {
       expires: expiryOf(next.certPem).toISOString(),
     });
     this.scheduleRenewal();
+  }
+
+  private trustGrace(): number {
+    const grace = this.options.trustGraceMs ?? 10_000;
+    return this.options.certDir ? grace : Math.min(grace, (this.options.certLifetimeMs ?? DEFAULT_CERT_LIFETIME_MS) / 6);
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      this.timer = setTimeout(resolve, ms);
+      this.timer.unref();
+    });
   }
 
   private noteExpiry(cert: ServingCert): void {

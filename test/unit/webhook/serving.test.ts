@@ -120,8 +120,24 @@ describe('WebhookServing renews its certificate without a restart', function () 
     for (const s of servings.splice(0)) await s.stop();
   });
 
+  /** What the apiserver trusts: the last bundle registered at least 200 ms ago (it learns them from a watch). */
+  class LaggingApiserver {
+    private readonly bundles: { at: number; pem: string }[] = [];
+    register = (_url: string, caPem: string) => {
+      this.bundles.push({ at: Date.now(), pem: caPem });
+      return Promise.resolve({ registered: true as const, changed: true });
+    };
+    trusted = () => [...this.bundles].reverse().find((b) => Date.now() - b.at >= 200 || b === this.bundles[0])!.pem;
+    registered = () => this.bundles.map((b) => b.pem);
+  }
+
   /** Like the apiserver: calls the webhook every 50 ms trusting only the last bundle registered. */
-  async function callThrough(port: number, until: () => boolean, registered: () => string) {
+  async function callThrough(
+    port: number,
+    until: () => boolean,
+    registered: () => string,
+    onServed: (fingerprint: string) => void = () => undefined,
+  ) {
     const served = new Set<string>();
     const failures: string[] = [];
     let calls = 0;
@@ -132,6 +148,7 @@ describe('WebhookServing renews its certificate without a restart', function () 
         const answer = await call(port, registered());
         if (answer.status !== 200) failures.push(`status ${answer.status}`);
         served.add(answer.served);
+        onServed(answer.served);
       } catch (err) {
         failures.push((err as Error).message);
       }
@@ -141,27 +158,28 @@ describe('WebhookServing renews its certificate without a restart', function () 
   }
 
   it('a generated one: the new CA registered beside the old, then the new certificate served', async () => {
-    const bundles: string[] = [];
+    const apiserver = new LaggingApiserver();
     const serving = new WebhookServing(
       {
         bindAddress: '127.0.0.1:0',
         url: 'https://127.0.0.1:1/mutate-pods',
         certLifetimeMs: 4_500, // renewed with a third (1.5 s) left
-        register: (_url, caPem) => {
-          bundles.push(caPem);
-          return Promise.resolve({ registered: true, changed: true });
-        },
+        trustGraceMs: 500, // served 500 ms after its CA is registered; the apiserver takes 200 ms to trust it
+        register: apiserver.register,
       },
       deps,
     );
     servings.push(serving);
     const { port } = await serving.start();
     await serving.lead();
-    const run = await callThrough(port, () => bundles.length >= 3, () => bundles.at(-1)!);
+    const bundles = apiserver.registered;
+    const run = await callThrough(port, () => bundles().length >= 3, apiserver.trusted);
     expect(run.failures, 'no call failed').to.deep.equal([]);
     expect(run.served.size, 'certificates served').to.be.at.least(2);
     const cas = (bundle: string) => bundle.split('-----END CERTIFICATE-----').length - 1;
-    expect(bundles.slice(0, 3).map(cas), 'CAs registered: one, then the new beside the old').to.deep.equal([1, 2, 2]);
+    expect(bundles().slice(0, 3).map(cas), 'CAs registered: one, then the new beside the old').to.deep.equal([
+      1, 2, 2,
+    ]);
   });
 
   it('one in --webhook-cert-dir: replaced files served once they can be used, broken ones never', async () => {
@@ -178,17 +196,15 @@ describe('WebhookServing renews its certificate without a restart', function () 
       const first = generateServingCert('127.0.0.1');
       const second = generateServingCert('127.0.0.1');
       write(first);
-      let bundle = '';
+      const apiserver = new LaggingApiserver();
       const serving = new WebhookServing(
         {
           bindAddress: '127.0.0.1:0',
           url: 'https://127.0.0.1:1/mutate-pods',
           certDir: dir,
           certPollMs: 100,
-          register: (_url, caPem) => {
-            bundle = caPem;
-            return Promise.resolve({ registered: true, changed: true });
-          },
+          trustGraceMs: 500,
+          register: apiserver.register,
         },
         { ...deps, logger: { info: () => undefined, warn: (m: string) => warnings.push(m) } },
       );
@@ -196,19 +212,22 @@ describe('WebhookServing renews its certificate without a restart', function () 
       const { port } = await serving.start();
       await serving.lead();
       const fingerprintOf = (c: ServingCert) => new X509Certificate(c.certPem).fingerprint256;
-      expect((await call(port, bundle)).served).to.equal(fingerprintOf(first));
+      expect((await call(port, apiserver.trusted())).served).to.equal(fingerprintOf(first));
 
       write(second, first.keyPem); // a key that is not the certificate's: kept out
       await new Promise((r) => setTimeout(r, 500));
       expect(warnings).to.deep.equal(['Kept the webhook certificate: the new files cannot be used']);
-      expect((await call(port, bundle)).served, 'still the first').to.equal(fingerprintOf(first));
+      expect((await call(port, apiserver.trusted())).served, 'still the first').to.equal(fingerprintOf(first));
 
       setTimeout(() => write(second), 300);
+      let lastServed = '';
       const run = await callThrough(
         port,
-        () => bundle.includes(second.caPem.trim()),
-        () => bundle,
+        () => lastServed === fingerprintOf(second),
+        () => apiserver.trusted(),
+        (fingerprint) => (lastServed = fingerprint),
       );
+      const bundle = apiserver.trusted();
       const after = await call(port, bundle);
       expect(run.failures, 'no call failed').to.deep.equal([]);
       expect(after.served, 'the second served').to.equal(fingerprintOf(second));

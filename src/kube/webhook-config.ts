@@ -35,16 +35,17 @@ export async function registerPacingWebhook(
       };
     throw err;
   }
-  const index = (current.webhooks ?? []).findIndex((w) => w.name === WEBHOOK_NAME);
-  if (index < 0)
+  const webhooks = current.webhooks ?? [];
+  const index = webhooks.findIndex((w) => w.name === WEBHOOK_NAME);
+  const hook = webhooks[index];
+  if (!hook)
     return {
       registered: false,
       why: `the MutatingWebhookConfiguration ${WEBHOOK_CONFIGURATION} has no webhook ${WEBHOOK_NAME} (apply config/webhook again)`,
     };
   const caBundle = Buffer.from(options.caPem).toString('base64');
-  const client = current.webhooks![index]!.clientConfig;
-  if (client.url === options.url && String(client.caBundle ?? '') === caBundle)
-    return { registered: true, changed: false };
+  const client = hook.clientConfig;
+  if (client.url === options.url && client.caBundle === caBundle) return { registered: true, changed: false };
   await api.patchMutatingWebhookConfiguration(
     {
       name: WEBHOOK_CONFIGURATION,

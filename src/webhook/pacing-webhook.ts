@@ -64,7 +64,7 @@ export function parseReview(text: string): { request: AdmissionRequest } | { pro
   const request = body.request;
   if (!isRecord(request) || typeof request.uid !== 'string' || request.uid === '')
     return { problem: 'the AdmissionReview has no request with a uid' };
-  return { request: request as AdmissionRequest };
+  return { request: request };
 }
 
 const isRecord = (v: unknown): v is Record<string, unknown> =>
@@ -80,7 +80,8 @@ function isPodCreate(request: AdmissionRequest): boolean {
   const gates = spec.schedulingGates;
   return (
     (annotations === undefined || isRecord(annotations)) &&
-    (gates === undefined || (Array.isArray(gates) && gates.every((g) => isRecord(g) && typeof g.name === 'string'))) &&
+    (gates === undefined ||
+      (Array.isArray(gates) && gates.every((g) => isRecord(g) && typeof g.name === 'string'))) &&
     (spec.nodeName === undefined || typeof spec.nodeName === 'string')
   );
 }

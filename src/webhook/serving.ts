@@ -133,8 +133,9 @@ export class WebhookServing {
   private scheduleRenewal(): void {
     if (this.stopped || !this.cert) return;
     clearTimeout(this.timer);
-    if (this.options.certDir) {
-      this.timer = setTimeout(() => void this.reread(), this.options.certPollMs ?? 10_000);
+    const { certDir } = this.options;
+    if (certDir) {
+      this.timer = setTimeout(() => void this.reread(certDir), this.options.certPollMs ?? 10_000);
     } else {
       const expiry = expiryOf(this.cert.certPem).getTime();
       const lifetime = this.options.certLifetimeMs ?? DEFAULT_CERT_LIFETIME_MS;
@@ -145,8 +146,14 @@ export class WebhookServing {
     this.timer.unref();
   }
 
+  /** The certificate served now (start() made or read it). */
+  private served(): ServingCert {
+    if (!this.cert) throw new Error('the webhook is not started');
+    return this.cert;
+  }
+
   private async renewIfDue(): Promise<void> {
-    const cert = this.cert!;
+    const cert = this.served();
     const lifetime = this.options.certLifetimeMs ?? DEFAULT_CERT_LIFETIME_MS;
     if (expiryOf(cert.certPem).getTime() - Date.now() > lifetime / 3 + 1_000) {
       this.scheduleRenewal(); // a step of a long wait
@@ -155,10 +162,10 @@ export class WebhookServing {
     await this.renew(generateServingCert(new URL(this.options.url).hostname, this.options.certLifetimeMs));
   }
 
-  private async reread(): Promise<void> {
+  private async reread(dir: string): Promise<void> {
     let next: ServingCert | undefined;
     try {
-      next = checked(loadServingCert(this.options.certDir!));
+      next = checked(loadServingCert(dir));
     } catch (err) {
       // Mid-rewrite, or broken: keep serving what works, and say why once per problem.
       const why = (err as Error).message;
@@ -166,13 +173,13 @@ export class WebhookServing {
         this.deps.logger.warn('Kept the webhook certificate: the new files cannot be used', { error: why });
       this.lastProblem = why;
     }
-    if (next && fingerprint(next) !== fingerprint(this.cert!)) await this.renew(next);
+    if (next && fingerprint(next) !== fingerprint(this.served())) await this.renew(next);
     else this.scheduleRenewal();
   }
 
   /** Trust first, then serve: the apiserver accepts the old and the new certificate while it picks up the bundle. */
   private async renew(next: ServingCert): Promise<void> {
-    const previous = this.cert!;
+    const previous = this.served();
     const trusted = next.caPem === previous.caPem ? next.caPem : `${next.caPem.trimEnd()}\n${previous.caPem}`;
     const before = this.trusted;
     this.trusted = trusted;
@@ -195,7 +202,9 @@ export class WebhookServing {
 
   private trustGrace(): number {
     const grace = this.options.trustGraceMs ?? 10_000;
-    return this.options.certDir ? grace : Math.min(grace, (this.options.certLifetimeMs ?? DEFAULT_CERT_LIFETIME_MS) / 6);
+    return this.options.certDir
+      ? grace
+      : Math.min(grace, (this.options.certLifetimeMs ?? DEFAULT_CERT_LIFETIME_MS) / 6);
   }
 
   private sleep(ms: number): Promise<void> {
@@ -214,6 +223,11 @@ export class WebhookServing {
     clearTimeout(this.timer);
     clearTimeout(this.retry);
     const server = this.server;
-    if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
+    if (server)
+      await new Promise<void>((resolve) =>
+        server.close(() => {
+          resolve();
+        }),
+      );
   }
 }

@@ -38,7 +38,7 @@ export class OperatorProcess {
       env,
       ...options,
     });
-    void this.exited?.finally(() => rm(dir, { recursive: true, force: true }));
+    void this.exited?.finally(() => void rm(dir, { recursive: true, force: true }));
   }
 
   /** Resolves once it serves probes and, unless waitForStarted is false, once its controller has started. */

@@ -14,7 +14,9 @@ describe('config/samples/cert-manager', () => {
       secretName: 'sandbox-remediator-webhook-tls',
       dnsNames: ['*.sandbox-remediator-webhook.sandbox-remediator-system.svc'],
     });
-    const issuer = byKind('Issuer').find((i) => i.metadata.name === (serving.spec.issuerRef as { name: string }).name)!;
+    const issuer = byKind('Issuer').find(
+      (i) => i.metadata.name === (serving.spec.issuerRef as { name: string }).name,
+    )!;
     const ca = byKind('Certificate').find((c) => c.spec.isCA === true)!;
     // A CA issuer, so the secret carries ca.crt, which --webhook-cert-dir requires.
     expect(issuer.spec).to.deep.equal({ ca: { secretName: ca.spec.secretName } });
@@ -22,7 +24,10 @@ describe('config/samples/cert-manager', () => {
 
   it('names each replica under a headless Service of the subdomain the serving certificate covers', () => {
     const [service] = byKind('Service');
-    expect(service!.metadata).to.include({ name: 'sandbox-remediator-webhook', namespace: 'sandbox-remediator-system' });
+    expect(service!.metadata).to.include({
+      name: 'sandbox-remediator-webhook',
+      namespace: 'sandbox-remediator-system',
+    });
     expect(service!.spec).to.include({ clusterIP: 'None' });
   });
 });

@@ -61,7 +61,9 @@ describe('pacing webhook', () => {
         NOW,
       ),
     ).to.equal(undefined);
-    expect(decoded(review(request({ spec: {} }, 'UPDATE').request, deps(true), NOW)).patch).to.equal(undefined);
+    expect(decoded(review(request({ spec: {} }, 'UPDATE').request, deps(true), NOW)).patch).to.equal(
+      undefined,
+    );
   });
   it('in a dry run decides the same and patches nothing', () => {
     const decisions: unknown[] = [];
@@ -106,12 +108,20 @@ describe('pacing webhook', () => {
 });
 
 describe('parseReview and review on bad input', () => {
-  const review1 = (request: object) => ({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', request });
+  const review1 = (request: object) => ({
+    apiVersion: 'admission.k8s.io/v1',
+    kind: 'AdmissionReview',
+    request,
+  });
   const cases: [string, string, string][] = [
     ['not JSON', '{"apiVersion":', 'the body is not JSON'],
     ['JSON null', 'null', 'the body is not an admission.k8s.io/v1 AdmissionReview'],
     ['an array', '[]', 'the body is not an admission.k8s.io/v1 AdmissionReview'],
-    ['another kind', '{"apiVersion":"v1","kind":"Pod"}', 'the body is not an admission.k8s.io/v1 AdmissionReview'],
+    [
+      'another kind',
+      '{"apiVersion":"v1","kind":"Pod"}',
+      'the body is not an admission.k8s.io/v1 AdmissionReview',
+    ],
     [
       'v1beta1',
       '{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","request":{"uid":"u"}}',
@@ -131,7 +141,12 @@ describe('parseReview and review on bad input', () => {
       { uid: 'u', operation: 'CREATE', kind: { kind: 'Pod' }, object: 'pod' },
       { uid: 'u', operation: 'CREATE', kind: { kind: 'Pod' }, object: { spec: { schedulingGates: 'x' } } },
       { uid: 'u', operation: 'CREATE', kind: { kind: 'Pod' }, object: { spec: { schedulingGates: [7] } } },
-      { uid: 'u', operation: 'CREATE', kind: { kind: 'Pod' }, object: { metadata: { annotations: [] }, spec: {} } },
+      {
+        uid: 'u',
+        operation: 'CREATE',
+        kind: { kind: 'Pod' },
+        object: { metadata: { annotations: [] }, spec: {} },
+      },
       { uid: 'u', operation: 'CREATE', kind: { kind: 'Pod' }, object: { spec: { nodeName: {} } } },
       { uid: 'u', operation: 'DELETE', kind: { kind: 'Pod' }, object: { spec: {} } },
     ];
@@ -153,7 +168,10 @@ describe('parseReview and review on bad input', () => {
       spec: fc.oneof(
         fc.record(
           {
-            schedulingGates: fc.oneof(fc.array(fc.record({ name: fc.oneof(fc.string(), fc.jsonValue()) })), fc.jsonValue()),
+            schedulingGates: fc.oneof(
+              fc.array(fc.record({ name: fc.oneof(fc.string(), fc.jsonValue()) })),
+              fc.jsonValue(),
+            ),
             nodeName: fc.oneof(fc.string(), fc.jsonValue()),
           },
           { requiredKeys: [] },
@@ -167,7 +185,9 @@ describe('parseReview and review on bad input', () => {
     fc.assert(
       fc.property(fc.oneof(fc.jsonValue(), podLike), fc.jsonValue(), (object, namespace) => {
         const parsed = parseReview(
-          JSON.stringify(review1({ uid: 'u', operation: 'CREATE', kind: { kind: 'Pod' }, namespace, object })),
+          JSON.stringify(
+            review1({ uid: 'u', operation: 'CREATE', kind: { kind: 'Pod' }, namespace, object }),
+          ),
         );
         if ('problem' in parsed) return;
         const answer = decoded(review(parsed.request, deps(true), NOW));

@@ -33,13 +33,24 @@ function call(
 ): Promise<{ status: number; text: string; served: string }> {
   return new Promise((resolve, reject) => {
     const req = httpsRequest(
-      { host: '127.0.0.1', port, path, method: 'POST', ca, agent: false, headers: { 'Content-Type': 'application/json' } },
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        method: 'POST',
+        ca,
+        agent: false,
+        headers: { 'Content-Type': 'application/json' },
+      },
       (res) => {
-        const served = (res.socket as unknown as { getPeerCertificate(): { fingerprint256: string } })
-          .getPeerCertificate().fingerprint256;
+        const served = (
+          res.socket as unknown as { getPeerCertificate(): { fingerprint256: string } }
+        ).getPeerCertificate().fingerprint256;
         let text = '';
         res.on('data', (c: Buffer) => (text += c.toString()));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, text, served }));
+        res.on('end', () => {
+          resolve({ status: res.statusCode ?? 0, text, served });
+        });
       },
     );
     req.on('error', reject);
@@ -54,7 +65,14 @@ describe('the webhook server on bad requests', function () {
   before(async () => {
     ({ server, port } = await serveWebhook('127.0.0.1:0', CERT, deps, 500));
   });
-  after(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  after(
+    () =>
+      new Promise<void>((resolve) =>
+        server.close(() => {
+          resolve();
+        }),
+      ),
+  );
 
   it('answers an AdmissionReview 200, allowed', async () => {
     const answer = await call(port, CERT.caPem);
@@ -63,14 +81,17 @@ describe('the webhook server on bad requests', function () {
   });
 
   it('answers 400 with the problem to what is not an AdmissionReview, 404 elsewhere', async () => {
-    expect(await call(port, CERT.caPem, '{"kind":')).to.deep.include({ status: 400, text: 'the body is not JSON\n' });
+    expect(await call(port, CERT.caPem, '{"kind":')).to.deep.include({
+      status: 400,
+      text: 'the body is not JSON\n',
+    });
     expect((await call(port, CERT.caPem, review, '/other')).status).to.equal(404);
   });
 
   it(`cuts off a body over ${MAX_BODY} bytes with 413, and keeps answering`, async () => {
     const huge = Buffer.alloc(MAX_BODY + 1024, 0x20);
-    const answer = await call(port, CERT.caPem, huge).catch((err: NodeJS.ErrnoException) => ({
-      status: err.code === 'ECONNRESET' || err.code === 'EPIPE' ? 413 : 0,
+    const answer = await call(port, CERT.caPem, huge).catch((err: unknown) => ({
+      status: ['ECONNRESET', 'EPIPE'].includes((err as NodeJS.ErrnoException).code ?? '') ? 413 : 0,
       text: '',
       served: '',
     }));
@@ -85,7 +106,9 @@ describe('the webhook server on bad requests', function () {
       let text = '';
       const socket = connect({ host: '127.0.0.1', port, ca: CERT.caPem }, () => socket.write(partial));
       socket.on('data', (c: Buffer) => (text += c.toString()));
-      socket.on('close', () => resolve({ ms: Date.now() - started, text }));
+      socket.on('close', () => {
+        resolve({ ms: Date.now() - started, text });
+      });
       socket.on('error', reject);
     });
 
@@ -93,7 +116,9 @@ describe('the webhook server on bad requests', function () {
     // The server's timeout is 500 ms here; Node's default check every 30 s would hold them that long.
     const headers = await stall(`POST ${WEBHOOK_PATH} HTTP/1.1\r\nHost: x\r\n`);
     expect(headers.ms).to.be.below(5_000);
-    const body = await stall(`POST ${WEBHOOK_PATH} HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"kind"`);
+    const body = await stall(
+      `POST ${WEBHOOK_PATH} HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"kind"`,
+    );
     expect(body.ms).to.be.below(5_000);
     expect((await call(port, CERT.caPem)).status).to.equal(200);
   });
@@ -101,7 +126,10 @@ describe('the webhook server on bad requests', function () {
   it('answers every body an error or an answer, never a crash (fuzzed)', async () => {
     await fc.assert(
       fc.asyncProperty(
-        fc.oneof(fc.uint8Array({ maxLength: 2048 }).map((b) => Buffer.from(b)), fc.json().map((j) => Buffer.from(j))),
+        fc.oneof(
+          fc.uint8Array({ maxLength: 2048 }).map((b) => Buffer.from(b)),
+          fc.json().map((j) => Buffer.from(j)),
+        ),
         async (body) => {
           const { status } = await call(port, CERT.caPem, body);
           expect(status).to.be.oneOf([200, 400]);
@@ -127,7 +155,8 @@ describe('WebhookServing renews its certificate without a restart', function () 
       this.bundles.push({ at: Date.now(), pem: caPem });
       return Promise.resolve({ registered: true as const, changed: true });
     };
-    trusted = () => [...this.bundles].reverse().find((b) => Date.now() - b.at >= 200 || b === this.bundles[0])!.pem;
+    trusted = () =>
+      [...this.bundles].reverse().find((b) => Date.now() - b.at >= 200 || b === this.bundles[0])!.pem;
     registered = () => this.bundles.map((b) => b.pem);
   }
 
@@ -187,7 +216,11 @@ describe('WebhookServing renews its certificate without a restart', function () 
     const warnings: string[] = [];
     const write = (cert: ServingCert, key = cert.keyPem) => {
       // As kubelet updates a Secret volume: whole files swapped in.
-      for (const [file, text] of [['tls.crt', cert.certPem], ['tls.key', key], ['ca.crt', cert.caPem]] as const) {
+      for (const [file, text] of [
+        ['tls.crt', cert.certPem],
+        ['tls.key', key],
+        ['ca.crt', cert.caPem],
+      ] as const) {
         writeFileSync(join(dir, `.${file}.tmp`), text);
         renameSync(join(dir, `.${file}.tmp`), join(dir, file));
       }
@@ -217,9 +250,13 @@ describe('WebhookServing renews its certificate without a restart', function () 
       write(second, first.keyPem); // a key that is not the certificate's: kept out
       await new Promise((r) => setTimeout(r, 500));
       expect(warnings).to.deep.equal(['Kept the webhook certificate: the new files cannot be used']);
-      expect((await call(port, apiserver.trusted())).served, 'still the first').to.equal(fingerprintOf(first));
+      expect((await call(port, apiserver.trusted())).served, 'still the first').to.equal(
+        fingerprintOf(first),
+      );
 
-      setTimeout(() => write(second), 300);
+      setTimeout(() => {
+        write(second);
+      }, 300);
       let lastServed = '';
       const run = await callThrough(
         port,

@@ -124,10 +124,10 @@ const cases: Case[] = [
     change: (i) => {
       untouched(i);
       i.health!.status!.state = 'IoPressure';
-      i.policy = aPolicy({ remediation: { cordon: false, taint: { key: 'example.com/io' } } });
+      i.policy = aPolicy({ remediation: { cordon: false, taint: { key: 'sandbox.remediator.io/io' } } });
     },
     actions: ['Taint', 'Evict'],
-    text: /^taints it example\.com\/io=true:NoSchedule$/,
+    text: /^taints it sandbox\.remediator\.io\/io=true:NoSchedule$/,
   },
   {
     name: 'IoPressure held by a guard: says so first',

@@ -30,6 +30,13 @@ function positiveInt(value: string): number {
   return n;
 }
 
+/** A generated certificate's lifetime: long enough to renew (a third of it) after the trust grace (a sixth). */
+function certLifetime(value: string): number {
+  const n = positiveInt(value);
+  if (n < 30 || n > 315_360_000) throw new InvalidArgumentError('must be between 30 and 315360000 (10 years)');
+  return n;
+}
+
 function kubeconfigOption(): Option {
   return new Option(
     '--kubeconfig <path>',
@@ -117,12 +124,12 @@ function addOperator(program: Command): void {
     )
     .option(
       '--webhook-cert-dir <dir>',
-      'tls.crt, tls.key and ca.crt for the webhook, as cert-manager mounts them (config/samples/cert-manager.yaml), read again whenever they change; without it a CA and certificate are generated, and renewed before they expire',
+      'tls.crt, tls.key and ca.crt for the webhook, as cert-manager mounts them (config/samples/cert-manager/), read again whenever they change; without it a CA and certificate are generated, and renewed before they expire',
     )
     .option(
       '--webhook-cert-lifetime-seconds <n>',
-      'how long a generated webhook certificate lasts; a new one is registered and served when a third of it is left, without a restart',
-      positiveInt,
+      'how long a generated webhook certificate lasts (30 s to 10 years); a new one is registered and served when a third of it is left, without a restart',
+      certLifetime,
       31_536_000,
     )
     .option(

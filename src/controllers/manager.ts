@@ -247,6 +247,7 @@ export class Manager {
    */
   fence(): void {
     this.options.fence.close();
+    this.webhook?.unlead();
     this.options.metrics.leader.set(0);
   }
 

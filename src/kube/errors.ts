@@ -51,10 +51,19 @@ export const isNotFound = (err: unknown) => apiStatus(err)?.code === 404;
 export const isConflict = (err: unknown) => apiStatus(err)?.code === 409;
 export const isGone = (err: unknown) => apiStatus(err)?.code === 410;
 export const isTooManyRequests = (err: unknown) => apiStatus(err)?.code === 429;
-/** Refused for what it is, not for when it was sent: retrying the same request cannot succeed. */
+/**
+ * Refused for what it is, not for when it was sent: retrying the same request cannot succeed. That includes a 403 from
+ * a ValidatingAdmissionPolicy (the operator's own, config/rbac, refuses any change remediation does not make), unlike
+ * a 403 from RBAC, which a binding applied meanwhile can lift.
+ */
 export const isInvalid = (err: unknown) => {
-  const code = apiStatus(err)?.code;
-  return code === 400 || code === 422;
+  const status = apiStatus(err);
+  return (
+    status?.code === 400 ||
+    status?.code === 422 ||
+    (status?.code === 403 &&
+      /ValidatingAdmissionPolicy '[^']+' with binding '[^']+' denied request/.test(status.message))
+  );
 };
 
 /** One line for logs and CLI errors: the apiserver's own message when there is one. */

@@ -3,9 +3,10 @@
 // apiserver is told to trust, the caBundle (ADR 0009). node-forge generates them: Node's crypto can sign but cannot
 // issue certificates.
 import forge from 'node-forge';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, realpathSync } from 'node:fs';
 import { X509Certificate } from 'node:crypto';
 import { isIP } from 'node:net';
+import { createSecureContext } from 'node:tls';
 import { join } from 'node:path';
 
 export interface ServingCert {
@@ -19,13 +20,19 @@ export interface ServingCert {
 
 /**
  * Reads tls.crt, tls.key and ca.crt from a directory, as cert-manager writes them. ca.crt is required: it is what
- * the apiserver is told to trust, and the leaf certificate put in its place would break at the first renewal.
+ * the apiserver is told to trust, and the leaf certificate put in its place would break at the first renewal. A
+ * mounted Secret's files are links into `..data`, which the kubelet swaps whole: all three are read through one
+ * resolution of it, so a swap between two reads cannot pair a new certificate with an old CA.
  */
 export function loadServingCert(dir: string): ServingCert {
+  const data = join(dir, '..data');
+  const base = existsSync(data) ? realpathSync(data) : dir;
   const read = (file: string, what: string) => {
-    const path = join(dir, file);
+    const path = join(base, file);
     if (!existsSync(path))
-      throw new Error(`${path} is missing: --webhook-cert-dir needs tls.crt, tls.key and ca.crt (${what})`);
+      throw new Error(
+        `${join(dir, file)} is missing: --webhook-cert-dir needs tls.crt, tls.key and ca.crt (${what})`,
+      );
     return readFileSync(path, 'utf8');
   };
   return {
@@ -34,6 +41,16 @@ export function loadServingCert(dir: string): ServingCert {
     caPem: read('ca.crt', 'the CA that signed it, which the apiserver is told to trust'),
     origin: dir,
   };
+}
+
+/** The certificate, if TLS can serve it with its key and the CA it comes with signed it; throws why not. */
+export function checkedCert(cert: ServingCert): ServingCert {
+  createSecureContext({ cert: cert.certPem, key: cert.keyPem });
+  const leaf = new X509Certificate(cert.certPem);
+  const cas = cert.caPem.split(/(?<=-----END CERTIFICATE-----)/).filter((pem) => pem.includes('BEGIN'));
+  if (!cas.some((pem) => leaf.verify(new X509Certificate(pem).publicKey)))
+    throw new Error(`ca.crt did not sign tls.crt (${cert.origin}): the apiserver would not trust it`);
+  return cert;
 }
 
 /** When a PEM certificate stops being valid. */

@@ -8,8 +8,10 @@ import type { PacingPolicy } from '../policy/pacing.js';
 import type { ServingCert } from './certs.js';
 
 export const WEBHOOK_PATH = '/mutate-pods';
-/** The apiserver's own limit for a request body is 3 MiB; an AdmissionReview carries the object and its old copy. */
-export const MAX_BODY = 7 * 1024 * 1024;
+/** The apiserver takes request bodies up to 3 MiB; a pod CREATE's AdmissionReview carries the pod once, and a wrapper. */
+export const MAX_BODY = 4 * 1024 * 1024;
+/** Connections served at once: with MAX_BODY, what a flood of clients can make the operator buffer (256 MiB). */
+export const MAX_CONNECTIONS = 64;
 /** The apiserver gives the webhook 2 s (timeoutSeconds): a client that takes longer is not the apiserver. */
 export const REQUEST_TIMEOUT_MS = 10_000;
 
@@ -121,6 +123,7 @@ export async function serveWebhook(
   deps: WebhookDeps,
   requestTimeoutMs = REQUEST_TIMEOUT_MS,
 ): Promise<{ server: Server; port: number }> {
+  const refusals = new RefusalLog(deps.logger);
   const server = createServer(
     {
       cert: cert.certPem,
@@ -129,6 +132,8 @@ export async function serveWebhook(
       headersTimeout: requestTimeoutMs,
       // How often those timeouts are checked (30 s by default, which would let a slow client hold on that long).
       connectionsCheckingInterval: Math.min(1_000, requestTimeoutMs),
+      // A TLS handshake that does not finish: Node waits 120 s by default.
+      handshakeTimeout: Math.min(5_000, requestTimeoutMs),
     },
     (req, res) => {
       const fail = (code: number, problem: string) => {
@@ -142,10 +147,14 @@ export async function serveWebhook(
         req.resume();
         return;
       }
+      // Answered, then the connection closed (once the answer is out: before, the client would not see it).
+      const tooLarge = () => {
+        fail(413, `the body is over ${MAX_BODY} bytes`);
+        res.once('finish', () => req.destroy());
+      };
       const declared = Number(req.headers['content-length'] ?? 0);
       if (declared > MAX_BODY) {
-        fail(413, `the body is over ${MAX_BODY} bytes`);
-        req.destroy();
+        tooLarge();
         return;
       }
       const chunks: Buffer[] = [];
@@ -153,9 +162,9 @@ export async function serveWebhook(
       req.on('data', (chunk: Buffer) => {
         size += chunk.length;
         if (size <= MAX_BODY) chunks.push(chunk);
-        else {
-          fail(413, `the body is over ${MAX_BODY} bytes`);
-          req.destroy();
+        else if (size - chunk.length <= MAX_BODY) {
+          chunks.length = 0;
+          tooLarge();
         }
       });
       req.on('error', () => undefined); // a client gone mid-body: nothing to answer
@@ -163,7 +172,7 @@ export async function serveWebhook(
         if (size > MAX_BODY) return;
         const parsed = parseReview(Buffer.concat(chunks).toString('utf8'));
         if ('problem' in parsed) {
-          deps.logger.warn('Refused a request that is not an AdmissionReview', { problem: parsed.problem });
+          refusals.note(parsed.problem);
           fail(400, parsed.problem);
           return;
         }
@@ -185,10 +194,25 @@ export async function serveWebhook(
       });
     },
   );
+  server.maxConnections = MAX_CONNECTIONS;
   server.on('clientError', (_err, socket) => {
     socket.destroy(); // a malformed request line or headers, or a TLS failure: not ours to answer
   });
   return { server, port: await listen(server, bindAddress) };
+}
+
+/** Bad requests in the log at most once a minute, with how many there were: anyone who can reach the port can send them. */
+class RefusalLog {
+  private count = 0;
+  private last = 0;
+  constructor(private readonly logger: WebhookDeps['logger']) {}
+  note(problem: string): void {
+    this.count++;
+    if (Date.now() - this.last < 60_000) return;
+    this.logger.warn('Refused requests that are not AdmissionReviews', { problem, requests: this.count });
+    this.count = 0;
+    this.last = Date.now();
+  }
 }
 
 export function splitHostPort(address: string): [string, string] {

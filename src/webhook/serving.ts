@@ -3,13 +3,14 @@
 // --webhook-cert-dir is read again whenever its files change (cert-manager rewrites them in place). Either way the new
 // CA is registered first, and served only once the apiserver has had time to learn it (trustGraceMs); the old CA
 // stays trusted beside it until the next renewal, so no request the apiserver sends meets a certificate it does not
-// trust.
+// trust. Registrations go one at a time, each with the bundle as it is when it runs, only while this replica leads,
+// and again every recheck, so a configuration deleted or reverted by someone else is put right, or reported.
 import { createHash } from 'node:crypto';
 import type { Server } from 'node:https';
-import { createSecureContext } from 'node:tls';
 import type { Registration } from '../kube/webhook-config.js';
 import type { OperatorMetrics } from '../observability/metrics.js';
 import {
+  checkedCert,
   DEFAULT_CERT_LIFETIME_MS,
   expiryOf,
   generateServingCert,
@@ -26,8 +27,8 @@ export interface WebhookServingOptions {
   certLifetimeMs?: number;
   /** How often --webhook-cert-dir is read again (default 10 s). */
   certPollMs?: number;
-  /** How soon a missing configuration is looked for again (default 30 s). */
-  registerRetryMs?: number;
+  /** How often the registration is checked while leading, and a failed one tried again (default 30 s). */
+  recheckMs?: number;
   /**
    * How long a new CA is trusted before the certificate it signed is served (default 10 s, at most a sixth of a
    * generated certificate's lifetime): the apiserver learns the new caBundle from its watch, a moment after we wrote
@@ -42,26 +43,29 @@ interface Logger {
   warn(message: string, fields?: Record<string, unknown>): void;
 }
 
-/** Refuses a certificate and key that do not belong together, or that TLS cannot use. */
-function checked(cert: ServingCert): ServingCert {
-  createSecureContext({ cert: cert.certPem, key: cert.keyPem });
-  expiryOf(cert.caPem);
-  return cert;
-}
+/** What a registration attempt came to: written or already so, nothing to fill in, or an error. */
+type Attempt = 'registered' | 'missing' | 'failed';
 
 const fingerprint = (cert: ServingCert) =>
   createHash('sha256').update(cert.certPem).update(cert.keyPem).update(cert.caPem).digest('hex');
 
 export class WebhookServing {
   private cert: ServingCert | undefined;
-  /** The CAs to register: the current one, and the previous until the next renewal. */
+  /** A renewal's certificate, made or read, waiting for its CA to be registered and trusted. */
+  private pending: ServingCert | undefined;
+  /** The CAs to register: the current one, and the previous (or the pending one) beside it. */
   private trusted = '';
   private server: Server | undefined;
   private leading = false;
   private stopped = false;
-  private timer: NodeJS.Timeout | undefined;
-  private retry: NodeJS.Timeout | undefined;
-  private lastProblem: string | undefined;
+  /** Registrations, one after another. */
+  private chain: Promise<Attempt> = Promise.resolve('registered');
+  private renewalTimer: NodeJS.Timeout | undefined;
+  private recheckTimer: NodeJS.Timeout | undefined;
+  private wake: (() => void) | undefined;
+  private renewalFailures = 0;
+  private lastRegistrationProblem: string | undefined;
+  private lastCertProblem: string | undefined;
 
   constructor(
     private readonly options: WebhookServingOptions,
@@ -70,7 +74,7 @@ export class WebhookServing {
 
   /** Loads or generates the certificate and listens; throws on a --webhook-cert-dir it cannot use. */
   async start(): Promise<{ port: number; origin: string }> {
-    const cert = checked(this.load());
+    const cert = checkedCert(this.load());
     this.cert = cert;
     this.trusted = cert.caPem;
     const { server, port } = await serveWebhook(this.options.bindAddress, cert, this.deps);
@@ -80,10 +84,21 @@ export class WebhookServing {
     return { port, origin: cert.origin };
   }
 
-  /** This replica acts: point the apiserver at it, now and after each renewal. Throws on an API error. */
+  /**
+   * This replica acts: point the apiserver at it now, and keep it so. Never throws: a registration that fails (an
+   * API error, a configuration changed so that its policy refuses the patch) is reported and tried again, and the
+   * webhook, failing open, gates nothing meanwhile; remediation goes on.
+   */
   async lead(): Promise<void> {
     this.leading = true;
-    await this.register();
+    await this.registerNow();
+    this.scheduleRecheck();
+  }
+
+  /** Leadership lost (the fence closed): no registration from here on, not even one already queued. */
+  unlead(): void {
+    this.leading = false;
+    clearTimeout(this.recheckTimer);
   }
 
   /** The PEM bundle registered as the caBundle (for tests and the log). */
@@ -96,102 +111,125 @@ export class WebhookServing {
     return certDir ? loadServingCert(certDir) : generateServingCert(new URL(url).hostname, certLifetimeMs);
   }
 
-  private async register(): Promise<void> {
-    if (!this.leading || this.stopped) return;
-    clearTimeout(this.retry);
-    const result = await this.options.register(this.options.url, this.trusted);
-    this.deps.metrics?.webhookRegistered.set(result.registered ? 1 : 0);
-    if (!result.registered) {
-      // Once per distinct problem: it is looked for again quietly until it changes.
-      if (result.why !== this.lastProblem)
-        this.deps.logger.warn(`Not gating any pod: ${result.why}; looking again every 30 s`, {
-          url: this.options.url,
-        });
-      this.lastProblem = result.why;
-      this.retry = setTimeout(() => void this.registerQuietly(), this.options.registerRetryMs ?? 30_000);
-      this.retry.unref();
-      return;
-    }
-    this.lastProblem = undefined;
-    if (result.changed) this.deps.logger.info('Registered the pacing webhook', { url: this.options.url });
-  }
-
-  private async registerQuietly(): Promise<boolean> {
-    try {
-      await this.register();
-      return true;
-    } catch (err) {
-      this.deps.logger.warn('Failed to register the pacing webhook; trying again', {
-        error: (err as Error).message,
-      });
-      this.retry = setTimeout(() => void this.registerQuietly(), this.options.registerRetryMs ?? 30_000);
-      this.retry.unref();
-      return false;
-    }
-  }
-
-  private scheduleRenewal(): void {
-    if (this.stopped || !this.cert) return;
-    clearTimeout(this.timer);
-    const { certDir } = this.options;
-    if (certDir) {
-      this.timer = setTimeout(() => void this.reread(certDir), this.options.certPollMs ?? 10_000);
-    } else {
-      const expiry = expiryOf(this.cert.certPem).getTime();
-      const lifetime = this.options.certLifetimeMs ?? DEFAULT_CERT_LIFETIME_MS;
-      // setTimeout holds at most 2^31-1 ms (24.8 days): a longer wait is taken in steps.
-      const wait = Math.min(Math.max(expiry - lifetime / 3 - Date.now(), 1_000), 2 ** 31 - 1);
-      this.timer = setTimeout(() => void this.renewIfDue(), wait);
-    }
-    this.timer.unref();
-  }
-
   /** The certificate served now (start() made or read it). */
   private served(): ServingCert {
     if (!this.cert) throw new Error('the webhook is not started');
     return this.cert;
   }
 
-  private async renewIfDue(): Promise<void> {
-    const cert = this.served();
-    const lifetime = this.options.certLifetimeMs ?? DEFAULT_CERT_LIFETIME_MS;
-    if (expiryOf(cert.certPem).getTime() - Date.now() > lifetime / 3 + 1_000) {
-      this.scheduleRenewal(); // a step of a long wait
-      return;
-    }
-    await this.renew(generateServingCert(new URL(this.options.url).hostname, this.options.certLifetimeMs));
+  /** Queues a registration; it sends the bundle as it is when its turn comes. */
+  private registerNow(): Promise<Attempt> {
+    this.chain = this.chain.then(() => this.attempt());
+    return this.chain;
   }
 
-  private async reread(dir: string): Promise<void> {
-    let next: ServingCert | undefined;
+  private async attempt(): Promise<Attempt> {
+    if (!this.leading || this.stopped) return 'registered'; // nothing of ours to keep pointed
+    const { metrics, logger } = this.deps;
+    const ms = this.options.recheckMs ?? 30_000;
+    const recheck = `every ${ms >= 1_000 ? `${Math.round(ms / 1_000)} s` : `${ms} ms`}`;
+    let result: Registration;
     try {
-      next = checked(loadServingCert(dir));
+      result = await this.options.register(this.options.url, this.trusted);
+    } catch (err) {
+      metrics?.webhookRegistered.set(0);
+      const why = (err as Error).message;
+      if (why !== this.lastRegistrationProblem)
+        logger.warn(`Failed to register the pacing webhook; trying again ${recheck}`, { error: why });
+      this.lastRegistrationProblem = why;
+      return 'failed';
+    }
+    metrics?.webhookRegistered.set(result.registered ? 1 : 0);
+    if (!result.registered) {
+      if (result.why !== this.lastRegistrationProblem)
+        logger.warn(`Not gating any pod: ${result.why}; looking again ${recheck}`, { url: this.options.url });
+      this.lastRegistrationProblem = result.why;
+      return 'missing';
+    }
+    this.lastRegistrationProblem = undefined;
+    if (result.changed) logger.info('Registered the pacing webhook', { url: this.options.url });
+    return 'registered';
+  }
+
+  private scheduleRecheck(): void {
+    clearTimeout(this.recheckTimer);
+    if (!this.leading || this.stopped) return;
+    this.recheckTimer = setTimeout(() => {
+      void this.registerNow().then(() => {
+        this.scheduleRecheck();
+      });
+    }, this.options.recheckMs ?? 30_000);
+    this.recheckTimer.unref();
+  }
+
+  private scheduleRenewal(delayMs?: number): void {
+    if (this.stopped) return;
+    clearTimeout(this.renewalTimer);
+    const { certDir } = this.options;
+    let wait: number;
+    if (delayMs !== undefined) wait = delayMs;
+    else if (certDir) wait = this.options.certPollMs ?? 10_000;
+    else {
+      const expiry = expiryOf(this.served().certPem).getTime();
+      const lifetime = this.options.certLifetimeMs ?? DEFAULT_CERT_LIFETIME_MS;
+      wait = Math.max(expiry - lifetime / 3 - Date.now(), 0);
+    }
+    // setTimeout holds at most 2^31-1 ms (24.8 days): a longer wait is taken in steps.
+    this.renewalTimer = setTimeout(() => void this.renewalTick(), Math.min(wait, 2 ** 31 - 1));
+    this.renewalTimer.unref();
+  }
+
+  private async renewalTick(): Promise<void> {
+    const next = this.pending ?? this.nextCert();
+    if (!next) {
+      this.scheduleRenewal();
+      return;
+    }
+    this.pending = next;
+    await this.renew(next);
+  }
+
+  /** The certificate to renew to now, if any: a new generated one when due, or the directory's when it changed. */
+  private nextCert(): ServingCert | undefined {
+    const current = this.served();
+    const { certDir, url, certLifetimeMs } = this.options;
+    if (!certDir) {
+      const lifetime = certLifetimeMs ?? DEFAULT_CERT_LIFETIME_MS;
+      if (expiryOf(current.certPem).getTime() - Date.now() > lifetime / 3 + 1_000) return undefined; // a step
+      return generateServingCert(new URL(url).hostname, certLifetimeMs);
+    }
+    try {
+      const read = checkedCert(loadServingCert(certDir));
+      this.lastCertProblem = undefined;
+      return fingerprint(read) === fingerprint(current) ? undefined : read;
     } catch (err) {
       // Mid-rewrite, or broken: keep serving what works, and say why once per problem.
       const why = (err as Error).message;
-      if (why !== this.lastProblem)
+      if (why !== this.lastCertProblem)
         this.deps.logger.warn('Kept the webhook certificate: the new files cannot be used', { error: why });
-      this.lastProblem = why;
+      this.lastCertProblem = why;
+      return undefined;
     }
-    if (next && fingerprint(next) !== fingerprint(this.served())) await this.renew(next);
-    else this.scheduleRenewal();
   }
 
   /** Trust first, then serve: the apiserver accepts the old and the new certificate while it picks up the bundle. */
   private async renew(next: ServingCert): Promise<void> {
     const previous = this.served();
-    const trusted = next.caPem === previous.caPem ? next.caPem : `${next.caPem.trimEnd()}\n${previous.caPem}`;
-    const before = this.trusted;
-    this.trusted = trusted;
-    if (!(await this.registerQuietly())) {
-      this.trusted = before; // the apiserver was not told: keep serving the certificate it trusts
-      this.scheduleRenewal();
+    const newCa = next.caPem !== previous.caPem;
+    this.trusted = newCa ? `${next.caPem.trimEnd()}\n${previous.caPem}` : next.caPem;
+    if (newCa && (await this.registerNow()) === 'failed') {
+      // The apiserver was not told: keep serving the certificate it trusts, and try again, backing off (the pending
+      // certificate is kept, not made again).
+      this.renewalFailures++;
+      this.scheduleRenewal(Math.min(5_000 * 2 ** (this.renewalFailures - 1), 300_000));
       return;
     }
-    if (next.caPem !== previous.caPem) await this.sleep(this.trustGrace());
+    this.renewalFailures = 0;
+    if (newCa) await this.sleep(this.trustGrace());
     if (this.stopped) return;
     this.server?.setSecureContext({ cert: next.certPem, key: next.keyPem });
     this.cert = next;
+    this.pending = undefined;
     this.noteExpiry(next);
     this.deps.logger.info('Renewed the pacing webhook certificate', {
       certificate: next.origin,
@@ -207,10 +245,15 @@ export class WebhookServing {
       : Math.min(grace, (this.options.certLifetimeMs ?? DEFAULT_CERT_LIFETIME_MS) / 6);
   }
 
+  /** A wait that stop() ends at once. */
   private sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      this.timer = setTimeout(resolve, ms);
-      this.timer.unref();
+      const timer = setTimeout(resolve, ms);
+      timer.unref();
+      this.wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
     });
   }
 
@@ -220,8 +263,9 @@ export class WebhookServing {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    clearTimeout(this.timer);
-    clearTimeout(this.retry);
+    this.unlead();
+    clearTimeout(this.renewalTimer);
+    this.wake?.();
     const server = this.server;
     if (server)
       await new Promise<void>((resolve) =>

@@ -11,7 +11,6 @@ import {
   CoreV1Api,
   PatchStrategy,
   setHeaderOptions,
-  type V1Taint,
 } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { PACING_GATE, STAMP, type NodeStamps } from '../../src/api/v1alpha1/index.js';
@@ -24,7 +23,7 @@ import { nodeView } from '../../src/kube/views.js';
 import { registerPacingWebhook } from '../../src/kube/webhook-config.js';
 import { generateServingCert } from '../../src/webhook/certs.js';
 import type { Action } from '../../src/policy/actions.js';
-import { deniedBy, policyInForce, refusal } from '../support/admission.js';
+import { deniedBy, policyInForce, refusal, typeCheckWarnings } from '../support/admission.js';
 import {
   Cleanup,
   createNamespace,
@@ -142,8 +141,12 @@ describe('config/rbac/operator-admission-policy.yaml on Nodes and Pods: cordon, 
   });
 
   it('refuses a node label, a foreign taint, a NoExecute taint, removing a taint not its own, another spec field', async () => {
-    const { spec } = await admin().readNode({ name: node });
-    const taints = spec?.taints ?? [];
+    // Each refused patch carries the whole list: taken once the node lifecycle controller is done with the previous
+    // test's cordon, so that its own taints do not change under the patches.
+    const taints = await eventually('no taint of the node lifecycle controller', async () => {
+      const now = (await viewOfNode()).taints;
+      return now.some((t) => t.key.startsWith('node.kubernetes.io/')) ? undefined : now;
+    });
     const refusals = [
       await refused(() =>
         patchNode({ metadata: { labels: { 'node-role.kubernetes.io/control-plane': '' } } }),
@@ -154,9 +157,7 @@ describe('config/rbac/operator-admission-policy.yaml on Nodes and Pods: cordon, 
       await refused(() =>
         patchNode({ spec: { taints: [...taints, { ...OUR_TAINT, effect: 'NoExecute' }] } }),
       ),
-      await refused(() =>
-        patchNode({ spec: { taints: taints.filter((t: V1Taint) => t.key !== FOREIGN_TAINT.key) } }),
-      ),
+      await refused(() => patchNode({ spec: { taints: taints.filter((t) => t.key !== FOREIGN_TAINT.key) } })),
       await refused(() => patchNode({ spec: { providerID: 'kwok://elsewhere' } })),
       await refused(() => patchNode({ metadata: { annotations: { 'team.example/owner': 'someone' } } })),
     ];
@@ -318,7 +319,17 @@ describe('config/rbac/operator-admission-policy.yaml on Nodes and Pods: cordon, 
     expect(hook.failurePolicy, 'as shipped').to.equal('Ignore');
 
     const denyHook = (message: string) => deniedBy('sandbox-remediator-operator-webhook', message);
+    expect(await typeCheckWarnings('sandbox-remediator-operator-webhook')).to.deep.equal([]);
     const refusals = [
+      await refused(() =>
+        patchHook([
+          {
+            op: 'replace',
+            path: '/webhooks/0/clientConfig/url',
+            value: 'https://evil.example:443/mutate-pods',
+          },
+        ]),
+      ),
       await refused(() =>
         patchHook([{ op: 'replace', path: '/webhooks/0/rules/0/resources', value: ['secrets'] }]),
       ),
@@ -329,6 +340,9 @@ describe('config/rbac/operator-admission-policy.yaml on Nodes and Pods: cordon, 
       ),
     ];
     expect(refusals).to.deep.equal([
+      denyHook(
+        'the operator may register only https://<a loopback or private address, or a Service name>:<port>/mutate-pods, not https://evil.example:443/mutate-pods',
+      ),
       denyHook(
         'the operator may change only clientConfig.url and clientConfig.caBundle of its webhook, not webhooks[0].rules',
       ),

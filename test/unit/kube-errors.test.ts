@@ -35,6 +35,12 @@ describe('kube/errors', () => {
     expect(isTooManyRequests(status(429, ''))).to.equal(true);
     expect(isInvalid(status(422, ''))).to.equal(true);
     expect(isInvalid(status(400, ''))).to.equal(true);
+    // An admission policy's refusal is for what the request is; RBAC's can be lifted by a binding applied meanwhile.
+    const denial =
+      "nodes \"n1\" is forbidden: ValidatingAdmissionPolicy 'sandbox-remediator-operator' with binding 'sandbox-remediator-operator' denied request: the operator may add or remove only taints under sandbox.remediator.io/, not dedicated:NoSchedule";
+    expect(isInvalid(status(403, { reason: 'Forbidden', message: denial }))).to.equal(true);
+    const rbac = 'nodes "n1" is forbidden: User "system:serviceaccount:x:y" cannot patch resource "nodes"';
+    expect(isInvalid(status(403, { reason: 'Forbidden', message: rbac }))).to.equal(false);
     expect(isNotFound(new Error('x'))).to.equal(false);
     expect(apiStatus({ code: 'nope', body: '' })).to.equal(undefined);
   });

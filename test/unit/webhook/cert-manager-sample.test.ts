@@ -1,7 +1,9 @@
 // config/samples/cert-manager: the Certificate the sample issues is what --webhook-cert-dir reads, for the names the
 // sample's --webhook-url registers.
 import { expect } from 'chai';
-import { readManifests } from '../../support/manifests.js';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { readManifests, REPO_ROOT } from '../../support/manifests.js';
 
 describe('config/samples/cert-manager', () => {
   type Object = { kind: string; metadata: Record<string, unknown>; spec: Record<string, unknown> };
@@ -12,7 +14,7 @@ describe('config/samples/cert-manager', () => {
     const serving = byKind('Certificate').find((c) => c.spec.isCA !== true)!;
     expect(serving.spec).to.deep.include({
       secretName: 'sandbox-remediator-webhook-tls',
-      dnsNames: ['*.sandbox-remediator-webhook.sandbox-remediator-system.svc'],
+      dnsNames: ['sandbox-remediator-webhook.sandbox-remediator-system.svc'],
     });
     const issuer = byKind('Issuer').find(
       (i) => i.metadata.name === (serving.spec.issuerRef as { name: string }).name,
@@ -22,12 +24,18 @@ describe('config/samples/cert-manager', () => {
     expect(issuer.spec).to.deep.equal({ ca: { secretName: ca.spec.secretName } });
   });
 
-  it('names each replica under a headless Service of the subdomain the serving certificate covers', () => {
+  it('is the Service whose name the certificate covers, and the URL its comments register', () => {
     const [service] = byKind('Service');
     expect(service!.metadata).to.include({
       name: 'sandbox-remediator-webhook',
       namespace: 'sandbox-remediator-system',
     });
-    expect(service!.spec).to.include({ clusterIP: 'None' });
+    const text = readFileSync(
+      join(REPO_ROOT, 'config/samples/cert-manager/webhook-certificate.yaml'),
+      'utf8',
+    );
+    expect(text).to.contain(
+      '--webhook-url=https://sandbox-remediator-webhook.sandbox-remediator-system.svc:9443/mutate-pods',
+    );
   });
 });

@@ -33,7 +33,8 @@ function positiveInt(value: string): number {
 /** A generated certificate's lifetime: long enough to renew (a third of it) after the trust grace (a sixth). */
 function certLifetime(value: string): number {
   const n = positiveInt(value);
-  if (n < 30 || n > 315_360_000) throw new InvalidArgumentError('must be between 30 and 315360000 (10 years)');
+  if (n < 30 || n > 315_360_000)
+    throw new InvalidArgumentError('must be between 30 and 315360000 (10 years)');
   return n;
 }
 

@@ -186,10 +186,15 @@ export async function createNodes(
       await core.deleteNode({ name }).catch(() => undefined);
     }, 'last');
   }
-  await eventually(`${count} Ready nodes in ${pool}`, async () => {
+  // Ready, and free of the node lifecycle controller's taints: a new node carries node.kubernetes.io/not-ready until
+  // the controller has seen it Ready, a few seconds later under load, and meanwhile the scheduler places no pod there
+  // (a pod that prefers it lands on another node).
+  await eventually(`${count} Ready nodes in ${pool}, untainted`, async () => {
     const list = await core.listNode({ labelSelector: `sandbox.remediator.io/test-pool=${pool}` });
-    const ready = list.items.filter((n) =>
-      n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+    const ready = list.items.filter(
+      (n) =>
+        n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') &&
+        !(n.spec?.taints ?? []).some((t) => t.key.startsWith('node.kubernetes.io/')),
     );
     return ready.length === count;
   });

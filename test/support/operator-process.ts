@@ -196,14 +196,24 @@ export async function applyCrds(): Promise<void> {
     join(REPO_ROOT, 'crds'),
   ]);
   if (applied.code !== 0) throw new Error(`kubectl apply -f crds/ failed: ${applied.stderr}`);
-  const established = await kubectl([
-    'wait',
-    '--for=condition=Established',
-    '--timeout=60s',
-    'crd/sandboxpolicies.sandbox.remediator.io',
-    'crd/sandboxhealths.sandbox.remediator.io',
-  ]);
-  if (established.code !== 0) throw new Error(`CRDs not established: ${established.stderr}`);
+  // kubectl wait fails at once, rather than waiting, on a CRD the apiserver has not yet given any condition
+  // ("status.conditions accessor error: <nil>"): asked again until it waits.
+  let last = '';
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    const established = await kubectl([
+      'wait',
+      '--for=condition=Established',
+      '--timeout=60s',
+      'crd/sandboxpolicies.sandbox.remediator.io',
+      'crd/sandboxhealths.sandbox.remediator.io',
+    ]);
+    if (established.code === 0) return;
+    last = established.stderr;
+    if (!last.includes('accessor error')) break;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  throw new Error(`CRDs not established: ${last}`);
 }
 
 /** The operator's namespaces and config/rbac (ServiceAccounts, roles, the Lease Role), as config/default has them. */

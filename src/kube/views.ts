@@ -22,8 +22,8 @@ import type { RawObject } from './informer.js';
 import { AGENT_FIELD_MANAGER } from './reading-publisher.js';
 
 export type Json = Record<string, unknown>;
-export const obj = (v: unknown): Json =>
-  typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Json) : {};
+export const isJson = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+export const obj = (v: unknown): Json => (isJson(v) ? v : {});
 export const arr = (v: unknown): Json[] => (Array.isArray(v) ? v.map(obj) : []);
 export const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 const num = (v: unknown): number | undefined => (typeof v === 'number' ? v : undefined);
@@ -181,7 +181,9 @@ export function nodeView(raw: RawObject): NodeView | undefined {
     ready: conditions.some((c) => c.type === 'Ready' && c.status === 'True'),
     taints: arr(spec.taints).map((t) => {
       const value = str(t.value);
-      const timeAdded = str(t.timeAdded);
+      // As the apiserver wrote it (RFC 3339 to the second), from a watch's string or a list's Date alike.
+      const timeAdded =
+        t.timeAdded instanceof Date ? t.timeAdded.toISOString().replace(/\.\d{3}Z$/, 'Z') : str(t.timeAdded);
       return {
         key: str(t.key) ?? '',
         ...(value === undefined ? {} : { value }),

@@ -3,6 +3,7 @@
 // them current), so an answer takes microseconds and never waits on the API.
 import { createServer, type Server } from 'node:https';
 import { PACING_GATE, PACING_STAMP } from '../api/v1alpha1/index.js';
+import { isJson } from '../kube/views.js';
 import { listen } from '../observability/server.js';
 import type { PacingPolicy } from '../policy/pacing.js';
 import type { ServingCert } from './certs.js';
@@ -61,29 +62,26 @@ export function parseReview(text: string): { request: AdmissionRequest } | { pro
   } catch {
     return { problem: 'the body is not JSON' };
   }
-  if (!isRecord(body) || body.kind !== 'AdmissionReview' || body.apiVersion !== 'admission.k8s.io/v1')
+  if (!isJson(body) || body.kind !== 'AdmissionReview' || body.apiVersion !== 'admission.k8s.io/v1')
     return { problem: 'the body is not an admission.k8s.io/v1 AdmissionReview' };
   const request = body.request;
-  if (!isRecord(request) || typeof request.uid !== 'string' || request.uid === '')
+  if (!isJson(request) || typeof request.uid !== 'string' || request.uid === '')
     return { problem: 'the AdmissionReview has no request with a uid' };
   return { request: request };
 }
 
-const isRecord = (v: unknown): v is Record<string, unknown> =>
-  typeof v === 'object' && v !== null && !Array.isArray(v);
-
 /** A pod CREATE whose object has the shapes gatePatch reads (anything else is answered unchanged). */
 function isPodCreate(request: AdmissionRequest): boolean {
   const { object } = request;
-  if (request.operation !== 'CREATE' || request.kind?.kind !== 'Pod' || !isRecord(object)) return false;
+  if (request.operation !== 'CREATE' || request.kind?.kind !== 'Pod' || !isJson(object)) return false;
   const { metadata = {}, spec = {} } = object as Record<string, unknown>;
-  if (!isRecord(metadata) || !isRecord(spec)) return false;
+  if (!isJson(metadata) || !isJson(spec)) return false;
   const { annotations } = metadata;
   const gates = spec.schedulingGates;
   return (
-    (annotations === undefined || isRecord(annotations)) &&
+    (annotations === undefined || isJson(annotations)) &&
     (gates === undefined ||
-      (Array.isArray(gates) && gates.every((g) => isRecord(g) && typeof g.name === 'string'))) &&
+      (Array.isArray(gates) && gates.every((g) => isJson(g) && typeof g.name === 'string'))) &&
     (spec.nodeName === undefined || typeof spec.nodeName === 'string')
   );
 }

@@ -101,11 +101,6 @@ export class WebhookServing {
     clearTimeout(this.recheckTimer);
   }
 
-  /** The PEM bundle registered as the caBundle (for tests and the log). */
-  trustedCas(): string {
-    return this.trusted;
-  }
-
   private load(): ServingCert {
     const { certDir, url, certLifetimeMs } = this.options;
     return certDir ? loadServingCert(certDir) : generateServingCert(new URL(url).hostname, certLifetimeMs);

@@ -333,4 +333,12 @@ describe('nodeView taints', () => {
     );
     expect(change.taints).to.deep.equal([...taints, taint]);
   });
+
+  it('keeps timeAdded as the apiserver wrote it from a list too, where client-node makes it a Date', () => {
+    const listed = {
+      ...raw,
+      spec: { taints: [{ ...unreachable, timeAdded: new Date(unreachable.timeAdded) }] },
+    };
+    expect(nodeView(listed)!.taints).to.deep.equal([unreachable]);
+  });
 });

@@ -5,3 +5,4 @@ export * from './io-attribution.js';
 export * from './resources.js';
 export * from './validation.js';
 export * from './stamps.js';
+export * from './node-condition.js';

@@ -1,9 +1,11 @@
 import { z } from 'zod';
 import { ConditionsSchema, IntOrPercentSchema, LabelSelectorSchema } from './meta.js';
+import { KNOWN_IO_CONDITIONS } from './node-condition.js';
+import { EscalationSchema, MAX_EVICTIONS_PER_MINUTE, PacePodStartsSchema } from './remediation-parts.js';
 import { ROLLOUT_KINDS } from './stamps.js';
 
-/** Upper bound of safety.maxEvictionsPerMinute, and so of the eviction log kept in status. */
-export const MAX_EVICTIONS_PER_MINUTE = 600;
+export { MAX_EVICTIONS_PER_MINUTE, PacePodStartsSchema } from './remediation-parts.js';
+
 /** Nodes listed in status.overlappingNodes; status.overlappingNodeCount has the full count. */
 export const MAX_LISTED_OVERLAPS = 100;
 
@@ -85,7 +87,7 @@ export const NodeConditionSourceSchema = z
       .min(1)
       .default('IoPressure')
       .describe(
-        'The node condition type that someone else (e.g. node-problem-detector) sets True under IO pressure.',
+        `The node condition type that someone else (e.g. node-problem-detector) sets True under IO pressure. Known types: ${KNOWN_IO_CONDITIONS.join(', ')} (the last two reserved by Kubernetes for its PSI conditions, KEP-5394).`,
       ),
   })
   .describe('Which node condition reports IO pressure; used when source is nodeCondition.');
@@ -164,27 +166,6 @@ export const MigrateWorkloadsSchema = z
     "Moves IO-heavy pods off a saturated node through the Eviction API: those selected by label, or those measured as doing its IO. Never DaemonSet, static or bare pods, pods labelled sandbox.remediator.io/no-migrate=true, pods in kube-system or the operator's namespace, or pods a PodDisruptionBudget protects.",
   );
 
-export const PacePodStartsSchema = z
-  .strictObject({
-    maxPodStartsPerMinute: z
-      .int()
-      .min(1)
-      .max(MAX_EVICTIONS_PER_MINUTE)
-      .default(10)
-      .describe('Gates are lifted at most this often, oldest pod first, in any 60-second window.'),
-    namespaceSelector: LabelSelectorSchema.describe(
-      "Namespaces whose new pods are paced. Required: pacing every namespace is never a default. kube-system and the operator's namespace are never paced.",
-    ),
-    maxGateSeconds: seconds(10, 3_600)
-      .default(600)
-      .describe(
-        'A pod held longer than this is released anyway, with an Event: a gate we set never strands a pod.',
-      ),
-  })
-  .describe(
-    "Paces pod starts, for every kind of workload: while a node of the policy is IoPressureHigh, the operator's mutating webhook adds the scheduling gate sandbox.remediator.io/paced to new pods in the selected namespaces, and the operator lifts the gates at a set rate. The webhook fails open: with the operator down, pods are created ungated.",
-  );
-
 export const ThrottleRolloutsSchema = z
   .strictObject({
     pauseDeployments: z
@@ -232,6 +213,13 @@ export const RemediationSpecSchema = z
       .boolean()
       .default(true)
       .describe('On recovery, undo what the operator did (uncordon, untaint, resume) and nothing else.'),
+    nodeCondition: z
+      .boolean()
+      .default(true)
+      .describe(
+        'Write the condition SandboxCreationDegraded to the status of each node of this policy while it is IO-saturated with stuck sandboxes (True, reason IoSaturated or RemediationExhausted), and False with reason Recovered once it recovers, so NodeHealthCheck, MachineHealthCheck and other tools can see it. Its lastTransitionTime holds while the status does. False removes the condition from the nodes.',
+      ),
+    escalation: EscalationSchema.optional(),
   })
   .describe('What may be done to a node proven to be IO-saturated with stuck sandboxes.');
 
@@ -267,6 +255,12 @@ export const SafetySpecSchema = z
       .boolean()
       .default(false)
       .describe('Detect and report but take no new actions and undo nothing.'),
+    nodeLease: z
+      .boolean()
+      .default(false)
+      .describe(
+        'Take the medik8s node lease (Lease node-<node> in namespace medik8s-leases, holder sandbox-remediator-<policy>) while remediating a node, and release it on undo, so NodeHealthCheck and node-maintenance-operator wait for us. Whatever this says, a lease another holder holds blocks new actions on its node.',
+      ),
   })
   .describe('Blast-radius limits, enforced in one place before any action.');
 

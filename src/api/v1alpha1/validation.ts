@@ -1,5 +1,6 @@
 import type { z } from 'zod';
 import { KEY_PREFIX, labelValueProblem, qualifiedNameProblem, type LabelSelector } from './meta.js';
+import { KNOWN_IO_CONDITIONS, NOT_IO_CONDITIONS } from './node-condition.js';
 import { SandboxPolicySpecSchema, type PolicyProblem, type SandboxPolicySpec } from './sandbox-policy.js';
 
 export type PolicyValidation =
@@ -110,11 +111,11 @@ function crossFieldFindings(spec: SandboxPolicySpec): Finding[] {
   }
   if (
     io.source === 'nodeCondition' &&
-    ['Ready', 'MemoryPressure', 'PIDPressure'].includes(io.nodeCondition.type)
+    (NOT_IO_CONDITIONS as readonly string[]).includes(io.nodeCondition.type)
   ) {
     problems.push({
       field: 'spec.ioPressure.nodeCondition.type',
-      message: `${io.nodeCondition.type} does not report IO pressure; name a condition that does (e.g. IoPressure)`,
+      message: `${io.nodeCondition.type} does not report IO pressure; name a condition that does (${KNOWN_IO_CONDITIONS.join(', ')})`,
       alsoRead: ['spec.ioPressure.source'],
     });
   }

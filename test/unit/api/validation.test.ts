@@ -32,6 +32,7 @@ describe('validateSandboxPolicySpec', () => {
       evictStuckPods: true,
       requireIoPressure: true,
       undoOnRecovery: true,
+      nodeCondition: true,
     });
     expect(result.spec.safety).to.deep.equal({
       maxUnhealthyNodes: '20%',
@@ -40,6 +41,7 @@ describe('validateSandboxPolicySpec', () => {
       cooldownSeconds: 300,
       dryRun: false,
       paused: false,
+      nodeLease: false,
     });
   });
 

@@ -2,7 +2,7 @@
 // SandboxHealth, the Node, the lists of both) fails it with one line; every other read that fails is named in the
 // diagnosis, which goes on without it.
 import { AppsV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
-import { GROUP, KEY_PREFIX, VERSION } from '../api/v1alpha1/index.js';
+import { GROUP, KEY_PREFIX, ROLLOUT_KINDS, VERSION } from '../api/v1alpha1/index.js';
 import type { HealthObject, PolicyObject } from '../ports/cluster.js';
 import type { WorkloadView, EventView, GatedPodView } from '../detection/index.js';
 import type {
@@ -17,8 +17,7 @@ import { serverOf, type KubeConfig } from './client.js';
 import { apiStatus, describeError, describeNoAnswer, isNotFound } from './errors.js';
 import type { RawObject } from './informer.js';
 import { eventOccurrences, eventView, gatedPodView, healthView, nodeView, policyView } from './views.js';
-import { ARGO_ROLLOUTS } from './actuator.js';
-import { argoRolloutView, daemonSetView, deploymentView, statefulSetView } from './workload-views.js';
+import { listAll, listRollouts, PAGE, WORKLOAD_VIEWS, type Page } from './lists.js';
 
 /** The one line that says why the diagnosis could not be made, and what to change. */
 export class DiagnosisReadError extends Error {
@@ -31,25 +30,8 @@ export const DIAGNOSE_TIMEOUT_MS = 15_000;
 /** Where the operator records its Events about cluster-scoped objects, and the component it names. */
 const NODE_EVENT_NAMESPACE = 'default';
 const OPERATOR_COMPONENT = 'sandbox-remediator';
-const PAGE = 500;
 /** Requests in flight at once for the per-pod Event reads. */
 const PARALLEL_READS = 8;
-
-interface Page<T> {
-  items: T[];
-  metadata?: { _continue?: string };
-}
-
-async function listAll<T>(page: (token: string | undefined) => Promise<Page<T>>): Promise<T[]> {
-  const items: T[] = [];
-  let token: string | undefined;
-  do {
-    const result = await page(token);
-    items.push(...result.items);
-    token = result.metadata?._continue || undefined;
-  } while (token);
-  return items;
-}
 
 const raw = (o: unknown) => o as RawObject;
 
@@ -241,57 +223,17 @@ class Reads {
    * Argo Rollouts only where it is installed: its list answering 404 is no problem.
    */
   async heldRollouts(): Promise<WorkloadView[]> {
-    const ours = (items: readonly unknown[], view: (o: RawObject) => WorkloadView | undefined) =>
-      items.flatMap((item) => {
-        const v = view(raw(item));
-        return v?.stamps ? [v] : [];
-      });
-    const kinds = await Promise.all([
-      this.optional('list deployments', [], async () =>
-        ours(
-          await listAll((token) =>
-            this.apps.listDeploymentForAllNamespaces({ limit: PAGE, ...(token ? { _continue: token } : {}) }),
-          ),
-          deploymentView,
+    const apis = { apps: this.apps, custom: this.custom };
+    const kinds = await Promise.all(
+      ROLLOUT_KINDS.map((kind) =>
+        this.optional(kind === 'Rollout' ? 'list rollouts.argoproj.io' : `list ${kind.toLowerCase()}s`, [], async () =>
+          (await listRollouts(apis, kind)).flatMap((item) => {
+            const view = WORKLOAD_VIEWS[kind](item);
+            return view?.stamps ? [view] : [];
+          }),
         ),
       ),
-      this.optional('list statefulsets', [], async () =>
-        ours(
-          await listAll((token) =>
-            this.apps.listStatefulSetForAllNamespaces({
-              limit: PAGE,
-              ...(token ? { _continue: token } : {}),
-            }),
-          ),
-          statefulSetView,
-        ),
-      ),
-      this.optional('list daemonsets', [], async () =>
-        ours(
-          await listAll((token) =>
-            this.apps.listDaemonSetForAllNamespaces({ limit: PAGE, ...(token ? { _continue: token } : {}) }),
-          ),
-          daemonSetView,
-        ),
-      ),
-      this.optional('list rollouts.argoproj.io', [], async () => {
-        try {
-          const items = await listAll(
-            (token) =>
-              this.custom.listClusterCustomObject({
-                ...ARGO_ROLLOUTS,
-                plural: 'rollouts',
-                limit: PAGE,
-                ...(token ? { _continue: token } : {}),
-              }) as Promise<Page<unknown>>,
-          );
-          return ours(items, argoRolloutView);
-        } catch (err) {
-          if (isNotFound(err)) return [];
-          throw err;
-        }
-      }),
-    ]);
+    );
     return kinds.flat();
   }
 

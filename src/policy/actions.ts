@@ -68,6 +68,18 @@ export function isEviction<A extends { kind: string }>(action: A): action is A &
  */
 export const isStampDrop = (action: { reason: string }): boolean => action.reason.endsWith('ByOthers');
 
+/** What of ours someone else reverted: the cordon (the node is schedulable again), or our taint (its key is gone). */
+export function revertedByOthers(
+  node: { unschedulable: boolean; taints: readonly { key: string }[] },
+  stamps: NodeStamps,
+): { cordon: boolean; taint: boolean } {
+  const ourTaint = stamps.taint;
+  return {
+    cordon: stamps.cordoned && !node.unschedulable,
+    taint: ourTaint !== undefined && !node.taints.some((t) => t.key === ourTaint.key),
+  };
+}
+
 /** The actions that undo what our stamps on a node record, taint first (the reverse of the order they were made). */
 export function undoActions(node: string, stamps: NodeStamps, reason: string, message: string): Action[] {
   const target = `node/${node}`;

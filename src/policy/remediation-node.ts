@@ -1,7 +1,7 @@
 // PURE: the steps remediation takes on one node, in the order decideRemediation tries them. Each asks the guards it
 // needs and records what it decides, or what held it, in the pass.
 import type { ActionKind, NodeStamps, SandboxPolicySpec, Taint } from '../api/v1alpha1/index.js';
-import { undoActions, type Eviction } from './actions.js';
+import { revertedByOthers as reverted, undoActions, type Eviction } from './actions.js';
 import { FENCING_EFFECTS, isFenced, isSchedulable } from './fences.js';
 import {
   FROZEN,
@@ -25,15 +25,6 @@ function blockNode(pass: RemediationPass, facts: NodeFacts, kind: ActionKind, ho
 /** Real stamps seen by a dry run: held exactly as they are. */
 export function leaveFrozen(pass: RemediationPass, facts: NodeFacts): void {
   blockNode(pass, facts, facts.stamps?.cordoned ? 'Uncordon' : 'Untaint', FROZEN);
-}
-
-/** What of ours someone else reverted: the cordon (the node is schedulable again), or our taint (its key is gone). */
-function reverted(facts: NodeFacts, stamps: NodeStamps) {
-  const ourTaint = stamps.taint;
-  return {
-    cordon: stamps.cordoned && !facts.unschedulable,
-    taint: ourTaint !== undefined && !facts.taints.some((t) => t.key === ourTaint.key),
-  };
 }
 
 /** Whether someone else reverted any of what our stamps record. */

@@ -1,4 +1,4 @@
-import type { RolloutKind, Taint } from '../api/v1alpha1/index.js';
+import type { NodeConditionValue, RolloutKind, Taint } from '../api/v1alpha1/index.js';
 import type { PodRef } from '../policy/actions.js';
 
 /** One change to a Node: everything decided for it in a pass, applied as one patch. */
@@ -55,6 +55,11 @@ export interface Actuator {
    * Resolves false when the pod is gone or its gates changed meanwhile (looked at again on a later pass).
    */
   releaseGate(pod: PodRef & { gates: readonly string[] }): Promise<boolean>;
+  /**
+   * Sets the node's SandboxCreationDegraded condition (null removes it), and no other part of its status; resolves
+   * with the node's new resourceVersion when one is known.
+   */
+  setNodeCondition(node: string, condition: NodeConditionValue | null): Promise<string | undefined>;
 }
 
 /** Mutates nothing; what a real run would have done is reported by the caller, marked as a dry run. */
@@ -71,5 +76,8 @@ export class DryRunActuator implements Actuator {
   }
   releaseGate(): Promise<boolean> {
     return Promise.resolve(true);
+  }
+  setNodeCondition(): Promise<string | undefined> {
+    return Promise.resolve(undefined);
   }
 }

@@ -8,6 +8,7 @@ import { Expectations } from '../runtime/expectations.js';
 import type { IoSource } from '../signals/types.js';
 import { ActionLog, type ActionHooks } from './action-log.js';
 import { Evictor } from './evictor.js';
+import { NodeConditions, type NodeConditionHooks } from './node-conditions.js';
 import { OrphanSweeper } from './orphan-sweeper.js';
 import { Pacer, type PacerHooks } from './pacer.js';
 import { PolicyMemories } from './policy-memory.js';
@@ -17,7 +18,7 @@ import { RolloutThrottler } from './rollout-throttler.js';
 import { StatusOverlay } from './status-overlay.js';
 
 /** What the operator's metrics hear of the controllers. */
-export type ControllerHooks = PassHooks & ActionHooks & PacerHooks & ReporterHooks;
+export type ControllerHooks = PassHooks & ActionHooks & PacerHooks & ReporterHooks & NodeConditionHooks;
 
 /** The adapters the controllers are built on: the cluster (or a test's memory of one), and how to act on it. */
 export interface ControllerDeps {
@@ -65,6 +66,7 @@ export function buildControllers(deps: ControllerDeps): Controllers {
   const expectations = new Expectations(clock);
   const overlay = new StatusOverlay(cache, expectations);
   const memories = new PolicyMemories();
+  const conditions = new NodeConditions({ cache, expectations, recorder, logger, writeConcurrency, hooks });
   const actions = new ActionLog(logger, hooks);
   const pacer = new Pacer({
     cache,
@@ -103,6 +105,7 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     }),
     pacer,
     reporter: new Reporter({ writer, recorder, overlay, clock, logger, writeConcurrency, hooks }),
+    conditions,
   });
   const sweeper = new OrphanSweeper({
     cache,
@@ -111,6 +114,7 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     expectations,
     actuator: deps.actuators.real,
     pacer,
+    conditions,
     actions,
     clock,
     logger,

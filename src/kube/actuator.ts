@@ -8,7 +8,13 @@ import {
   type V1Taint,
 } from '@kubernetes/client-node';
 import type { Actuator, EvictionOutcome, NodeChange, WorkloadChange } from '../actuation/actuator.js';
-import { formatSelector, PACING_GATE, type LabelSelector } from '../api/v1alpha1/index.js';
+import {
+  formatSelector,
+  NODE_CONDITION_TYPE,
+  PACING_GATE,
+  type LabelSelector,
+  type NodeConditionValue,
+} from '../api/v1alpha1/index.js';
 import type { WorkloadReader } from '../ports/cluster.js';
 import type { PodView } from '../detection/index.js';
 import type { PodRef } from '../policy/actions.js';
@@ -85,6 +91,22 @@ export class KubeActuator implements Actuator {
       return node.metadata?.resourceVersion;
     } catch (err) {
       throw terminalIfInvalid(err, `patch of node/${change.node}`);
+    }
+  }
+
+  async setNodeCondition(node: string, condition: NodeConditionValue | null): Promise<string | undefined> {
+    // A strategic merge patch keys conditions by type: every other condition (the kubelet's) stays as it is.
+    const entry = condition
+      ? { type: NODE_CONDITION_TYPE, ...condition }
+      : { type: NODE_CONDITION_TYPE, $patch: 'delete' };
+    try {
+      const updated = await this.core.patchNodeStatus(
+        { name: node, body: { status: { conditions: [entry] } }, fieldManager: FIELD_MANAGER },
+        setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch),
+      );
+      return updated.metadata?.resourceVersion;
+    } catch (err) {
+      throw terminalIfInvalid(err, `patch of node/${node} status`);
     }
   }
 

@@ -14,6 +14,7 @@ import {
   type SandboxHealthStatus,
   type SandboxPolicySpecInput,
   type SandboxPolicyStatus,
+  type NodeConditionValue,
 } from '../../src/api/v1alpha1/index.js';
 import type {
   Change,
@@ -281,6 +282,17 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
     if (stamps) updated.stamps = stamps;
     else delete updated.stamps;
     return Promise.resolve(this.commit(`Node/${change.node}`, () => this.nodeMap.set(change.node, updated)));
+  }
+  setNodeCondition(name: string, condition: NodeConditionValue | null): Promise<string | undefined> {
+    this.writes.push(`${condition ? 'set' : 'remove'} condition node/${name}`);
+    const node = this.nodeMap.get(name);
+    if (!node) return Promise.reject(new Error(`no node ${name}`));
+    const updated: NodeView = { ...node };
+    if (condition) {
+      const { status, reason, message, lastTransitionTime, lastHeartbeatTime } = condition;
+      updated.ownCondition = { status, reason, message, lastTransitionTime, lastHeartbeatTime };
+    } else delete updated.ownCondition;
+    return Promise.resolve(this.commit(`Node/${name}`, () => this.nodeMap.set(name, updated)));
   }
   evict(pod: PodRef): Promise<EvictionOutcome> {
     if (this.protectedPods.has(`${pod.namespace}/${pod.name}`))

@@ -235,7 +235,7 @@ describe('remediation on the real cluster', function () {
       'the node recovered',
       async () => {
         const io = condition((await getHealth(sickName))?.conditions, 'IoPressureHigh');
-        return io?.status === 'False' && ['Recovered', 'BelowThresholds'].includes(io.reason ?? '');
+        return io?.status === 'False' && ['Recovered', 'BelowThresholds'].includes(io.reason);
       },
       { timeoutMs: 60_000 },
     );

@@ -1,4 +1,4 @@
-// Writes charts/sandbox-remediator from config/ (docs/adr/0021-helm-chart.md): a template per file of config/'s
+// Writes charts/sandbox-remediator from config/ (docs/adr/0023-helm-chart.md): a template per file of config/'s
 // kustomizations, the CRDs into crds/, Chart.yaml, and the defaults in values.yaml that mirror config/ (the rest of
 // values.yaml, _helpers.tpl and NOTES.txt are written by hand). With --check, writes nothing and exits 1 naming
 // every file that differs from what would be generated (used by `make verify`). --root DIR reads and checks another

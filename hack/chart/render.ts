@@ -1,5 +1,5 @@
 // config/ -> charts/sandbox-remediator: every object of the kustomizations the chart is made of, each in a template
-// named after its file, with only what the chart's values control templated (docs/adr/0021-helm-chart.md).
+// named after its file, with only what the chart's values control templated (docs/adr/0023-helm-chart.md).
 import { readFileSync } from 'node:fs';
 import { basename, join, relative } from 'node:path';
 import { isMap, isScalar, visit, type Document, YAMLMap } from 'yaml';

@@ -101,7 +101,7 @@ describe('the Helm chart (charts/sandbox-remediator)', function () {
     }
   });
 
-  it('refuses replicas without leader election, and an unknown certificate choice', async () => {
+  it('refuses replicas without leader election, an unknown certificate choice and a misspelt value', async () => {
     const noLease = await helm(['template', CHART_DIR, '--set', 'operator.leaderElection.enabled=false']);
     expect(noLease.code).to.not.equal(0);
     expect(noLease.stderr).to.contain('operator.replicas > 1 needs operator.leaderElection.enabled');
@@ -115,8 +115,13 @@ describe('the Helm chart (charts/sandbox-remediator)', function () {
     ).template.spec.containers[0]?.args;
     expect(args).to.not.include('--leader-elect');
     expect(single.filter((o) => o.kind === 'Role' || o.kind === 'RoleBinding')).to.deep.equal([]);
+    // values.schema.json: a choice that does not exist, and a misspelt value, which Helm would otherwise ignore.
     const pki = await helm(['template', CHART_DIR, '--set', 'webhook.certificates=vault']);
-    expect(pki.stderr).to.contain('webhook.certificates is "vault"');
+    expect(pki.stderr).to.contain(
+      "at '/webhook/certificates': value must be one of 'generated', 'certManager'",
+    );
+    const typo = await helm(['template', CHART_DIR, '--set', 'agent.cgroupRot=/sys/fs/cgroup/unified']);
+    expect(typo.stderr).to.contain("additional properties 'cgroupRot' not allowed");
   });
 
   it("renders by default what kubectl kustomize config/default builds, but the operator's Namespace: the release's", async function () {
@@ -168,12 +173,12 @@ describe('the Helm chart (charts/sandbox-remediator)', function () {
         '-n',
         namespace,
         '--set',
-        'operator.replicas=two',
+        'operator.resources.requests.cpu=lots',
       ]);
       expect(result.code, result.stderr).to.equal(0);
       const refused = await dryRun(result.stdout);
       expect(refused.code).to.not.equal(0);
-      expect(refused.stderr).to.match(/replicas/);
+      expect(refused.stderr).to.match(/quantities must match/);
     });
   });
 

@@ -305,22 +305,28 @@ describe('the Helm chart (charts/sandbox-remediator)', function () {
 
     it("puts the admission policies in force for the release's ServiceAccounts", async function () {
       this.timeout(60_000);
-      for (const name of [
+      // Every policy the release made is bound, and names the release's ServiceAccounts, not config/'s namespaces.
+      const policies = manifest
+        .filter((o) => o.kind === 'ValidatingAdmissionPolicy')
+        .map((o) => o.metadata.name);
+      expect(policies).to.include.members([
         'sandbox-remediator-operator',
-        'sandbox-remediator-operator-webhook',
         'sandbox-remediator-agent-own-node',
-      ]) {
+      ]);
+      for (const name of policies) {
         const policy = await kubectl(['get', 'validatingadmissionpolicy', name, '-o', 'json']);
         expect(policy.code, policy.stderr).to.equal(0);
+        expect(policy.stdout, name).to.match(
+          new RegExp(
+            `system:serviceaccount:(${namespace}|${agentNamespace}):sandbox-remediator-(operator|agent)`,
+          ),
+        );
+        expect(policy.stdout, name).to.not.contain('system:serviceaccount:sandbox-remediator-');
         const binding = JSON.parse(
           (await kubectl(['get', 'validatingadmissionpolicybinding', name, '-o', 'json'])).stdout,
         ) as { spec: { policyName: string; validationActions: string[] } };
         expect(binding.spec).to.deep.include({ policyName: name, validationActions: ['Deny'] });
       }
-      const agentPolicy = (
-        await kubectl(['get', 'validatingadmissionpolicy', 'sandbox-remediator-agent-own-node', '-o', 'json'])
-      ).stdout;
-      expect(agentPolicy).to.contain(`system:serviceaccount:${agentNamespace}:sandbox-remediator-agent`);
 
       // The operator's token may patch Nodes and its webhook configuration (RBAC), but not a Node's labels nor the
       // webhook's timeout: the policies, not RBAC, refuse those.

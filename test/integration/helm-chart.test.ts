@@ -355,6 +355,28 @@ describe('the Helm chart (charts/sandbox-remediator)', function () {
       expect(await refusal(retime)).to.contain('timeoutSeconds');
     });
 
+    it('removes what an option made when helm upgrade turns it off', async function () {
+      this.timeout(60_000);
+      const rule = ['get', 'prometheusrule', 'sandbox-remediator', '-n', namespace];
+      expect((await kubectl(rule)).code).to.equal(0);
+      const upgraded = await helm([
+        'upgrade',
+        release,
+        CHART_DIR,
+        '-n',
+        namespace,
+        '--reuse-values',
+        '--set',
+        'monitoring.prometheusRule.enabled=false',
+      ]);
+      expect(upgraded.code, upgraded.stderr).to.equal(0);
+      await eventually('the PrometheusRule gone', async () =>
+        (await kubectl(rule)).stderr.includes('NotFound'),
+      );
+      const deployment = await kubectl(['get', 'deployment', 'sandbox-remediator-operator', '-n', namespace]);
+      expect(deployment.code, deployment.stderr).to.equal(0);
+    });
+
     it('leaves nothing behind on helm uninstall but the CRDs', async function () {
       this.timeout(120_000);
       expect(manifest.length).to.be.greaterThan(20);

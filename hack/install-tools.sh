@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the machine-level tools the tests and the demo use, when missing: Debian packages through apt-get
-# (run as root on a Debian machine) and the Go-built control plane (hack/cluster/build.sh, cached by version).
+# (run as root on a Debian machine) and the Go-built control plane and helm (hack/cluster/build.sh, cached by version).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 log() { printf '[install-tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }

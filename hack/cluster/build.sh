@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the local control plane from Go modules into $HOME/.cache/sandbox-remediator/bin/<component>-<version>/
-# and skips whatever is already there. Usage: hack/cluster/build.sh [kubernetes|kubelet|etcd|kwok|descheduler|argo-rollouts ...]
-# (no argument: the control plane; kubelet, for make lab, and the descheduler, for the side-by-side benchmark, only
-# when named).
+# and skips whatever is already there. Usage: hack/cluster/build.sh [kubernetes|kubelet|etcd|kwok|helm|descheduler|argo-rollouts ...]
+# (no argument: the control plane and helm, which the chart's tests run; kubelet, for make lab, and the descheduler,
+# for the side-by-side benchmark, only when named).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
@@ -119,6 +119,25 @@ build_descheduler() {
   "$out/descheduler" version >&2 || true
 }
 
+# helm, for the chart in charts/ (its tests, and `make manifests` does not need it). Its go.mod has no replace
+# directives, so `go install` builds it from the proxy's module. The stamps are the ones its own Makefile sets for
+# a release: the version `helm version` reports, and the Kubernetes version that `helm template` and `helm lint`
+# assume without a cluster (.Capabilities.KubeVersion; 1.20 otherwise), taken from the client-go it requires.
+build_helm() {
+  local out=$BIN/helm-v$HELM_VERSION mod client_go minor p=helm.sh/helm/v3
+  built "$out" helm && { log "helm v$HELM_VERSION cached in $out"; return; }
+  mod=$(go mod download -json "$p@v$HELM_VERSION" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).GoMod))')
+  client_go=$(awk '$1 == "k8s.io/client-go" { print $2 }' "$mod")
+  [ -n "$client_go" ] || { log "helm v$HELM_VERSION: no k8s.io/client-go in its go.mod; look again"; exit 1; }
+  minor=$(echo "$client_go" | cut -d. -f2)
+  mkdir -p "$out.tmp"
+  timed "helm v$HELM_VERSION (about 3½ minutes on 2 cores)" env GOBIN="$out.tmp" go install -trimpath \
+    -ldflags="-s -w -X $p/internal/version.version=v$HELM_VERSION -X $p/internal/version.gitTreeState=clean -X $p/pkg/lint/rules.k8sVersionMajor=1 -X $p/pkg/lint/rules.k8sVersionMinor=$minor -X $p/pkg/chartutil.k8sVersionMajor=1 -X $p/pkg/chartutil.k8sVersionMinor=$minor" \
+    "$p/cmd/helm@v$HELM_VERSION"
+  rm -rf "$out" && mv "$out.tmp" "$out"
+  "$out/helm" version >&2
+}
+
 argo_rollouts_src() {
   go mod download -json "github.com/argoproj/argo-rollouts@v$ARGO_ROLLOUTS_VERSION" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).Dir))'
 }
@@ -148,10 +167,10 @@ build_argo-rollouts() {
 }
 
 command -v go >/dev/null || { log "go is not installed; install Go >= 1.26 first"; exit 1; }
-targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(etcd kwok kubernetes)
+targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(etcd kwok kubernetes helm)
 for t in "${targets[@]}"; do
   case $t in
-    kubernetes|kubelet|etcd|kwok|descheduler|argo-rollouts) "build_$t" ;;
-    *) log "unknown component: $t (expected kubernetes, kubelet, etcd, kwok, descheduler or argo-rollouts)"; exit 2 ;;
+    kubernetes|kubelet|etcd|kwok|helm|descheduler|argo-rollouts) "build_$t" ;;
+    *) log "unknown component: $t (expected kubernetes, kubelet, etcd, kwok, helm, descheduler or argo-rollouts)"; exit 2 ;;
   esac
 done

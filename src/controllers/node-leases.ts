@@ -158,17 +158,21 @@ export class NodeLeases {
         continue;
       }
       const node = cache.node(name);
-      const step: LeaseStep = decideLease(lease, node ? this.wantOf(node) : { kind: 'None' }, now);
+      const want = node ? this.wantOf(node) : { kind: 'None' as const };
+      const step: LeaseStep = decideLease(lease, want, now);
       try {
         if (step.kind === 'Release' && lease) await this.remove(actuator, lease);
         else if ((step.kind === 'Take' || step.kind === 'Renew') && node) {
-          if (!lease || step.kind === 'Take' || step.takeover)
+          // A renewal keeps its holder (a frozen policy's lease stays that policy's); a take is the wanted holder's.
+          const holder = want.kind === 'Hold' ? want.holder : (lease?.holder ?? '');
+          if (step.kind === 'Take' || step.takeover)
             logger.info('Took the node lease', {
               node: name,
               lease: leaseRef(name),
+              holder,
               previous: lease?.holder,
             });
-          await this.write(actuator, node, lease, leaseHolderOf(node), now);
+          await this.write(actuator, node, lease, holder, now);
         } else if (step.kind === 'Wait' && step.recheckAt)
           waits.push(step.recheckAt.getTime() - now.getTime());
       } catch (err) {
@@ -224,6 +228,3 @@ export class NodeLeases {
     this.deps.logger.warn('Failed to write the node lease', { ...fields, error });
   }
 }
-
-/** The holder of the lease a node's stamps call for. */
-const leaseHolderOf = (node: NodeView): string => leaseHolder(node.stamps?.policy ?? '');

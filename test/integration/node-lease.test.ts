@@ -9,7 +9,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isNotFound } from '../../src/kube/errors.js';
-import { deniedBy, refusal } from '../support/admission.js';
+import { deniedBy, refusal, typeCheckWarnings } from '../support/admission.js';
 import {
   api,
   Cleanup,
@@ -184,6 +184,7 @@ describe('the medik8s node lease on the real cluster', function () {
         },
       }),
     );
+    expect(await typeCheckWarnings('sandbox-remediator-operator-node-lease')).to.deep.equal([]);
     expect(message).to.include(
       deniedBy(
         'sandbox-remediator-operator-node-lease',

@@ -17,6 +17,7 @@ const ROOTS: { path: string; when: string[] }[] = [
   { path: 'config/default', when: [] },
   { path: 'config/webhook', when: ['.Values.webhook.enabled'] },
   { path: 'config/kubelet-summary', when: ['.Values.kubeletSummary.enabled'] },
+  { path: 'config/node-lease', when: ['.Values.nodeLease.enabled'] },
   { path: 'config/prometheus', when: [] },
   {
     path: 'config/samples/cert-manager/webhook-certificate.yaml',

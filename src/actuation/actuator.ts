@@ -28,6 +28,30 @@ export interface WorkloadChange {
   annotations: Record<string, string | null>;
 }
 
+/**
+ * Takes or renews a medik8s node lease (Lease node-<node> in medik8s-leases) as a whole object, on the version it was
+ * decided on, so another holder's lease is never taken over unless it was seen expired at that version.
+ */
+export interface NodeLeaseWrite {
+  node: string;
+  /** The Node's uid: the lease is owned by the Node, as medik8s' are, and goes when it does. */
+  nodeUid: string;
+  holder: string;
+  durationSeconds: number;
+  acquireTime: Date;
+  renewTime: Date;
+  transitions: number;
+  /** Absent: create it (409 if one exists by then); else replace this version of it (409 if it changed since). */
+  resourceVersion?: string | undefined;
+}
+
+/** Our node lease to delete, at exactly this uid and version (medik8s releases a lease by deleting it). */
+export interface NodeLeaseRelease {
+  node: string;
+  uid: string;
+  resourceVersion?: string | undefined;
+}
+
 export type EvictionOutcome =
   | { result: 'Evicted' }
   /** A dry run's: reported as done, but the pod is still there. */
@@ -60,6 +84,10 @@ export interface Actuator {
    * with the node's new resourceVersion when one is known.
    */
   setNodeCondition(node: string, condition: NodeConditionValue | null): Promise<string | undefined>;
+  /** Resolves with the lease's new resourceVersion when one is known. */
+  writeNodeLease(write: NodeLeaseWrite): Promise<string | undefined>;
+  /** A lease already gone is no error; one changed since (someone took it) is a 409. */
+  releaseNodeLease(release: NodeLeaseRelease): Promise<void>;
 }
 
 /** Mutates nothing; what a real run would have done is reported by the caller, marked as a dry run. */
@@ -79,5 +107,11 @@ export class DryRunActuator implements Actuator {
   }
   setNodeCondition(): Promise<string | undefined> {
     return Promise.resolve(undefined);
+  }
+  writeNodeLease(): Promise<string | undefined> {
+    return Promise.resolve(undefined);
+  }
+  releaseNodeLease(): Promise<void> {
+    return Promise.resolve();
   }
 }

@@ -15,8 +15,8 @@ import type { ActionResult } from '../status/remediation-status.js';
 import type { ActionLog } from './action-log.js';
 import type { Evictor } from './evictor.js';
 import { Failures } from './failures.js';
-import { patchNodes } from './node-changes.js';
 import type { NodeConditions } from './node-conditions.js';
+import { patchNodes, type NodePatchDeps } from './node-changes.js';
 import { observeNode } from './observe.js';
 import { observeNodes, type NodeObservation } from './observe-nodes.js';
 import { assignmentOf, validatePolicy } from './ownership.js';
@@ -44,7 +44,7 @@ export interface PassHooks {
   onPass?(stats: PassStats): void;
 }
 
-export interface PolicyReconcilerDeps {
+export interface PolicyReconcilerDeps extends NodePatchDeps {
   cache: ClusterCache;
   writer: StatusWriter;
   clock: Clock;

@@ -9,6 +9,7 @@ import type { IoSource } from '../signals/types.js';
 import { ActionLog, type ActionHooks } from './action-log.js';
 import { Evictor } from './evictor.js';
 import { NodeConditions, type NodeConditionHooks } from './node-conditions.js';
+import { NodeLeases } from './node-leases.js';
 import { OrphanSweeper } from './orphan-sweeper.js';
 import { Pacer, type PacerHooks } from './pacer.js';
 import { PolicyMemories } from './policy-memory.js';
@@ -46,6 +47,8 @@ export interface ControllerDeps {
 export interface Controllers {
   reconciler: PolicyReconciler;
   sweeper: OrphanSweeper;
+  /** The medik8s node leases of ours: renewed while we remediate, released when we no longer do. */
+  leases: NodeLeases;
   memories: PolicyMemories;
 }
 
@@ -77,6 +80,14 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     clock,
     hooks,
   });
+  const leases = new NodeLeases({
+    cache,
+    expectations,
+    actuator: deps.actuators.real,
+    clock,
+    logger,
+    dryRun,
+  });
   const reconciler = new PolicyReconciler({
     cache,
     writer,
@@ -90,6 +101,7 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     operatorNamespace: deps.operatorNamespace,
     resyncMs,
     writeConcurrency,
+    leases,
     hooks,
     expectations,
     overlay,
@@ -121,5 +133,5 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     resyncMs,
     dryRun,
   });
-  return { reconciler, sweeper, memories };
+  return { reconciler, sweeper, leases, memories };
 }

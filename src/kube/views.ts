@@ -21,6 +21,7 @@ import {
   type PodView,
 } from '../detection/index.js';
 import type { HealthObject, PolicyObject } from '../ports/cluster.js';
+import { leaseNode, type NodeLeaseView } from '../policy/node-lease.js';
 import type { RawObject } from './informer.js';
 import { AGENT_FIELD_MANAGER } from './reading-publisher.js';
 
@@ -285,5 +286,26 @@ export function gatedPodView(raw: RawObject): GatedPodView | undefined {
   };
   const policy = annotations[PACING_STAMP.policy];
   if (policy) view.policy = policy;
+  return view;
+}
+
+/** A medik8s node lease (node-<node>); others in its namespace are not kept. */
+export function nodeLeaseView(raw: RawObject): NodeLeaseView | undefined {
+  const meta = obj(raw.metadata);
+  const spec = obj(raw.spec);
+  const node = leaseNode(str(meta.name) ?? '');
+  const uid = str(meta.uid);
+  if (!node || !uid) return undefined;
+  const view: NodeLeaseView = { node, uid };
+  const holder = str(spec.holderIdentity);
+  const acquireTime = toDate(spec.acquireTime);
+  const renewTime = toDate(spec.renewTime);
+  const durationSeconds = num(spec.leaseDurationSeconds);
+  const transitions = num(spec.leaseTransitions);
+  if (holder !== undefined) view.holder = holder;
+  if (acquireTime) view.acquireTime = acquireTime;
+  if (renewTime) view.renewTime = renewTime;
+  if (durationSeconds !== undefined) view.durationSeconds = durationSeconds;
+  if (transitions !== undefined) view.transitions = transitions;
   return view;
 }

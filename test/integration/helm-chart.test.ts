@@ -35,6 +35,7 @@ const EVERYTHING = {
   'webhook.enabled': true,
   'webhook.certificates': 'certManager',
   'kubeletSummary.enabled': true,
+  'nodeLease.enabled': true,
   'monitoring.serviceMonitors.enabled': true,
   'monitoring.prometheusRule.enabled': true,
   'monitoring.dashboard.enabled': true,

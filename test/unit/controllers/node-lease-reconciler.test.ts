@@ -18,6 +18,8 @@ const LOW = { psiSomeAvg10Percent: 2 };
 const spec = (safety: Record<string, unknown> = {}) => ({
   detection: { stuckThresholdSeconds: 30 },
   ioPressure: { sustainSeconds: 0, recoverySeconds: 30, staleAfterSeconds: 3600 },
+  // The Node condition is an observation, written whoever holds the lease; its writes are tested elsewhere.
+  remediation: { nodeCondition: false },
   safety: { maxUnhealthyNodes: 1, cooldownSeconds: 60, ...safety },
 });
 

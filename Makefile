@@ -104,7 +104,7 @@ test-unit: deps ## Unit tests with coverage (no cluster, no network); src/api an
 	c8 check-coverage --lines 90 --include 'src/api/**' --include 'src/detection/**'
 
 .PHONY: tools
-tools: ## Install machine tools (apt packages) and build the control plane and helm into ~/.cache (cached by version)
+tools: ## Install machine tools (apt packages) and build the control plane, helm and node-healthcheck-operator into ~/.cache (cached by version)
 	hack/install-tools.sh
 
 .PHONY: test-integration

@@ -53,17 +53,19 @@ typecheck: deps ## Type-check sources, tests and scripts
 	tsc -p tsconfig.json --noEmit
 
 .PHONY: manifests
-manifests: deps ## Generate crds/ from the zod schemas in src/api, and schemas/diagnosis.schema.json from src/diagnose
+manifests: deps ## Generate crds/ from the zod schemas in src/api, schemas/diagnosis.schema.json from src/diagnose, and charts/sandbox-remediator from config/
 	tsx hack/generate-crds.ts
 	tsx hack/generate-schemas.ts
+	tsx hack/generate-chart.ts
 
 .PHONY: verify
-verify: deps ## Check formatting, lint, types (src, test, bench, hack), that crds/ and schemas/ match src/, that the docs' figures match bench/results, and src/'s size budget (files 400 lines, functions 100; run before every commit; make test runs it first)
+verify: deps ## Check formatting, lint, types (src, test, bench, hack), that crds/ and schemas/ match src/ and the Helm chart config/, that the docs' figures match bench/results, and src/'s size budget (files 400 lines, functions 100; run before every commit; make test runs it first)
 	prettier --check --log-level warn .
 	eslint .
 	tsc -p tsconfig.json --noEmit
 	tsx hack/generate-crds.ts --check
 	tsx hack/generate-schemas.ts --check
+	tsx hack/generate-chart.ts --check
 	tsx hack/figures.ts --check
 	tsx hack/check-shape.ts
 
@@ -102,7 +104,7 @@ test-unit: deps ## Unit tests with coverage (no cluster, no network); src/api an
 	c8 check-coverage --lines 90 --include 'src/api/**' --include 'src/detection/**'
 
 .PHONY: tools
-tools: ## Install machine tools (apt packages) and build the control plane into ~/.cache (cached by version)
+tools: ## Install machine tools (apt packages) and build the control plane, helm and node-healthcheck-operator into ~/.cache (cached by version)
 	hack/install-tools.sh
 
 .PHONY: test-integration

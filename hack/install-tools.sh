@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the machine-level tools the tests and the demo use, when missing: Debian packages through apt-get
-# (run as root on a Debian machine) and the Go-built control plane (hack/cluster/build.sh, cached by version).
+# (run as root on a Debian machine), the Go-built control plane, helm and node-healthcheck-operator
+# (hack/cluster/build.sh, cached by version).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 log() { printf '[install-tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -24,3 +25,6 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 command -v go >/dev/null || { log "Go >= 1.26 is required to build the local control plane and is not installed"; exit 1; }
 "$here/cluster/build.sh"
+# The peers the integration tests run or check against: node-healthcheck-operator (about 2 minutes cold on 2 cores,
+# 4 under load) and cluster-api's MachineHealthCheck CRD (a download, nothing built).
+"$here/cluster/build.sh" node-healthcheck cluster-api

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the local control plane from Go modules into $HOME/.cache/sandbox-remediator/bin/<component>-<version>/
-# and skips whatever is already there. Usage: hack/cluster/build.sh [kubernetes|kubelet|etcd|kwok|descheduler|argo-rollouts ...]
-# (no argument: the control plane; kubelet, for make lab, and the descheduler, for the side-by-side benchmark, only
-# when named).
+# and skips whatever is already there. Usage:
+#   hack/cluster/build.sh [kubernetes|kubelet|etcd|kwok|helm|descheduler|argo-rollouts|node-healthcheck|cluster-api ...]
+# (no argument: the control plane and helm, which the chart's tests run; kubelet, for make lab, the descheduler, for
+# the side-by-side benchmark, and the rest only when named; make tools names node-healthcheck and cluster-api, which
+# the integration tests use).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
@@ -119,6 +121,25 @@ build_descheduler() {
   "$out/descheduler" version >&2 || true
 }
 
+# helm, for the chart in charts/ (its tests, and `make manifests` does not need it). Its go.mod has no replace
+# directives, so `go install` builds it from the proxy's module. The stamps are the ones its own Makefile sets for
+# a release: the version `helm version` reports, and the Kubernetes version that `helm template` and `helm lint`
+# assume without a cluster (.Capabilities.KubeVersion; 1.20 otherwise), taken from the client-go it requires.
+build_helm() {
+  local out=$BIN/helm-v$HELM_VERSION mod client_go minor p=helm.sh/helm/v3
+  built "$out" helm && { log "helm v$HELM_VERSION cached in $out"; return; }
+  mod=$(go mod download -json "$p@v$HELM_VERSION" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).GoMod))')
+  client_go=$(awk '$1 == "k8s.io/client-go" { print $2 }' "$mod")
+  [ -n "$client_go" ] || { log "helm v$HELM_VERSION: no k8s.io/client-go in its go.mod; look again"; exit 1; }
+  minor=$(echo "$client_go" | cut -d. -f2)
+  mkdir -p "$out.tmp"
+  timed "helm v$HELM_VERSION (about 3½ minutes on 2 cores)" env GOBIN="$out.tmp" go install -trimpath \
+    -ldflags="-s -w -X $p/internal/version.version=v$HELM_VERSION -X $p/internal/version.gitTreeState=clean -X $p/pkg/lint/rules.k8sVersionMajor=1 -X $p/pkg/lint/rules.k8sVersionMinor=$minor -X $p/pkg/chartutil.k8sVersionMajor=1 -X $p/pkg/chartutil.k8sVersionMinor=$minor" \
+    "$p/cmd/helm@v$HELM_VERSION"
+  rm -rf "$out" && mv "$out.tmp" "$out"
+  "$out/helm" version >&2
+}
+
 argo_rollouts_src() {
   go mod download -json "github.com/argoproj/argo-rollouts@v$ARGO_ROLLOUTS_VERSION" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).Dir))'
 }
@@ -147,11 +168,55 @@ build_argo-rollouts() {
   rm -rf "$out" && mv "$out.tmp" "$out" && rm -rf "$work"
 }
 
+# module_dir <module@version>: where the Go module cache holds that module's source (downloaded when missing).
+module_dir() {
+  go mod download -json "$1" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const m=JSON.parse(s);if(m.Error){console.error(m.Error);process.exit(1)}console.log(m.Dir)})'
+}
+
+# medik8s node-healthcheck-operator, the peer that remediates a node on our Node condition (the integration tests run
+# it, hence make tools). Built as the main module from a writable copy, as the descheduler is; its CRD comes from the
+# same module.
+build_node-healthcheck() {
+  local out=$BIN/node-healthcheck-v$NHC_VERSION-nowebhooks src work main k8s=0.${KUBERNETES_VERSION#1.}
+  built "$out" node-healthcheck-operator && [ -f "$out/crds/remediation.medik8s.io_nodehealthchecks.yaml" ] &&
+    { log "node-healthcheck v$NHC_VERSION cached in $out"; return; }
+  src=$(module_dir "github.com/medik8s/node-healthcheck-operator@v$NHC_VERSION")
+  work=$(mktemp -d)
+  cp -r "$src/." "$work/" && chmod -R u+w "$work"
+  # Its k8s.io/kube-aggregator (v0.34.7, indirect) is one the module proxy here refuses (403, "not available"); the
+  # control plane's own version of it builds, and matches the apiserver it talks to.
+  (cd "$work" && go mod edit -replace "k8s.io/kube-aggregator=k8s.io/kube-aggregator@v$k8s")
+  # It always registers its validating webhook, whose server listens on :9443 (every address) and needs serving
+  # certificates; a process beside the local cluster gets no webhook configuration. The one call is made to honour
+  # ENABLE_WEBHOOKS=false, kubebuilder's usual switch (hence -nowebhooks in the cache key); the CRD's schema still
+  # validates.
+  main=$work/cmd/main.go
+  sed -i 's/^\tif err = webhookv1alpha1\.SetupWebhookWithManager(/\tif os.Getenv("ENABLE_WEBHOOKS") == "false" {\n\t\tsetupLog.Info("webhooks disabled by ENABLE_WEBHOOKS=false")\n\t} else if err = webhookv1alpha1.SetupWebhookWithManager(/' "$main"
+  grep -q 'ENABLE_WEBHOOKS' "$main" || { log "node-healthcheck: its webhook set-up moved; look again"; exit 1; }
+  mkdir -p "$out.tmp/crds"
+  local v=github.com/medik8s/node-healthcheck-operator/version
+  (cd "$work" && timed "node-healthcheck v$NHC_VERSION (about 2 minutes on 2 cores)" \
+    go build -trimpath -ldflags="-s -w -X $v.Version=v$NHC_VERSION -X $v.GitCommit=v$NHC_VERSION" -o "$out.tmp/node-healthcheck-operator" ./cmd)
+  cp "$work"/config/crd/bases/*.yaml "$out.tmp/crds/"
+  rm -rf "$out" && mv "$out.tmp" "$out" && rm -rf "$work"
+}
+
+# Cluster API: nothing is built, only its MachineHealthCheck CRD is kept, to check config/samples/health-checks.
+build_cluster-api() {
+  local out=$BIN/cluster-api-v$CLUSTER_API_VERSION src
+  [ -f "$out/crds/cluster.x-k8s.io_machinehealthchecks.yaml" ] && { log "cluster-api v$CLUSTER_API_VERSION CRDs cached in $out"; return; }
+  src=$(module_dir "sigs.k8s.io/cluster-api@v$CLUSTER_API_VERSION")
+  mkdir -p "$out.tmp/crds"
+  cp "$src/core/config/crd/bases/cluster.x-k8s.io_machinehealthchecks.yaml" "$out.tmp/crds/"
+  chmod -R u+w "$out.tmp" # the module cache's files are read-only
+  rm -rf "$out" && mv "$out.tmp" "$out"
+}
+
 command -v go >/dev/null || { log "go is not installed; install Go >= 1.26 first"; exit 1; }
-targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(etcd kwok kubernetes)
+targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(etcd kwok kubernetes helm)
 for t in "${targets[@]}"; do
   case $t in
-    kubernetes|kubelet|etcd|kwok|descheduler|argo-rollouts) "build_$t" ;;
-    *) log "unknown component: $t (expected kubernetes, kubelet, etcd, kwok, descheduler or argo-rollouts)"; exit 2 ;;
+    kubernetes|kubelet|etcd|kwok|helm|descheduler|argo-rollouts|node-healthcheck|cluster-api) "build_$t" ;;
+    *) log "unknown component: $t (expected kubernetes, kubelet, etcd, kwok, helm, descheduler, argo-rollouts, node-healthcheck or cluster-api)"; exit 2 ;;
   esac
 done

@@ -169,6 +169,9 @@ authentication:
 authorization: { mode: AlwaysAllow }
 containerRuntimeEndpoint: unix://$LAB_SOCK
 runtimeRequestTimeout: $LAB_RUNTIME_REQUEST_TIMEOUT
+# A status update every 10 s even when nothing changed (the default is 5 minutes with a node lease): the lab shows
+# that kubelet's own updates keep the operator's Node condition.
+nodeStatusReportFrequency: 10s
 cgroupDriver: cgroupfs
 cgroupsPerQOS: true
 enforceNodeAllocatable: []

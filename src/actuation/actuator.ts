@@ -1,4 +1,4 @@
-import type { RolloutKind, Taint } from '../api/v1alpha1/index.js';
+import type { NodeConditionValue, RolloutKind, Taint } from '../api/v1alpha1/index.js';
 import type { PodRef } from '../policy/actions.js';
 
 /** One change to a Node: everything decided for it in a pass, applied as one patch. */
@@ -28,6 +28,30 @@ export interface WorkloadChange {
   annotations: Record<string, string | null>;
 }
 
+/**
+ * Takes or renews a medik8s node lease (Lease node-<node> in medik8s-leases) as a whole object, on the version it was
+ * decided on, so another holder's lease is never taken over unless it was seen expired at that version.
+ */
+export interface NodeLeaseWrite {
+  node: string;
+  /** The Node's uid: the lease is owned by the Node, as medik8s' are, and goes when it does. */
+  nodeUid: string;
+  holder: string;
+  durationSeconds: number;
+  acquireTime: Date;
+  renewTime: Date;
+  transitions: number;
+  /** Absent: create it (409 if one exists by then); else replace this version of it (409 if it changed since). */
+  resourceVersion?: string | undefined;
+}
+
+/** Our node lease to delete, at exactly this uid and version (medik8s releases a lease by deleting it). */
+export interface NodeLeaseRelease {
+  node: string;
+  uid: string;
+  resourceVersion?: string | undefined;
+}
+
 export type EvictionOutcome =
   | { result: 'Evicted' }
   /** A dry run's: reported as done, but the pod is still there. */
@@ -55,6 +79,15 @@ export interface Actuator {
    * Resolves false when the pod is gone or its gates changed meanwhile (looked at again on a later pass).
    */
   releaseGate(pod: PodRef & { gates: readonly string[] }): Promise<boolean>;
+  /**
+   * Sets the node's SandboxCreationDegraded condition (null removes it), and no other part of its status; resolves
+   * with the node's new resourceVersion when one is known.
+   */
+  setNodeCondition(node: string, condition: NodeConditionValue | null): Promise<string | undefined>;
+  /** Resolves with the lease's new resourceVersion when one is known. */
+  writeNodeLease(write: NodeLeaseWrite): Promise<string | undefined>;
+  /** A lease already gone is no error; one changed since (someone took it) is a 409. */
+  releaseNodeLease(release: NodeLeaseRelease): Promise<void>;
 }
 
 /** Mutates nothing; what a real run would have done is reported by the caller, marked as a dry run. */
@@ -71,5 +104,14 @@ export class DryRunActuator implements Actuator {
   }
   releaseGate(): Promise<boolean> {
     return Promise.resolve(true);
+  }
+  setNodeCondition(): Promise<string | undefined> {
+    return Promise.resolve(undefined);
+  }
+  writeNodeLease(): Promise<string | undefined> {
+    return Promise.resolve(undefined);
+  }
+  releaseNodeLease(): Promise<void> {
+    return Promise.resolve();
   }
 }

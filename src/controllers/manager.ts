@@ -14,6 +14,7 @@ import { WorkQueue } from '../runtime/work-queue.js';
 import type { IoSource } from '../signals/types.js';
 import { WebhookServing, type WebhookServingOptions } from '../webhook/serving.js';
 import { nodeOf, policiesFor } from './mapper.js';
+import { LEASES_KEY } from './node-leases.js';
 import { SWEEP_KEY } from './orphan-sweeper.js';
 import { MetricsHooks } from './metrics-hooks.js';
 import { buildControllers, type Controllers } from './wiring.js';
@@ -57,6 +58,7 @@ export interface ManagerOptions {
 export class Manager {
   readonly queue: WorkQueue<string>;
   private readonly sweeps: WorkQueue<string>;
+  private readonly leases: WorkQueue<string>;
   private readonly controllers: Controllers;
   private readonly running: Controller<string>[];
   /** Events waiting to be written, out of the reconciler's way. */
@@ -77,6 +79,7 @@ export class Manager {
     this.gauges = new MetricsHooks(metrics);
     this.queue = new WorkQueue<string>({ clock });
     this.sweeps = new WorkQueue<string>({ clock });
+    this.leases = new WorkQueue<string>({ clock });
     this.events = new BackgroundQueue<Transition>({
       concurrency: 4,
       limit: 10_000,
@@ -109,7 +112,7 @@ export class Manager {
       resyncMs: options.resyncMs,
       hooks: this.gauges.hooks(),
     });
-    const { reconciler, sweeper } = this.controllers;
+    const { reconciler, sweeper, leases } = this.controllers;
     this.running = [
       new Controller(
         'sandboxpolicy',
@@ -118,6 +121,7 @@ export class Manager {
         this.controllerHooks('policy'),
       ),
       new Controller('orphans', this.sweeps, () => sweeper.sweep(), this.controllerHooks('sweep')),
+      new Controller('node-leases', this.leases, () => leases.reconcile(), this.controllerHooks('leases')),
     ];
     cache.onChange((change) => {
       this.route(change);
@@ -125,7 +129,7 @@ export class Manager {
   }
 
   /** The reconcile metrics count policy passes, as they did before the sweep had a queue of its own. */
-  private controllerHooks(what: 'policy' | 'sweep') {
+  private controllerHooks(what: 'policy' | 'sweep' | 'leases') {
     const { metrics, logger } = this.options;
     const policy = what === 'policy';
     return {
@@ -136,7 +140,8 @@ export class Manager {
       },
       onError: (key: string, err: unknown, retryInMs: number | undefined) => {
         if (policy) metrics.reconciles.inc({ result: retryInMs === undefined ? 'terminal' : 'error' });
-        logger.warn(policy ? 'Failed to reconcile SandboxPolicy' : 'Failed to sweep for orphans', {
+        const failed = { policy: 'Failed to reconcile SandboxPolicy', sweep: 'Failed to sweep for orphans' };
+        logger.warn(what === 'leases' ? 'Failed to keep the node leases' : failed[what], {
           ...(policy ? { policy: key } : {}),
           error: describeError(err),
           ...(retryInMs !== undefined ? { retryInMs: Math.round(retryInMs) } : {}),
@@ -154,6 +159,8 @@ export class Manager {
     // A deleted object will never show our last write of it: stop waiting for that.
     if (change.type === 'delete' && (change.kind === 'SandboxHealth' || change.kind === 'Node'))
       reconciler.forgetWrite(change.kind, change.key);
+    if (change.type === 'delete' && change.kind === 'NodeLease')
+      this.controllers.leases.forgetWrite(change.key);
     // A deleted node's stuck-pod series would otherwise stay on /metrics (and in alerts) until a restart.
     if (change.type === 'delete' && change.kind === 'Node') {
       this.gauges.forgetNode(change.key);
@@ -171,6 +178,9 @@ export class Manager {
       change.kind === 'GatedPod'
     )
       this.sweeps.add(SWEEP_KEY);
+    // What can change which lease of ours is wanted: our stamps on a node, a policy, a lease.
+    if (change.kind === 'SandboxPolicy' || change.kind === 'Node' || change.kind === 'NodeLease')
+      this.leases.add(LEASES_KEY);
     metrics.queueDepth.set(this.queue.length);
   }
 
@@ -229,11 +239,13 @@ export class Manager {
     if (!this.stillActing()) return; // stopped or fenced while registering
     this.options.metrics.leader.set(1);
     const workers = this.options.workers ?? 2;
-    const [policies, sweeps] = this.running;
+    const [policies, sweeps, leases] = this.running;
     policies?.start(workers);
     sweeps?.start(1);
+    leases?.start(1);
     for (const policy of cache.policies()) this.queue.add(policy.name);
     this.sweeps.add(SWEEP_KEY);
+    this.leases.add(LEASES_KEY);
     logger.info('Started controller', { controller: 'sandboxpolicy', workers });
   }
 

@@ -31,6 +31,7 @@ export function nodeOf(change: Change, podByUid: (uid: string) => PodView | unde
     case 'GatedPod':
       return null;
     case 'Node':
+    case 'NodeLease':
       return change.key;
     case 'Pod':
       return change.pod.nodeName ?? null;
@@ -77,6 +78,9 @@ export function policiesFor(
     case 'GatedPod':
       // The policy that gated it releases it (a gone policy's pods are released by the next policy to look).
       return change.pod.policy && cache.policy(change.pod.policy) ? [change.pod.policy] : all();
+    case 'NodeLease':
+      // Held or let go by another (a guard on its node), or our own write of it coming back.
+      return forNode(change.key);
     case 'Pod':
       return forNode(change.pod.nodeName);
     case 'Event':

@@ -1,3 +1,4 @@
+import { NODE_CONDITION_REASONS } from '../api/v1alpha1/index.js';
 import type { OperatorMetrics } from '../observability/metrics.js';
 import type { DetectionStatus } from '../status/health-status.js';
 import type { ControllerHooks } from './wiring.js';
@@ -34,6 +35,10 @@ export class MetricsHooks {
         metrics.nodesObserved.inc({ pass }, observed);
         metrics.healthReports.inc({ outcome: 'written' }, reported ?? 0);
         metrics.healthReports.inc({ outcome: 'deferred' }, deferred ?? 0);
+      },
+      onNodeCondition: (policy, status, reason) => {
+        metrics.nodeConditionTransitions.inc({ policy, status, reason });
+        if (reason === NODE_CONDITION_REASONS.remediationExhausted) metrics.escalations.inc({ policy });
       },
       onNodeStatus: (_policy, node, status) => {
         this.recordStuck(node, status);

@@ -3,11 +3,13 @@ import { sameTaint, stampAnnotations, type NodeStamps } from '../api/v1alpha1/in
 import type { NodeView } from '../detection/index.js';
 import { isConflict } from '../kube/errors.js';
 import { isEviction, isStampDrop, type Action, type BlockedAction } from '../policy/actions.js';
+import type { Hold } from '../policy/node-facts.js';
 import { TerminalError } from '../runtime/controller.js';
 import type { Expectations } from '../runtime/expectations.js';
 import { forEachLimit } from '../runtime/limit.js';
 import type { ActionResult } from '../status/remediation-status.js';
 import type { Failures } from './failures.js';
+import type { NodeLeases } from './node-leases.js';
 import type { NodeObservation } from './observe-nodes.js';
 import type { PolicyMemory } from './policy-memory.js';
 
@@ -50,6 +52,25 @@ export function unschedulableAfter(node: NodeView, results: readonly ActionResul
   return unschedulable;
 }
 
+/** What node patches share: the read-your-writes fence, the write limit, and the node leases a fence takes first. */
+export interface NodePatchDeps {
+  expectations: Expectations;
+  writeConcurrency: number;
+  /** safety.nodeLease: the lease is taken before a fence goes up, and given back with the undo. */
+  leases?: Pick<NodeLeases, 'claim' | 'release'> | undefined;
+}
+
+/** Each of a node's actions, held by one hold. */
+const blockAll = (actions: readonly Action[], node: string, hold: Hold): BlockedAction[] =>
+  actions.map((action) => ({
+    kind: action.kind,
+    node,
+    target: action.target,
+    guard: hold.guard,
+    message: hold.message,
+    ...(hold.liftsAt ? { liftsAt: hold.liftsAt } : {}),
+  }));
+
 export interface NodePatchInput {
   policy: string;
   generation: number;
@@ -70,7 +91,7 @@ export interface NodePatchInput {
  * (they keep the stamps they had: claim nothing that was not written) and what the refusals block.
  */
 export async function patchNodes(
-  deps: { expectations: Expectations; writeConcurrency: number },
+  deps: NodePatchDeps,
   observations: ReadonlyMap<string, NodeObservation>,
   input: NodePatchInput,
 ): Promise<{ failedNodes: Set<string>; blocked: BlockedAction[] }> {
@@ -85,14 +106,15 @@ export async function patchNodes(
     const refused = input.memory.refused.get(nodeName);
     if (refused && refused.version === observation.version && refused.generation === input.generation) {
       failedNodes.add(nodeName);
-      for (const action of actions)
-        blocked.push({
-          kind: action.kind,
-          node: nodeName,
-          target: action.target,
-          guard: 'RefusedByApi',
-          message: refused.message,
-        });
+      blocked.push(...blockAll(actions, nodeName, { guard: 'RefusedByApi', message: refused.message }));
+      return;
+    }
+    // The lease before the fence: a node another holder took since we decided is left alone.
+    const claim = await deps.leases?.claim(input.actuator, input.policy, observation.node, actions);
+    if (claim?.hold) {
+      failedNodes.add(nodeName);
+      input.markDirty(nodeName);
+      blocked.push(...blockAll(actions, nodeName, claim.hold));
       return;
     }
     const change = nodeChange(
@@ -104,6 +126,8 @@ export async function patchNodes(
     try {
       deps.expectations.expect(`Node/${nodeName}`, await input.actuator.patchNode(change));
       for (const action of actions) input.report({ action, outcome: 'Succeeded' });
+      // Nothing of ours left on the node: neither is the lease we took for it.
+      if (!input.stampsAfter.get(nodeName)) await deps.leases?.release(input.actuator, nodeName);
     } catch (err) {
       failedNodes.add(nodeName);
       input.markDirty(nodeName);
@@ -121,6 +145,8 @@ export async function patchNodes(
       input.failures.add(`patch of node/${nodeName}`, err);
       const detail = err instanceof Error ? err.message : String(err);
       for (const action of actions) input.report({ action, outcome: 'Failed', detail });
+    } finally {
+      claim?.done();
     }
   });
   return { failedNodes, blocked };

@@ -173,6 +173,11 @@ function observeNode(
     waiting('Node');
     return;
   }
+  // Likewise a lease of ours just written: a guard must not read the lease from before it.
+  if (!expectations.isSettled(`NodeLease/${node.name}`, cache.observedVersion('NodeLease', node.name))) {
+    waiting('NodeLease');
+    return;
+  }
   const standIn = overlay.health(node.name);
   if (standIn === null) {
     waiting('SandboxHealth');
@@ -194,6 +199,7 @@ function observeNode(
     findings,
     io: io?.decision,
     ioHeavyPods: [],
+    lease: cache.nodeLease(node.name),
     version: cache.observedVersion('Node', node.name),
     dueAt: dueAt ?? Infinity,
     reading: io?.reading,

@@ -12,6 +12,7 @@ import type { IoPressureDecision } from '../policy/io-pressure.js';
 import { isNoMigrate, type MeasuredPod } from './culprits.js';
 import { isEviction, isFrozenByDryRun, isStampDrop } from '../policy/actions.js';
 import type { CandidatePod, IoState, NodeFacts } from '../policy/node-facts.js';
+import type { NodeLeaseView } from '../policy/node-lease.js';
 import type { DetectionStatus } from '../status/health-status.js';
 
 /** The IoPressureHigh decision reduced to what acting needs; no source at all is Unknown. */
@@ -88,6 +89,8 @@ export interface ObserveInput {
   cause?: IoCauseDecision | undefined;
   /** Pods this process evicted whose removal the cache has not shown yet. */
   evictionsInFlight: ReadonlySet<string>;
+  /** The node's medik8s lease, when there is one. */
+  lease?: NodeLeaseView | undefined;
 }
 
 export function observeNode(input: ObserveInput): NodeFacts {
@@ -116,6 +119,7 @@ export function observeNode(input: ObserveInput): NodeFacts {
     migrated: stamps ? migratedSince(previous, stamps.since) : 0,
   };
   if (stamps) facts.stamps = stamps;
+  if (input.lease) facts.lease = input.lease;
   // A dry run cannot undo what a real run did: it would report the same undo on every pass.
   if (isFrozenByDryRun(input.dryRun, node.stamps)) facts.frozen = true;
   if (degradedCondition?.status === 'False')

@@ -12,6 +12,7 @@ import { ACTION_WORDS, ROLLOUT_WORDS } from '../status/remediation-status.js';
 import type { ActionLog } from './action-log.js';
 import { Failures } from './failures.js';
 import { nodeChange } from './node-changes.js';
+import type { NodeConditions } from './node-conditions.js';
 import { assignmentOf, isFrozenPolicy, type NodeAssignment } from './ownership.js';
 import type { Pacer } from './pacer.js';
 import { workloadChange } from './rollout-changes.js';
@@ -30,6 +31,7 @@ export interface SweeperDeps {
   /** The real actuator: what the sweep undoes are real changes. */
   actuator: Actuator;
   pacer: Pacer;
+  conditions: NodeConditions;
   actions: ActionLog;
   clock: Clock;
   logger: Logger;
@@ -62,9 +64,10 @@ export class OrphanSweeper {
       // Both, always: one's being incomplete must not keep the other from running.
       const healths = await this.deleteOrphanHealths(assignment, failures);
       const stamps = await this.releaseOrphanStamps(assignment, failures);
+      const conditions = await this.removeOrphanConditions(assignment, failures);
       settled = stamps !== 'unsettled';
       this.swept =
-        healths && stamps === 'complete'
+        healths && conditions && stamps === 'complete'
           ? { signature, until: now + this.deps.resyncMs }
           : { signature: undefined, until: 0 };
     }
@@ -96,6 +99,29 @@ export class OrphanSweeper {
         failures.add(`deletion of sandboxhealth/${health.name}`, err);
         complete = false;
       }
+    }
+    return complete;
+  }
+
+  /**
+   * Removes our Node condition where no valid policy owns the node, unless the policy that reported it (its
+   * SandboxHealth's, or its stamps') still exists but is invalid: frozen, as its SandboxHealths are.
+   */
+  private async removeOrphanConditions(assignment: NodeAssignment, failures: Failures): Promise<boolean> {
+    const { cache, actuator } = this.deps;
+    if (this.deps.dryRun) return true;
+    let complete = true;
+    for (const node of cache.nodes()) {
+      if (!node.ownCondition || assignment.owner.has(node.name)) continue;
+      const reporter = cache.health(node.name)?.status?.policy ?? node.stamps?.policy;
+      if (isFrozenPolicy(cache, reporter)) {
+        complete = false;
+        continue;
+      }
+      const why = reporter
+        ? `no valid SandboxPolicy owns the node any more (policy ${reporter} ${cache.policy(reporter) ? 'no longer selects it' : 'is gone'})`
+        : 'no valid SandboxPolicy owns the node';
+      complete = (await this.deps.conditions.remove(actuator, node, failures, why)) && complete;
     }
     return complete;
   }

@@ -9,6 +9,7 @@ import type { IoCauseDecision } from '../policy/io-cause.js';
 import type { IoPressureDecision } from '../policy/io-pressure.js';
 import type { PacingPolicy } from '../policy/pacing.js';
 import type { NodeFacts } from '../policy/node-facts.js';
+import type { NodeLeaseView } from '../policy/node-lease.js';
 import type { IoSource } from '../signals/types.js';
 import type { DetectionStatus } from '../status/health-status.js';
 import type { MeasuredPod } from './culprits.js';
@@ -26,6 +27,8 @@ export interface NodeObservation {
   /** Who does the device's IO, its pods named; absent on a quiet node with no attribution. */
   attribution?: IoAttribution | undefined;
   cause?: IoCauseDecision | undefined;
+  /** Its medik8s lease (node-<node> in medik8s-leases), when there is one. */
+  lease?: NodeLeaseView | undefined;
   /** The node's resourceVersion when observed: a change decided on this view is made on this version or not at all. */
   version: string | undefined;
   /** When the node's state changes with time alone (a pod crossing the threshold, sustain, recovery, a reading going stale). */

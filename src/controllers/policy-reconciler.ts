@@ -15,7 +15,8 @@ import type { ActionResult } from '../status/remediation-status.js';
 import type { ActionLog } from './action-log.js';
 import type { Evictor } from './evictor.js';
 import { Failures } from './failures.js';
-import { patchNodes } from './node-changes.js';
+import type { NodeConditions } from './node-conditions.js';
+import { patchNodes, type NodePatchDeps } from './node-changes.js';
 import { observeNode } from './observe.js';
 import { observeNodes, type NodeObservation } from './observe-nodes.js';
 import { assignmentOf, validatePolicy } from './ownership.js';
@@ -43,7 +44,7 @@ export interface PassHooks {
   onPass?(stats: PassStats): void;
 }
 
-export interface PolicyReconcilerDeps {
+export interface PolicyReconcilerDeps extends NodePatchDeps {
   cache: ClusterCache;
   writer: StatusWriter;
   clock: Clock;
@@ -70,6 +71,7 @@ export interface PolicyReconcilerDeps {
   pacer: Pacer;
   reporter: Reporter;
   recorder: EventRecorder;
+  conditions: NodeConditions;
 }
 
 /**
@@ -233,7 +235,7 @@ export class PolicyReconciler {
     };
   }
 
-  /** Carries out the plan in order: node patches, the budget reservation, evictions, rollouts, gates. */
+  /** Carries out the plan in order: node patches and conditions, the budget reservation, evictions, rollouts, gates. */
   private async act(pass: Pass, plan: Plan): Promise<Done> {
     const { policy, memory, actuator, failures, now } = pass;
     const { evictor, throttler, pacer } = this.deps;
@@ -258,6 +260,7 @@ export class PolicyReconciler {
           },
         })
       : { failedNodes: new Set<string>(), blocked: [] };
+    await this.deps.conditions.write(pass, plan, nodes.failedNodes);
     const reserved = await this.reserve(pass, plan);
     const evicted =
       reserved !== false

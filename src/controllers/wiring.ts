@@ -8,6 +8,8 @@ import { Expectations } from '../runtime/expectations.js';
 import type { IoSource } from '../signals/types.js';
 import { ActionLog, type ActionHooks } from './action-log.js';
 import { Evictor } from './evictor.js';
+import { NodeConditions, type NodeConditionHooks } from './node-conditions.js';
+import { NodeLeases } from './node-leases.js';
 import { OrphanSweeper } from './orphan-sweeper.js';
 import { Pacer, type PacerHooks } from './pacer.js';
 import { PolicyMemories } from './policy-memory.js';
@@ -17,7 +19,7 @@ import { RolloutThrottler } from './rollout-throttler.js';
 import { StatusOverlay } from './status-overlay.js';
 
 /** What the operator's metrics hear of the controllers. */
-export type ControllerHooks = PassHooks & ActionHooks & PacerHooks & ReporterHooks;
+export type ControllerHooks = PassHooks & ActionHooks & PacerHooks & ReporterHooks & NodeConditionHooks;
 
 /** The adapters the controllers are built on: the cluster (or a test's memory of one), and how to act on it. */
 export interface ControllerDeps {
@@ -45,6 +47,8 @@ export interface ControllerDeps {
 export interface Controllers {
   reconciler: PolicyReconciler;
   sweeper: OrphanSweeper;
+  /** The medik8s node leases of ours: renewed while we remediate, released when we no longer do. */
+  leases: NodeLeases;
   memories: PolicyMemories;
 }
 
@@ -65,6 +69,7 @@ export function buildControllers(deps: ControllerDeps): Controllers {
   const expectations = new Expectations(clock);
   const overlay = new StatusOverlay(cache, expectations);
   const memories = new PolicyMemories();
+  const conditions = new NodeConditions({ cache, expectations, recorder, logger, writeConcurrency, hooks });
   const actions = new ActionLog(logger, hooks);
   const pacer = new Pacer({
     cache,
@@ -74,6 +79,14 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     logger,
     clock,
     hooks,
+  });
+  const leases = new NodeLeases({
+    cache,
+    expectations,
+    actuator: deps.actuators.real,
+    clock,
+    logger,
+    dryRun,
   });
   const reconciler = new PolicyReconciler({
     cache,
@@ -88,6 +101,7 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     operatorNamespace: deps.operatorNamespace,
     resyncMs,
     writeConcurrency,
+    leases,
     hooks,
     expectations,
     overlay,
@@ -103,6 +117,7 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     }),
     pacer,
     reporter: new Reporter({ writer, recorder, overlay, clock, logger, writeConcurrency, hooks }),
+    conditions,
   });
   const sweeper = new OrphanSweeper({
     cache,
@@ -111,11 +126,12 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     expectations,
     actuator: deps.actuators.real,
     pacer,
+    conditions,
     actions,
     clock,
     logger,
     resyncMs,
     dryRun,
   });
-  return { reconciler, sweeper, memories };
+  return { reconciler, sweeper, leases, memories };
 }

@@ -1,6 +1,7 @@
 import type {
   HeldStrategy,
   NodeStamps,
+  OwnNodeCondition,
   RolloutKind,
   RolloutStamps,
   UpdateStrategy,
@@ -66,6 +67,8 @@ export interface NodeView {
   conditions: readonly { type: string; status: string; lastTransitionTime?: Date }[];
   /** The operator's ownership stamps, read from the node's annotations; absent: nothing on it is ours. */
   stamps?: NodeStamps;
+  /** The condition SandboxCreationDegraded in its status, as written; absent when the node has none. */
+  ownCondition?: OwnNodeCondition;
 }
 
 /**

@@ -1,17 +1,33 @@
 import {
   AppsV1Api,
+  CoordinationV1Api,
   CoreV1Api,
   CustomObjectsApi,
   PatchStrategy,
   setHeaderOptions,
+  V1MicroTime,
   type KubeConfig,
   type V1Taint,
 } from '@kubernetes/client-node';
-import type { Actuator, EvictionOutcome, NodeChange, WorkloadChange } from '../actuation/actuator.js';
-import { formatSelector, PACING_GATE, type LabelSelector } from '../api/v1alpha1/index.js';
+import type {
+  Actuator,
+  EvictionOutcome,
+  NodeChange,
+  NodeLeaseRelease,
+  NodeLeaseWrite,
+  WorkloadChange,
+} from '../actuation/actuator.js';
+import {
+  formatSelector,
+  NODE_CONDITION_TYPE,
+  PACING_GATE,
+  type LabelSelector,
+  type NodeConditionValue,
+} from '../api/v1alpha1/index.js';
 import type { WorkloadReader } from '../ports/cluster.js';
 import type { PodView } from '../detection/index.js';
 import type { PodRef } from '../policy/actions.js';
+import { NODE_LEASE_NAMESPACE, nodeLeaseName } from '../policy/node-lease.js';
 import { describeError, isInvalid, isNotFound, isTooManyRequests, terminalIfInvalid } from './errors.js';
 import type { RawObject } from './informer.js';
 import { podView } from './views.js';
@@ -27,8 +43,10 @@ export class KubeActuator implements Actuator {
   private readonly core: CoreV1Api;
   private readonly apps: AppsV1Api;
   private readonly custom: CustomObjectsApi;
+  private readonly coordination: CoordinationV1Api;
   constructor(kc: KubeConfig) {
     this.core = kc.makeApiClient(CoreV1Api);
+    this.coordination = kc.makeApiClient(CoordinationV1Api);
     this.apps = kc.makeApiClient(AppsV1Api);
     this.custom = kc.makeApiClient(CustomObjectsApi);
   }
@@ -88,6 +106,22 @@ export class KubeActuator implements Actuator {
     }
   }
 
+  async setNodeCondition(node: string, condition: NodeConditionValue | null): Promise<string | undefined> {
+    // A strategic merge patch keys conditions by type: every other condition (the kubelet's) stays as it is.
+    const entry = condition
+      ? { type: NODE_CONDITION_TYPE, ...condition }
+      : { type: NODE_CONDITION_TYPE, $patch: 'delete' };
+    try {
+      const updated = await this.core.patchNodeStatus(
+        { name: node, body: { status: { conditions: [entry] } }, fieldManager: FIELD_MANAGER },
+        setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch),
+      );
+      return updated.metadata?.resourceVersion;
+    } catch (err) {
+      throw terminalIfInvalid(err, `patch of node/${node} status`);
+    }
+  }
+
   async releaseGate(pod: PodRef & { gates: readonly string[] }): Promise<boolean> {
     const remaining = pod.gates.filter((g) => g !== PACING_GATE);
     const patch = [
@@ -106,6 +140,60 @@ export class KubeActuator implements Actuator {
       return true;
     } catch (err) {
       if (isNotFound(err) || isInvalid(err)) return false; // gone, or replaced by a pod of the same name
+      throw err;
+    }
+  }
+
+  async writeNodeLease(write: NodeLeaseWrite): Promise<string | undefined> {
+    const name = nodeLeaseName(write.node);
+    const namespace = NODE_LEASE_NAMESPACE;
+    const body = {
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      metadata: {
+        name,
+        namespace,
+        labels: { 'app.kubernetes.io/managed-by': 'sandbox-remediator' },
+        ownerReferences: [{ apiVersion: 'v1', kind: 'Node', name: write.node, uid: write.nodeUid }],
+        ...(write.resourceVersion ? { resourceVersion: write.resourceVersion } : {}),
+      },
+      // MicroTime: client-node's V1MicroTime serialises with the microseconds the apiserver requires.
+      spec: {
+        holderIdentity: write.holder,
+        leaseDurationSeconds: write.durationSeconds,
+        acquireTime: new V1MicroTime(write.acquireTime.toISOString()),
+        renewTime: new V1MicroTime(write.renewTime.toISOString()),
+        leaseTransitions: write.transitions,
+      },
+    };
+    try {
+      const lease = write.resourceVersion
+        ? await this.coordination.replaceNamespacedLease({
+            name,
+            namespace,
+            body,
+            fieldManager: FIELD_MANAGER,
+          })
+        : await this.coordination.createNamespacedLease({ namespace, body, fieldManager: FIELD_MANAGER });
+      return lease.metadata?.resourceVersion;
+    } catch (err) {
+      throw terminalIfInvalid(err, `write of lease/${namespace}/${name}`);
+    }
+  }
+
+  async releaseNodeLease(release: NodeLeaseRelease): Promise<void> {
+    const preconditions = {
+      uid: release.uid,
+      ...(release.resourceVersion ? { resourceVersion: release.resourceVersion } : {}),
+    };
+    try {
+      await this.coordination.deleteNamespacedLease({
+        name: nodeLeaseName(release.node),
+        namespace: NODE_LEASE_NAMESPACE,
+        body: { preconditions },
+      });
+    } catch (err) {
+      if (isNotFound(err)) return;
       throw err;
     }
   }

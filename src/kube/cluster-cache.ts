@@ -25,10 +25,12 @@ import {
   gatedPodView,
   healthView,
   namespaceView,
+  nodeLeaseView,
   nodeView,
   podView,
   policyView,
 } from './views.js';
+import { NODE_LEASE_NAMESPACE, nodeLeaseName, type NodeLeaseView } from '../policy/node-lease.js';
 import { argoRolloutView, daemonSetView, deploymentView, statefulSetView } from './workload-views.js';
 
 export interface InformerCacheOptions {
@@ -45,7 +47,10 @@ export interface InformerCacheOptions {
 }
 
 /** What one informer lists and watches, and what it keeps of each object. */
-type Resource<T> = Pick<InformerOptions<T>, 'apiVersion' | 'kind' | 'path' | 'fieldSelector' | 'transform'>;
+type Resource<T> = Pick<
+  InformerOptions<T>,
+  'apiVersion' | 'kind' | 'path' | 'namespace' | 'fieldSelector' | 'transform'
+>;
 
 const core = (kind: string, plural: string) => ({ apiVersion: 'v1', kind, path: `/api/v1/${plural}` });
 const own = (kind: string, plural: string) => ({
@@ -53,6 +58,8 @@ const own = (kind: string, plural: string) => ({
   kind,
   path: `/apis/${GROUP}/${VERSION}/${plural}`,
 });
+
+const leaseKey = (node: string) => `${NODE_LEASE_NAMESPACE}/${nodeLeaseName(node)}`;
 
 /**
  * The operator's read-only view of the cluster, fed by informers that keep only what detection reads:
@@ -72,6 +79,8 @@ export class InformerCache implements RunningCache {
   readonly rolloutInformer: Informer<WorkloadView> | undefined;
   readonly gatedPodInformer: Informer<GatedPodView>;
   readonly namespaceInformer: Informer<{ name: string; labels: Record<string, string> }>;
+  /** medik8s' node leases, of one namespace: it may not exist (a list there is empty, not an error). */
+  readonly leaseInformer: Informer<NodeLeaseView>;
   private readonly podsByNode = new Map<string, Map<string, PodView>>();
   private readonly podsByUid = new Map<string, PodView>();
   private eventsByPod: Map<string, EventView[]> | undefined;
@@ -150,6 +159,13 @@ export class InformerCache implements RunningCache {
       ...core('Namespace', 'namespaces'),
       transform: namespaceView,
     });
+    this.leaseInformer = informer('node-leases', {
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      path: `/apis/coordination.k8s.io/v1/namespaces/${NODE_LEASE_NAMESPACE}/leases`,
+      namespace: NODE_LEASE_NAMESPACE,
+      transform: nodeLeaseView,
+    });
     this.pods.onChange((_type, _key, pod, previous) => {
       if (previous) this.unindexPod(previous);
       if (pod) this.indexPod(pod);
@@ -197,6 +213,7 @@ export class InformerCache implements RunningCache {
       ...(this.rolloutInformer ? [this.rolloutInformer] : []),
       this.namespaceInformer,
       this.gatedPodInformer,
+      this.leaseInformer,
     ] as Informer<unknown>[];
   }
 
@@ -224,6 +241,10 @@ export class InformerCache implements RunningCache {
       });
     this.namespaceInformer.onChange((type, key) => {
       handler({ kind: 'Namespace', type, key });
+    });
+    this.leaseInformer.onChange((type, _key, now, before) => {
+      const node = (now ?? before)?.node;
+      if (node) handler({ kind: 'NodeLease', type, key: node });
     });
     this.gatedPodInformer.onChange((type, key, now, before) => {
       const pod = now ?? before;
@@ -329,6 +350,7 @@ export class InformerCache implements RunningCache {
       DaemonSet: this.daemonSetInformer,
       Rollout: this.rolloutInformer,
     } as const;
+    if (kind === 'NodeLease') return this.leaseInformer.versionOf(leaseKey(name));
     return informers[kind]?.versionOf(name);
   }
   gatedPods(): Iterable<GatedPodView> {
@@ -344,6 +366,12 @@ export class InformerCache implements RunningCache {
       { kind: 'DaemonSet', informer: this.daemonSetInformer },
       ...(this.rolloutInformer ? [{ kind: 'Rollout' as const, informer: this.rolloutInformer }] : []),
     ];
+  }
+  nodeLease(node: string): NodeLeaseView | undefined {
+    return this.leaseInformer.get(leaseKey(node));
+  }
+  nodeLeases(): Iterable<NodeLeaseView> {
+    return this.leaseInformer.values();
   }
   namespaceLabels(name: string): Readonly<Record<string, string>> | undefined {
     return this.namespaceInformer.get(name)?.labels;

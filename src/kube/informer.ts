@@ -25,8 +25,10 @@ export interface InformerOptions<T> {
   kc: KubeConfig;
   apiVersion: string;
   kind: string;
-  /** The collection path to watch, e.g. /api/v1/pods. */
+  /** The collection path to watch, e.g. /api/v1/pods (/api/v1/namespaces/NS/pods for one namespace). */
   path: string;
+  /** List one namespace only (the path names it for the watch). */
+  namespace?: string;
   fieldSelector?: string;
   labelSelector?: string;
   /** The slim view kept in the cache; undefined drops the object (noise filtered before it is stored). */
@@ -231,7 +233,7 @@ export class Informer<T> {
       const page = await api.list<RawObject>(
         this.options.apiVersion,
         this.options.kind,
-        undefined,
+        this.options.namespace,
         undefined,
         undefined,
         undefined,

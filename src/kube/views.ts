@@ -1,11 +1,14 @@
 // Converts API objects into the slim views the cache keeps. Lists arrive deserialised by client-node (dates as
 // Date), watch events as raw JSON (dates as strings): every reader here accepts both.
 import {
+  toApiTime,
+  NODE_CONDITION_TYPE,
   PACING_GATE,
   PACING_STAMP,
   readStamps,
   SandboxHealthStatusSchema,
   SandboxPolicyStatusSchema,
+  type OwnNodeCondition,
 } from '../api/v1alpha1/index.js';
 import {
   isSandboxFailureEvent,
@@ -18,6 +21,7 @@ import {
   type PodView,
 } from '../detection/index.js';
 import type { HealthObject, PolicyObject } from '../ports/cluster.js';
+import { leaseNode, type NodeLeaseView } from '../policy/node-lease.js';
 import type { RawObject } from './informer.js';
 import { AGENT_FIELD_MANAGER } from './reading-publisher.js';
 
@@ -181,9 +185,7 @@ export function nodeView(raw: RawObject): NodeView | undefined {
     ready: conditions.some((c) => c.type === 'Ready' && c.status === 'True'),
     taints: arr(spec.taints).map((t) => {
       const value = str(t.value);
-      // As the apiserver wrote it (RFC 3339 to the second), from a watch's string or a list's Date alike.
-      const timeAdded =
-        t.timeAdded instanceof Date ? t.timeAdded.toISOString().replace(/\.\d{3}Z$/, 'Z') : str(t.timeAdded);
+      const timeAdded = asWritten(t.timeAdded);
       return {
         key: str(t.key) ?? '',
         ...(value === undefined ? {} : { value }),
@@ -197,7 +199,27 @@ export function nodeView(raw: RawObject): NodeView | undefined {
   if (runtime) view.runtimeVersion = runtime;
   const stamps = readStamps(labels(meta.annotations));
   if (stamps) view.stamps = stamps;
+  const own = arr(status.conditions).find((c) => c.type === NODE_CONDITION_TYPE);
+  if (own) view.ownCondition = ownCondition(own);
   return view;
+}
+
+/** A time as the apiserver wrote it (RFC 3339 to the second), from a watch's string or a list's Date alike. */
+function asWritten(value: unknown): string | undefined {
+  return value instanceof Date ? toApiTime(value) : str(value);
+}
+
+function ownCondition(c: Record<string, unknown>): OwnNodeCondition {
+  const condition: OwnNodeCondition = {
+    status: str(c.status) ?? 'Unknown',
+    reason: str(c.reason) ?? '',
+    message: str(c.message) ?? '',
+  };
+  const since = asWritten(c.lastTransitionTime);
+  if (since) condition.lastTransitionTime = since;
+  const heartbeat = asWritten(c.lastHeartbeatTime);
+  if (heartbeat) condition.lastHeartbeatTime = heartbeat;
+  return condition;
 }
 
 export function policyView(raw: RawObject): PolicyObject | undefined {
@@ -264,5 +286,26 @@ export function gatedPodView(raw: RawObject): GatedPodView | undefined {
   };
   const policy = annotations[PACING_STAMP.policy];
   if (policy) view.policy = policy;
+  return view;
+}
+
+/** A medik8s node lease (node-<node>); others in its namespace are not kept. */
+export function nodeLeaseView(raw: RawObject): NodeLeaseView | undefined {
+  const meta = obj(raw.metadata);
+  const spec = obj(raw.spec);
+  const node = leaseNode(str(meta.name) ?? '');
+  const uid = str(meta.uid);
+  if (!node || !uid) return undefined;
+  const view: NodeLeaseView = { node, uid };
+  const holder = str(spec.holderIdentity);
+  const acquireTime = toDate(spec.acquireTime);
+  const renewTime = toDate(spec.renewTime);
+  const durationSeconds = num(spec.leaseDurationSeconds);
+  const transitions = num(spec.leaseTransitions);
+  if (holder !== undefined) view.holder = holder;
+  if (acquireTime) view.acquireTime = acquireTime;
+  if (renewTime) view.renewTime = renewTime;
+  if (durationSeconds !== undefined) view.durationSeconds = durationSeconds;
+  if (transitions !== undefined) view.transitions = transitions;
   return view;
 }

@@ -58,6 +58,19 @@ export class OperatorMetrics {
     registers: [this.registry],
   });
 
+  readonly nodeConditionTransitions = new Counter({
+    name: 'sandbox_remediator_node_condition_transitions_total',
+    help: 'Changes of the SandboxCreationDegraded Node condition written by the operator, by status and reason.',
+    labelNames: ['policy', 'status', 'reason'] as const,
+    registers: [this.registry],
+  });
+  readonly escalations = new Counter({
+    name: 'sandbox_remediator_escalations_total',
+    help: 'Nodes given the reason RemediationExhausted: still IO-saturated escalation.afterSeconds after they were fenced and emptied.',
+    labelNames: ['policy'] as const,
+    registers: [this.registry],
+  });
+
   readonly podsGated = new Counter({
     name: 'sandbox_remediator_pods_gated_total',
     help: 'New pods the pacing webhook gated (dry_run="true": would have gated).',

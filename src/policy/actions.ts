@@ -12,6 +12,8 @@ export type Guard =
   | 'CacheNotSynced'
   | 'Paused'
   | 'ControlPlaneNode'
+  /** Another holder (NodeHealthCheck, node-maintenance-operator, ...) holds the medik8s lease node-<node>. */
+  | 'NodeLease'
   | 'NodeNotReady'
   | 'DryRun'
   | 'Cooldown'

@@ -3,6 +3,15 @@
 import type { ActionKind, NodeStamps } from '../api/v1alpha1/index.js';
 import { isEviction } from './actions.js';
 import { isFenced } from './fences.js';
+import {
+  heldUntil,
+  holderName,
+  isHeldByOther,
+  leaseHolder,
+  NODE_LEASE_NAMESPACE,
+  nodeLeaseName,
+  type NodeLeaseView,
+} from './node-lease.js';
 import { nextFreeAt } from './rate-window.js';
 import type { RemediationPass } from './remediation-pass.js';
 import type { CandidatePod, Hold, NodeFacts } from './node-facts.js';
@@ -33,6 +42,26 @@ export function guardNode(pass: RemediationPass, facts: NodeFacts, kind: ActionK
   if (!facts.ready && kind !== 'Uncordon' && kind !== 'Untaint')
     return { guard: 'NodeNotReady', message: 'the node is not Ready: a different failure' };
   return undefined;
+}
+
+/** What holds a node whose medik8s lease another holder has, until it expires (or is let go of sooner). */
+export function leaseHeldBy(node: string, lease: NodeLeaseView): Hold {
+  const until = heldUntil(lease);
+  return {
+    guard: 'NodeLease',
+    message: `${NODE_LEASE_NAMESPACE}/${nodeLeaseName(node)} is held by ${holderName(lease)}${until ? ` until ${until.toISOString()}` : ''}: hands off while another holder has the node`,
+    ...(until ? { liftsAt: new Date(until.getTime() + 1) } : {}),
+  };
+}
+
+/**
+ * The medik8s node lease held by another holder (NodeHealthCheck, node-maintenance-operator, ...): nothing new is done
+ * to the node until it lets go or the lease expires. Undoing what is ours is not held.
+ */
+export function guardNodeLease(pass: RemediationPass, facts: NodeFacts): Hold | undefined {
+  const { lease } = facts;
+  const { policy, now } = pass.input;
+  return lease && isHeldByOther(lease, leaseHolder(policy), now) ? leaseHeldBy(facts.name, lease) : undefined;
 }
 
 /** More nodes unhealthy than maxUnhealthyNodes allows: a storm. */

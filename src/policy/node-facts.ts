@@ -1,6 +1,7 @@
 // PURE: what decideRemediation reads of a policy's nodes, and what it returns.
 import type { IoCause, NodeStamps, SandboxPolicySpec, Taint } from '../api/v1alpha1/index.js';
 import type { Action, BlockedAction, Guard, PodRef } from './actions.js';
+import type { NodeLeaseView } from './node-lease.js';
 
 export interface CandidatePod extends PodRef {
   /** Kind of the controlling owner; absent for a bare pod. */
@@ -45,6 +46,8 @@ export interface NodeFacts {
   frozen?: boolean;
   /** When the operator last undid a remediation on this node (cooldown). */
   lastUndoAt?: Date;
+  /** The medik8s lease node-<node> in medik8s-leases, as the cache has it; absent when there is none. */
+  lease?: NodeLeaseView;
 }
 
 export interface RemediationInput {

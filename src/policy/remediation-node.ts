@@ -9,6 +9,7 @@ import {
   guardMigration,
   guardMinSchedulable,
   guardNode,
+  guardNodeLease,
   guardPod,
   guardRemediationCooldown,
   guardStorm,
@@ -77,14 +78,17 @@ export function undoOnRecovery(pass: RemediationPass, facts: NodeFacts, stamps: 
 /** Ours, not recovered: while still saturated, IO-heavy pods keep moving off (a refused one is retried). */
 export function keepMigrating(pass: RemediationPass, facts: NodeFacts): void {
   if (!wantsMigration(pass, facts) || facts.ioHeavyPods.length === 0) return;
-  const hold = guardNode(pass, facts, 'Migrate') ?? guardStorm(pass);
+  const hold = guardNode(pass, facts, 'Migrate') ?? guardNodeLease(pass, facts) ?? guardStorm(pass);
   if (hold) blockNode(pass, facts, 'Migrate', hold);
   else moveWork(pass, facts);
 }
 
 /** New changes on a triggered node: cordon/taint, then evictions and migrations. */
 export function remediateNode(pass: RemediationPass, facts: NodeFacts): void {
-  const hold = guardNode(pass, facts, 'Cordon') ?? guardStorm(pass, 'starting nothing new');
+  const hold =
+    guardNode(pass, facts, 'Cordon') ??
+    guardNodeLease(pass, facts) ??
+    guardStorm(pass, 'starting nothing new');
   if (hold) blockNode(pass, facts, firstNewKind(pass, facts), hold);
   else if (fenceNode(pass, facts)) moveWork(pass, facts);
 }

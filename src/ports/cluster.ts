@@ -7,8 +7,10 @@ import type {
   SandboxPolicyStatus,
 } from '../api/v1alpha1/index.js';
 import type { WorkloadView, EventView, GatedPodView, NodeView, PodView } from '../detection/index.js';
+import type { NodeLeaseView } from '../policy/node-lease.js';
 
-export type VersionedKind = 'Node' | 'SandboxHealth' | 'SandboxPolicy' | RolloutKind;
+/** What read-your-writes fences compare; a NodeLease by the node's name. */
+export type VersionedKind = 'Node' | 'SandboxHealth' | 'SandboxPolicy' | 'NodeLease' | RolloutKind;
 
 export interface PolicyObject {
   name: string;
@@ -46,6 +48,10 @@ export interface ClusterCache {
   gatedPods(): Iterable<GatedPodView>;
   /** What rolls out, for rollout throttling: Deployments, StatefulSets, DaemonSets, and Argo Rollouts when installed. */
   workloads(): Iterable<WorkloadView>;
+  /** The medik8s lease of a node (node-<node> in medik8s-leases); undefined when there is none. */
+  nodeLease(node: string): NodeLeaseView | undefined;
+  /** Every medik8s node lease the cache holds. */
+  nodeLeases(): Iterable<NodeLeaseView>;
   /** A namespace's labels; undefined when the namespace is not known. */
   namespaceLabels(name: string): Readonly<Record<string, string>> | undefined;
   /** The resourceVersion the cache holds for an object (a rollout's by namespace/name): what read-your-writes fences compare against. */
@@ -57,7 +63,8 @@ export interface ClusterCache {
 /** A change the cache saw, as its informers report it: what the mapper turns into policy keys. */
 export type Change =
   | {
-      kind: 'SandboxPolicy' | 'Node' | 'Namespace' | RolloutKind;
+      /** A NodeLease's key is its node's name. */
+      kind: 'SandboxPolicy' | 'Node' | 'Namespace' | 'NodeLease' | RolloutKind;
       type: 'add' | 'update' | 'delete';
       key: string;
     }

@@ -13,7 +13,14 @@ import {
   setHeaderOptions,
 } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { PACING_GATE, STAMP, type NodeStamps } from '../../src/api/v1alpha1/index.js';
+import {
+  NODE_CONDITION_REASONS,
+  NODE_CONDITION_TYPE,
+  PACING_GATE,
+  STAMP,
+  toApiTime,
+  type NodeStamps,
+} from '../../src/api/v1alpha1/index.js';
 import { nodeChange } from '../../src/controllers/node-changes.js';
 import { KubeActuator } from '../../src/kube/actuator.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
@@ -37,6 +44,7 @@ import { applyRbac, applyWebhookConfig, deleteWebhookConfig } from '../support/o
 import { createToken, writeTokenKubeconfig } from '../support/tokens.js';
 
 const POLICY = 'sandbox-remediator-operator';
+const NODE_STATUS_POLICY = 'sandbox-remediator-operator-node-status';
 const OPERATOR = { namespace: 'sandbox-remediator-system', name: 'sandbox-remediator-operator' };
 const OUR_TAINT = { key: 'sandbox.remediator.io/io-pressure', value: 'true', effect: 'NoSchedule' };
 const FOREIGN_TAINT = { key: 'dedicated', value: 'db', effect: 'NoSchedule' };
@@ -358,6 +366,56 @@ describe('config/rbac/operator-admission-policy.yaml on Nodes and Pods: cordon, 
       webhooks.deleteMutatingWebhookConfiguration({ name: 'sandbox-remediator-pacing' }),
     );
     expect(deleted).to.contain('cannot delete resource "mutatingwebhookconfigurations"');
+  });
+
+  it("lets the operator set and remove its own Node condition, and change nothing else in a Node's status", async () => {
+    const smp = setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch);
+    const patchStatus = (body: object) => asOperator.patchNodeStatus({ name: node, body }, smp);
+    let probes = 0; // a new value each time, as above
+    await policyInForce(NODE_STATUS_POLICY, () =>
+      patchStatus({ status: { capacity: { 'example.com/probe': String(++probes) } } }),
+    );
+    expect(await typeCheckWarnings(NODE_STATUS_POLICY)).to.deep.equal([]);
+    const now = toApiTime(new Date());
+    const condition = {
+      status: 'True' as const,
+      reason: NODE_CONDITION_REASONS.ioSaturated,
+      message: '1 pod stuck',
+      lastTransitionTime: now,
+      lastHeartbeatTime: now,
+    };
+    const conditionsOf = async () => (await viewOfNode()).conditions.map((c) => `${c.type}=${c.status}`);
+    const before = await conditionsOf();
+    expect(await actuator.setNodeCondition(node, condition)).to.be.a('string');
+    const own = (await viewOfNode()).ownCondition;
+    expect(own).to.deep.equal(condition);
+    expect(await conditionsOf()).to.have.members([...before, `${NODE_CONDITION_TYPE}=True`]);
+
+    const denyStatus = (message: string) => deniedBy(NODE_STATUS_POLICY, message);
+    const refusals = [
+      await refused(() => patchStatus({ status: { conditions: [{ type: 'Ready', status: 'False' }] } })),
+      await refused(() =>
+        patchStatus({ status: { conditions: [{ type: 'DiskPressure', $patch: 'delete' }] } }),
+      ),
+      await refused(() => patchStatus({ status: { capacity: { cpu: '999' } } })),
+      await refused(() => patchStatus({ metadata: { labels: { 'team.example/via-status': 'yes' } } })),
+    ];
+    expect(refusals).to.deep.equal([
+      denyStatus(
+        'the operator may add, change or remove only the condition SandboxCreationDegraded, not Ready',
+      ),
+      denyStatus(
+        'the operator may add, change or remove only the condition SandboxCreationDegraded, not DiskPressure',
+      ),
+      denyStatus(
+        "the operator may change only its own condition (SandboxCreationDegraded) in a Node's status, not status.capacity",
+      ),
+      denyStatus('the operator may not change the metadata of a Node through its status: metadata.labels'),
+    ]);
+
+    expect(await actuator.setNodeCondition(node, null)).to.be.a('string');
+    expect((await viewOfNode()).ownCondition).to.equal(undefined);
+    expect(await conditionsOf()).to.deep.equal(before);
   });
 
   it('changes nothing for anyone else: an admin labels the node and adds any taint', async () => {

@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import type { RawObject } from '../../src/kube/informer.js';
+import { nodeView } from '../../src/kube/views.js';
 import { SaturatedNode } from '../support/saturated-node.js';
 import {
   api,
@@ -27,6 +29,13 @@ import {
 const log = (msg: string) => {
   console.error(`      [remediation] ${msg}`);
 };
+/** Our Node condition as the apiserver holds it (JSON, times as written), with the node's other condition types. */
+async function nodeConditions(name: string) {
+  const got = await kubectl(['get', 'node', name, '-o', 'json']);
+  expect(got.code, got.stderr).to.equal(0);
+  const view = nodeView(JSON.parse(got.stdout) as RawObject)!;
+  return { own: view.ownCondition, types: view.conditions.map((c) => c.type) };
+}
 const poolSelector = (pool: string) => ({ matchLabels: { 'sandbox.remediator.io/test-pool': pool } });
 
 /** Fast clocks for a test: stuck after 3 s, pressure after 2 s, recovered after 5 s, cooldown 5 s. */
@@ -91,6 +100,12 @@ describe('remediation on the real cluster', function () {
       'sandbox.remediator.io/remediated-by': policy,
       'sandbox.remediator.io/cordoned': 'true',
     });
+    const marked = await eventually('SandboxCreationDegraded=True on the node', async () => {
+      const { own } = await nodeConditions(sickName);
+      return own?.status === 'True' ? own : undefined;
+    });
+    expect(marked.reason).to.equal('IoSaturated');
+    expect(marked.message).to.match(/pods? stuck creating their sandbox for an IO cause; IO pressure proven/);
     const running = await waitForRunning(namespace, 'web', 12);
     expect(
       running.filter((p) => p.spec?.nodeName === sickName),
@@ -120,6 +135,13 @@ describe('remediation on the real cluster', function () {
     expect((await getPolicyStatus(policy))?.remediatingNodes).to.equal(1);
 
     expect(await versions(), 'no other Node or Pod changed').to.deep.equal(untouched);
+    // The stuck pods moved away, kwok's heartbeats went on: the condition holds, since the same moment, beside
+    // the node's own conditions.
+    const held = await nodeConditions(sickName);
+    expect(held.own).to.include({ status: 'True', lastTransitionTime: marked.lastTransitionTime });
+    expect(held.types).to.include.members(['Ready', 'SandboxCreationDegraded']);
+    for (const other of otherNodes)
+      expect((await nodeConditions(other)).own, `no condition on ${other}`).to.equal(undefined);
 
     await sick.end();
     const uncordoned = await eventually(
@@ -139,7 +161,27 @@ describe('remediation on the real cluster', function () {
       return h && !h.remediation && condition(h.conditions, 'Cordoned')?.status === 'False' ? h : undefined;
     });
     expect(after.actions![0]).to.include({ kind: 'Uncordon', outcome: 'Succeeded', reason: 'Recovered' });
+    const recovered = await eventually('SandboxCreationDegraded=False, Recovered', async () => {
+      const { own } = await nodeConditions(sickName);
+      return own?.status === 'False' ? own : undefined;
+    });
+    expect(recovered.reason).to.equal('Recovered');
+    expect(await eventsWithReasonAtLeast(1, 'NodeConditionSet', 'default', sickName)).to.have.length(1);
+    expect(await eventsWithReasonAtLeast(1, 'NodeConditionCleared', 'default', sickName)).to.have.length(1);
     const metrics = (await operator.get('/metrics', operator.metricsPort)).text;
+    expect(metrics).to.contain(
+      `sandbox_remediator_node_condition_transitions_total{policy="${policy}",status="True",reason="IoSaturated"} 1`,
+    );
+    expect(metrics).to.contain(
+      `sandbox_remediator_node_condition_transitions_total{policy="${policy}",status="False",reason="Recovered"} 1`,
+    );
+    // Its policy deleted: the sweep removes the condition.
+    const deleted = await kubectl(['delete', 'sandboxpolicy', policy]);
+    expect(deleted.code, deleted.stderr).to.equal(0);
+    await eventually(
+      'the condition removed with its policy',
+      async () => !(await nodeConditions(sickName)).own,
+    );
     expect(metrics).to.match(
       /sandbox_remediator_actions_total\{action="Cordon",result="Succeeded",dry_run="false"\} [1-9]/,
     );
@@ -188,10 +230,13 @@ describe('remediation on the real cluster', function () {
     });
 
     await sick.end();
+    // Recovered, and then (the next pass that looks, as our Node condition's write makes one) below thresholds.
     await eventually(
       'the node recovered',
-      async () =>
-        condition((await getHealth(sickName))?.conditions, 'IoPressureHigh')?.reason === 'Recovered',
+      async () => {
+        const io = condition((await getHealth(sickName))?.conditions, 'IoPressureHigh');
+        return io?.status === 'False' && ['Recovered', 'BelowThresholds'].includes(io.reason);
+      },
       { timeoutMs: 60_000 },
     );
     await new Promise((r) => setTimeout(r, 8000)); // past cooldownSeconds: an undo would have happened by now
@@ -524,6 +569,10 @@ describe('remediation across an operator crash', function () {
       { timeoutMs: 60_000 },
     );
     const since = stampsOf(cordoned)['sandbox.remediator.io/remediated-since'];
+    const marked = await eventually('SandboxCreationDegraded=True', async () => {
+      const { own } = await nodeConditions(sickName);
+      return own?.status === 'True' ? own : undefined;
+    });
     first.kill();
     await first.exited;
 
@@ -541,6 +590,12 @@ describe('remediation across an operator crash', function () {
     );
     expect(stampsOf(await readNode(sickName))['sandbox.remediator.io/remediated-since']).to.equal(since);
     expect(second.logs.some((l) => l.message === 'Cordoned Node')).to.equal(false);
+    // The new process neither moved the condition's lastTransitionTime nor announced it again.
+    expect((await nodeConditions(sickName)).own).to.include({
+      status: 'True',
+      lastTransitionTime: marked.lastTransitionTime,
+    });
+    expect(await eventsWithReason('NodeConditionSet', 'default', sickName)).to.have.length(1);
 
     await sick.end();
     await eventually(

@@ -4,7 +4,16 @@
 // FailedCreatePodSandBox Event below was written by kubelet from containerd's answer. Not in `make test`: it needs root, cgroup v1 blkio and a loop device, and kubelet's
 // build adds about 12 minutes to a cold machine.
 import { Watch, type V1Container, type V1Pod } from '@kubernetes/client-node';
-import { GROUP, VERSION, type SandboxHealthStatus } from '../../src/api/v1alpha1/index.js';
+import {
+  GROUP,
+  NODE_CONDITION_REASONS,
+  toApiTime,
+  VERSION,
+  type SandboxHealthStatus,
+} from '../../src/api/v1alpha1/index.js';
+import { KubeActuator } from '../../src/kube/actuator.js';
+import type { RawObject } from '../../src/kube/informer.js';
+import { nodeView } from '../../src/kube/views.js';
 import { expect } from 'chai';
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -17,6 +26,7 @@ import {
   createNamespace,
   createNodes,
   eventually,
+  kubeConfig,
   kubectl,
   uniqueName,
 } from '../support/cluster.js';
@@ -333,6 +343,53 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
     }
     // Whatever a test did, the node is left schedulable and unstamped for the next (by the operator's undo).
     await nodeRestored(`${NODE} uncordoned and unstamped`, 90_000);
+  });
+
+  it("kubelet's own status updates keep the operator's SandboxCreationDegraded condition", async function () {
+    this.timeout(120_000);
+    const actuator = new KubeActuator(kubeConfig());
+    const view = async () => {
+      const got = await kubectl(['get', 'node', NODE, '-o', 'json']);
+      expect(got.code, got.stderr).to.equal(0);
+      const raw = JSON.parse(got.stdout) as RawObject & {
+        status: { conditions: { type: string; lastHeartbeatTime?: string }[] };
+      };
+      const beat = raw.status.conditions.find((c) => c.type === 'Ready')?.lastHeartbeatTime;
+      return { own: nodeView(raw)!.ownCondition, beat };
+    };
+    const now = toApiTime(new Date());
+    const written = {
+      status: 'True' as const,
+      reason: NODE_CONDITION_REASONS.ioSaturated,
+      message: 'lab: kept across kubelet status updates?',
+      lastTransitionTime: now,
+      lastHeartbeatTime: now,
+    };
+    cleanup.add(async () => {
+      await actuator.setNodeCondition(NODE, null);
+    });
+    await actuator.setNodeCondition(NODE, written);
+    const first = (await view()).beat;
+    // Two status updates of kubelet's own (nodeStatusReportFrequency is 10 s in the lab): its Ready heartbeat moves.
+    let beats = 0;
+    let last = first;
+    await eventually(
+      "two of kubelet's status updates",
+      async () => {
+        const { own, beat } = await view();
+        expect(own, 'our condition as written').to.deep.equal(written);
+        if (beat !== last) {
+          beats++;
+          last = beat;
+        }
+        return beats >= 2;
+      },
+      { timeoutMs: 90_000, intervalMs: 1_000 },
+    );
+    expect((await view()).own).to.deep.equal(written);
+    log(
+      `kubelet updated its status twice (Ready heartbeat ${first} -> ${last}); the condition stayed as written`,
+    );
   });
 
   it('delay: a cancellable CNI delay gives kubelet only "context deadline exceeded", and nothing is acted on without IO evidence', async function () {

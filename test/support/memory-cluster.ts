@@ -1,6 +1,14 @@
 // An in-memory ClusterCache + StatusWriter + EventRecorder for reconcile tests: the writer applies what it
 // is given to the same store the cache reads, and records every call.
-import type { Actuator, EvictionOutcome, NodeChange, WorkloadChange } from '../../src/actuation/actuator.js';
+import type {
+  Actuator,
+  EvictionOutcome,
+  NodeChange,
+  NodeLeaseRelease,
+  NodeLeaseWrite,
+  WorkloadChange,
+} from '../../src/actuation/actuator.js';
+import type { NodeLeaseView } from '../../src/policy/node-lease.js';
 import type { RawObject } from '../../src/kube/informer.js';
 import { argoRolloutView, daemonSetView, statefulSetView } from '../../src/kube/workload-views.js';
 import {
@@ -14,6 +22,7 @@ import {
   type SandboxHealthStatus,
   type SandboxPolicySpecInput,
   type SandboxPolicyStatus,
+  type NodeConditionValue,
 } from '../../src/api/v1alpha1/index.js';
 import type {
   Change,
@@ -165,6 +174,52 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
     this.gated = this.gated.filter((p) => p.uid !== pod.uid);
     return Promise.resolve(found);
   }
+  /** medik8s node leases by node, as the API has them (the cache shows them as delivered). */
+  readonly leaseMap = new Map<string, NodeLeaseView>();
+  nodeLease(node: string) {
+    return this.leaseMap.get(node);
+  }
+  nodeLeases() {
+    return this.leaseMap.values();
+  }
+  /** Someone else (NodeHealthCheck, say) holds or changes a node's lease: a new version. */
+  putLease(lease: NodeLeaseView): void {
+    this.commit(`NodeLease/${lease.node}`, () => this.leaseMap.set(lease.node, lease));
+  }
+  writeNodeLease(write: NodeLeaseWrite): Promise<string | undefined> {
+    const key = `NodeLease/${write.node}`;
+    this.writes.push(`${write.resourceVersion ? 'update' : 'create'} lease/node-${write.node}`);
+    const current = this.apiVersions.get(key);
+    const exists = this.leaseMap.has(write.node);
+    if (write.resourceVersion === undefined ? exists : write.resourceVersion !== String(current))
+      return Promise.reject(conflict(`lease node-${write.node}: ${exists ? 'changed meanwhile' : 'exists'}`));
+    const lease: NodeLeaseView = {
+      node: write.node,
+      uid: this.leaseMap.get(write.node)?.uid ?? `lease-uid-${write.node}-${this.version}`,
+      holder: write.holder,
+      acquireTime: write.acquireTime,
+      renewTime: write.renewTime,
+      durationSeconds: write.durationSeconds,
+      transitions: write.transitions,
+    };
+    return Promise.resolve(this.commit(key, () => this.leaseMap.set(write.node, lease)));
+  }
+  releaseNodeLease(release: NodeLeaseRelease): Promise<void> {
+    const key = `NodeLease/${release.node}`;
+    this.writes.push(`delete lease/node-${release.node}`);
+    const lease = this.leaseMap.get(release.node);
+    if (!lease) return Promise.resolve();
+    if (
+      lease.uid !== release.uid ||
+      (release.resourceVersion !== undefined && release.resourceVersion !== String(this.apiVersions.get(key)))
+    )
+      return Promise.reject(conflict(`lease node-${release.node} changed meanwhile`));
+    this.apiVersions.delete(key);
+    this.leaseMap.delete(release.node);
+    this.versions.delete(key);
+    this.changed(release.node);
+    return Promise.resolve();
+  }
   namespaceLabels(name: string) {
     return this.namespaceMap.get(name) ?? (name.startsWith('kube-') ? undefined : {});
   }
@@ -281,6 +336,17 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
     if (stamps) updated.stamps = stamps;
     else delete updated.stamps;
     return Promise.resolve(this.commit(`Node/${change.node}`, () => this.nodeMap.set(change.node, updated)));
+  }
+  setNodeCondition(name: string, condition: NodeConditionValue | null): Promise<string | undefined> {
+    this.writes.push(`${condition ? 'set' : 'remove'} condition node/${name}`);
+    const node = this.nodeMap.get(name);
+    if (!node) return Promise.reject(new Error(`no node ${name}`));
+    const updated: NodeView = { ...node };
+    if (condition) {
+      const { status, reason, message, lastTransitionTime, lastHeartbeatTime } = condition;
+      updated.ownCondition = { status, reason, message, lastTransitionTime, lastHeartbeatTime };
+    } else delete updated.ownCondition;
+    return Promise.resolve(this.commit(`Node/${name}`, () => this.nodeMap.set(name, updated)));
   }
   evict(pod: PodRef): Promise<EvictionOutcome> {
     if (this.protectedPods.has(`${pod.namespace}/${pod.name}`))

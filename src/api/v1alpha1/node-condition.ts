@@ -40,3 +40,26 @@ export const NOT_IO_CONDITIONS = [
   'NetworkUnavailable',
   NODE_CONDITION_TYPE,
 ] as const;
+
+/** The condition as the operator writes it (times as the apiserver keeps them: RFC 3339 to the second). */
+export interface NodeConditionValue {
+  status: 'True' | 'False';
+  reason: NodeConditionReason;
+  message: string;
+  lastTransitionTime: string;
+  lastHeartbeatTime: string;
+}
+
+/** The condition as a node carries it: anyone with RBAC on nodes/status may have written it, so nothing is assumed. */
+export interface OwnNodeCondition {
+  status: string;
+  reason: string;
+  message: string;
+  lastTransitionTime?: string;
+  lastHeartbeatTime?: string;
+}
+
+/** A time as the apiserver keeps a condition's or a taint's: RFC 3339, to the second. */
+export function toApiTime(at: Date): string {
+  return at.toISOString().replace(/\.\d{3}Z$/, 'Z');
+}

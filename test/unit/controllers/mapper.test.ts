@@ -47,6 +47,13 @@ describe('policiesFor', () => {
     ).to.deep.equal(['gone', 'rest', 'zone-a']);
   });
 
+  it('maps a node lease to the policy owning its node, and marks that node', () => {
+    const change = { kind: 'NodeLease' as const, type: 'update' as const, key: 'b1' };
+    expect(policiesFor(change, cluster, byUid)).to.deep.equal(['rest']);
+    expect(nodeOf(change, byUid)).to.equal('b1');
+    expect(policiesFor({ ...change, key: 'no-such-node' }, cluster, byUid)).to.deep.equal([]);
+  });
+
   it("reacts to a new agent reading or a deleted SandboxHealth, not to the operator's own writes", () => {
     const change = (source: string, before: number, after: number) =>
       policiesFor(

@@ -257,7 +257,9 @@ describe('PolicyReconciler with IO readings', () => {
     });
     expect(cluster.health('n1')!.status!.state).to.equal('IoPressure');
     // One node, maxUnhealthyNodes 20% rounds down to 0: the node alone is a storm, so nothing is cordoned.
+    // The verdict is written to the node even where the storm limit holds every action.
     expect(cluster.takeEvents()).to.deep.equal([
+      'Node/n1 Warning NodeConditionSet',
       'Node/n1 Warning IoPressureHigh',
       'Node/n1 Warning RemediationBlocked',
       'SandboxPolicy/p Warning StormDetected',

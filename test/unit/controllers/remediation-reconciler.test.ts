@@ -3,7 +3,7 @@
 import { silentLogger } from '../../../src/observability/log.js';
 import { expect } from 'chai';
 import { DryRunActuator } from '../../../src/actuation/actuator.js';
-import type { SandboxHealthStatus } from '../../../src/api/v1alpha1/index.js';
+import { toApiTime, type SandboxHealthStatus } from '../../../src/api/v1alpha1/index.js';
 import { buildControllers, type ControllerDeps } from '../../../src/controllers/wiring.js';
 import type { NodeView, PodView } from '../../../src/detection/index.js';
 import { FakeClock } from '../../../src/runtime/clock.js';
@@ -28,7 +28,8 @@ function policySpec(
   return {
     detection: { stuckThresholdSeconds: 30 },
     ioPressure: { sustainSeconds: 0, recoverySeconds: 30, staleAfterSeconds: 3600 },
-    remediation,
+    // The Node condition has its own tests (node-conditions.test.ts): these count the other writes.
+    remediation: { nodeCondition: false, ...remediation },
     safety: { maxUnhealthyNodes: 1, cooldownSeconds: 120, maxEvictionsPerMinute: 10, ...safety },
   };
 }
@@ -1066,5 +1067,117 @@ describe('PolicyReconciler safety under races and refusals', () => {
     expect(events.filter((e) => e.includes('Uncordoned'))).to.deep.equal([]);
     expect(events.filter((e) => e.includes('RemediationBlocked'))).to.have.length(1);
     expect(blockedOf(cluster, 'n1')).to.deep.equal(['Uncordon node/n1 DryRun']);
+  });
+});
+
+describe('PolicyReconciler and the Node condition', () => {
+  const apiAt = (seconds: number) => toApiTime(secondsAfter(START, seconds));
+  const own = (cluster: MemoryCluster, node = 'n1') => cluster.nodeMap.get(node)!.ownCondition;
+  const conditionWrites = (cluster: MemoryCluster) =>
+    cluster.takeWrites().filter((w) => w.includes('condition'));
+  const conditionEvents = (cluster: MemoryCluster) =>
+    cluster.takeEvents().filter((e) => /NodeCondition|RemediationExhausted/.test(e));
+
+  it('holds True through the incident with one lastTransitionTime, across a restart, and turns False on recovery', async () => {
+    const { cluster, clock, readings, reconciler, start } = world(policySpec({}, { nodeCondition: true }));
+    replicaSetPodsOn(cluster, 'n1', 'web-1', 'web-2');
+    await reconciler.reconcile('p');
+    expect(conditionWrites(cluster)).to.deep.equal(['set condition node/n1']);
+    expect(conditionEvents(cluster)).to.deep.equal(['Node/n1 Warning NodeConditionSet']);
+    const set = own(cluster)!;
+    expect(set).to.include({ status: 'True', reason: 'IoSaturated', lastTransitionTime: apiAt(0) });
+    expect(set.message).to.match(/^2 pods stuck creating their sandbox for an IO cause; IO pressure proven/);
+    for (const node of NODES.slice(1)) expect(own(cluster, node), node).to.equal(undefined);
+
+    // The stuck pods are evicted and leave; the disk stays saturated: still True, since the same moment.
+    await reconciler.reconcile('p');
+    cluster.pods = [];
+    clock.advance(70_000);
+    await reconciler.reconcile('p');
+    expect(own(cluster)).to.include({ status: 'True', reason: 'IoSaturated', lastTransitionTime: apiAt(0) });
+    conditionEvents(cluster);
+
+    // A restarted operator reads the condition back and rewrites neither its status nor its time.
+    const restarted = start().reconciler;
+    clock.advance(5_000);
+    await restarted.reconcile('p');
+    expect(own(cluster)).to.include({ status: 'True', lastTransitionTime: apiAt(0) });
+    expect(conditionEvents(cluster)).to.deep.equal([]);
+
+    // Recovered (recoverySeconds 30 of low readings): False, reason Recovered, a new transition time, one Event.
+    readings.set('n1', LOW);
+    clock.advance(10_000);
+    await restarted.reconcile('p');
+    expect(own(cluster)?.status, 'recovering is not recovered').to.equal('True');
+    clock.advance(30_000);
+    await restarted.reconcile('p');
+    expect(own(cluster)).to.include({ status: 'False', reason: 'Recovered', lastTransitionTime: apiAt(115) });
+    expect(conditionEvents(cluster)).to.deep.equal(['Node/n1 Normal NodeConditionCleared']);
+    clock.advance(120_000);
+    await restarted.reconcile('p');
+    expect(own(cluster)).to.include({ status: 'False', lastTransitionTime: apiAt(115) });
+  });
+
+  it('escalates with RemediationExhausted once the fenced, emptied node stays saturated for afterSeconds', async () => {
+    const { cluster, clock, reconciler } = world(
+      policySpec({}, { nodeCondition: true, escalation: { afterSeconds: 600 } }),
+    );
+    replicaSetPodsOn(cluster, 'n1', 'web-1');
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    cluster.pods = [];
+    clock.advance(599_000);
+    await reconciler.reconcile('p');
+    expect(own(cluster)).to.include({ status: 'True', reason: 'IoSaturated' });
+    conditionEvents(cluster);
+    clock.advance(1_000);
+    await reconciler.reconcile('p');
+    expect(own(cluster)).to.include({
+      status: 'True',
+      reason: 'RemediationExhausted',
+      lastTransitionTime: apiAt(0),
+    });
+    expect(own(cluster)!.message).to.match(/^Still IO-saturated 10 min after policy p fenced the node/);
+    expect(conditionEvents(cluster)).to.deep.equal(['Node/n1 Warning RemediationExhausted']);
+    // Nothing more is done by the operator: the node stays cordoned, no more writes but the message's refresh.
+    expect(cluster.nodeMap.get('n1')!.unschedulable).to.equal(true);
+  });
+
+  it('writes nothing in a dry run or while paused, and removes its condition when nodeCondition turns false', async () => {
+    for (const safety of [{ dryRun: true }, { paused: true }]) {
+      const { cluster, reconciler } = world(policySpec(safety, { nodeCondition: true }));
+      replicaSetPodsOn(cluster, 'n1', 'web-1');
+      await reconciler.reconcile('p');
+      expect(conditionWrites(cluster), JSON.stringify(safety)).to.deep.equal([]);
+      expect(own(cluster)).to.equal(undefined);
+    }
+    const { cluster, reconciler } = world(policySpec({}, { nodeCondition: true }));
+    replicaSetPodsOn(cluster, 'n1', 'web-1');
+    await reconciler.reconcile('p');
+    expect(own(cluster)?.status).to.equal('True');
+    cluster.addPolicy('p', policySpec({}, { nodeCondition: false }));
+    cluster.policyMap.get('p')!.generation = 2;
+    cluster.changed();
+    cluster.takeEvents();
+    cluster.takeWrites();
+    await reconciler.reconcile('p');
+    expect(own(cluster)).to.equal(undefined);
+    expect(conditionWrites(cluster)).to.deep.equal(['remove condition node/n1']);
+    expect(conditionEvents(cluster)).to.deep.equal(['Node/n1 Normal NodeConditionRemoved']);
+  });
+
+  it('the sweep removes it when the policy is gone, and keeps it while the policy is only invalid', async () => {
+    const { cluster, reconciler, sweeper } = world(policySpec({}, { nodeCondition: true }));
+    replicaSetPodsOn(cluster, 'n1', 'web-1');
+    await reconciler.reconcile('p');
+    expect(own(cluster)?.status).to.equal('True');
+    cluster.addPolicy('p', { ...policySpec(), safety: { maxUnhealthyNodes: 'lots' } });
+    cluster.takeWrites();
+    await sweeper.sweep();
+    expect(own(cluster)?.status, 'frozen with its invalid policy').to.equal('True');
+    cluster.policyMap.delete('p');
+    await sweeper.sweep();
+    expect(own(cluster)).to.equal(undefined);
+    expect(conditionWrites(cluster)).to.deep.equal(['remove condition node/n1']);
   });
 });

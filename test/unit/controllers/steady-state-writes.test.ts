@@ -68,8 +68,14 @@ describe('PolicyReconciler steady state', () => {
   it('writes nothing when readings move but the verdict holds, nor for retries within a failureCount step', async () => {
     const { cluster, clock, reconciler, retry, read } = world();
     await reconciler.reconcile('p');
-    expect(cluster.takeWrites()).to.deep.equal(['create health/n1', 'patch health/n1', 'patch policy/p']);
+    expect(cluster.takeWrites()).to.deep.equal([
+      'set condition node/n1',
+      'create health/n1',
+      'patch health/n1',
+      'patch policy/p',
+    ]);
     expect(cluster.takeEvents()).to.deep.equal([
+      'Node/n1 Warning NodeConditionSet',
       'Node/n1 Warning SandboxCreationDegraded',
       'Node/n1 Warning IoPressureHigh',
       'Pod/web-1 Warning SandboxCreationStuck',

@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { MAX_FAILURE_MESSAGE_CHARS } from '../../../src/detection/index.js';
 import type { RawObject } from '../../../src/kube/informer.js';
 import { nodeChange } from '../../../src/controllers/node-changes.js';
-import { eventView, healthView, nodeView, podView } from '../../../src/kube/views.js';
+import { eventView, healthView, nodeLeaseView, nodeView, podView } from '../../../src/kube/views.js';
 
 const UID = '0b1c6a52-3f0e-4c8e-9a43-0d6c2b8f4e11';
 const IO_MESSAGE =
@@ -340,5 +340,42 @@ describe('nodeView taints', () => {
       spec: { taints: [{ ...unreachable, timeAdded: new Date(unreachable.timeAdded) }] },
     };
     expect(nodeView(listed)!.taints).to.deep.equal([unreachable]);
+  });
+});
+
+describe('nodeLeaseView', () => {
+  const raw = (name: string, spec: Record<string, unknown>) =>
+    ({
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      metadata: { name, uid: 'u1' },
+      spec,
+    }) as RawObject;
+
+  it('reads a node lease from a watch (MicroTime strings) and from a list (Dates) alike', () => {
+    const spec = {
+      holderIdentity: 'NodeHealthCheck-nhc',
+      leaseDurationSeconds: 60,
+      acquireTime: '2026-12-03T08:00:00.123456Z',
+      renewTime: '2026-12-03T08:00:30.000000Z',
+      leaseTransitions: 1,
+    };
+    const expected = {
+      node: 'kwok-node-1',
+      uid: 'u1',
+      holder: 'NodeHealthCheck-nhc',
+      acquireTime: new Date('2026-12-03T08:00:00.123Z'),
+      renewTime: new Date('2026-12-03T08:00:30Z'),
+      durationSeconds: 60,
+      transitions: 1,
+    };
+    expect(nodeLeaseView(raw('node-kwok-node-1', spec))).to.deep.equal(expected);
+    const listed = { ...spec, acquireTime: expected.acquireTime, renewTime: expected.renewTime };
+    expect(nodeLeaseView(raw('node-kwok-node-1', listed))).to.deep.equal(expected);
+  });
+
+  it('keeps no lease but node-<node>, and leaves out what a lease does not say', () => {
+    expect(nodeLeaseView(raw('sandbox-remediator-operator', { holderIdentity: 'x' }))).to.equal(undefined);
+    expect(nodeLeaseView(raw('node-n1', {}))).to.deep.equal({ node: 'n1', uid: 'u1' });
   });
 });

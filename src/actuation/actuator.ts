@@ -76,14 +76,19 @@ export interface Actuator {
   patchWorkload(change: WorkloadChange): Promise<string | undefined>;
   /**
    * Lifts the pacing gate from a pod whose gates are `gates` (as the cache shows them); it keeps every other gate.
-   * Resolves false when the pod is gone or its gates changed meanwhile (looked at again on a later pass).
+   * Resolves false when the pod is gone or its gates changed meanwhile (looked at again on a later pass), or, with a
+   * resourceVersion, when the pod changed at all since that version.
    */
-  releaseGate(pod: PodRef & { gates: readonly string[] }): Promise<boolean>;
+  releaseGate(pod: PodRef & { gates: readonly string[]; resourceVersion?: string }): Promise<boolean>;
   /**
    * Sets the node's SandboxCreationDegraded condition (null removes it), and no other part of its status; resolves
-   * with the node's new resourceVersion when one is known.
+   * with the node's new resourceVersion when one is known. With a resourceVersion, a node changed since is a 409.
    */
-  setNodeCondition(node: string, condition: NodeConditionValue | null): Promise<string | undefined>;
+  setNodeCondition(
+    node: string,
+    condition: NodeConditionValue | null,
+    resourceVersion?: string,
+  ): Promise<string | undefined>;
   /** Resolves with the lease's new resourceVersion when one is known. */
   writeNodeLease(write: NodeLeaseWrite): Promise<string | undefined>;
   /** A lease already gone is no error; one changed since (someone took it) is a 409. */

@@ -4,7 +4,6 @@
 import type { NodeChange, WorkloadChange } from '../actuation/actuator.js';
 import {
   formatTaint,
-  isOurNodeLeaseHolder,
   KEY_PREFIX,
   NODE_CONDITION_TYPE,
   PACING_GATE,
@@ -16,6 +15,13 @@ import type { GatedPodView, NodeView, WorkloadView } from '../detection/index.js
 import { nodeChange } from '../controllers/node-changes.js';
 import { workloadChange } from '../controllers/rollout-changes.js';
 import { revertedByOthers, undoActions, type Action } from '../policy/actions.js';
+import {
+  holderName,
+  isOurHolder,
+  NODE_LEASE_NAMESPACE,
+  nodeLeaseName,
+  type NodeLeaseView,
+} from '../policy/node-lease.js';
 import { rolloutTarget } from '../policy/rollouts.js';
 
 /** An object as listed, with the resourceVersion a change is made on (409 when it changed since). */
@@ -24,23 +30,21 @@ export interface Versioned<T> {
   version: string | undefined;
 }
 
-/** A Lease in the medik8s node-lease namespace. */
-export interface LeaseView {
-  namespace: string;
-  name: string;
-  uid: string;
-  version: string | undefined;
-  holder: string;
-}
-
+/** One change, on the version of its object that it was planned on. */
 export type CleanupStep = { target: string; changes: string[] } & (
-  | { kind: 'ReleaseGate'; pod: GatedPodView }
+  | { kind: 'ReleaseGate'; pod: GatedPodView; version: string | undefined }
   | { kind: 'ReleaseRollout'; workload: WorkloadView; change: WorkloadChange }
   | { kind: 'ReleaseNode'; node: NodeView; change: NodeChange }
-  | { kind: 'RemoveNodeCondition'; node: string }
-  | { kind: 'DeleteLease'; lease: LeaseView }
-  | { kind: 'DeleteHealth'; name: string }
+  | { kind: 'RemoveNodeCondition'; node: string; version: string | undefined }
+  | { kind: 'DeleteLease'; lease: NodeLeaseView; version: string | undefined }
+  | { kind: 'DeleteHealth'; name: string; version: string | undefined }
 );
+
+/** What planning one object gives: a step when something of ours is on it, and what of it stays, with why. */
+export interface ObjectPlan {
+  step?: CleanupStep;
+  leftAlone: LeftAlone[];
+}
 
 /** Something the cleanup saw and does not touch, with the reason. */
 export interface LeftAlone {
@@ -58,10 +62,12 @@ export interface CleanupInput {
   nodes: readonly Versioned<NodeView>[];
   /** Every rollout of every kind: ours are released, owner-held ones reported as left alone. */
   workloads: readonly Versioned<WorkloadView>[];
-  gatedPods: readonly GatedPodView[];
-  /** The Leases of the medik8s node-lease namespace. */
-  leases: readonly LeaseView[];
-  healths: readonly { name: string }[];
+  gatedPods: readonly Versioned<GatedPodView>[];
+  /** The node leases of the medik8s namespace, anyone's. */
+  leases: readonly Versioned<NodeLeaseView>[];
+  healths: readonly Versioned<{ name: string }>[];
+  /** The SandboxPolicies: never touched, named so nobody wonders. */
+  policies: readonly string[];
   keepHealth: boolean;
 }
 
@@ -71,42 +77,44 @@ const UNINSTALL_MESSAGE = 'Undone by sandbox-remediator cleanup (uninstall).';
 
 export function planCleanup(input: CleanupInput): CleanupPlan {
   const plan: CleanupPlan = { steps: [], leftAlone: [] };
-  const add = (part: { step?: CleanupStep; leftAlone: LeftAlone[] }) => {
+  const add = (part: ObjectPlan) => {
     if (part.step) plan.steps.push(part.step);
     plan.leftAlone.push(...part.leftAlone);
   };
-  for (const pod of input.gatedPods) plan.steps.push(planGate(pod));
+  for (const pod of input.gatedPods) add(planGate(pod));
   for (const w of input.workloads) add(planWorkload(w));
   for (const n of input.nodes) add(planNode(n));
-  for (const { view } of input.nodes) {
-    const step = planNodeCondition(view);
-    if (step) plan.steps.push(step);
-  }
+  for (const n of input.nodes) add(planNodeCondition(n));
   for (const lease of input.leases) add(planLease(lease));
-  for (const { name } of input.healths) {
-    const target = `sandboxhealth/${name}`;
-    if (input.keepHealth) plan.leftAlone.push({ target, why: 'kept (--keep-health)' });
-    else plan.steps.push({ kind: 'DeleteHealth', target, name, changes: ['deleted'] });
-  }
+  for (const health of input.healths) add(planHealth(health, input.keepHealth));
+  for (const name of input.policies)
+    plan.leftAlone.push({
+      target: `sandboxpolicy/${name}`,
+      why: "yours, not the operator's: it goes with the CRDs (kubectl delete -f crds/)",
+    });
   return plan;
 }
 
 /** A pod at our pacing gate: the gate is ours by its name, so it is always lifted (its other gates stay). */
-export function planGate(pod: GatedPodView): CleanupStep {
+export function planGate({ view: pod, version }: Versioned<GatedPodView>): ObjectPlan {
   const by = pod.policy ? ` (set for policy ${pod.policy})` : '';
+  const others = pod.gates.filter((g) => g !== PACING_GATE);
+  const target = `pod/${pod.namespace}/${pod.name}`;
   return {
-    kind: 'ReleaseGate',
-    target: `pod/${pod.namespace}/${pod.name}`,
-    pod,
-    changes: [`scheduling gate ${PACING_GATE} lifted${by}`],
+    step: {
+      kind: 'ReleaseGate',
+      target,
+      pod,
+      version,
+      changes: [`scheduling gate ${PACING_GATE} lifted${by}`],
+    },
+    leftAlone:
+      others.length > 0 ? [{ target, why: `scheduling gates ${others.join(', ')} are not ours` }] : [],
   };
 }
 
 /** What our stamps on a node record, undone as the operator undoes it; what others did stays. */
-export function planNode({ view: node, version }: Versioned<NodeView>): {
-  step?: CleanupStep;
-  leftAlone: LeftAlone[];
-} {
+export function planNode({ view: node, version }: Versioned<NodeView>): ObjectPlan {
   const target = `node/${node.name}`;
   const stamps = node.stamps;
   if (!stamps) return { leftAlone: unstampedNode(node) };
@@ -122,7 +130,13 @@ export function planNode({ view: node, version }: Versioned<NodeView>): {
   if (!stamps.cordoned && node.unschedulable)
     leftAlone.push({ target, why: 'left cordoned: our stamps record no cordon (someone else cordoned it)' });
   return {
-    step: { kind: 'ReleaseNode', target, node, change: nodeChange(node, actions, undefined, version), changes },
+    step: {
+      kind: 'ReleaseNode',
+      target,
+      node,
+      change: nodeChange(node, actions, undefined, version),
+      changes,
+    },
     leftAlone,
   };
 }
@@ -165,15 +179,20 @@ function unstampedNode(node: NodeView): LeftAlone[] {
   return left;
 }
 
-/** Our condition type on a node: nobody else writes it, so it is removed wherever it is. */
-export function planNodeCondition(node: NodeView): CleanupStep | undefined {
-  const condition = node.conditions.find((c) => c.type === NODE_CONDITION_TYPE);
-  if (!condition) return undefined;
+/** Our condition type on a node: nobody else writes it, so it is removed wherever it is, as the orphan sweep does. */
+export function planNodeCondition({ view: node, version }: Versioned<NodeView>): ObjectPlan {
+  const condition = node.ownCondition;
+  if (!condition) return { leftAlone: [] };
+  const reason = condition.reason ? ` (${condition.reason})` : '';
   return {
-    kind: 'RemoveNodeCondition',
-    target: `node/${node.name}`,
-    node: node.name,
-    changes: [`condition ${NODE_CONDITION_TYPE}=${condition.status} removed`],
+    step: {
+      kind: 'RemoveNodeCondition',
+      target: `node/${node.name}`,
+      node: node.name,
+      version,
+      changes: [`condition ${NODE_CONDITION_TYPE}=${condition.status}${reason} removed`],
+    },
+    leftAlone: [],
   };
 }
 
@@ -186,13 +205,12 @@ const OWNER_HOLDS: Record<WorkloadView['kind'], string> = {
 };
 
 /** A rollout we hold is given back exactly as its stamps record; one its owner holds is left alone. */
-export function planWorkload({ view: w, version }: Versioned<WorkloadView>): {
-  step?: CleanupStep;
-  leftAlone: LeftAlone[];
-} {
+export function planWorkload({ view: w, version }: Versioned<WorkloadView>): ObjectPlan {
   const target = rolloutTarget(w);
   if (!w.stamps) {
-    const leftAlone = w.paused ? [{ target, why: `held by its owner (${OWNER_HOLDS[w.kind]}), not by us` }] : [];
+    const leftAlone = w.paused
+      ? [{ target, why: `held by its owner (${OWNER_HOLDS[w.kind]}), not by us` }]
+      : [];
     if (!w.handsOffUntil) return { leftAlone };
     // The mark the operator leaves on one its owner resumed: no claim, but ours all the same.
     const change: WorkloadChange = {
@@ -240,40 +258,23 @@ function releasedWords(w: WorkloadView): string {
   }
 }
 
-/** A medik8s node lease is ours when its holder says so; another's is never touched. */
-function planLease(lease: LeaseView): { step?: CleanupStep; leftAlone: LeftAlone[] } {
-  const target = `lease/${lease.namespace}/${lease.name}`;
-  if (!isOurNodeLeaseHolder(lease.holder))
-    return { leftAlone: [{ target, why: `held by ${lease.holder || '(nobody)'}, not by us` }] };
-  return { step: { kind: 'DeleteLease', target, lease, changes: [`deleted (holder ${lease.holder})`] }, leftAlone: [] };
+/** A medik8s node lease is ours when its holder is (some policy's); another's is never touched, expired or not. */
+export function planLease({ view: lease, version }: Versioned<NodeLeaseView>): ObjectPlan {
+  const target = `lease/${NODE_LEASE_NAMESPACE}/${nodeLeaseName(lease.node)}`;
+  if (!isOurHolder(lease.holder))
+    return { leftAlone: [{ target, why: `held by ${holderName(lease)}, not by us` }] };
+  return {
+    step: { kind: 'DeleteLease', target, lease, version, changes: [`deleted (holder ${holderName(lease)})`] },
+    leftAlone: [],
+  };
 }
 
-/** The part of the operator's leader Lease that says whether it leads. */
-export interface LeaderRecord {
-  holderIdentity: string;
-  leaseDurationSeconds: number;
-  renewTime?: string;
-  acquireTime?: string;
-}
-
-export type LeaderState =
-  | { held: false; why: string }
-  | { held: true; holder: string; renewedSecondsAgo?: number };
-
-/** Allowed for a clock here behind the operator's: a Lease renewed this little past its duration still counts as held. */
-export const LEADER_CLOCK_SKEW_MS = 10_000;
-
-/**
- * Whether an operator leads now: its Lease has a holder, renewed within leaseDurationSeconds (plus the skew
- * allowance) by this clock. A holder with no time recorded counts as held: nothing says it stopped.
- */
-export function leaderState(record: LeaderRecord | undefined, now: Date): LeaderState {
-  if (!record) return { held: false, why: 'no Lease' };
-  if (record.holderIdentity === '') return { held: false, why: 'released' };
-  const renewed = new Date(record.renewTime ?? record.acquireTime ?? '');
-  if (Number.isNaN(renewed.getTime())) return { held: true, holder: record.holderIdentity };
-  const ago = now.getTime() - renewed.getTime();
-  if (ago > record.leaseDurationSeconds * 1000 + LEADER_CLOCK_SKEW_MS)
-    return { held: false, why: `expired: last renewed ${Math.round(ago / 1000)} s ago by ${record.holderIdentity}` };
-  return { held: true, holder: record.holderIdentity, renewedSecondsAgo: Math.max(0, Math.round(ago / 1000)) };
+/** Every SandboxHealth is the operator's report: deleted, unless kept. */
+export function planHealth(
+  { view: { name }, version }: Versioned<{ name: string }>,
+  keep: boolean,
+): ObjectPlan {
+  const target = `sandboxhealth/${name}`;
+  if (keep) return { leftAlone: [{ target, why: 'kept (--keep-health)' }] };
+  return { step: { kind: 'DeleteHealth', target, name, version, changes: ['deleted'] }, leftAlone: [] };
 }

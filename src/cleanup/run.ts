@@ -1,55 +1,46 @@
-// Carries out a cleanup plan, one object at a time, saying what it did to each: through a CleanupWriter, the real one
-// (src/kube) or the dry run below, which changes nothing and is reported exactly alike but for the verb. An object
-// changed between the list and the write (409) is read again and planned again, from its stamps as they are then.
-import type { Actuator, NodeChange, WorkloadChange } from '../actuation/actuator.js';
+// Carries out a cleanup plan, one object at a time, saying what it did to each: through the operator's own actuator,
+// the real one or the dry run (which changes nothing and is reported exactly alike but for the verb). Every write is
+// made on the version it was planned on; one refused because the object changed since (409, or a gate list that
+// changed) is read again and planned again from the object as it is then, a bounded number of times.
+import { DryRunActuator, type Actuator } from '../actuation/actuator.js';
 import type { RolloutKind } from '../api/v1alpha1/index.js';
 import type { GatedPodView, NodeView, WorkloadView } from '../detection/index.js';
+import type { NodeLeaseView } from '../policy/node-lease.js';
 import {
   planGate,
+  planHealth,
+  planLease,
   planNode,
+  planNodeCondition,
   planWorkload,
   type CleanupPlan,
   type CleanupStep,
-  type LeaseView,
   type LeftAlone,
+  type ObjectPlan,
   type Versioned,
 } from './plan.js';
 
-/** The writes of a cleanup: the operator's own actuator for nodes, rollouts and gates, and three of its own. */
-export interface CleanupWriter extends Pick<Actuator, 'patchNode' | 'patchWorkload' | 'releaseGate'> {
-  readonly dryRun: boolean;
-  /** Removes our condition from Node.status.conditions (a no-op when it is not there). */
-  removeNodeCondition(node: string): Promise<void>;
-  /** Deletes the lease if it is still the one listed (uid and resourceVersion preconditions); 404 is no error. */
-  deleteLease(lease: LeaseView): Promise<void>;
-  deleteHealth(name: string): Promise<void>;
+/** The writes of a cleanup: the operator's actuator, and the deletion of a SandboxHealth on its version. */
+export interface CleanupWriter extends Pick<
+  Actuator,
+  'dryRun' | 'patchNode' | 'patchWorkload' | 'releaseGate' | 'setNodeCondition' | 'releaseNodeLease'
+> {
+  /** A 404 is no error; a SandboxHealth changed since `resourceVersion` is a 409. */
+  deleteHealth(name: string, resourceVersion: string | undefined): Promise<void>;
 }
 
-/** Reads one object again, after a write made on an older version of it was refused (409). */
+/** Reads one object again, after a write made on an older version of it was refused. */
 export interface CleanupRereader {
   node(name: string): Promise<Versioned<NodeView> | undefined>;
   workload(kind: RolloutKind, namespace: string, name: string): Promise<Versioned<WorkloadView> | undefined>;
-  gatedPod(namespace: string, name: string): Promise<GatedPodView | undefined>;
+  /** Undefined too when the pod is no longer at our gate. */
+  gatedPod(namespace: string, name: string): Promise<Versioned<GatedPodView> | undefined>;
+  lease(node: string): Promise<Versioned<NodeLeaseView> | undefined>;
+  health(name: string): Promise<Versioned<{ name: string }> | undefined>;
 }
 
-/** Changes nothing; the runner reports what it would have done. */
-export class DryRunCleanupWriter implements CleanupWriter {
-  readonly dryRun = true;
-  patchNode(_change: NodeChange): Promise<string | undefined> {
-    return Promise.resolve(undefined);
-  }
-  patchWorkload(_change: WorkloadChange): Promise<string | undefined> {
-    return Promise.resolve(undefined);
-  }
-  releaseGate(): Promise<boolean> {
-    return Promise.resolve(true);
-  }
-  removeNodeCondition(): Promise<void> {
-    return Promise.resolve();
-  }
-  deleteLease(): Promise<void> {
-    return Promise.resolve();
-  }
+/** The operator's dry-run actuator, and a SandboxHealth deletion that deletes nothing. */
+export class DryRunCleanupWriter extends DryRunActuator implements CleanupWriter {
   deleteHealth(): Promise<void> {
     return Promise.resolve();
   }
@@ -69,8 +60,8 @@ export interface CleanupOutcome {
   leftAlone: number;
 }
 
-/** A write on a stale version is tried again this many times, each on the object read afresh. */
-const ATTEMPTS = 3;
+/** A write refused for a stale version is tried this many times in all, each on the object read afresh. */
+export const ATTEMPTS = 3;
 
 const VERBS: Record<CleanupStep['kind'], { done: string; dryRun: string }> = {
   ReleaseGate: { done: 'Released', dryRun: 'Would release' },
@@ -81,80 +72,66 @@ const VERBS: Record<CleanupStep['kind'], { done: string; dryRun: string }> = {
   DeleteHealth: { done: 'Deleted', dryRun: 'Would delete' },
 };
 
-/** What became of one step: done (with the step as finally carried out), nothing left to do, or what was left. */
+/** What became of one step: done (as finally carried out), nothing of ours left on it, or what it left. */
 type StepResult =
   | { result: 'done'; step: CleanupStep }
   | { result: 'nothing'; why: string }
   | { result: 'left'; leftAlone: LeftAlone[] };
 
-/** Carries out every step in order, one line for each; a failed one does not stop the rest. */
+/** What a run learns as it goes: the versions its own node writes made, and the nodes it failed to release. */
+interface RunState {
+  nodeVersions: Map<string, string>;
+  failedNodes: Set<string>;
+}
+
+/**
+ * Carries out every step in order, one line for each, then one line for each thing left alone; a failed step does not
+ * stop the rest.
+ */
 export async function runCleanup(plan: CleanupPlan, deps: RunDeps): Promise<CleanupOutcome> {
   const outcome: CleanupOutcome = { done: 0, failed: 0, leftAlone: 0 };
   const line = (text: string) => deps.out.write(`${text}\n`);
-  const leave = (left: readonly LeftAlone[]) => {
-    for (const l of left) {
-      outcome.leftAlone++;
-      line(`Left alone ${l.target}: ${l.why}`);
-    }
-  };
+  const state: RunState = { nodeVersions: new Map(), failedNodes: new Set() };
+  const leftAlone: LeftAlone[] = [];
   for (const step of plan.steps) {
     try {
-      const result = await carryOut(step, deps);
+      const result = await carryOut(step, deps, state);
       if (result.result === 'done') {
         outcome.done++;
         const verb = VERBS[result.step.kind][deps.writer.dryRun ? 'dryRun' : 'done'];
         line(`${verb} ${result.step.target}: ${result.step.changes.join(', ')}`);
       } else if (result.result === 'nothing') line(`Skipped ${step.target}: ${result.why}`);
-      else leave(result.leftAlone);
+      else leftAlone.push(...result.leftAlone);
     } catch (err) {
       outcome.failed++;
+      if (step.kind === 'ReleaseNode') state.failedNodes.add(step.node.name);
       line(`Failed ${step.target}: ${deps.describeError(err)}`);
     }
   }
-  leave(plan.leftAlone);
+  for (const l of [...leftAlone, ...plan.leftAlone]) {
+    outcome.leftAlone++;
+    line(`Left alone ${l.target}: ${l.why}`);
+  }
   return outcome;
 }
 
-async function carryOut(step: CleanupStep, deps: RunDeps): Promise<StepResult> {
-  const { writer } = deps;
-  switch (step.kind) {
-    case 'ReleaseNode':
-      return retryOnConflict(step, deps, async (current) => {
-        if (current.kind !== 'ReleaseNode') return undefined;
-        await writer.patchNode(current.change);
-        return current;
-      });
-    case 'ReleaseRollout':
-      return retryOnConflict(step, deps, async (current) => {
-        if (current.kind !== 'ReleaseRollout') return undefined;
-        await writer.patchWorkload(current.change);
-        return current;
-      });
-    case 'ReleaseGate':
-      return releaseGate(step, deps);
-    case 'RemoveNodeCondition':
-      await writer.removeNodeCondition(step.node);
-      return { result: 'done', step };
-    case 'DeleteLease':
-      await writer.deleteLease(step.lease);
-      return { result: 'done', step };
-    case 'DeleteHealth':
-      await writer.deleteHealth(step.name);
-      return { result: 'done', step };
-  }
-}
-
-/** A node or rollout step, planned again on the object as it is now when the write met a newer version. */
-async function retryOnConflict(
-  step: CleanupStep,
-  deps: RunDeps,
-  write: (step: CleanupStep) => Promise<CleanupStep | undefined>,
-): Promise<StepResult> {
-  let current = step;
+async function carryOut(step: CleanupStep, deps: RunDeps, state: RunState): Promise<StepResult> {
+  if (step.kind === 'DeleteLease' && state.failedNodes.has(step.lease.node))
+    // As the operator: its lease goes only once nothing of ours is left on the node.
+    return {
+      result: 'left',
+      leftAlone: [
+        {
+          target: step.target,
+          why: `kept: node/${step.lease.node} still carries our stamps (its release failed)`,
+        },
+      ],
+    };
+  let current = withOwnVersion(step, state);
   for (let attempt = 1; ; attempt++) {
     try {
-      const done = await write(current);
-      if (done) return { result: 'done', step: done };
+      if (await write(current, deps.writer, state)) return { result: 'done', step: current };
+      if (attempt >= ATTEMPTS) throw new Error(`it kept changing meanwhile (${ATTEMPTS} attempts)`);
     } catch (err) {
       if (!deps.isConflict(err) || attempt >= ATTEMPTS) throw err;
     }
@@ -162,35 +139,82 @@ async function retryOnConflict(
     if (again.step === undefined)
       return again.leftAlone.length > 0
         ? { result: 'left', leftAlone: again.leftAlone }
-        : { result: 'nothing', why: 'nothing of ours on it any more (changed meanwhile)' };
+        : { result: 'nothing', why: 'nothing of ours on it any more (it changed meanwhile)' };
     current = again.step;
   }
 }
 
-async function replan(
-  step: CleanupStep,
-  reread: CleanupRereader,
-): Promise<{ step?: CleanupStep; leftAlone: LeftAlone[] }> {
+/** A node step after a write of ours to that node: on the version that write made, not on the one listed. */
+function withOwnVersion(step: CleanupStep, state: RunState): CleanupStep {
   if (step.kind === 'ReleaseNode') {
-    const node = await reread.node(step.node.name);
-    return node ? planNode(node) : { leftAlone: [] };
+    const version = state.nodeVersions.get(step.node.name);
+    return version ? { ...step, change: { ...step.change, resourceVersion: version } } : step;
   }
-  if (step.kind === 'ReleaseRollout') {
-    const { kind, namespace, name } = step.workload;
-    const workload = await reread.workload(kind, namespace, name);
-    return workload ? planWorkload(workload) : { leftAlone: [] };
+  if (step.kind === 'RemoveNodeCondition') {
+    const version = state.nodeVersions.get(step.node);
+    return version ? { ...step, version } : step;
   }
-  return { leftAlone: [] };
+  return step;
 }
 
-/** Lifts our gate; when the pod changed meanwhile (its gates, or a new pod of that name), from the pod as it is now. */
-async function releaseGate(step: CleanupStep & { kind: 'ReleaseGate' }, deps: RunDeps): Promise<StepResult> {
-  let pod = step.pod;
-  for (let attempt = 1; attempt <= ATTEMPTS; attempt++) {
-    if (await deps.writer.releaseGate(pod)) return { result: 'done', step: planGate(pod) };
-    const now = await deps.reread.gatedPod(pod.namespace, pod.name);
-    if (!now) return { result: 'nothing', why: 'gone, or no longer at our gate' };
-    pod = now;
+/** Makes one step's write; false when a precondition other than the version refused it (a gate list changed). */
+async function write(step: CleanupStep, writer: CleanupWriter, state: RunState): Promise<boolean> {
+  const record = (node: string, version: string | undefined) => {
+    if (version) state.nodeVersions.set(node, version);
+  };
+  switch (step.kind) {
+    case 'ReleaseNode':
+      record(step.node.name, await writer.patchNode(step.change));
+      return true;
+    case 'RemoveNodeCondition':
+      record(step.node, await writer.setNodeCondition(step.node, null, step.version));
+      return true;
+    case 'ReleaseRollout':
+      await writer.patchWorkload(step.change);
+      return true;
+    case 'ReleaseGate':
+      return writer.releaseGate({ ...step.pod, ...(step.version ? { resourceVersion: step.version } : {}) });
+    case 'DeleteLease':
+      await writer.releaseNodeLease({
+        node: step.lease.node,
+        uid: step.lease.uid,
+        resourceVersion: step.version,
+      });
+      return true;
+    case 'DeleteHealth':
+      await writer.deleteHealth(step.name, step.version);
+      return true;
   }
-  throw new Error(`its scheduling gates kept changing (${ATTEMPTS} attempts)`);
+}
+
+/** The step planned again on its object as it is now: the same rules, on what changed meanwhile. */
+async function replan(step: CleanupStep, reread: CleanupRereader): Promise<ObjectPlan> {
+  const none: ObjectPlan = { leftAlone: [] };
+  switch (step.kind) {
+    case 'ReleaseNode': {
+      const node = await reread.node(step.node.name);
+      return node ? planNode(node) : none;
+    }
+    case 'RemoveNodeCondition': {
+      const node = await reread.node(step.node);
+      return node ? planNodeCondition(node) : none;
+    }
+    case 'ReleaseRollout': {
+      const { kind, namespace, name } = step.workload;
+      const workload = await reread.workload(kind, namespace, name);
+      return workload ? planWorkload(workload) : none;
+    }
+    case 'ReleaseGate': {
+      const pod = await reread.gatedPod(step.pod.namespace, step.pod.name);
+      return pod ? planGate(pod) : none;
+    }
+    case 'DeleteLease': {
+      const lease = await reread.lease(step.lease.node);
+      return lease ? planLease(lease) : none;
+    }
+    case 'DeleteHealth': {
+      const health = await reread.health(step.name);
+      return health ? planHealth(health, false) : none;
+    }
+  }
 }

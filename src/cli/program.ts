@@ -2,6 +2,7 @@
 // order `--help` lists them. main.ts imports this module only for those subcommands: commander stays out of the agent.
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { ClassifyFlags } from './classify.js';
+import type { CleanupFlags } from './cleanup.js';
 import type { DiagnoseFlags } from './diagnose.js';
 import type { OperatorFlags } from './operator.js';
 import { AGENT_DESCRIPTION, formatAgentHelp, parsePositiveInt } from './agent-options.js';
@@ -20,6 +21,7 @@ export async function parseWithCommander(argv: string[]): Promise<void> {
   addAgent(program);
   addDiagnose(program);
   addClassify(program);
+  addCleanup(program);
   addCrds(program);
   await program.parseAsync(argv);
 }
@@ -216,6 +218,59 @@ function addClassify(program: Command): void {
     .action(async (files: string[], flags: ClassifyFlags) => {
       const { runClassify } = await import('./classify.js');
       process.exitCode = await runClassify(files, flags);
+    });
+}
+
+function addCleanup(program: Command): void {
+  program
+    .command('cleanup')
+    .description(
+      'Undo everything the operator left behind, for an uninstall: the cordons and taints its stamps record, its Node condition (SandboxCreationDegraded), the rollouts it holds, its pod-start pacing gates, its medik8s node leases and the SandboxHealths; what anyone else did stays, and is named. Run it once the operator is stopped',
+    )
+    .addOption(kubeconfigOption())
+    .option('--context <name>', 'the kubeconfig context to use (default: its current-context)')
+    .option('--dry-run', 'list what it would change and what it would leave alone; change nothing', false)
+    .option('--keep-health', 'leave the SandboxHealths (the last report of each node) in place', false)
+    .option(
+      '--force',
+      "run although the operator's leader Lease is fresh (an operator that leads would redo what this undoes), or cannot be read",
+      false,
+    )
+    .option(
+      '--operator-namespace <ns>',
+      "the operator's namespace, where its leader Lease is",
+      process.env.POD_NAMESPACE ?? 'sandbox-remediator-system',
+    )
+    .option(
+      '--leader-election-id <name>',
+      "the operator's leader Lease (its --leader-election-id)",
+      'sandbox-remediator-operator',
+    )
+    .addHelpText(
+      'after',
+      [
+        '',
+        'It refuses while the leader Lease is renewed within its duration: stop the operator first (helm uninstall, or',
+        'scale its Deployment to 0); one that stops gracefully releases the Lease. A node is released exactly as the',
+        'operator releases it when its policy is deleted: only what our sandbox.remediator.io/ stamps record is undone,',
+        "and a cordon, taint, condition, lease or gate of anyone else's stays. Every change is made on the version it was",
+        'planned on; one that changed meanwhile is read and planned again. It prints a line for each change, then one',
+        'for each thing it left alone and why. SandboxPolicies are yours: they go with the CRDs.',
+        '',
+        'Exit status: 0 when all of it is undone (or, with --dry-run, would be), 1 when a change or a list failed (run it',
+        'again: it picks up where it stopped), 2 when it did not run (an operator leads, a usage mistake, no cluster).',
+        'Examples:',
+        '  sandbox-remediator cleanup --dry-run            what an uninstall would undo, and what it would leave',
+        '  sandbox-remediator cleanup --keep-health        undo it all, keeping the last SandboxHealth of each node',
+      ].join('\n'),
+    )
+    .showHelpAfterError(false)
+    .exitOverride((err) => {
+      process.exit(err.exitCode === 0 ? 0 : 2);
+    })
+    .action(async (flags: CleanupFlags) => {
+      const { runCleanupCommand } = await import('./cleanup.js');
+      process.exitCode = await runCleanupCommand(flags);
     });
 }
 

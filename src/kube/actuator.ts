@@ -106,14 +106,22 @@ export class KubeActuator implements Actuator {
     }
   }
 
-  async setNodeCondition(node: string, condition: NodeConditionValue | null): Promise<string | undefined> {
+  async setNodeCondition(
+    node: string,
+    condition: NodeConditionValue | null,
+    resourceVersion?: string,
+  ): Promise<string | undefined> {
     // A strategic merge patch keys conditions by type: every other condition (the kubelet's) stays as it is.
     const entry = condition
       ? { type: NODE_CONDITION_TYPE, ...condition }
       : { type: NODE_CONDITION_TYPE, $patch: 'delete' };
+    const body = {
+      ...(resourceVersion ? { metadata: { resourceVersion } } : {}),
+      status: { conditions: [entry] },
+    };
     try {
       const updated = await this.core.patchNodeStatus(
-        { name: node, body: { status: { conditions: [entry] } }, fieldManager: FIELD_MANAGER },
+        { name: node, body, fieldManager: FIELD_MANAGER },
         setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch),
       );
       return updated.metadata?.resourceVersion;
@@ -122,11 +130,14 @@ export class KubeActuator implements Actuator {
     }
   }
 
-  async releaseGate(pod: PodRef & { gates: readonly string[] }): Promise<boolean> {
+  async releaseGate(pod: PodRef & { gates: readonly string[]; resourceVersion?: string }): Promise<boolean> {
     const remaining = pod.gates.filter((g) => g !== PACING_GATE);
     const patch = [
       // Never another pod of the same name, and never a gate list someone changed since we looked.
       { op: 'test', path: '/metadata/uid', value: pod.uid },
+      ...(pod.resourceVersion
+        ? [{ op: 'test', path: '/metadata/resourceVersion', value: pod.resourceVersion }]
+        : []),
       { op: 'test', path: '/spec/schedulingGates', value: pod.gates.map((name) => ({ name })) },
       remaining.length > 0
         ? { op: 'replace', path: '/spec/schedulingGates', value: remaining.map((name) => ({ name })) }

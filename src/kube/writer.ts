@@ -74,13 +74,15 @@ export class KubeStatusWriter implements StatusWriter {
     }
   }
 
-  async deleteHealth(name: string): Promise<void> {
+  /** With a resourceVersion, one changed since is a 409 rather than deleted. */
+  async deleteHealth(name: string, resourceVersion?: string): Promise<void> {
     try {
       await this.custom.deleteClusterCustomObject({
         group: GROUP,
         version: VERSION,
         plural: 'sandboxhealths',
         name,
+        ...(resourceVersion ? { body: { preconditions: { resourceVersion } } } : {}),
       });
     } catch (err) {
       if (!isNotFound(err)) throw err;

@@ -6,4 +6,3 @@ export * from './resources.js';
 export * from './validation.js';
 export * from './stamps.js';
 export * from './node-condition.js';
-export * from './medik8s-lease.js';

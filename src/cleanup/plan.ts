@@ -226,22 +226,27 @@ export function planWorkload({ view: w, version }: Versioned<WorkloadView>): Obj
     };
   }
   const change = workloadChange(w, { kind: 'ResumeRollout' }, version);
-  if (w.paused && !change.spec)
-    // Held, but the record of what the hold replaced is gone or mangled: releasing would guess. Left held, stamps kept.
-    return {
-      leftAlone: [
-        {
-          target,
-          why: `held by policy ${w.stamps.policy}, but its ${ROLLOUT_STAMP.heldStrategy} annotation is missing or unreadable: set spec.updateStrategy back by hand, then remove our annotations`,
-        },
-      ],
-    };
   if (w.handsOffUntil) change.annotations[ROLLOUT_STAMP.handsOffUntil] = null;
+  // The record of what our hold replaced is gone or mangled: the operator lets such a hold go (it can no longer tell
+  // it stands), and so does the cleanup; the strategy stays as it is rather than be guessed at.
+  const lostRecord = !change.spec && !w.held && (w.kind === 'StatefulSet' || w.kind === 'DaemonSet');
   const changes = [
-    change.spec ? releasedWords(w) : 'already released by its owner',
+    change.spec
+      ? releasedWords(w)
+      : lostRecord
+        ? 'spec.updateStrategy not changed'
+        : 'already released by its owner',
     `stamps of policy ${w.stamps.policy} removed`,
   ];
-  return { step: { kind: 'ReleaseRollout', target, workload: w, change, changes }, leftAlone: [] };
+  const leftAlone = lostRecord
+    ? [
+        {
+          target,
+          why: `spec.updateStrategy stays as it is: the record of what our hold replaced (${ROLLOUT_STAMP.heldStrategy}) is missing or unreadable; check it by hand`,
+        },
+      ]
+    : [];
+  return { step: { kind: 'ReleaseRollout', target, workload: w, change, changes }, leftAlone };
 }
 
 function releasedWords(w: WorkloadView): string {

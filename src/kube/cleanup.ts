@@ -164,7 +164,7 @@ export class KubeCleanupReads implements CleanupRereader {
   }
 
   async health(name: string): Promise<Versioned<{ name: string }> | undefined> {
-    const health = await unlessGone(() =>
+    const health = await unlessGone<unknown>(() =>
       this.custom.getClusterCustomObject({ group: GROUP, version: VERSION, plural: 'sandboxhealths', name }),
     );
     return health === undefined ? undefined : versioned(raw(health), named)[0];

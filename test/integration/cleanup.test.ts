@@ -14,7 +14,13 @@ import {
 import { expect } from 'chai';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { NODE_CONDITION_TYPE, PACING_GATE, PACING_STAMP, STAMP } from '../../src/api/v1alpha1/index.js';
+import {
+  NODE_CONDITION_TYPE,
+  PACING_GATE,
+  PACING_STAMP,
+  ROLLOUT_STAMP,
+  STAMP,
+} from '../../src/api/v1alpha1/index.js';
 import { isNotFound } from '../../src/kube/errors.js';
 import { api, Cleanup, eventually, KUBECONFIG, kubectl, uniqueName } from '../support/cluster.js';
 import { REPO_ROOT } from '../support/manifests.js';
@@ -76,8 +82,9 @@ const readLease = async (namespace: string, name: string) => {
     throw err;
   }
 };
-const ours = (annotations: Record<string, string> | undefined) =>
-  Object.keys(annotations ?? {}).filter((k) => k.startsWith('sandbox.remediator.io/'));
+/** The annotations of ours among `keys` (the incident injector's own is not the operator's). */
+const ours = (annotations: Record<string, string> | undefined, keys: Record<string, string>) =>
+  Object.keys(annotations ?? {}).filter((k) => Object.values(keys).includes(k));
 const healthExists = async (name: string) => (await kubectl(['get', 'sandboxhealth', name])).code === 0;
 /** The node lifecycle controller's own taints (node.kubernetes.io/unschedulable follows a cordon) are nobody's here. */
 const isControllers = (key: string) => key.startsWith('node.kubernetes.io/');
@@ -193,7 +200,7 @@ describe('sandbox-remediator cleanup on the real cluster', function () {
     for (const line of [
       `Would release pod/${namespace}/gated-ours: scheduling gate ${PACING_GATE} lifted (set for policy ${policy})`,
       `Would release deployment/${namespace}/web: spec.paused reset, stamps of policy ${policy} removed`,
-      `Would release node/${sick}: taint ${OUR_TAINT.key}=:NoSchedule removed, uncordoned, stamps of policy ${policy} removed`,
+      `Would release node/${sick}: taint ${OUR_TAINT.key}=true:NoSchedule removed, uncordoned, stamps of policy ${policy} removed`,
       `Would clear node/${sick}: condition ${NODE_CONDITION_TYPE}=True (IoSaturated) removed`,
       `Would delete lease/${LEASES}/node-${sick}: deleted (holder sandbox-remediator-${policy})`,
       `Would delete sandboxhealth/${sick}: deleted`,
@@ -202,7 +209,7 @@ describe('sandbox-remediator cleanup on the real cluster', function () {
       `Left alone lease/${LEASES}/node-${other}: held by NodeHealthCheck, not by us`,
       `Left alone sandboxpolicy/${policy}: yours`,
     ])
-      expect(dry.stdout).to.include(line);
+      expect(dry.stdout, dry.stdout).to.include(line);
     expect(await snapshot(namespace, sick, other), 'the dry run changed nothing').to.deep.equal(before);
 
     // Once the Lease has expired (15 s, and the 10 s allowed for clocks), no --force is needed.
@@ -220,7 +227,7 @@ describe('sandbox-remediator cleanup on the real cluster', function () {
       /^No operator leads: the leader Lease \S+ is expired: last renewed \d+ s ago by cleanup-it_/,
     );
     expect(real.stdout).to.include(
-      `Released node/${sick}: taint ${OUR_TAINT.key}=:NoSchedule removed, uncordoned`,
+      `Released node/${sick}: taint ${OUR_TAINT.key}=true:NoSchedule removed, uncordoned`,
     );
     expect(real.stdout).to.include(`Left alone sandboxhealth/${sick}: kept (--keep-health)`);
 
@@ -302,7 +309,7 @@ describe('sandbox-remediator cleanup on the real cluster', function () {
         taints: (node.spec?.taints ?? [])
           .filter((t) => !isControllers(t.key))
           .map(({ key, value, effect }) => ({ key, ...(value ? { value } : {}), effect })),
-        stamps: ours(node.metadata?.annotations),
+        stamps: ours(node.metadata?.annotations, STAMP),
         conditions: conditionTypes(node).sort(),
         lease: lease && { holder: lease.spec?.holderIdentity, version: lease.metadata?.resourceVersion },
       };
@@ -318,7 +325,7 @@ describe('sandbox-remediator cleanup on the real cluster', function () {
     return {
       sick: await nodeState(sick),
       other: await nodeState(other),
-      web: { paused: web.spec?.paused === true, stamps: ours(web.metadata?.annotations) },
+      web: { paused: web.spec?.paused === true, stamps: ours(web.metadata?.annotations, ROLLOUT_STAMP) },
       gates,
       healths,
     };

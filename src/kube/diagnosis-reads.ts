@@ -226,11 +226,14 @@ class Reads {
     const apis = { apps: this.apps, custom: this.custom };
     const kinds = await Promise.all(
       ROLLOUT_KINDS.map((kind) =>
-        this.optional(kind === 'Rollout' ? 'list rollouts.argoproj.io' : `list ${kind.toLowerCase()}s`, [], async () =>
-          (await listRollouts(apis, kind)).flatMap((item) => {
-            const view = WORKLOAD_VIEWS[kind](item);
-            return view?.stamps ? [view] : [];
-          }),
+        this.optional(
+          kind === 'Rollout' ? 'list rollouts.argoproj.io' : `list ${kind.toLowerCase()}s`,
+          [],
+          async () =>
+            (await listRollouts(apis, kind)).flatMap((item) => {
+              const view = WORKLOAD_VIEWS[kind](item);
+              return view?.stamps ? [view] : [];
+            }),
         ),
       ),
     );

@@ -2,11 +2,15 @@
 // cluster (test/support/node-healthcheck.ts), watching the operator's Node condition. A node the operator fenced and
 // emptied that stays saturated past remediation.escalation.afterSeconds gets the reason RemediationExhausted (a Warning
 // Event, a metric, the same lastTransitionTime); NHC, timing the condition from that lastTransitionTime, remediates
-// that node and no other, and gives the node back once the operator writes it recovered.
+// that node and no other, and gives the node back once the operator writes it recovered. With safety.nodeLease the
+// operator holds medik8s' node lease while it remediates and gives it up on escalation, so NHC can take it and act.
+import { CoordinationV1Api } from '@kubernetes/client-node';
 import { expect } from 'chai';
+import { join } from 'node:path';
 import { nodeView } from '../../src/kube/views.js';
 import type { RawObject } from '../../src/kube/informer.js';
 import {
+  api,
   Cleanup,
   createNamespace,
   createNodes,
@@ -14,8 +18,10 @@ import {
   kubectl,
   uniqueName,
 } from '../support/cluster.js';
+import { REPO_ROOT } from '../support/manifests.js';
 import {
   createNodeHealthCheck,
+  MEDIK8S_LEASES,
   listRemediations,
   readNodeHealthCheck,
   startNodeHealthcheck,
@@ -34,6 +40,13 @@ const ESCALATE_AFTER_SECONDS = 60;
 /** Above afterSeconds, as the samples advise: the operator's own remedies get their chance first. */
 const NHC_DURATION_SECONDS = ESCALATE_AFTER_SECONDS + 10;
 
+const leaseHolderOf = async (node: string) => {
+  const leases = await api()
+    .kc.makeApiClient(CoordinationV1Api)
+    .listNamespacedLease({ namespace: MEDIK8S_LEASES });
+  return leases.items.find((l) => l.metadata?.name === `node-${node}`)?.spec?.holderIdentity;
+};
+
 async function ownCondition(node: string) {
   const got = await kubectl(['get', 'node', node, '-o', 'json']);
   expect(got.code, got.stderr).to.equal(0);
@@ -46,11 +59,17 @@ describe('escalation to NodeHealthCheck', function () {
   let nhc: NodeHealthcheck;
   before(async function () {
     this.timeout(90_000);
+    // The opt-in grant of safety.nodeLease, and the namespace medik8s keeps its leases in (NHC would make it).
+    await kubectl(['create', 'namespace', MEDIK8S_LEASES]);
+    const granted = await kubectl(['apply', '-k', join(REPO_ROOT, 'config/node-lease')]);
+    expect(granted.code, granted.stderr).to.equal(0);
     nhc = await startNodeHealthcheck();
   });
   after(async function () {
     this.timeout(60_000);
     const code = await nhc.stop();
+    await kubectl(['delete', '-k', join(REPO_ROOT, 'config/node-lease'), '--ignore-not-found']);
+    await kubectl(['delete', 'namespace', MEDIK8S_LEASES, '--ignore-not-found', '--wait=false']);
     expect(code, `NHC's exit on SIGTERM:\n${nhc.tail()}`).to.equal(0);
   });
   afterEach(() => cleanup.run());
@@ -66,7 +85,7 @@ describe('escalation to NodeHealthCheck', function () {
       detection: { stuckThresholdSeconds: 3 },
       ioPressure: FAST_IO,
       remediation: { escalation: { afterSeconds: ESCALATE_AFTER_SECONDS } },
-      safety: { maxUnhealthyNodes: 1, cooldownSeconds: 5 },
+      safety: { maxUnhealthyNodes: 1, cooldownSeconds: 5, nodeLease: true },
     });
     const check = await createNodeHealthCheck(cleanup, nhc, {
       nodes: names,
@@ -90,6 +109,9 @@ describe('escalation to NodeHealthCheck', function () {
       { timeoutMs: 60_000 },
     );
     expect(marked.reason).to.equal('IoSaturated');
+    expect(await leaseHolderOf(sickName), 'the lease ours while the operator remediates').to.equal(
+      `sandbox-remediator-${policy}`,
+    );
     await eventsWithReasonAtLeast(2, 'EvictedStuckPod', namespace);
     expect(await listRemediations(nhc, check), 'NHC waits for its duration').to.deep.equal([]);
 
@@ -128,6 +150,9 @@ describe('escalation to NodeHealthCheck', function () {
     expect(since, 'a lastTransitionTime').to.be.above(0);
     // creationTimestamp is whole seconds, as lastTransitionTime is.
     expect(remediations[0]!.createdAt.getTime() - since).to.be.at.least(NHC_DURATION_SECONDS * 1000);
+    expect(await leaseHolderOf(sickName), 'given up on escalation, and taken by NHC').to.match(
+      /^NodeHealthCheck-/,
+    );
     const status = (await readNodeHealthCheck(check)).status;
     expect(status?.unhealthyNodes?.map((n) => n.name)).to.deep.equal([sickName]);
     log(

@@ -192,7 +192,7 @@ build_node-healthcheck() {
   # validates.
   main=$work/cmd/main.go
   sed -i 's/^\tif err = webhookv1alpha1\.SetupWebhookWithManager(/\tif os.Getenv("ENABLE_WEBHOOKS") == "false" {\n\t\tsetupLog.Info("webhooks disabled by ENABLE_WEBHOOKS=false")\n\t} else if err = webhookv1alpha1.SetupWebhookWithManager(/' "$main"
-  grep -q 'ENABLE_WEBHOOKS' "$main" || { log "node-healthcheck: its webhook set-up moved; look again"; exit 1; }
+  grep -q 'webhooks disabled by ENABLE_WEBHOOKS=false' "$main" || { log "node-healthcheck: its webhook set-up moved; look again"; exit 1; }
   mkdir -p "$out.tmp/crds"
   local v=github.com/medik8s/node-healthcheck-operator/version
   (cd "$work" && timed "node-healthcheck v$NHC_VERSION (about 2 minutes on 2 cores)" \

@@ -28,21 +28,32 @@ export interface NodeConditionDeps {
   logger: Logger;
   writeConcurrency: number;
   hooks: NodeConditionHooks;
+  /**
+   * The real actuator, with which a policy in a dry run or paused still takes back a True of ours once the node
+   * recovers, so that no health check reboots a healthy node on a verdict nobody keeps; none under --dry-run.
+   */
+  retractor?: Actuator | undefined;
 }
+
+/** A decision that takes a True back (to False, or away) rather than setting one. */
+const retracts = (decision: NonNullable<NodeConditionDecision>) =>
+  'remove' in decision || decision.set.status === 'False';
 
 /**
  * Keeps SandboxCreationDegraded on each node of a policy as decideNodeCondition says, after the pass's node patches:
  * the verdict in the language NodeHealthCheck, MachineHealthCheck and node-problem-detector share. Written only when
- * the pass decided on every node with the caches healthy, never in a dry run or while the policy is paused; each write
- * fenced as our node patches are, and announced by an Event when its status or reason changes.
+ * the pass decided on every node with the caches healthy; in a dry run or while the policy is paused nothing is set,
+ * and only a True of ours is taken back (False once recovered, or removed). Each write fenced as our node patches
+ * are, and announced by an Event when its status or reason changes.
  */
 export class NodeConditions {
   constructor(private readonly deps: NodeConditionDeps) {}
 
   async write(pass: Pass, plan: Plan, failedNodes: ReadonlySet<string>): Promise<void> {
-    const { policy, spec, actuator, now } = pass;
-    if (actuator.dryRun || spec.safety.paused || !plan.remediation || !this.deps.cache.watchesHealthy())
-      return;
+    const { policy, spec, now } = pass;
+    const standingDown = pass.actuator.dryRun || spec.safety.paused;
+    const actuator = standingDown ? this.deps.retractor : pass.actuator;
+    if (!actuator || !plan.remediation || !this.deps.cache.watchesHealthy()) return;
     const stampsAfter = plan.remediation.stampsAfter;
     const decided: { node: NodeView; decision: NonNullable<NodeConditionDecision> }[] = [];
     for (const observation of plan.observations) {
@@ -58,7 +69,7 @@ export class NodeConditions {
         evidence: observation.io?.condition.message ?? '',
         now,
       });
-      if (decision) decided.push({ node, decision });
+      if (decision && (!standingDown || retracts(decision))) decided.push({ node, decision });
     }
     await forEachLimit(decided, this.deps.writeConcurrency, async ({ node, decision }) => {
       const condition = 'set' in decision ? decision.set : null;

@@ -1,5 +1,5 @@
 import type { Actuator } from '../actuation/actuator.js';
-import type { NodeStamps } from '../api/v1alpha1/index.js';
+import { NODE_CONDITION_REASONS, type NodeStamps } from '../api/v1alpha1/index.js';
 import type { NodeView } from '../detection/index.js';
 import { describeError, isConflict } from '../kube/errors.js';
 import type { Logger } from '../observability/log.js';
@@ -43,6 +43,10 @@ export interface NodeLeasesDeps {
   dryRun: boolean;
 }
 
+/** The node's condition of ours says RemediationExhausted: the next rung's turn. */
+const isEscalated = (node: NodeView) =>
+  node.ownCondition?.status === 'True' &&
+  node.ownCondition.reason === NODE_CONDITION_REASONS.remediationExhausted;
 const leaseKey = (node: string) => `NodeLease/${node}`;
 const leaseRef = (node: string) => `${NODE_LEASE_NAMESPACE}/${nodeLeaseName(node)}`;
 /** A node action that puts a fence of ours up: the moment a policy with safety.nodeLease takes the lease. */
@@ -53,7 +57,8 @@ const isNewFence = (a: Action) =>
  * The medik8s node leases of ours (ADR 0022). A policy with safety.nodeLease takes node-<node> as
  * sandbox-remediator-<policy> just before its fence goes up (claim, from the node patch), and this controller keeps
  * every lease of ours level-based from the cache: renewed while the node carries that policy's stamps, deleted when it
- * no longer does (undone, reverted by someone else, the policy gone or no longer asking for leases, the node gone).
+ * no longer does (undone, reverted by someone else, the policy gone or no longer asking for leases, the node gone),
+ * or once the node's condition says RemediationExhausted: escalation hands the node, and so its lease, to the next rung.
  * It never takes over a lease another holder holds unless it has expired, and never touches one not ours.
  */
 export class NodeLeases {
@@ -77,6 +82,8 @@ export class NodeLeases {
     const validation = validatePolicy(policy);
     // An invalid policy's changes stay frozen, and so does its lease: renewed, neither taken nor given back.
     if (!validation.valid || isFrozenByDryRun(validation.spec.safety.dryRun, stamps)) return { kind: 'Keep' };
+    // Escalated: the node is handed to NodeHealthCheck and the like, which take the lease before they act.
+    if (isEscalated(node)) return { kind: 'None' };
     return validation.spec.safety.nodeLease
       ? { kind: 'Hold', holder: leaseHolder(stamps.policy) }
       : { kind: 'None' };
@@ -101,7 +108,7 @@ export class NodeLeases {
     actions: readonly Action[],
   ): Promise<{ hold?: Hold; done(): void }> {
     const done = () => this.fencing.delete(node.name);
-    if (!actions.some(isNewFence) || !this.takesLeases(policy)) return { done };
+    if (!actions.some(isNewFence) || !this.takesLeases(policy) || isEscalated(node)) return { done };
     const { cache, clock } = this.deps;
     const now = new Date(clock.now());
     const lease = cache.nodeLease(node.name);

@@ -18,6 +18,9 @@ import type { Pacer } from './pacer.js';
 import { workloadChange } from './rollout-changes.js';
 
 /** The sweeper's one key: its own queue hands it to one worker at a time, so two sweeps never interleave. */
+/** How far a sweep of one kind got: all done, something left for later (frozen, refused), or a write not back yet. */
+type SweepResult = 'complete' | 'incomplete' | 'unsettled';
+
 export const SWEEP_KEY = 'orphans';
 /** Looked at again this soon when a write of ours is not back through the watch, or a watch is broken. */
 const SETTLE_RETRY_MS = 500;
@@ -65,9 +68,9 @@ export class OrphanSweeper {
       const healths = await this.deleteOrphanHealths(assignment, failures);
       const stamps = await this.releaseOrphanStamps(assignment, failures);
       const conditions = await this.removeOrphanConditions(assignment, failures);
-      settled = stamps !== 'unsettled';
+      settled = stamps !== 'unsettled' && conditions !== 'unsettled';
       this.swept =
-        healths && conditions && stamps === 'complete'
+        healths && conditions === 'complete' && stamps === 'complete'
           ? { signature, until: now + this.deps.resyncMs }
           : { signature: undefined, until: 0 };
     }
@@ -107,32 +110,35 @@ export class OrphanSweeper {
    * Removes our Node condition where no valid policy owns the node, unless the policy that reported it (its
    * SandboxHealth's, or its stamps') still exists but is invalid: frozen, as its SandboxHealths are.
    */
-  private async removeOrphanConditions(assignment: NodeAssignment, failures: Failures): Promise<boolean> {
-    const { cache, actuator } = this.deps;
-    if (this.deps.dryRun) return true;
-    let complete = true;
+  private async removeOrphanConditions(assignment: NodeAssignment, failures: Failures): Promise<SweepResult> {
+    const { cache, actuator, expectations } = this.deps;
+    if (this.deps.dryRun) return 'complete';
+    let result: SweepResult = 'complete';
     for (const node of cache.nodes()) {
       if (!node.ownCondition || assignment.owner.has(node.name)) continue;
       const reporter = cache.health(node.name)?.status?.policy ?? node.stamps?.policy;
       if (isFrozenPolicy(cache, reporter)) {
-        complete = false;
+        if (result === 'complete') result = 'incomplete';
+        continue;
+      }
+      // A write of ours (a pass's, or this sweep's last removal) not back through the watch yet: looked at again soon.
+      if (!expectations.isSettled(`Node/${node.name}`, cache.observedVersion('Node', node.name))) {
+        result = 'unsettled';
         continue;
       }
       const why = reporter
         ? `no valid SandboxPolicy owns the node any more (policy ${reporter} ${cache.policy(reporter) ? 'no longer selects it' : 'is gone'})`
         : 'no valid SandboxPolicy owns the node';
-      complete = (await this.deps.conditions.remove(actuator, node, failures, why)) && complete;
+      if (!(await this.deps.conditions.remove(actuator, node, failures, why)) && result === 'complete')
+        result = 'incomplete';
     }
-    return complete;
+    return result;
   }
 
   /** Undoes our stamps on nodes no valid policy owns; 'unsettled' while a node's last patch is not back yet. */
-  private async releaseOrphanStamps(
-    assignment: NodeAssignment,
-    failures: Failures,
-  ): Promise<'complete' | 'incomplete' | 'unsettled'> {
+  private async releaseOrphanStamps(assignment: NodeAssignment, failures: Failures): Promise<SweepResult> {
     const { cache, expectations, actuator, recorder } = this.deps;
-    let result: 'complete' | 'incomplete' | 'unsettled' = 'complete';
+    let result: SweepResult = 'complete';
     for (const node of cache.nodes()) {
       const stamps = node.stamps;
       if (!stamps || assignment.owner.has(node.name) || isFrozenByDryRun(this.deps.dryRun, stamps)) continue;

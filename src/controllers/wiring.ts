@@ -69,7 +69,15 @@ export function buildControllers(deps: ControllerDeps): Controllers {
   const expectations = new Expectations(clock);
   const overlay = new StatusOverlay(cache, expectations);
   const memories = new PolicyMemories();
-  const conditions = new NodeConditions({ cache, expectations, recorder, logger, writeConcurrency, hooks });
+  const conditions = new NodeConditions({
+    cache,
+    expectations,
+    recorder,
+    logger,
+    writeConcurrency,
+    hooks,
+    retractor: dryRun ? undefined : deps.actuators.real,
+  });
   const actions = new ActionLog(logger, hooks);
   const pacer = new Pacer({
     cache,

@@ -94,15 +94,18 @@ export function isExhausted({ spec, facts, stampsAfter, now }: NodeConditionInpu
 }
 
 function messageOf(input: NodeConditionInput, reason: NodeConditionReason): string {
-  const { policy, facts, stampsAfter, evidence, now } = input;
+  const { policy, facts, stampsAfter, evidence } = input;
   const stuck = facts.ioStuckPods.length;
   const pods = `${stuck} pod${stuck === 1 ? '' : 's'} stuck creating their sandbox for an IO cause`;
   switch (reason) {
     case NODE_CONDITION_REASONS.recovered:
       return `Recovered: IO pressure and stuck pods gone (policy ${policy}).`;
     case NODE_CONDITION_REASONS.remediationExhausted: {
-      const minutes = stampsAfter ? Math.floor((now.getTime() - stampsAfter.since.getTime()) / 60_000) : 0;
-      return `Still IO-saturated ${minutes} min after policy ${policy} fenced the node and moved what it may; ${pods}. ${evidence}`;
+      // The fence's time, not the minutes since: a message that changed every minute would be written every minute.
+      const since = stampsAfter
+        ? ` since policy ${policy} fenced the node at ${toApiTime(stampsAfter.since)}`
+        : '';
+      return `Still IO-saturated${since}, with what it may move moved; ${pods}. ${evidence}`;
     }
     default:
       return `${pods}; IO pressure proven (policy ${policy}). ${evidence}`;

@@ -86,6 +86,14 @@ describe('the Helm chart (charts/sandbox-remediator)', function () {
   before(async function () {
     this.timeout(300_000);
     createdCrds = await ensureThirdPartyCrds();
+    // nodeLease.enabled's Role lives in medik8s' lease namespace, which a medik8s operator makes: made here if absent.
+    if ((await kubectl(['get', 'namespace', 'medik8s-leases'])).code !== 0) {
+      const made = await kubectl(['create', 'namespace', 'medik8s-leases']);
+      expect(made.code, made.stderr).to.equal(0);
+      cleanup.add(() =>
+        kubectl(['delete', 'namespace', 'medik8s-leases', '--ignore-not-found', '--wait=false']),
+      );
+    }
   });
 
   after(async function () {
@@ -102,10 +110,17 @@ describe('the Helm chart (charts/sandbox-remediator)', function () {
     }
   });
 
-  it('refuses replicas without leader election, an unknown certificate choice and a misspelt value', async () => {
+  it('refuses replicas without leader election, the lease grant without its admission policy, an unknown certificate choice and a misspelt value', async () => {
     const noLease = await helm(['template', CHART_DIR, '--set', 'operator.leaderElection.enabled=false']);
     expect(noLease.code).to.not.equal(0);
     expect(noLease.stderr).to.contain('operator.replicas > 1 needs operator.leaderElection.enabled');
+    const unguarded = await helm([
+      'template',
+      CHART_DIR,
+      ...setValues({ 'nodeLease.enabled': true, 'admissionPolicies.enabled': false }),
+    ]);
+    expect(unguarded.code).to.not.equal(0);
+    expect(unguarded.stderr).to.contain('nodeLease.enabled needs admissionPolicies.enabled');
     const single = await renderChart(
       setValues({ 'operator.replicas': 1, 'operator.leaderElection.enabled': false }),
     );

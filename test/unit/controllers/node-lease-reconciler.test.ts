@@ -15,17 +15,23 @@ const START = secondsAfter(T0, 60);
 const HIGH = { psiSomeAvg10Percent: 55 };
 const LOW = { psiSomeAvg10Percent: 2 };
 
-const spec = (safety: Record<string, unknown> = {}) => ({
+// The Node condition is an observation, written whoever holds the lease; its writes are tested elsewhere, and here only
+// where escalation hands the lease on.
+const spec = (
+  safety: Record<string, unknown> = {},
+  remediation: Record<string, unknown> = { nodeCondition: false },
+) => ({
   detection: { stuckThresholdSeconds: 30 },
   ioPressure: { sustainSeconds: 0, recoverySeconds: 30, staleAfterSeconds: 3600 },
-  // The Node condition is an observation, written whoever holds the lease; its writes are tested elsewhere.
-  remediation: { nodeCondition: false },
+  remediation,
   safety: { maxUnhealthyNodes: 1, cooldownSeconds: 60, ...safety },
 });
 
 /** Six nodes, policy p, web-1 stuck on n1 whose IO reads high; a polled source over `readings`. */
-function world(safety: Record<string, unknown> = {}) {
-  const cluster = new MemoryCluster().addPolicy('p', spec(safety)).addNodes(...NODES.map((n) => aNode(n)));
+function world(safety: Record<string, unknown> = {}, remediation?: Record<string, unknown>) {
+  const cluster = new MemoryCluster()
+    .addPolicy('p', spec(safety, remediation))
+    .addNodes(...NODES.map((n) => aNode(n)));
   const readings = new Map(NODES.map((n) => [n, n === 'n1' ? HIGH : LOW]));
   const clock = new FakeClock(START.getTime());
   const sources: ControllerDeps['sources'] = () => ({
@@ -130,6 +136,41 @@ describe('the medik8s node lease in a pass', () => {
     expect(nodeAndLeaseWrites(cluster)).to.deep.equal(['patch node/n1', 'delete lease/node-n1']);
     expect(cluster.nodeMap.get('n1')!.unschedulable).to.equal(false);
     expect(cluster.nodeLease('n1')).to.equal(undefined);
+  });
+
+  it('with safety.nodeLease gives the lease up once the node is RemediationExhausted, for NodeHealthCheck to take', async () => {
+    const { cluster, clock, reconciler, leases } = world(
+      { nodeLease: true },
+      { escalation: { afterSeconds: 60 } },
+    );
+    await reconciler.reconcile('p');
+    expect(nodeAndLeaseWrites(cluster)).to.include.members(['create lease/node-n1', 'patch node/n1']);
+    cluster.pods = []; // evicted: nothing left to move, the IO still high
+    clock.advance(30_000);
+    await reconciler.reconcile('p');
+    await leases.reconcile();
+    expect(cluster.nodeLease('n1')?.holder, 'held while the operator still remediates').to.equal(
+      leaseHolder('p'),
+    );
+    cluster.takeWrites();
+
+    clock.advance(31_000);
+    await reconciler.reconcile('p');
+    expect(cluster.nodeMap.get('n1')!.ownCondition).to.include({
+      status: 'True',
+      reason: 'RemediationExhausted',
+    });
+    await leases.reconcile();
+    expect(nodeAndLeaseWrites(cluster)).to.deep.equal(['set condition node/n1', 'delete lease/node-n1']);
+    expect(cluster.nodeLease('n1')).to.equal(undefined);
+    expect(cluster.nodeMap.get('n1')!.unschedulable, 'the cordon stays').to.equal(true);
+    // Held by NodeHealthCheck now; nothing of ours takes it back, the renewals included.
+    cluster.putLease(nhcLease(new Date(clock.now())));
+    clock.advance(60_000);
+    await reconciler.reconcile('p');
+    await leases.reconcile();
+    expect(nodeAndLeaseWrites(cluster).filter((w) => w.includes('lease/'))).to.deep.equal([]);
+    expect(cluster.nodeLease('n1')?.holder).to.equal('NodeHealthCheck-nhc');
   });
 
   it('with safety.nodeLease takes over an expired lease of another, and never an unexpired one', async () => {

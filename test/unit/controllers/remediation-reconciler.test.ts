@@ -1137,7 +1137,12 @@ describe('PolicyReconciler and the Node condition', () => {
       reason: 'RemediationExhausted',
       lastTransitionTime: apiAt(0),
     });
-    expect(own(cluster)!.message).to.match(/^Still IO-saturated 10 min after policy p fenced the node/);
+    expect(own(cluster)!.message).to.match(/^Still IO-saturated since policy p fenced the node at \S+Z, /);
+    // The message holds: a minute on, the refresh finds nothing to write.
+    clock.advance(61_000);
+    cluster.takeWrites();
+    await reconciler.reconcile('p');
+    expect(conditionWrites(cluster)).to.deep.equal([]);
     expect(conditionEvents(cluster)).to.deep.equal(['Node/n1 Warning RemediationExhausted']);
     // Nothing more is done by the operator: the node stays cordoned, no more writes but the message's refresh.
     expect(cluster.nodeMap.get('n1')!.unschedulable).to.equal(true);
@@ -1164,6 +1169,35 @@ describe('PolicyReconciler and the Node condition', () => {
     expect(own(cluster)).to.equal(undefined);
     expect(conditionWrites(cluster)).to.deep.equal(['remove condition node/n1']);
     expect(conditionEvents(cluster)).to.deep.equal(['Node/n1 Normal NodeConditionRemoved']);
+  });
+
+  it('switched to a dry run or paused mid-incident, sets nothing more but takes its True back once recovered', async () => {
+    for (const safety of [{ dryRun: true }, { paused: true }]) {
+      const { cluster, clock, readings, reconciler } = world(policySpec({}, { nodeCondition: true }));
+      replicaSetPodsOn(cluster, 'n1', 'web-1');
+      await reconciler.reconcile('p');
+      expect(own(cluster)?.status).to.equal('True');
+      cluster.addPolicy('p', policySpec(safety, { nodeCondition: true }));
+      cluster.policyMap.get('p')!.generation = 2;
+      cluster.changed();
+      cluster.takeWrites();
+      cluster.takeEvents();
+      // Still saturated, the message due for a refresh: nothing written.
+      clock.advance(70_000);
+      await reconciler.reconcile('p');
+      expect(conditionWrites(cluster), JSON.stringify(safety)).to.deep.equal([]);
+      // Recovered: False, so that no health check acts on a verdict this policy no longer keeps.
+      cluster.pods = [];
+      readings.set('n1', LOW);
+      await reconciler.reconcile('p');
+      for (const step of [31_000, 31_000]) {
+        clock.advance(step);
+        await reconciler.reconcile('p');
+      }
+      expect(own(cluster), JSON.stringify(safety)).to.include({ status: 'False', reason: 'Recovered' });
+      expect(conditionWrites(cluster), JSON.stringify(safety)).to.deep.equal(['set condition node/n1']);
+      expect(conditionEvents(cluster)).to.deep.equal(['Node/n1 Normal NodeConditionCleared']);
+    }
   });
 
   it('the sweep removes it when the policy is gone, and keeps it while the policy is only invalid', async () => {

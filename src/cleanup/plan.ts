@@ -5,6 +5,7 @@ import type { NodeChange, WorkloadChange } from '../actuation/actuator.js';
 import {
   formatTaint,
   KEY_PREFIX,
+  NODE_CONDITION_REASONS,
   NODE_CONDITION_TYPE,
   PACING_GATE,
   ROLLOUT_STAMP,
@@ -65,6 +66,12 @@ export interface CleanupInput {
   gatedPods: readonly Versioned<GatedPodView>[];
   /** The node leases of the medik8s namespace, anyone's. */
   leases: readonly Versioned<NodeLeaseView>[];
+  /**
+   * Whether `nodes` is every node (the list succeeded). A lease of ours goes only once nothing of ours is left on its
+   * node, so with no node list every lease stays: a stamped node would otherwise lose it, and NodeHealthCheck could
+   * take the node from under our cordon.
+   */
+  nodesListed: boolean;
   healths: readonly Versioned<{ name: string }>[];
   /** The SandboxPolicies: never touched, named so nobody wonders. */
   policies: readonly string[];
@@ -85,7 +92,7 @@ export function planCleanup(input: CleanupInput): CleanupPlan {
   for (const w of input.workloads) add(planWorkload(w));
   for (const n of input.nodes) add(planNode(n));
   for (const n of input.nodes) add(planNodeCondition(n));
-  for (const lease of input.leases) add(planLease(lease));
+  for (const lease of input.leases) add(planLease(lease, input.nodesListed));
   for (const health of input.healths) add(planHealth(health, input.keepHealth));
   for (const name of input.policies)
     plan.leftAlone.push({
@@ -180,10 +187,22 @@ function unstampedNode(node: NodeView): LeftAlone[] {
 }
 
 /** Our condition type on a node: nobody else writes it, so it is removed wherever it is, as the orphan sweep does. */
+const OUR_REASONS: ReadonlySet<string> = new Set(Object.values(NODE_CONDITION_REASONS));
+
 export function planNodeCondition({ view: node, version }: Versioned<NodeView>): ObjectPlan {
   const condition = node.ownCondition;
   if (!condition) return { leftAlone: [] };
-  const reason = condition.reason ? ` (${condition.reason})` : '';
+  // The type alone could be another writer's: ours carries one of our reasons.
+  if (!OUR_REASONS.has(condition.reason))
+    return {
+      leftAlone: [
+        {
+          target: `node/${node.name}`,
+          why: `condition ${NODE_CONDITION_TYPE} with reason ${condition.reason || '(none)'}: not one the operator writes`,
+        },
+      ],
+    };
+  const reason = ` (${condition.reason})`;
   return {
     step: {
       kind: 'RemoveNodeCondition',
@@ -264,10 +283,19 @@ function releasedWords(w: WorkloadView): string {
 }
 
 /** A medik8s node lease is ours when its holder is (some policy's); another's is never touched, expired or not. */
-export function planLease({ view: lease, version }: Versioned<NodeLeaseView>): ObjectPlan {
+export function planLease(
+  { view: lease, version }: Versioned<NodeLeaseView>,
+  nodesListed = true,
+): ObjectPlan {
   const target = `lease/${NODE_LEASE_NAMESPACE}/${nodeLeaseName(lease.node)}`;
   if (!isOurHolder(lease.holder))
     return { leftAlone: [{ target, why: `held by ${holderName(lease)}, not by us` }] };
+  if (!nodesListed)
+    return {
+      leftAlone: [
+        { target, why: 'ours, kept: the nodes could not be listed, so its node may still carry our fence' },
+      ],
+    };
   return {
     step: { kind: 'DeleteLease', target, lease, version, changes: [`deleted (holder ${holderName(lease)})`] },
     leftAlone: [],

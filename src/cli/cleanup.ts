@@ -45,7 +45,8 @@ export async function runCleanupCommand(
   if (!(await mayRun(reads, flags, out, err, now))) return 2;
 
   const { problems, ...found } = await reads.leftovers();
-  const plan = planCleanup({ ...found, keepHealth: flags.keepHealth });
+  const nodesListed = !problems.some((p) => p.what === 'list nodes');
+  const plan = planCleanup({ ...found, nodesListed, keepHealth: flags.keepHealth });
   if (flags.dryRun) out.write('Dry run: nothing is changed; each line says what cleanup would do.\n');
   if (plan.steps.length === 0 && problems.length === 0)
     out.write("Found nothing of the operator's to undo.\n");
@@ -66,6 +67,16 @@ export async function runCleanupCommand(
   return failed > 0 ? 1 : 0;
 }
 
+/** A fresh Lease of the operator's name in another namespace: an operator installed there, still leading. */
+async function leaderElsewhere(reads: KubeCleanupReads, flags: CleanupFlags, at: Date) {
+  const found = await reads.leadersNamed(flags.leaderElectionId).catch(() => []);
+  for (const { namespace, stored } of found) {
+    const state = leaderState(stored.record, at);
+    if (state.held) return { namespace, lease: `${namespace}/${flags.leaderElectionId}`, state };
+  }
+  return undefined;
+}
+
 /** Whether the leader Lease lets it run: no operator leads, or --force. Says which, and why. */
 async function mayRun(reads: KubeCleanupReads, flags: CleanupFlags, out: Out, err: Out, now: () => Date) {
   const lease = `${flags.operatorNamespace}/${flags.leaderElectionId}`;
@@ -80,6 +91,19 @@ async function mayRun(reads: KubeCleanupReads, flags: CleanupFlags, out: Out, er
       return false;
     }
     out.write(`Could not read the leader Lease ${lease} (${describeError(e)}); going on: --force.\n`);
+    return true;
+  }
+  const elsewhere = stored ? undefined : await leaderElsewhere(reads, flags, now());
+  if (elsewhere) {
+    if (!flags.force) {
+      err.write(
+        `cleanup: no Lease ${lease}, but ${leaderRefusal(elsewhere.lease, elsewhere.state)} Pass --operator-namespace ${elsewhere.namespace} if that is the one.\n`,
+      );
+      return false;
+    }
+    out.write(
+      `The leader Lease ${elsewhere.lease} is held by ${elsewhere.state.holder}; going on anyway: --force.\n`,
+    );
     return true;
   }
   const state = leaderState(stored?.record, now());

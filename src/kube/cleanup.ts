@@ -16,7 +16,7 @@ import { NODE_LEASE_NAMESPACE, nodeLeaseName, type NodeLeaseView } from '../poli
 import { ARGO_ROLLOUTS, KubeActuator } from './actuator.js';
 import { isNotFound } from './errors.js';
 import type { RawObject } from './informer.js';
-import { KubeLeaseStore, type StoredLease } from './leader-election.js';
+import { fromLease, KubeLeaseStore, type StoredLease } from './leader-election.js';
 import { listAll, listRollouts, PAGE, WORKLOAD_VIEWS, type Page } from './lists.js';
 import { gatedPodView, nodeLeaseView, nodeView, obj, str } from './views.js';
 import { KubeStatusWriter } from './writer.js';
@@ -70,6 +70,21 @@ export class KubeCleanupReads implements CleanupRereader {
   /** The operator's leader Lease, as leader election reads it; undefined when there is none. */
   leader(namespace: string, name: string): Promise<StoredLease | undefined> {
     return new KubeLeaseStore(this.kc, namespace, name).get();
+  }
+
+  /**
+   * Leases of this name in every namespace (one page: an operator's Lease name is rare), by namespace: where an
+   * operator installed in another namespace than the one given leads.
+   */
+  async leadersNamed(name: string): Promise<{ namespace: string; stored: StoredLease }[]> {
+    const list = await this.coordination.listLeaseForAllNamespaces({
+      fieldSelector: `metadata.name=${name}`,
+      limit: 100,
+    });
+    return list.items.map((lease) => ({
+      namespace: lease.metadata?.namespace ?? '',
+      stored: fromLease(lease),
+    }));
   }
 
   /** Everything the operator may have left behind; a list that fails is named in `problems`, the rest go on. */

@@ -372,7 +372,7 @@ export class KubeLeaseStore implements LeaseStore {
   }
 }
 
-function fromLease(lease: V1Lease): StoredLease {
+export function fromLease(lease: V1Lease): StoredLease {
   const spec = lease.spec ?? {};
   const time = (value: unknown) =>
     value instanceof Date ? value.toISOString() : typeof value === 'string' ? value : undefined;

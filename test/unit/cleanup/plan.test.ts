@@ -29,6 +29,7 @@ const empty: CleanupInput = {
   workloads: [],
   gatedPods: [],
   leases: [],
+  nodesListed: true,
   healths: [],
   policies: [],
   keepHealth: false,
@@ -224,6 +225,20 @@ describe('planCleanup', () => {
       },
     ]);
     expect(plan.leftAlone).to.deep.equal([]);
+  });
+
+  it('leaves a condition of our type with a reason the operator never writes, named', () => {
+    const plan = planCleanup({
+      ...empty,
+      nodes: [aNode('n1').withOurCondition('True', 'SetByHand').build()],
+    });
+    expect(plan.steps).to.deep.equal([]);
+    expect(plan.leftAlone).to.deep.equal([
+      {
+        target: 'node/n1',
+        why: `condition ${NODE_CONDITION_TYPE} with reason SetByHand: not one the operator writes`,
+      },
+    ]);
   });
 
   it("deletes our node leases, expired or not, on their uid and version; another's is left, named", () => {

@@ -106,6 +106,7 @@ const empty: CleanupInput = {
   workloads: [],
   gatedPods: [],
   leases: [],
+  nodesListed: true,
   healths: [],
   policies: [],
   keepHealth: false,

@@ -123,6 +123,25 @@ describe('sandbox-remediator cleanup (against a fake apiserver)', () => {
     expect(forced.stdout).to.match(/^Could not read the leader Lease ops\/op \(.*\); going on: --force\.\n/);
   });
 
+  it('with no Lease where told, refuses on a fresh one of that name in another namespace, naming it', async () => {
+    const fresh = leader('operator-pod-1', 2).body;
+    const api = await apiserver(status(404, 'NotFound'), (path) =>
+      path === '/apis/coordination.k8s.io/v1/leases'
+        ? { status: 200, body: list([{ ...fresh, metadata: { ...fresh.metadata, namespace: 'other' } }]) }
+        : undefined,
+    );
+    const result = await run(api);
+    expect(result.code).to.equal(2);
+    expect(result.stderr).to.match(
+      /^cleanup: no Lease ops\/op, but the operator's leader Lease other\/op is held by operator-pod-1 \(renewed 2 s ago/,
+    );
+    expect(result.stderr).to.include('Pass --operator-namespace other if that is the one.');
+    expect(api.requests, 'nothing but the Leases read').to.deep.equal([
+      `GET ${LEASE_PATH}`,
+      'GET /apis/coordination.k8s.io/v1/leases',
+    ]);
+  });
+
   it('with --force runs although the Lease is fresh, and says so', async () => {
     const result = await run(await apiserver(leader('operator-7f9c_1a2b', 3)), { force: true });
     expect(result.code).to.equal(0);
@@ -165,6 +184,32 @@ describe('sandbox-remediator cleanup (against a fake apiserver)', () => {
     expect(result.stdout).to.match(/\nFailed to list nodes: .* \(what it holds is not cleaned up\)\n/);
     expect(result.stdout).to.match(
       /\nChanged 0, failed 1, left alone 0\. Run cleanup again once the failures are fixed/,
+    );
+  });
+
+  it('keeps every lease of ours when the nodes cannot be listed: a stamped node would lose it', async () => {
+    const ourLease = {
+      metadata: { name: 'node-n1', namespace: 'medik8s-leases', uid: 'l1', resourceVersion: '3' },
+      spec: {
+        holderIdentity: 'sandbox-remediator-p',
+        leaseDurationSeconds: 120,
+        renewTime: NOW.toISOString(),
+      },
+    };
+    const api = await apiserver(status(404, 'NotFound'), (path) => {
+      if (path === '/api/v1/nodes') return status(500, 'InternalError');
+      if (path === '/apis/coordination.k8s.io/v1/namespaces/medik8s-leases/leases')
+        return { status: 200, body: list([ourLease]) };
+      return undefined;
+    });
+    const result = await run(api);
+    expect(result.code).to.equal(1);
+    expect(
+      api.requests.filter((r) => r.startsWith('DELETE ')),
+      'no lease deleted',
+    ).to.deep.equal([]);
+    expect(result.stdout).to.include(
+      'lease/medik8s-leases/node-n1: ours, kept: the nodes could not be listed, so its node may still carry our fence',
     );
   });
 

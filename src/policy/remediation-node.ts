@@ -246,8 +246,43 @@ function evictPod(
     block(pass, kind, node, target, hold);
     return hold;
   }
-  pass.evictionBudget--;
   const { namespace, name, uid } = pod;
-  pass.actions.push({ kind, node, target, pod: { namespace, name, uid }, reason, message });
+  const action: Eviction = { kind, node, target, pod: { namespace, name, uid }, reason, message };
+  const planned = pass.evictionsOn.get(node) ?? 0;
+  if (planned >= pass.evictionShare) {
+    pass.deferred.push(action); // the other nodes first: spendDeferred gives it what they leave
+    return undefined;
+  }
+  pass.evictionsOn.set(node, planned + 1);
+  pass.evictionBudget--;
+  pass.actions.push(action);
   return undefined;
+}
+
+/**
+ * After every node has had its share: the budget left goes round the nodes, one eviction each in the order they were
+ * decided, as long as it lasts; what it cannot pay for is held by the rate (an eviction of stuck pods each, a
+ * migration once per node, as migrateIoHeavyPods reports it).
+ */
+export function spendDeferred(pass: RemediationPass): void {
+  const queues = new Map<string, Eviction[]>();
+  for (const e of pass.deferred) queues.set(e.node, [...(queues.get(e.node) ?? []), e]);
+  while (pass.evictionBudget > 0 && queues.size > 0)
+    for (const [node, queue] of queues) {
+      if (pass.evictionBudget === 0) break;
+      const next = queue.shift();
+      if (next) {
+        pass.evictionBudget--;
+        pass.actions.push(next);
+      }
+      if (queue.length === 0) queues.delete(node);
+    }
+  const migrationHeld = new Set<string>();
+  for (const queue of queues.values())
+    for (const e of queue) {
+      if (e.kind === 'Migrate' && migrationHeld.has(e.node)) continue;
+      if (e.kind === 'Migrate') migrationHeld.add(e.node);
+      const hold = guardEvictionRate(pass);
+      if (hold) block(pass, e.kind, e.node, e.target, hold);
+    }
 }

@@ -1,7 +1,7 @@
 // PURE: the state one remediation pass shares across the policy's nodes: the policy-wide guards and budgets, computed
 // once before the first node and spent as nodes claim them, and what the pass has decided so far.
 import type { ActionKind, NodeStamps } from '../api/v1alpha1/index.js';
-import type { Action, BlockedAction, PodRef } from './actions.js';
+import type { Action, BlockedAction, Eviction, PodRef } from './actions.js';
 import type { Hold, RemediationDecision, RemediationInput } from './node-facts.js';
 
 export interface RemediationPass {
@@ -13,6 +13,15 @@ export interface RemediationPass {
   schedulable: number;
   /** Evictions maxEvictionsPerMinute still allows, less those this pass plans. */
   evictionBudget: number;
+  /**
+   * Evictions a node is given before the other nodes have had theirs: the budget shared among the nodes with pods to
+   * move (at least one each), so one node's pods cannot spend it all; what is left goes round the nodes after.
+   */
+  readonly evictionShare: number;
+  /** Evictions planned per node this pass, against the share. */
+  readonly evictionsOn: Map<string, number>;
+  /** Evictions past a node's share, in the order asked: given the budget the shares left, round the nodes. */
+  readonly deferred: Eviction[];
   readonly actions: Action[];
   readonly blocked: BlockedAction[];
   readonly stampsAfter: Map<string, NodeStamps | undefined>;

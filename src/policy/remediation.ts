@@ -9,6 +9,7 @@ import {
   leaveFrozen,
   letGoOfRevertedStamps,
   remediateNode,
+  spendDeferred,
   undoOnRecovery,
 } from './remediation-node.js';
 import type { NodeFacts, RemediationDecision, RemediationInput } from './node-facts.js';
@@ -61,12 +62,20 @@ export function decideRemediation(input: RemediationInput): RemediationDecision 
   const ours = nodes.filter((n) => n.stamps !== undefined).map((n) => n.name);
   const unhealthy = new Set([...triggered, ...ours]).size;
   const limit = resolveIntOrPercent(safety.maxUnhealthyNodes, nodes.length);
+  const evictionBudget = budgetLeft(safety.maxEvictionsPerMinute, input.recentEvictions, now);
+  // Nodes that may have pods to move this pass: the budget's share of each (an over-count only lowers it, to 1).
+  const movers = nodes.filter(
+    (n) => (triggered.has(n.name) || n.stamps) && (n.ioStuckPods.length > 0 || n.ioHeavyPods.length > 0),
+  ).length;
   const pass: RemediationPass = {
     input,
     triggered,
     storm: { detected: unhealthy > limit, unhealthy, limit },
     schedulable: nodes.filter((n) => isSchedulable(n, spec)).length,
-    evictionBudget: budgetLeft(safety.maxEvictionsPerMinute, input.recentEvictions, now),
+    evictionBudget,
+    evictionShare: Math.max(1, Math.floor(evictionBudget / Math.max(1, movers))),
+    evictionsOn: new Map(),
+    deferred: [],
     actions: [],
     blocked: [],
     stampsAfter: new Map(),
@@ -76,6 +85,7 @@ export function decideRemediation(input: RemediationInput): RemediationDecision 
     (a, b) => b.ioStuckPods.length - a.ioStuckPods.length || a.name.localeCompare(b.name),
   );
   for (const facts of ordered) decideNode(pass, facts);
+  spendDeferred(pass);
   const { actions, blocked, storm, stampsAfter } = pass;
   return { actions, blocked, storm, stampsAfter };
 }

@@ -398,7 +398,8 @@ describe('decideRemediation', () => {
         stampsAfter: { n1: STAMPED_LONG_AGO },
       },
       {
-        name: 'shares the budget across nodes, the most degraded node first',
+        // One node's pods cannot spend it all: each node its first eviction, then what is left round the nodes.
+        name: 'shares the budget across nodes: a share each, the most degraded first, the rest round them',
         spec: { safety: { maxEvictionsPerMinute: 3 } },
         nodes: [
           sick('n1', pod('a')).ours(),
@@ -406,8 +407,8 @@ describe('decideRemediation', () => {
           healthy('h1'),
           healthy('h2'),
         ],
-        actions: [evict('b', 'n2'), evict('c', 'n2'), evict('d', 'n2')],
-        blocked: ['Evict pod/default/a on n1 EvictionRate'],
+        actions: [evict('b', 'n2'), evict('a', 'n1'), evict('c', 'n2')],
+        blocked: ['Evict pod/default/d on n2 EvictionRate'],
         stampsAfter: { n1: STAMPED_LONG_AGO, n2: STAMPED_LONG_AGO },
       },
       {
@@ -449,6 +450,48 @@ describe('decideRemediation', () => {
         target: 'pod/default/a',
         pod: { namespace: 'default', name: 'a', uid: 'uid-a' },
       });
+    });
+
+    it('spends the budget fairly: every node its first eviction while the budget covers them, counts within one', () => {
+      fc.assert(
+        fc.property(
+          fc.array(fc.integer({ min: 1, max: 5 }), { minLength: 1, maxLength: 6 }),
+          fc.integer({ min: 0, max: 15 }),
+          (podsPerNode, budget) => {
+            const nodes = podsPerNode.map((count, i) =>
+              sick(`n${i}`, ...Array.from({ length: count }, (_, j) => pod(`n${i}-${j}`)))
+                .ours()
+                .build(),
+            );
+            const decision = decide({
+              spec: {
+                safety: { maxEvictionsPerMinute: budget, maxUnhealthyNodes: 100, minSchedulableNodes: 0 },
+              },
+              nodes: [...nodes, healthy('h1').build()],
+            });
+            const per = podsPerNode.map(
+              (_, i) => decision.actions.filter((a) => a.kind === 'Evict' && a.node === `n${i}`).length,
+            );
+            const total = podsPerNode.reduce((a, b) => a + b, 0);
+            expect(
+              per.reduce((a, b) => a + b, 0),
+              'the whole budget, or every pod',
+            ).to.equal(Math.min(budget, total));
+            if (budget >= podsPerNode.length)
+              expect(
+                per.every((n) => n >= 1),
+                per.join(','),
+              ).to.equal(true);
+            // Within one of each other, but for a node that ran out of pods.
+            const open = per.filter((n, i) => n < podsPerNode[i]!);
+            if (open.length > 0) expect(Math.max(...per) - Math.min(...open), per.join(',')).to.be.at.most(1);
+            const blocked = decision.blocked.filter((b) => b.guard === 'EvictionRate').length;
+            expect(blocked, 'each pod not evicted held by the rate').to.equal(
+              total - Math.min(budget, total),
+            );
+          },
+        ),
+      );
     });
   });
 

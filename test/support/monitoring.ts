@@ -7,14 +7,28 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CLUSTER_DIR, eventually } from './cluster.js';
 
+/**
+ * A free port on 127.0.0.1 below Linux's ephemeral range (32768-60999), so that no server bound to port 0 meanwhile
+ * (the operator's metrics, a probe) can be handed the same one before the caller binds it: random, tried until
+ * one binds (bounded).
+ */
 export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if (await bindable(port)) return port;
+  }
+  throw new Error('no free port on 127.0.0.1 in 20000-31999 after 200 tries');
+}
+
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
+    server.once('error', () => {
+      resolve(false);
+    });
+    server.listen(port, '127.0.0.1', () => {
       server.close(() => {
-        resolve(typeof address === 'object' && address ? address.port : 0);
+        resolve(true);
       });
     });
   });

@@ -70,6 +70,12 @@ export async function runOperator(flags: OperatorFlags): Promise<number> {
       onCall: ({ method, resource, result }) => {
         if (method !== 'GET') metrics.apiWrites.inc({ resource, result: String(result) });
       },
+      onHandshake: (lane, resumed) => {
+        metrics.apiHandshakes.inc({ lane, resumed: String(resumed) });
+      },
+      onRetry: (lane, reason) => {
+        metrics.apiRetries.inc({ lane, reason });
+      },
     });
   } catch (err) {
     if (!(err instanceof KubeconfigError)) throw err;

@@ -1,9 +1,9 @@
 import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { delimiter, join } from 'node:path';
+import { Agent as HttpsAgent } from 'node:https';
 import {
   createConfiguration,
-  IsomorphicFetchHttpLibrary,
   KubeConfig,
   ServerConfiguration,
   type ConfigurationOptions,
@@ -25,7 +25,11 @@ import {
   SERVICE_ACCOUNT_DIR,
 } from './rest.js';
 
+import { ConnectionPool, PooledAgent, type Lane } from './connection-pool.js';
+import { pooledHttp, type RetryReason } from './pooled-http.js';
+
 export { KubeconfigError, REQUEST_TIMEOUT_MS };
+export type { Lane, RetryReason };
 
 /** One answered (or failed) API request: what was asked of which resource, and the HTTP status. */
 export interface ApiCall {
@@ -42,34 +46,68 @@ export interface KubeConfigOptions {
   onCall?(call: ApiCall): void;
   /** Use this context of the kubeconfig instead of its current-context (kubectl's --context). */
   context?: string;
+  /** How long an idle connection to the apiserver is kept (connection-pool.ts's IDLE_EXPIRY_MS by default). */
+  idleExpiryMs?: number;
+  /** Told of every TLS handshake on a new connection to the apiserver: for metrics. */
+  onHandshake?(lane: Lane, resumed: boolean): void;
+  /** Told of every request sent again after a reused connection failed it: for metrics. */
+  onRetry?(lane: Lane, reason: RetryReason): void;
 }
 
 /**
- * A KubeConfig whose every API request carries a timeout and is reported. client-node 1.x sets no timeout,
- * so a request to an apiserver that accepted the connection and then went silent would wait forever, and with
- * it a reconcile. Every generated client calls applySecurityAuthentication once per request: the one place to
- * add it. Watches go through applyToFetchOptions instead, and have their own silence bound (informer.ts).
+ * A KubeConfig whose every API request carries a timeout, is reported, and goes out on a kept-alive connection.
+ * client-node 1.x sets no timeout, so a request to an apiserver that accepted the connection and then went
+ * silent would wait forever, and with it a reconcile; and it builds a new https.Agent, so a new TLS connection,
+ * for every request. Every generated client calls applySecurityAuthentication once per request, and watches call
+ * applyToHTTPSOptions: the places to swap the throwaway agent for the pool's. Watches have their own silence
+ * bound (informer.ts) instead of a timeout.
  */
 class InstrumentedKubeConfig extends KubeConfig {
+  readonly pool: ConnectionPool;
+
   constructor(private readonly options: KubeConfigOptions) {
     super();
+    this.pool = new ConnectionPool({
+      ...(options.idleExpiryMs !== undefined ? { idleMs: options.idleExpiryMs } : {}),
+      onHandshake: (lane, resumed) => this.options.onHandshake?.(lane, resumed),
+    });
   }
 
   override async applySecurityAuthentication(context: RequestContext): Promise<void> {
     await super.applySecurityAuthentication(context);
+    const pooled = this.pooled('requests', context.getAgent(), context.getHeaders().Authorization);
+    if (pooled) context.setAgent(pooled);
     if (!context.getSignal())
       context.setSignal(AbortSignal.timeout(this.options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS));
   }
 
-  /** client-node's own makeApiClient, with an HTTP library that reports each call. */
+  override async applyToHTTPSOptions(opts: Parameters<KubeConfig['applyToHTTPSOptions']>[0]): Promise<void> {
+    await super.applyToHTTPSOptions(opts);
+    const authorization = (opts.headers as Record<string, unknown> | undefined)?.Authorization;
+    const pooled = this.pooled(
+      'watches',
+      opts.agent,
+      typeof authorization === 'string' ? authorization : undefined,
+    );
+    if (pooled) opts.agent = pooled;
+  }
+
+  /** The pool's agent for what client-node built, unless that is not a plain https.Agent (a proxy's, http's). */
+  private pooled(lane: Lane, built: unknown, authorization: string | undefined): PooledAgent | undefined {
+    if (!(built instanceof HttpsAgent) || built.constructor !== HttpsAgent) return undefined;
+    return this.pool.agent(lane, built.options, authorization);
+  }
+
+  /** client-node's own makeApiClient, with an HTTP library that keeps connections and reports each call. */
   override makeApiClient<T>(apiClientType: new (config: ReturnType<typeof createConfiguration>) => T): T {
     const cluster = this.getCurrentCluster();
     if (!cluster) throw new Error('No active cluster!');
+    const http = pooledHttp({ onRetry: (lane, reason) => this.options.onRetry?.(lane, reason) });
     return new apiClientType(
       createConfiguration({
         baseServer: new ServerConfiguration(cluster.server, {}),
         authMethods: { default: this },
-        httpApi: reportingHttp(new IsomorphicFetchHttpLibrary(), (call) => this.options.onCall?.(call)),
+        httpApi: reportingHttp(http, (call) => this.options.onCall?.(call)),
       }),
     );
   }
@@ -184,13 +222,18 @@ function checkCurrentContext(kc: KubeConfig, where: string): void {
   }
 }
 
-/** Per-call options giving one request its own, usually shorter, timeout (e.g. a kubelet behind the proxy). */
-export function withTimeout(ms: number): ConfigurationOptions {
+/**
+ * Per-call options giving one request its own, usually shorter, timeout (e.g. a kubelet behind the proxy), and
+ * optionally its own lane of connections (the leader Lease's, so no burst of writes queues a renewal).
+ */
+export function withTimeout(ms: number, lane?: Lane): ConfigurationOptions {
   return {
     middleware: [
       {
         pre: (context: RequestContext) => {
           context.setSignal(AbortSignal.timeout(ms));
+          const agent = context.getAgent();
+          if (lane && agent instanceof PooledAgent) context.setAgent(agent.inLane(lane));
           return of(context);
         },
         post: (response) => of(response),

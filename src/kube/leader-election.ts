@@ -300,8 +300,9 @@ export class LeaderElector {
   }
 }
 
-/** Each Lease request gives up well inside the renew deadline, so an abandoned one cannot land late. */
-const LEASE_CALL = withTimeout(RETRY_PERIOD_MS * 2);
+/** Each Lease request gives up well inside the renew deadline, so an abandoned one cannot land late; on the
+ * Lease's own connections, so no burst of writes queues a renewal. */
+const LEASE_CALL = withTimeout(RETRY_PERIOD_MS * 2, 'lease');
 
 /** The Lease as a store, through the coordination.k8s.io/v1 API. */
 export class KubeLeaseStore implements LeaseStore {

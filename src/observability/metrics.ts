@@ -134,6 +134,18 @@ export class OperatorMetrics {
     labelNames: ['resource', 'result'] as const,
     registers: [this.registry],
   });
+  readonly apiHandshakes = new Counter({
+    name: 'sandbox_remediator_api_tls_handshakes_total',
+    help: 'TLS handshakes with the apiserver, one per new connection, by lane (requests, watches, lease) and whether the TLS session was resumed; near zero at rest, as connections are kept alive.',
+    labelNames: ['lane', 'resumed'] as const,
+    registers: [this.registry],
+  });
+  readonly apiRetries = new Counter({
+    name: 'sandbox_remediator_api_retries_total',
+    help: 'Replayable requests (GET, PUT) sent again on a fresh connection after a reused one was reset or, for the leader Lease, stalled; by lane and reason.',
+    labelNames: ['lane', 'reason'] as const,
+    registers: [this.registry],
+  });
 
   readonly passes = new Counter({
     name: 'sandbox_remediator_reconcile_passes_total',

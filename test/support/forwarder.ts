@@ -8,16 +8,25 @@ export interface Forwarder {
   freeze(): void;
   /** Drops the frozen connections (as a TCP keepalive eventually does) and forwards again. */
   thaw(): void;
+  /** The connections open now go silent, as half-open ones do; new ones are forwarded as ever. */
+  halfOpen(): void;
+  /** The connections open now are reset when the client next sends on them, before a byte reaches the apiserver. */
+  resetOnNextSend(): void;
   close(): Promise<void>;
 }
 
 /** A TCP pass-through to the apiserver: TLS stays end to end, so it is the apiserver coming up at that port. */
 export async function forward(port: number, to: URL): Promise<Forwarder> {
   const sockets = new Set<Socket>();
+  const clients = new Set<Socket>();
   let frozen = false;
   const server = createServer((client) => {
     sockets.add(client);
-    client.on('close', () => sockets.delete(client));
+    clients.add(client);
+    client.on('close', () => {
+      sockets.delete(client);
+      clients.delete(client);
+    });
     client.on('error', () => client.destroy());
     if (frozen) return; // accepted, never answered
     const upstream = connect(Number(to.port || 443), to.hostname);
@@ -40,6 +49,19 @@ export async function forward(port: number, to: URL): Promise<Forwarder> {
       for (const socket of sockets) {
         socket.unpipe();
         socket.pause();
+      }
+    },
+    halfOpen: () => {
+      for (const socket of sockets) {
+        socket.unpipe();
+        socket.pause();
+      }
+    },
+    resetOnNextSend: () => {
+      for (const client of clients) {
+        client.unpipe();
+        client.once('data', () => client.resetAndDestroy());
+        client.resume();
       }
     },
     thaw: () => {

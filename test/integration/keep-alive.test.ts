@@ -195,14 +195,14 @@ describe('kept-alive connections on the real apiserver', function () {
     });
     const client = pooledClient(kubeconfig);
     const call = withTimeout(4_000, 'lease');
-    let lease = await client.leases.createNamespacedLease(
+    await client.leases.createNamespacedLease(
       {
         namespace,
         body: { metadata: { name: 'l' }, spec: { holderIdentity: 'me', leaseDurationSeconds: 15 } },
       },
       call,
     );
-    lease = await client.leases.readNamespacedLease({ name: 'l', namespace }, call);
+    const lease = await client.leases.readNamespacedLease({ name: 'l', namespace }, call);
     link.halfOpen();
     const started = Date.now();
     lease.spec!.leaseDurationSeconds = 16;

@@ -38,6 +38,34 @@ export interface TlsApiserver {
 
 let cert: ServingCert | undefined;
 
+/** A kubeconfig at `file` for `server`, trusting `caPem` (or, without one, the system's CAs), carrying `token`. */
+export function writeTokenKubeconfigFor(
+  file: string,
+  server: string,
+  caPem: string | undefined,
+  token: string,
+) {
+  writeFileSync(
+    file,
+    JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [
+        {
+          name: 'c',
+          cluster: {
+            server,
+            ...(caPem ? { 'certificate-authority-data': Buffer.from(caPem).toString('base64') } : {}),
+          },
+        },
+      ],
+      users: [{ name: 'u', user: { token } }],
+      contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
+      'current-context': 'x',
+    }),
+  );
+}
+
 export const ok: Handler = (_req, res) => {
   res.setHeader('content-type', 'application/json');
   res.end('{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"n"}}');

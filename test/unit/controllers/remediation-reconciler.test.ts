@@ -10,6 +10,7 @@ import { FakeClock } from '../../../src/runtime/clock.js';
 import { TerminalError } from '../../../src/runtime/controller.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
 import { aNode, MemoryCluster, tellOfChanges } from '../../support/memory-cluster.js';
+import { rejection } from '../../support/promises.js';
 
 const quiet = silentLogger;
 const NODES = ['n1', 'n2', 'n3', 'n4', 'n5', 'n6'];
@@ -124,15 +125,6 @@ async function reportedWhileLagging() {
   w.cluster.takeWrites();
   w.cluster.takeEvents();
   return w;
-}
-
-async function rejection(promise: Promise<unknown>): Promise<Error> {
-  try {
-    await promise;
-  } catch (err) {
-    return err as Error;
-  }
-  throw new Error('expected the reconcile to reject');
 }
 
 describe('PolicyReconciler remediation', () => {

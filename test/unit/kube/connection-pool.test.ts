@@ -9,16 +9,7 @@ import { kubeletSummaryFetcher } from '../../../src/kube/kubelet-summary.js';
 import { LEASE_STALL_MS } from '../../../src/kube/pooled-http.js';
 import { generateServingCert } from '../../../src/webhook/certs.js';
 import { ok, startTlsApiserver, type Handler, type TlsApiserver } from '../../support/tls-apiserver.js';
-
-/** What a promise was rejected with; fails the test if it resolved. */
-async function rejection(promise: Promise<unknown>): Promise<Error> {
-  try {
-    await promise;
-  } catch (err) {
-    return err as Error;
-  }
-  throw new Error('expected a rejection');
-}
+import { rejection } from '../../support/promises.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -26,6 +26,7 @@ import {
   trickle,
   type Behaviour,
 } from './misbehaving-server.js';
+import { writeTokenKubeconfigFor } from '../../support/tls-apiserver.js';
 
 const TIMEOUT_MS = 1000;
 /** Generous: these machines are noisy. Without a timeout that covers the body, the slow cases never end. */
@@ -472,25 +473,7 @@ describe('kubeletSummaryFetcher over HTTPS, with its own HTTP library', function
   function sourceTrusting(ca: string | undefined): KubeletSummarySource {
     const kubeconfig = join(dir, 'kubeconfig');
     const { port } = server.address() as AddressInfo;
-    writeFileSync(
-      kubeconfig,
-      JSON.stringify({
-        apiVersion: 'v1',
-        kind: 'Config',
-        clusters: [
-          {
-            name: 'c',
-            cluster: {
-              server: `https://127.0.0.1:${port}`,
-              ...(ca ? { 'certificate-authority-data': Buffer.from(ca).toString('base64') } : {}),
-            },
-          },
-        ],
-        users: [{ name: 'u', user: { token: 't' } }],
-        contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
-        'current-context': 'x',
-      }),
-    );
+    writeTokenKubeconfigFor(kubeconfig, `https://127.0.0.1:${port}`, ca, 't');
     return new KubeletSummarySource(kubeletSummaryFetcher(loadKubeConfig(kubeconfig), TIMEOUT_MS));
   }
 

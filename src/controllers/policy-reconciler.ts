@@ -11,12 +11,12 @@ import type { ReconcileResult } from '../runtime/controller.js';
 import type { Expectations } from '../runtime/expectations.js';
 import type { IoSource } from '../signals/types.js';
 import { invalidPolicyStatus } from '../status/policy-status.js';
-import type { ActionResult } from '../status/remediation-status.js';
 import type { ActionLog } from './action-log.js';
+import { actOnPlan } from './act.js';
 import type { Evictor } from './evictor.js';
 import { Failures } from './failures.js';
 import type { NodeConditions } from './node-conditions.js';
-import { patchNodes, type NodePatchDeps } from './node-changes.js';
+import type { NodePatchDeps } from './node-changes.js';
 import { observeNode } from './observe.js';
 import { observeNodes, type NodeObservation } from './observe-nodes.js';
 import { assignmentOf, validatePolicy } from './ownership.js';
@@ -77,7 +77,8 @@ export interface PolicyReconcilerDeps extends NodePatchDeps {
 /**
  * Reconciles one SandboxPolicy, level-based, in one pass: observe every owned node that changed (or every one, on a
  * full pass) -> decide, purely, the whole plan (remediation, the evictions within the pass's share, rollouts, gates)
- * -> act in order (node patches, the budget reservation, evictions, rollouts, gates) -> report (each SandboxHealth
+ * -> act (node patches, then side by side: Node conditions, rollouts, and the budget reservation with the evictions
+ * and gates it pays for; act.ts) -> report (each SandboxHealth
  * that changed, its Events, and the policy's status, once). Each concern keeps its own state: the policy's memory,
  * the evictor, the throttler, the pacer, the reporter; the expectations and the status overlay fence our own writes.
  */
@@ -116,7 +117,7 @@ export class PolicyReconciler {
     const pass = this.begin(status === undefined ? object : { ...object, status }, validation.spec, memory);
     const seen = await this.observe(pass);
     const plan = this.decide(pass, seen);
-    const done = await this.act(pass, plan);
+    const done = await actOnPlan(this.deps, pass, plan);
     const reported = await this.report(pass, seen, plan, done);
     pass.failures.throwIfAny();
     return this.next(pass, seen, plan, done, reported.deferred);
@@ -236,83 +237,6 @@ export class PolicyReconciler {
   }
 
   /** Carries out the plan in order: node patches and conditions, the budget reservation, evictions, rollouts, gates. */
-  private async act(pass: Pass, plan: Plan): Promise<Done> {
-    const { policy, memory, actuator, failures, now } = pass;
-    const { evictor, throttler, pacer } = this.deps;
-    const results = new Map<string, ActionResult[]>();
-    const report = (result: ActionResult) => {
-      const done: ActionResult = actuator.dryRun ? { ...result, simulated: true } : result;
-      results.set(result.action.node, [...(results.get(result.action.node) ?? []), done]);
-      this.deps.actions.record(policy.name, done, actuator.dryRun);
-    };
-    const nodes = plan.remediation
-      ? await patchNodes(this.deps, new Map(plan.observations.map((o) => [o.node.name, o])), {
-          policy: policy.name,
-          generation: policy.generation,
-          memory,
-          actions: plan.actions,
-          stampsAfter: plan.remediation.stampsAfter,
-          actuator,
-          failures,
-          report,
-          markDirty: (node) => {
-            memory.markDirty(node);
-          },
-        })
-      : { failedNodes: new Set<string>(), blocked: [] };
-    await this.deps.conditions.write(pass, plan, nodes.failedNodes);
-    const reserved = await this.reserve(pass, plan);
-    const evicted =
-      reserved !== false
-        ? await evictor.evict(
-            plan.evictions.evictions.filter((e) => !nodes.failedNodes.has(e.node)),
-            actuator,
-            failures,
-            report,
-          )
-        : { blocked: [], evictedAt: [] };
-    const rollouts = await throttler.act(policy.name, plan.rollouts, actuator, failures, now);
-    const publish = (p: typeof memory.pacing) => (memory.pacing = p);
-    const pacing = await pacer.act(plan.pacing, publish, reserved !== false, failures, now);
-    return {
-      results,
-      blocked: [...nodes.blocked, ...evicted.blocked],
-      failedNodes: nodes.failedNodes,
-      evictedAt: evicted.evictedAt,
-      reserved: reserved || undefined,
-      rollouts,
-      pacing,
-    };
-  }
-
-  /**
-   * Spends the pass's eviction and paced-gate budget in the policy's status before any is used, so a crash right
-   * after cannot reset a rate. Only these fields: a merge patch leaves the rest of the status as it is. False when the
-   * write failed (evict nothing, lift no paced gate); undefined when nothing was to be spent.
-   */
-  private async reserve(pass: Pass, plan: Plan): Promise<Partial<SandboxPolicyStatus> | false | undefined> {
-    const { policy, memory, now } = pass;
-    const recentEvictions = this.deps.evictor.reservation(
-      policy.status,
-      plan.evictions.evictions.length,
-      now,
-    );
-    const recentGateReleases = this.deps.pacer.reservation(plan.pacing, now);
-    if (!recentEvictions && !recentGateReleases) return undefined;
-    const reservation: Partial<SandboxPolicyStatus> = {
-      ...(recentEvictions ? { recentEvictions } : {}),
-      ...(recentGateReleases ? { recentGateReleases } : {}),
-    };
-    try {
-      const version = await this.deps.writer.patchPolicyStatus(policy.name, reservation);
-      this.deps.overlay.wrotePolicyStatus(memory, version, policy.status, reservation);
-      return reservation;
-    } catch (err) {
-      pass.failures.add(`budget reservation of sandboxpolicy/${policy.name}`, err);
-      return false;
-    }
-  }
-
   /** Writes what changed: each node's SandboxHealth (the reporter), then the policy's status, once. */
   private async report(pass: Pass, seen: Seen, plan: Plan, done: Done): Promise<{ deferred: number }> {
     const { policy, memory, failures } = pass;

@@ -38,6 +38,8 @@ export interface PoolOptions {
 /** An https.Agent of one lane and one set of credentials, which knows its pool. */
 export class PooledAgent extends HttpsAgent {
   private drained = false;
+  /** When each socket last went idle: a socket with no entry has not carried a request yet. */
+  private readonly freedAt = new WeakMap<Socket, number>();
 
   constructor(
     readonly lane: Lane,
@@ -50,6 +52,29 @@ export class PooledAgent extends HttpsAgent {
     idleMs: number,
   ) {
     super({ ...tls, ...LANE_LIMITS[lane], keepAlive: true, timeout: idleMs, scheduling: 'lifo' });
+    // After the agent's own listener, which may have handed the socket to a queued request already: that request
+    // still finds it recorded (its 'socket' event comes on the next tick) as a socket that has carried one before.
+    this.on('free', (socket: Socket) => {
+      this.freedAt.set(socket, Date.now());
+    });
+  }
+
+  /**
+   * How long `socket` sat idle before the request now on it, or undefined when it is new (this is its first). Node's
+   * own req.reusedSocket misses a socket handed straight from one request to a queued one.
+   */
+  idleFor(socket: Socket): number | undefined {
+    const at = this.freedAt.get(socket);
+    return at === undefined ? undefined : Date.now() - at;
+  }
+
+  /**
+   * Closes the idle connections: after one of them was found dead, the others (as old or older, LIFO) are likely
+   * dead too, and a replay must go out on a new one.
+   */
+  dropIdle(): void {
+    for (const sockets of Object.values(this.freeSockets))
+      for (const socket of sockets ?? []) socket.destroy();
   }
 
   /** The agent of another lane for the same credentials. */
@@ -62,8 +87,9 @@ export class PooledAgent extends HttpsAgent {
   }
 
   /**
-   * Closes the idle connections now and each busy one once its answer is read: nothing in flight is cut, and
-   * no request of the new credentials goes out on a connection opened with the old.
+   * Closes the idle connections now and each busy one once its answer is read: nothing in flight is cut, and no
+   * request of the new credentials goes out on a connection opened with the old. (A request of the old ones that
+   * was already queued in this agent still goes out, on an old connection, with the credentials it was built with.)
    */
   drain(): void {
     this.drained = true;
@@ -107,12 +133,6 @@ export class ConnectionPool {
     );
     this.current.set(lane, fresh);
     return fresh;
-  }
-
-  /** Closes every connection, idle or busy (the process is stopping). */
-  close(): void {
-    for (const agent of this.current.values()) agent.destroy();
-    this.current.clear();
   }
 
   handshake(lane: Lane, resumed: boolean): void {

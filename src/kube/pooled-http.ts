@@ -17,12 +17,29 @@ import { PooledAgent, type Lane } from './connection-pool.js';
 export const LEASE_STALL_MS = 2_000;
 
 /**
- * Requests that may go out twice: reads, and PUT, which replaces with a resourceVersion precondition (a second
- * one that arrives after the first applied is refused as a conflict, not applied twice). Never a POST (an
- * Eviction, a create) or a PATCH (a cordon): a reset after they were sent leaves open whether they were applied,
- * and the controller that asked finds out from its cache, not by sending again.
+ * Only a Lease request on a connection idle this long is given the stall deadline. A renewal's GET goes out after a
+ * retry period's quiet (2 s) and is guarded; its PUT follows at once on the connection the GET just proved alive, and
+ * is not: a PUT abandoned on a slow but live apiserver may still apply, and its replay would then be refused as a
+ * conflict, a renewal lost that had succeeded.
  */
-const REPLAYABLE = new Set(['GET', 'HEAD', 'OPTIONS', 'PUT']);
+export const STALL_GUARD_IDLE_MS = 1_000;
+
+/**
+ * Requests that may go out twice: reads, and a PUT carrying the object's resourceVersion (a second one that arrives
+ * after the first applied is refused as a conflict, not applied twice). Never a POST (an Eviction, a create) or a
+ * PATCH (a cordon): a reset after they were sent leaves open whether they were applied, and the controller that
+ * asked finds out from its cache, not by sending again.
+ */
+function replayable(method: string, body: string | undefined): boolean {
+  if (method === 'GET' || method === 'HEAD' || method === 'OPTIONS') return true;
+  if (method !== 'PUT' || body === undefined) return false;
+  try {
+    const parsed = JSON.parse(body) as { metadata?: { resourceVersion?: unknown } } | null;
+    return typeof parsed?.metadata?.resourceVersion === 'string' && parsed.metadata.resourceVersion !== '';
+  } catch {
+    return false;
+  }
+}
 
 export type RetryReason = 'reset' | 'stalled';
 
@@ -60,23 +77,24 @@ export async function sendRequest(
   options: SendOptions = {},
 ): Promise<ResponseContext> {
   const agent = request.getAgent();
-  const lane = agent instanceof PooledAgent ? agent.lane : undefined;
-  const replayable = lane !== undefined && REPLAYABLE.has(request.getHttpMethod());
+  const pooled = agent instanceof PooledAgent ? agent : undefined;
+  const again = pooled !== undefined && replayable(request.getHttpMethod(), bodyOf(request));
   try {
-    return await attempt(request, options, replayable && lane === 'lease' ? LEASE_STALL_MS : undefined);
+    return await attempt(request, options, again && pooled.lane === 'lease');
   } catch (err) {
     if (!(err instanceof StaleConnection)) throw err;
-    if (!replayable) throw err.original ?? err;
-    options.onRetry?.(lane, err.reason);
-    // The stale connection is gone (destroyed), and with LIFO reuse the next one is the freshest or a new one.
-    return await attempt(request, options, undefined);
+    if (!again) throw err.original ?? err;
+    options.onRetry?.(pooled.lane, err.reason);
+    // The other idle connections are as old or older: close them, so the replay goes out on a new one.
+    pooled.dropIdle();
+    return await attempt(request, options, false);
   }
 }
 
 const isReset = (err: unknown) =>
   ['ECONNRESET', 'EPIPE', 'ECONNABORTED'].includes(String((err as { code?: unknown } | null)?.code));
 
-function attempt(request: RequestContext, options: SendOptions, stallMs: number | undefined) {
+function attempt(request: RequestContext, options: SendOptions, guardStall: boolean) {
   const url = new URL(request.getUrl());
   const signal = request.getSignal();
   const body = bodyOf(request);
@@ -92,9 +110,13 @@ function attempt(request: RequestContext, options: SendOptions, stallMs: number 
       agent: request.getAgent(),
       ...(signal ? { signal } : {}),
     });
-    req.on('socket', () => {
-      if (stallMs !== undefined && req.reusedSocket)
-        stall = setTimeout(() => req.destroy(new StaleConnection('stalled')), stallMs);
+    let reused = false;
+    req.on('socket', (socket) => {
+      const agent = request.getAgent();
+      const idleMs = agent instanceof PooledAgent ? agent.idleFor(socket) : undefined;
+      reused = idleMs !== undefined || req.reusedSocket;
+      if (guardStall && idleMs !== undefined && idleMs >= STALL_GUARD_IDLE_MS)
+        stall = setTimeout(() => req.destroy(new StaleConnection('stalled')), LEASE_STALL_MS);
     });
     req.on('response', (res) => {
       answered = true;
@@ -104,7 +126,7 @@ function attempt(request: RequestContext, options: SendOptions, stallMs: number 
     req.on('error', (err) => {
       clearTimeout(stall);
       if (err instanceof StaleConnection) reject(err);
-      else if (!answered && req.reusedSocket && isReset(err)) reject(new StaleConnection('reset', err));
+      else if (!answered && reused && isReset(err)) reject(new StaleConnection('reset', err));
       else reject(err);
     });
     req.end(body);
@@ -120,7 +142,10 @@ function bodyOf(request: RequestContext): string | undefined {
 
 async function answerOf(res: IncomingMessage, request: RequestContext, options: SendOptions) {
   const signal = request.getSignal();
-  const encoding = res.headers['content-encoding'];
+  // No body to inflate: an empty one would fail gunzip ("unexpected end of file"), as node-fetch knew.
+  const method: string = request.getHttpMethod();
+  const bodiless = method === 'HEAD' || res.statusCode === 204 || res.statusCode === 304;
+  const encoding = bodiless ? undefined : res.headers['content-encoding'];
   const stream =
     encoding === 'gzip' ? res.pipe(createGunzip()) : encoding === 'deflate' ? res.pipe(createInflate()) : res;
   if (stream !== res) res.on('error', (err) => stream.destroy(err));

@@ -265,21 +265,26 @@ function evictPod(
  * migration once per node, as migrateIoHeavyPods reports it).
  */
 export function spendDeferred(pass: RemediationPass): void {
-  const queues = new Map<string, Eviction[]>();
-  for (const e of pass.deferred) queues.set(e.node, [...(queues.get(e.node) ?? []), e]);
+  // Each node's evictions in the order decided, and how many of them are paid for: linear in the pods deferred.
+  const queues = new Map<string, { evictions: Eviction[]; paid: number }>();
+  for (const e of pass.deferred) {
+    const queue = queues.get(e.node);
+    if (queue) queue.evictions.push(e);
+    else queues.set(e.node, { evictions: [e], paid: 0 });
+  }
   while (pass.evictionBudget > 0 && queues.size > 0)
     for (const [node, queue] of queues) {
       if (pass.evictionBudget === 0) break;
-      const next = queue.shift();
+      const next = queue.evictions[queue.paid++];
       if (next) {
         pass.evictionBudget--;
         pass.actions.push(next);
       }
-      if (queue.length === 0) queues.delete(node);
+      if (queue.paid >= queue.evictions.length) queues.delete(node);
     }
   const migrationHeld = new Set<string>();
   for (const queue of queues.values())
-    for (const e of queue) {
+    for (const e of queue.evictions.slice(queue.paid)) {
       if (e.kind === 'Migrate' && migrationHeld.has(e.node)) continue;
       if (e.kind === 'Migrate') migrationHeld.add(e.node);
       const hold = guardEvictionRate(pass);

@@ -14,3 +14,16 @@ export async function forEachLimit<T>(
   };
   await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker));
 }
+
+/**
+ * Awaits every promise, then resolves with their values in order, or rejects with the first rejection: unlike
+ * Promise.all, only once all have settled, so nothing started here is still running when the caller goes on.
+ */
+export async function allSettledOrFirstError<T extends readonly unknown[]>(
+  promises: readonly [...{ [K in keyof T]: Promise<T[K]> }],
+): Promise<T> {
+  const settled = await Promise.allSettled(promises as readonly Promise<unknown>[]);
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failed) throw failed.reason;
+  return settled.map((s) => (s as PromiseFulfilledResult<unknown>).value) as unknown as T;
+}

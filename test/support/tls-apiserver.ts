@@ -31,8 +31,6 @@ export interface TlsApiserver {
   handle: Handler;
   /** A kubeconfig file trusting this server's CA and carrying `token`. */
   kubeconfig(token?: string): string;
-  /** Rewrites the kubeconfig with another token (a rotation), keeping its path. */
-  rotateToken(token: string): void;
   close(): Promise<void>;
 }
 
@@ -83,11 +81,8 @@ export async function startTlsApiserver(): Promise<TlsApiserver> {
     connections: { opened: 0, closed: 0 },
     handle: ok,
     kubeconfig: (token = 'first') => {
-      writeKubeconfig(token);
+      writeTokenKubeconfigFor(join(dir, 'kubeconfig'), state.url, cert!.caPem, token);
       return join(dir, 'kubeconfig');
-    },
-    rotateToken: (token) => {
-      writeKubeconfig(token);
     },
     close: () =>
       new Promise<void>((resolve) => {
@@ -98,27 +93,6 @@ export async function startTlsApiserver(): Promise<TlsApiserver> {
           resolve();
         });
       }),
-  };
-  const writeKubeconfig = (token: string) => {
-    writeFileSync(
-      join(dir, 'kubeconfig'),
-      JSON.stringify({
-        apiVersion: 'v1',
-        kind: 'Config',
-        clusters: [
-          {
-            name: 'c',
-            cluster: {
-              server: state.url,
-              'certificate-authority-data': Buffer.from(cert!.caPem).toString('base64'),
-            },
-          },
-        ],
-        users: [{ name: 'u', user: { token } }],
-        contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
-        'current-context': 'x',
-      }),
-    );
   };
   server.on('secureConnection', (socket) => {
     sockets.set(socket, ++state.connections.opened);

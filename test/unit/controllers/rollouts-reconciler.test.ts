@@ -268,4 +268,45 @@ describe('PolicyReconciler pacing and rollouts', () => {
       expect(cluster.deploymentMap.get('shop/feeder')).to.include({ paused: false });
       expect(cluster.deploymentMap.get('shop/feeder')!.stamps).to.equal(undefined);
     });
+  it('lifts gates while a rollout pause is still in flight: the strands of a pass do not wait on each other', async () => {
+    const { cluster, reconciler } = world({
+      ...PACING,
+      remediation: {
+        throttleRollouts: { ...PACING.remediation.throttleRollouts, maxConcurrentRollouts: 1 },
+      },
+    });
+    cluster.gated = [gatedPod('a', 'p', 30), gatedPod('b', 'p', 20)];
+    for (const name of ['old', 'new']) {
+      cluster.deploymentMap.set(`shop/${name}`, {
+        kind: 'Deployment',
+        namespace: 'shop',
+        name,
+        uid: `uid-${name}`,
+        generation: 2,
+        paused: false,
+        createdAt: name === 'old' ? T0 : secondsAfter(T0, 60),
+        rollingOut: true,
+      });
+      cluster.changeDeployment(`shop/${name}`, (d) => d);
+    }
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const patchWorkload = cluster.patchWorkload.bind(cluster);
+    let pausing = 0;
+    cluster.patchWorkload = async (change) => {
+      pausing++;
+      await held;
+      return patchWorkload(change);
+    };
+    const pass = reconciler.reconcile('p');
+    for (let i = 0; i < 100 && cluster.released.length < 2; i++) await new Promise((r) => setTimeout(r, 5));
+    expect(pausing, 'the pause is in flight').to.equal(1);
+    expect(cluster.released, 'the gates were lifted meanwhile').to.deep.equal(['shop/a', 'shop/b']);
+    release();
+    await pass;
+    const paused = ['old', 'new'].filter((n) => cluster.deploymentMap.get(`shop/${n}`)!.paused);
+    expect(paused, 'one of the two rollouts paused, once the write went through').to.have.length(1);
+  });
 });

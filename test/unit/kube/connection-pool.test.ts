@@ -6,7 +6,7 @@ import { gzipSync } from 'node:zlib';
 import { loadKubeConfig, withTimeout, type KubeConfigOptions, type Lane } from '../../../src/kube/client.js';
 import { ConnectionPool, IDLE_EXPIRY_MS, PooledAgent } from '../../../src/kube/connection-pool.js';
 import { kubeletSummaryFetcher } from '../../../src/kube/kubelet-summary.js';
-import { LEASE_STALL_MS } from '../../../src/kube/pooled-http.js';
+import { LEASE_STALL_MS, STALL_GUARD_IDLE_MS } from '../../../src/kube/pooled-http.js';
 import { generateServingCert } from '../../../src/webhook/certs.js';
 import { ok, startTlsApiserver, type Handler, type TlsApiserver } from '../../support/tls-apiserver.js';
 import { rejection } from '../../support/promises.js';
@@ -104,25 +104,61 @@ describe('kept-alive API connections', function () {
     expect(retries).to.deep.equal([]);
   });
 
-  it('renews the Lease on a fresh connection when a reused one stalls, within the stall deadline', async () => {
+  it('sends a Lease read again on a fresh connection when a connection idle since the last renewal stalls', async () => {
     const { leases } = client();
     const call = withTimeout(10_000, 'lease');
     server.handle = leaseAnswer;
     await leases.readNamespacedLease({ name: 'l', namespace: 'n' }, call);
+    await sleep(STALL_GUARD_IDLE_MS + 100); // a retry period's quiet, as between renewals
     server.handle = (req, res, socket) =>
       server.requests.length === 2 ? 'hold' : leaseAnswer(req, res, socket);
     const started = Date.now();
-    const renewed = await leases.replaceNamespacedLease({ name: 'l', namespace: 'n', body: LEASE }, call);
+    const read = await leases.readNamespacedLease({ name: 'l', namespace: 'n' }, call);
     const tookMs = Date.now() - started;
-    expect(renewed.metadata?.name).to.equal('l');
+    expect(read.metadata?.name).to.equal('l');
     expect(tookMs).to.be.at.least(LEASE_STALL_MS - 100);
+    expect(tookMs, 'the stall deadline, then one fresh round trip').to.be.below(LEASE_STALL_MS + 1_500);
     expect(server.requests.map((r) => `${r.method}@${r.connection}`)).to.deep.equal([
       'GET@1',
-      'PUT@1',
-      'PUT@2',
+      'GET@1',
+      'GET@2',
     ]);
     expect(retries).to.deep.equal(['lease:stalled']);
     expect(handshakes.map((h) => h.lane)).to.deep.equal(['lease', 'lease']);
+  });
+
+  it('never abandons the renewal’s PUT on the connection its GET just used: a slow PUT may still apply', async () => {
+    const { leases } = client();
+    const call = withTimeout(LEASE_STALL_MS + 1_000, 'lease');
+    server.handle = leaseAnswer;
+    await leases.readNamespacedLease({ name: 'l', namespace: 'n' }, call);
+    server.handle = (req, res, socket) => (req.method === 'PUT' ? 'hold' : leaseAnswer(req, res, socket));
+    const err = await rejection(
+      leases.replaceNamespacedLease({ name: 'l', namespace: 'n', body: LEASE }, call),
+    );
+    expect(err.name).to.equal('AbortError');
+    expect(
+      server.requests.map((r) => r.method),
+      'the PUT sent once',
+    ).to.deep.equal(['GET', 'PUT']);
+    expect(retries).to.deep.equal([]);
+  });
+
+  it('sends a replay on a new connection when every idle one is dead, and a PUT without a resourceVersion never twice', async () => {
+    const { core } = client();
+    await Promise.all([core.readNamespace({ name: 'n' }), core.readNamespace({ name: 'n' })]);
+    expect(server.connections.opened, 'two idle connections').to.equal(2);
+    server.handle = (req, res, socket) => (req.connection <= 2 ? 'destroy' : ok(req, res, socket));
+    expect((await core.readNamespace({ name: 'n' })).metadata?.name).to.equal('n');
+    expect(server.requests.at(-1)!.connection, 'the replay on a third, new connection').to.equal(3);
+    expect(retries).to.deep.equal(['requests:reset']);
+    server.handle = ok;
+    await core.readNamespace({ name: 'n' });
+    server.handle = (req, res, socket) => (req.method === 'PUT' ? 'destroy' : ok(req, res, socket));
+    const put = core.replaceNamespace({ name: 'n', body: { metadata: { name: 'n' } } });
+    expect((await rejection(put)).message).to.match(/socket hang up|ECONNRESET/);
+    expect(server.requests.filter((r) => r.method === 'PUT')).to.have.length(1);
+    expect(retries).to.deep.equal(['requests:reset']);
   });
 
   it('leaves a stalled request of the requests lane to its timeout, unsent again', async () => {
@@ -227,6 +263,5 @@ describe('ConnectionPool', () => {
     expect(b.isDrained).to.equal(false);
     expect(pool.agent('requests', { ca: 'ca', cert: 'two' }, 'Bearer y')).to.not.equal(b);
     expect(b.isDrained).to.equal(true);
-    pool.close();
   });
 });

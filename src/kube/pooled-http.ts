@@ -78,26 +78,35 @@ export async function sendRequest(
 ): Promise<ResponseContext> {
   const agent = request.getAgent();
   const pooled = agent instanceof PooledAgent ? agent : undefined;
-  const again = pooled !== undefined && replayable(request.getHttpMethod(), bodyOf(request));
+  const body = bodyOf(request);
+  const again = pooled !== undefined && replayable(request.getHttpMethod(), body);
+  const send = { request, body, pooled, options };
   try {
-    return await attempt(request, options, again && pooled.lane === 'lease');
+    return await attempt(send, again && pooled.lane === 'lease');
   } catch (err) {
     if (!(err instanceof StaleConnection)) throw err;
     if (!again) throw err.original ?? err;
     options.onRetry?.(pooled.lane, err.reason);
     // The other idle connections are as old or older: close them, so the replay goes out on a new one.
     pooled.dropIdle();
-    return await attempt(request, options, false);
+    return await attempt(send, false);
   }
 }
 
 const isReset = (err: unknown) =>
   ['ECONNRESET', 'EPIPE', 'ECONNABORTED'].includes(String((err as { code?: unknown } | null)?.code));
 
-function attempt(request: RequestContext, options: SendOptions, guardStall: boolean) {
+/** One request as sent, and again when replayed: its body is read (and, for a PUT, parsed) once. */
+interface Send {
+  request: RequestContext;
+  body: string | undefined;
+  pooled: PooledAgent | undefined;
+  options: SendOptions;
+}
+
+function attempt({ request, body, pooled, options }: Send, guardStall: boolean) {
   const url = new URL(request.getUrl());
   const signal = request.getSignal();
-  const body = bodyOf(request);
   const headers: Record<string, string> = { 'accept-encoding': 'gzip, deflate', ...request.getHeaders() };
   if (body !== undefined) headers['content-length'] = String(Buffer.byteLength(body));
   const send = url.protocol === 'https:' ? httpsRequest : httpRequest;
@@ -112,8 +121,7 @@ function attempt(request: RequestContext, options: SendOptions, guardStall: bool
     });
     let reused = false;
     req.on('socket', (socket) => {
-      const agent = request.getAgent();
-      const idleMs = agent instanceof PooledAgent ? agent.idleFor(socket) : undefined;
+      const idleMs = pooled?.idleFor(socket);
       reused = idleMs !== undefined || req.reusedSocket;
       if (guardStall && idleMs !== undefined && idleMs >= STALL_GUARD_IDLE_MS)
         stall = setTimeout(() => req.destroy(new StaleConnection('stalled')), LEASE_STALL_MS);

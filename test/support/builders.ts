@@ -1,5 +1,5 @@
 // Builders that read like prose: aPod().onNode('n1').waitingSince(t).build()
-import type { ContainerView, EventView, PodView } from '../../src/detection/index.js';
+import type { ContainerView, EventView, PodView, WorkloadView } from '../../src/detection/index.js';
 
 let serial = 0;
 const nextUid = () => {
@@ -9,6 +9,19 @@ const nextUid = () => {
 
 export const T0 = new Date('2026-11-30T10:00:00Z');
 export const secondsAfter = (base: Date, seconds: number) => new Date(base.getTime() + seconds * 1000);
+
+/** A Deployment in shop, rolling out at generation 2, unpaused and unstamped, created at T0. */
+export const aRollingDeployment = (name: string, overrides: Partial<WorkloadView> = {}): WorkloadView => ({
+  kind: 'Deployment',
+  namespace: 'shop',
+  name,
+  uid: `uid-${name}`,
+  generation: 2,
+  paused: false,
+  createdAt: T0,
+  rollingOut: true,
+  ...overrides,
+});
 
 class PodBuilder {
   private pod: PodView = {

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { observeRollouts, SETTLE_DEADLINE_MS } from '../../../src/controllers/observe-rollouts.js';
-import { deploymentOf, type WorkloadView, type PodView } from '../../../src/detection/index.js';
-import { aPod, T0 } from '../../support/builders.js';
+import { deploymentOf, type PodView } from '../../../src/detection/index.js';
+import { aPod, aRollingDeployment, T0 } from '../../support/builders.js';
 
 const ofDeployment = (name: string, hash = '5d8f7c9b4'): PodView => ({
   ...aPod().named(`${name}-${hash}-x1`, 'shop').onNode('n1').build(),
@@ -9,17 +9,7 @@ const ofDeployment = (name: string, hash = '5d8f7c9b4'): PodView => ({
   controllerKind: 'ReplicaSet',
   controllerName: `${name}-${hash}`,
 });
-const view = (name: string, overrides: Partial<WorkloadView> = {}): WorkloadView => ({
-  kind: 'Deployment',
-  namespace: 'shop',
-  name,
-  uid: `uid-${name}`,
-  generation: 2,
-  paused: false,
-  createdAt: T0,
-  rollingOut: true,
-  ...overrides,
-});
+const view = aRollingDeployment;
 
 describe('deploymentOf', () => {
   it('names the Deployment from the ReplicaSet name and the pod-template-hash label', () => {

@@ -3,7 +3,14 @@
 import { expect } from 'chai';
 import type { SandboxPolicySpecInput } from '../../../src/api/v1alpha1/index.js';
 import type { WorkloadView, GatedPodView } from '../../../src/detection/index.js';
-import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
+import {
+  aPod,
+  anEvent,
+  aRollingDeployment,
+  nameReservedMessage,
+  secondsAfter,
+  T0,
+} from '../../support/builders.js';
 import { aNode, MemoryCluster } from '../../support/memory-cluster.js';
 import { aReconciler } from '../../support/reconciler.js';
 
@@ -277,16 +284,10 @@ describe('PolicyReconciler pacing and rollouts', () => {
     });
     cluster.gated = [gatedPod('a', 'p', 30), gatedPod('b', 'p', 20)];
     for (const name of ['old', 'new']) {
-      cluster.deploymentMap.set(`shop/${name}`, {
-        kind: 'Deployment',
-        namespace: 'shop',
-        name,
-        uid: `uid-${name}`,
-        generation: 2,
-        paused: false,
-        createdAt: name === 'old' ? T0 : secondsAfter(T0, 60),
-        rollingOut: true,
-      });
+      cluster.deploymentMap.set(
+        `shop/${name}`,
+        aRollingDeployment(name, { createdAt: name === 'old' ? T0 : secondsAfter(T0, 60) }),
+      );
       cluster.changeDeployment(`shop/${name}`, (d) => d);
     }
     let release: () => void = () => undefined;

@@ -604,7 +604,7 @@ async function measureSize(world: World, size: number, kubeconfig: string): Prom
   const t0 = Date.now();
   const startedAt = new Date(t0 - 1000);
   log(`${size} nodes: starting the operator (${JSON.stringify(OPERATOR_ENV)})`);
-  await operator.start([`--kubeconfig=${kubeconfig}`, '--log-level=info'], {
+  await operator.start([`--kubeconfig=${kubeconfig}`, `--log-level=${process.env.OPERATOR_LOG_LEVEL ?? 'info'}`], {
     built: true,
     waitForStarted: false,
     env: OPERATOR_ENV,

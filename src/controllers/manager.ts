@@ -111,6 +111,10 @@ export class Manager {
       operatorNamespace: options.operatorNamespace,
       resyncMs: options.resyncMs,
       hooks: this.gauges.hooks(),
+      requeue: (policy, after) => {
+        if (after === 'backoff') this.queue.addRateLimited(policy);
+        else this.queue.addAfter(policy, after);
+      },
     });
     const { reconciler, sweeper, leases } = this.controllers;
     this.running = [
@@ -347,6 +351,8 @@ export class Manager {
     this.started = false;
     this.abortStart?.();
     await Promise.all(this.running.map((c) => c.stop()));
+    // Decisions and reports still under way end at the fence: wait for them before the cache goes.
+    await this.controllers.reconciler.idle();
     await this.options.cache.stop();
     await this.webhook?.stop();
   }

@@ -49,8 +49,9 @@ export interface ObserveRequest {
 
 /**
  * Looks at the nodes from the cache: their stuck pods, their IO readings judged, their SandboxHealth as stored (or as
- * we wrote it). Nodes whose own write (a cordon, a SandboxHealth with no stand-in) the cache does not show yet are
- * unsettled: nothing about them is read until it does.
+ * we wrote it). Nodes whose own write the cache does not show yet are unsettled, and no decision is made on them: a
+ * node patch or lease of ours (the node is looked at all the same, so its stuck pods are reported meanwhile), or a
+ * SandboxHealth write with no stand-in (nothing about the node is read until the cache shows it).
  */
 export async function observeNodes(
   deps: ObserveDeps,
@@ -71,9 +72,9 @@ export async function observeNodes(
   for (const [nodeName, nodeFindings] of findings) {
     const node = cache.node(nodeName);
     if (!node) continue;
-    const draft = observeNode(deps, request, node, nodeFindings);
-    if (draft) drafts.push(draft);
-    else unsettled.push(nodeName);
+    const seen = observeNode(deps, request, node, nodeFindings);
+    if (seen.draft) drafts.push(seen.draft);
+    if (!seen.settled) unsettled.push(nodeName);
   }
   await forEachLimit(drafts, LIVE_READS, async (draft) => {
     // Who does the IO is asked only of a node whose pressure is proven (IoPressureHigh True: a fresh reading, held
@@ -150,13 +151,16 @@ async function refreshSource(
   }
 }
 
-/** One node, or undefined while a write of ours to it is not back through the watch. */
+/**
+ * One node; settled false while a write of ours to it is not back through the watch, and no draft at all while its
+ * SandboxHealth is awaited with nothing to stand in for it.
+ */
 function observeNode(
   deps: ObserveDeps,
   request: ObserveRequest,
   node: NodeView,
   findings: NodeFindings,
-): Draft | undefined {
+): { draft?: Draft; settled: boolean } {
   const { cache, expectations, overlay, logger } = deps;
   const { spec, now } = request;
   const waiting = (kind: string) => {
@@ -165,23 +169,20 @@ function observeNode(
       node: node.name,
       kind,
     });
-    return undefined;
   };
   // A node patch of ours (a cordon) not back through the watch yet holds every decision, as the old node would be
-  // decided on again.
-  if (!expectations.isSettled(`Node/${node.name}`, cache.observedVersion('Node', node.name))) {
-    waiting('Node');
-    return;
-  }
-  // Likewise a lease of ours just written: a guard must not read the lease from before it.
-  if (!expectations.isSettled(`NodeLease/${node.name}`, cache.observedVersion('NodeLease', node.name))) {
-    waiting('NodeLease');
-    return;
-  }
+  // decided on again; likewise a lease of ours just written: a guard must not read the lease from before it. Its
+  // stuck pods are still looked at: they do not depend on either.
+  let settled = true;
+  for (const kind of ['Node', 'NodeLease'] as const)
+    if (!expectations.isSettled(`${kind}/${node.name}`, cache.observedVersion(kind, node.name))) {
+      waiting(kind);
+      settled = false;
+    }
   const standIn = overlay.health(node.name);
   if (standIn === null) {
     waiting('SandboxHealth');
-    return;
+    return { settled: false };
   }
   const health = standIn ? undefined : cache.health(node.name);
   const previous = standIn ?? health?.status; // read before writing: a cache may update in place
@@ -192,7 +193,7 @@ function observeNode(
   )?.getTime();
   const io = request.source ? judgeIo(request, node.name, previous) : undefined;
   if (io?.dueAt !== undefined) dueAt = Math.min(dueAt ?? Infinity, io.dueAt);
-  return {
+  const draft: Draft = {
     node,
     previous,
     exists: standIn !== undefined || health !== undefined,
@@ -205,6 +206,7 @@ function observeNode(
     reading: io?.reading,
     readingToWrite: io?.readingToWrite,
   };
+  return { draft, settled };
 }
 
 /** The node's IO reading judged against the policy, the polled reading to write, and when the verdict can change. */

@@ -1,7 +1,8 @@
 // The shape of one pass of a policy (what it saw, what it decided, what it did), and the pure steps that turn those
 // into what it reports and when it looks again.
+import { isDeepStrictEqual } from 'node:util';
 import type { Actuator } from '../actuation/actuator.js';
-import type { SandboxPolicySpec, SandboxPolicyStatus } from '../api/v1alpha1/index.js';
+import type { NodeStamps, SandboxPolicySpec, SandboxPolicyStatus } from '../api/v1alpha1/index.js';
 import { isEviction, isStampDrop, type Action, type BlockedAction, type Guard } from '../policy/actions.js';
 import type { NodeFacts, RemediationDecision } from '../policy/node-facts.js';
 import { whyNotTriggered } from '../policy/remediation.js';
@@ -9,17 +10,20 @@ import type { PolicyObject } from '../ports/cluster.js';
 import type { ReconcileResult } from '../runtime/controller.js';
 import type { IoSource } from '../signals/types.js';
 import { validPolicyStatus } from '../status/policy-status.js';
-import type { ActionResult } from '../status/remediation-status.js';
+import { stored } from '../status/merge-patch.js';
+import { blockKey, type ActionResult } from '../status/remediation-status.js';
 import type { EvictionPlan } from './evictor.js';
 import type { Failures } from './failures.js';
 import { unschedulableAfter } from './node-changes.js';
 import type { NodeObservation } from './observe-nodes.js';
 import type { PacingOutcome, PacingPlan } from './pacer.js';
-import type { PolicyMemory } from './policy-memory.js';
-import type { ReportRequest } from './reporter.js';
+import type { PolicyMemory, RemediationParts } from './policy-memory.js';
 import type { RolloutOutcome, RolloutPlan } from './rollout-throttler.js';
 
 export const SETTLE_RETRY_MS = 500;
+
+/** When a policy is to be looked at again from the background: after this many ms, or after the queue's backoff. */
+export type Requeue = number | 'backoff';
 const FOLLOW_UP_MS = 5_000;
 
 /** How much one reconcile looked at: the measure that a pod change costs its node, not the policy's. */
@@ -27,7 +31,7 @@ export interface PassStats {
   full: boolean;
   observed: number;
   owned: number;
-  /** SandboxHealths written in the pass, and those left for the next one (REPORTS_PER_PASS). */
+  /** SandboxHealths the pass asked for, and those waiting for their turn (the Reporter's). */
   reported?: number;
   deferred?: number;
 }
@@ -80,57 +84,135 @@ export interface Done {
   pacing: PacingOutcome;
 }
 
+/** What a carried-out decision leaves for each node's reports, and the policy's counts. */
+export interface Remediation {
+  /** By node: the remediation its reports say now, and what was done on it. */
+  nodes: Map<string, { parts: RemediationParts; results: ActionResult[] }>;
+  /** The nodes to look at again: what we changed comes back through the watch, behind the fence. */
+  touched: string[];
+  degraded: number;
+  remediating: number;
+}
+
 /**
- * What each node's report says, from the plan and what was done: the stamps it carries (a node whose patch failed
- * keeps the ones it had: claim nothing that was not written), its results and blocks, and whether it is unschedulable;
- * and the nodes to look at again (what we changed comes back through the watch, behind the fence).
+ * What the reports of the nodes a decision changes nothing on say at once, before it is carried out: its blocks, and
+ * why nothing started. Nodes with actions keep what they had until the actions are back (claim nothing not written);
+ * with no decision (a node still settling), every node does.
  */
-export function reportRequests(
-  pass: Pass,
-  seen: Seen,
-  plan: Plan,
-  done: Done,
-): { requests: ReportRequest[]; touched: string[]; degraded: number; remediating: number } {
-  const { spec, dryRun, now } = pass;
-  const blockedByNode = new Map<string, BlockedAction[]>();
-  for (const b of [...(plan.remediation?.blocked ?? []), ...done.blocked])
-    blockedByNode.set(b.node, [...(blockedByNode.get(b.node) ?? []), b]);
-  const heldBack = new Set(done.blocked.map((b) => b.node));
-  const requests: ReportRequest[] = [];
-  const touched: string[] = [];
-  let degraded = 0;
-  let remediating = 0;
+export function remediationBeforeActing(pass: Pass, plan: Plan): Map<string, RemediationParts> {
+  const parts = new Map<string, RemediationParts>();
+  if (!plan.remediation) return parts;
+  const acted = new Set(plan.actions.map((a) => a.node));
+  const blocked = blockedByNode(plan.remediation.blocked);
   for (const observation of plan.observations) {
     const name = observation.node.name;
-    const facts = plan.facts.get(name);
-    if (observation.findings.degraded) degraded++;
-    const stamps =
-      plan.remediation && !done.failedNodes.has(name)
-        ? plan.remediation.stampsAfter.get(name)
-        : facts?.stamps;
-    if (stamps) remediating++;
-    const results = done.results.get(name) ?? [];
-    if (results.length > 0 || heldBack.has(name)) touched.push(name);
-    requests.push({
-      observation,
-      observed: seen.observed.has(name),
-      remediation: {
-        results,
-        // With no decision this pass (a node still settling), what was blocked stays as it was.
-        blocked: plan.remediation
-          ? (blockedByNode.get(name) ?? [])
-          : (observation.previous?.blocked ?? []).map((b) => ({ ...b, node: name, guard: b.guard as Guard })),
-        stampsAfter: stamps,
-        unschedulable: unschedulableAfter(observation.node, results),
-        notTriggered: facts && whyNotTriggered(facts, observation.findings.degraded, spec),
-        throttling: done.rollouts.throttling.get(name) ?? [],
-        simulated: dryRun && stamps !== undefined && !observation.node.stamps,
-        dryRun,
-        now,
-      },
-    });
+    if (acted.has(name)) continue;
+    const old = pass.memory.nodes.get(name)?.remediation;
+    const stamps = plan.remediation.stampsAfter.get(name);
+    parts.set(
+      name,
+      partsOf(pass, plan, observation, {
+        blocked: blocked.get(name) ?? [],
+        stamps,
+        unschedulable: observation.node.unschedulable,
+        throttling: old?.throttling ?? [],
+      }),
+    );
   }
-  return { requests, touched, degraded, remediating };
+  return parts;
+}
+
+/**
+ * What each node's reports say after the plan was carried out: the stamps it carries (a node whose patch failed keeps
+ * the ones it had: claim nothing that was not written), its results and blocks, whether it is unschedulable, and the
+ * rollouts held for it. With no decision (a node still settling), what the node's reports said stays, but for the
+ * rollouts.
+ */
+export function remediationOf(pass: Pass, plan: Plan, done: Done): Remediation {
+  const blocked = blockedByNode([...(plan.remediation?.blocked ?? []), ...done.blocked]);
+  const heldBack = new Set(done.blocked.map((b) => b.node));
+  const remediation: Remediation = { nodes: new Map(), touched: [], degraded: 0, remediating: 0 };
+  for (const observation of plan.observations) {
+    const name = observation.node.name;
+    const old = pass.memory.nodes.get(name)?.remediation;
+    if (observation.findings.degraded) remediation.degraded++;
+    const results = done.results.get(name) ?? [];
+    if (results.length > 0 || heldBack.has(name)) remediation.touched.push(name);
+    const throttling = done.rollouts.throttling.get(name) ?? [];
+    let parts: RemediationParts;
+    if (!plan.remediation && old) parts = { ...old, throttling };
+    else {
+      const stamps =
+        plan.remediation && !done.failedNodes.has(name)
+          ? plan.remediation.stampsAfter.get(name)
+          : plan.facts.get(name)?.stamps;
+      parts = partsOf(pass, plan, observation, {
+        blocked: plan.remediation
+          ? (blocked.get(name) ?? [])
+          : (observation.previous?.blocked ?? []).map((b) => ({ ...b, node: name, guard: b.guard as Guard })),
+        stamps,
+        unschedulable: unschedulableAfter(observation.node, results),
+        throttling,
+      });
+    }
+    if (parts.stampsAfter) remediation.remediating++;
+    remediation.nodes.set(name, { results, parts });
+  }
+  return remediation;
+}
+
+/**
+ * Sets what a node's reports say of its remediation; returns whether it changed. Each block is counted once, when it
+ * is first decided (the policy's blockedActionCount, the metric), against the blocks the node's status held when this
+ * process first looked: a restart counts no standing block again.
+ */
+export function setRemediation(
+  memory: PolicyMemory,
+  node: string,
+  parts: RemediationParts,
+  onBlocked: ((guard: string) => void) | undefined,
+): boolean {
+  const state = memory.state(node);
+  const counted = state.countedBlocks ?? new Set((state.observation?.previous?.blocked ?? []).map(blockKey));
+  for (const b of parts.blocked)
+    if (!counted.has(blockKey(b))) {
+      memory.blockedNew++;
+      onBlocked?.(b.guard);
+    }
+  state.countedBlocks = new Set(parts.blocked.map(blockKey));
+  const changed = !isDeepStrictEqual(stored(state.remediation), stored(parts));
+  state.remediation = parts;
+  return changed;
+}
+
+function blockedByNode(blocks: readonly BlockedAction[]): Map<string, BlockedAction[]> {
+  const byNode = new Map<string, BlockedAction[]>();
+  for (const b of blocks) byNode.set(b.node, [...(byNode.get(b.node) ?? []), b]);
+  return byNode;
+}
+
+function partsOf(
+  pass: Pass,
+  plan: Plan,
+  observation: NodeObservation,
+  now: {
+    blocked: readonly BlockedAction[];
+    stamps: NodeStamps | undefined;
+    unschedulable: boolean;
+    throttling: readonly string[];
+  },
+): RemediationParts {
+  const { spec, dryRun } = pass;
+  const facts = plan.facts.get(observation.node.name);
+  return {
+    blocked: now.blocked,
+    stampsAfter: now.stamps,
+    unschedulable: now.unschedulable,
+    notTriggered: facts && whyNotTriggered(facts, observation.findings.degraded, spec),
+    throttling: now.throttling,
+    simulated: dryRun && now.stamps !== undefined && !observation.node.stamps,
+    dryRun,
+  };
 }
 
 /** The policy's status after the pass. */
@@ -163,22 +245,33 @@ export function policyStatusOf(
   );
 }
 
-/** When to look again: the first moment something can change with time alone, or at once for work left over. */
-export function nextWait(pass: Pass, seen: Seen, plan: Plan, done: Done, deferred: number): ReconcileResult {
+/** When to look again: the first moment something can change with time alone, or soon while a node settles. */
+export function nextWait(pass: Pass, seen: Seen, plan: Plan | undefined): ReconcileResult {
   const at = pass.now.getTime();
-  const waits = [pass.memory.fullPassAt - at, ...plan.observations.map((o) => o.dueAt - at)];
-  // Follow-ups: evictions once the cordon is seen, and retries of what the API held back (429) or a guard holds until
-  // a known time (cooldown, the eviction window).
+  const waits = [pass.memory.fullPassAt - at];
+  for (const state of pass.memory.nodes.values())
+    if (state.observation) waits.push(state.observation.dueAt - at);
+  // Retries of what a guard holds until a known time (cooldown, the eviction window).
+  for (const b of plan?.remediation?.blocked ?? []) if (b.liftsAt) waits.push(b.liftsAt.getTime() - at + 1);
+  if (plan?.remediation?.blocked.some((b) => b.guard === 'CacheNotSynced')) waits.push(FOLLOW_UP_MS);
+  const wait = Math.max(0, Math.min(...waits));
+  return { requeueAfterMs: seen.unsettled > 0 ? Math.min(wait, SETTLE_RETRY_MS) : wait };
+}
+
+/**
+ * When to look again once a decision was carried out: at once for work left over (evictions while some got through,
+ * a pass held back meanwhile), after FOLLOW_UP_MS to retry what the API held back (429) or to follow up on what was
+ * done (evictions once the cordon is seen), when a paced gate may be lifted; undefined: nothing to follow up.
+ */
+export function followUpWait(pass: Pass, plan: Plan, done: Done): number | undefined {
+  const at = pass.now.getTime();
+  const waits: number[] = [];
   if (plan.actions.length > 0 || done.blocked.length > 0) waits.push(FOLLOW_UP_MS);
   if (done.pacing.nextAt) waits.push(done.pacing.nextAt.getTime() - at + 1);
-  for (const b of plan.remediation?.blocked ?? []) if (b.liftsAt) waits.push(b.liftsAt.getTime() - at + 1);
-  if (plan.remediation?.blocked.some((b) => b.guard === 'CacheNotSynced')) waits.push(FOLLOW_UP_MS);
-  // What was left for the next pass, at once: routine reports, and evictions while this pass got some through (a pass
-  // whose evictions a disruption budget all refused waits for the follow-up, not a busy loop).
+  // A pass whose evictions a disruption budget all refused waits for the follow-up, not a busy loop.
   const evicted = [...done.results.values()].some((r) =>
     r.some((x) => isEviction(x.action) && x.outcome === 'Succeeded'),
   );
-  if (deferred > 0 || (plan.evictions.left > 0 && evicted)) waits.push(0);
-  const wait = Math.max(0, Math.min(...waits));
-  return { requeueAfterMs: seen.unsettled > 0 ? Math.min(wait, SETTLE_RETRY_MS) : wait };
+  if (plan.evictions.left > 0 && evicted) waits.push(0);
+  return waits.length > 0 ? Math.max(0, Math.min(...waits)) : undefined;
 }

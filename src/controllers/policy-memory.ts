@@ -1,10 +1,12 @@
 import type {
   IoAttribution,
+  NodeStamps,
   SandboxHealthStatus,
   SandboxPolicySpec,
   SandboxPolicyStatus,
 } from '../api/v1alpha1/index.js';
 import type { NodeFindings, NodeView, PodView } from '../detection/index.js';
+import type { BlockedAction } from '../policy/actions.js';
 import type { IoCauseDecision } from '../policy/io-cause.js';
 import type { IoPressureDecision } from '../policy/io-pressure.js';
 import type { PacingPolicy } from '../policy/pacing.js';
@@ -12,6 +14,7 @@ import type { NodeFacts } from '../policy/node-facts.js';
 import type { NodeLeaseView } from '../policy/node-lease.js';
 import type { IoSource } from '../signals/types.js';
 import type { DetectionStatus } from '../status/health-status.js';
+import type { ActionResult } from '../status/remediation-status.js';
 import type { MeasuredPod } from './culprits.js';
 
 /** One node as a pass sees it: the cache, this pass's detection and IO judgement, and its stored status. */
@@ -33,6 +36,24 @@ export interface NodeObservation {
   version: string | undefined;
   /** When the node's state changes with time alone (a pod crossing the threshold, sustain, recovery, a reading going stale). */
   dueAt: number;
+  /** A SandboxHealth write of ours landed after this was taken: its `previous` is out of date, look again. */
+  stale?: true;
+}
+
+/**
+ * The remediation part of a node's report, as the policy's last carried-out decision left it: what is blocked, the
+ * stamps it carries (only what was written), whether it is unschedulable, the rollouts held for it. Set only once the
+ * decision's writes are back, so a report never claims what is still in flight.
+ */
+export interface RemediationParts {
+  blocked: readonly BlockedAction[];
+  stampsAfter: NodeStamps | undefined;
+  unschedulable: boolean;
+  throttling: readonly string[];
+  notTriggered: { reason: string; message: string } | undefined;
+  /** Whether stampsAfter exist only in status (a dry run). */
+  simulated: boolean;
+  dryRun: boolean;
 }
 
 /** What one policy's passes keep of one of its nodes. */
@@ -41,8 +62,12 @@ export interface NodeState {
   observation?: NodeObservation;
   /** Its facts as last computed, while nothing they depend on changed: a quiet node costs nothing to decide on. */
   facts?: { dryRun: boolean; facts: NodeFacts };
-  /** Since when a routine report of the node has been left for a later pass (REPORTS_PER_PASS). */
-  deferredSince?: number;
+  /** The remediation its reports say; absent until a decision about it has been carried out in this process. */
+  remediation?: RemediationParts;
+  /** What was done on it that no report written holds yet: the next one does (its Events too). */
+  results?: ActionResult[];
+  /** The blocks counted already (blockKey): each is counted once, when first decided. */
+  countedBlocks?: ReadonlySet<string>;
   /** The running pods the node's IO consumers were named from, while the same consumers are named. */
   pods?: { key: string; byId: ReadonlyMap<string, PodView> };
   /**
@@ -79,6 +104,14 @@ export class PolicyMemory {
   written: { status: SandboxPolicyStatus; version: string } | undefined;
   /** What the pacing webhook reads for this policy; absent when it paces nothing (or is invalid). */
   pacing: PacingPolicy | undefined;
+  /** The decision being carried out (its writes, then the policy status): one at a time, none decided meanwhile. */
+  carrying: Promise<void> | undefined;
+  /** A pass decided nothing while one was carried out: the next decides at once. */
+  held = false;
+  /** Writes that failed in the background since the last pass: the next pass fails with them (the queue's backoff). */
+  readonly failed: unknown[] = [];
+  /** Actions newly blocked in the reports written since the policy status was last computed. */
+  blockedNew = 0;
   private source: { key: string; source: IoSource; error?: string } | undefined;
   private dirty: Set<string> | 'all' = 'all';
 
@@ -165,6 +198,13 @@ export class PolicyMemories {
 
   forget(policy: string): void {
     this.memories.delete(policy);
+  }
+
+  /** The decisions being carried out. */
+  carrying(): Promise<void>[] {
+    const carrying: Promise<void>[] = [];
+    for (const memory of this.memories.values()) if (memory.carrying) carrying.push(memory.carrying);
+    return carrying;
   }
 
   /** What the pacing webhook reads: each pacing policy and whether it gates now. */

@@ -10,9 +10,10 @@ import type { Clock } from '../runtime/clock.js';
 import type { ReconcileResult } from '../runtime/controller.js';
 import type { Expectations } from '../runtime/expectations.js';
 import type { IoSource } from '../signals/types.js';
+import { describeError } from '../kube/errors.js';
 import { invalidPolicyStatus } from '../status/policy-status.js';
 import type { ActionLog } from './action-log.js';
-import { actOnPlan } from './act.js';
+import { carryOut } from './carry-out.js';
 import type { Evictor } from './evictor.js';
 import { Failures } from './failures.js';
 import type { NodeConditions } from './node-conditions.js';
@@ -23,12 +24,12 @@ import { assignmentOf, validatePolicy } from './ownership.js';
 import type { Pacer } from './pacer.js';
 import {
   nextWait,
-  policyStatusOf,
-  reportRequests,
-  type Done,
+  remediationBeforeActing,
+  setRemediation,
   type Pass,
   type PassStats,
   type Plan,
+  type Requeue,
   type Seen,
 } from './pass.js';
 import type { PolicyMemories, PolicyMemory } from './policy-memory.js';
@@ -38,6 +39,8 @@ import type { RolloutThrottler } from './rollout-throttler.js';
 import type { StatusOverlay } from './status-overlay.js';
 
 export interface PassHooks {
+  /** Called once for each newly blocked action, with the guard that holds it. */
+  onBlocked?(guard: string): void;
   /** The policy status computed in a pass (for gauges). */
   onPolicyStatus?(policy: string, status: SandboxPolicyStatus): void;
   /** How many nodes each pass looked at. */
@@ -72,6 +75,8 @@ export interface PolicyReconcilerDeps extends NodePatchDeps {
   reporter: Reporter;
   recorder: EventRecorder;
   conditions: NodeConditions;
+  /** Look at a policy again after this long (0: at once), or after the queue's backoff: see ControllerDeps. */
+  requeue(policy: string, after: Requeue): void;
 }
 
 /**
@@ -111,16 +116,43 @@ export class PolicyReconciler {
       return {};
     }
     const memory = memories.of(name, object.uid);
+    // What failed in the background since the last pass fails this one, once it has looked and reported: the queue
+    // backs off, and the decision it starts is the retry.
+    const failed = memory.failed.splice(0);
     const validation = validatePolicy(object);
     if (!validation.valid) return this.refuse(object, memory, validation.problems);
     const status = overlay.policyStatus(memory, object);
     const pass = this.begin(status === undefined ? object : { ...object, status }, validation.spec, memory);
     const seen = await this.observe(pass);
-    const plan = this.decide(pass, seen);
-    const done = await actOnPlan(this.deps, pass, plan);
-    const reported = await this.report(pass, seen, plan, done);
-    pass.failures.throwIfAny();
-    return this.next(pass, seen, plan, done, reported.deferred);
+    // One decision carried out at a time: until it is back, a pass looks and reports, and decides nothing.
+    const plan = memory.carrying ? undefined : this.decide(pass, seen);
+    memory.held ||= plan === undefined;
+    const reported = this.report(pass, seen, plan);
+    if (plan) memory.carrying = carryOut(this.deps, pass, seen, plan);
+    // Set once, at the end: with two workers, another policy's pass may have run in between.
+    this.lastPass = {
+      full: seen.full,
+      observed: seen.observed.size,
+      owned: pass.owned.length,
+      reported,
+      deferred: this.deps.reporter.waiting,
+    };
+    this.deps.hooks.onPass?.(this.lastPass);
+    if (failed.length > 0)
+      throw new Error(`${failed.length} write(s) failed, first: ${describeError(failed[0])}`, {
+        cause: failed[0],
+      });
+    return this.next(pass, seen, plan);
+  }
+
+  /** Resolves once every decision under way is carried out and every report asked for is written. */
+  async idle(): Promise<void> {
+    for (;;) {
+      const carrying = this.deps.memories.carrying();
+      if (carrying.length === 0 && this.deps.reporter.pending === 0) return;
+      await Promise.all(carrying);
+      await this.deps.reporter.idle();
+    }
   }
 
   /** An invalid policy: Valid=False with every problem, and nothing done for it; the webhook gates nothing for it. */
@@ -129,6 +161,11 @@ export class PolicyReconciler {
     memory: PolicyMemory,
     problems: PolicyProblem[],
   ): Promise<ReconcileResult> {
+    // A decision of its valid self still under way writes the status last: refuse once it is back.
+    if (memory.carrying) {
+      memory.held = true;
+      return {};
+    }
     const now = new Date(this.deps.clock.now());
     const status = invalidPolicyStatus(
       { generation: policy.generation, previous: policy.status, now },
@@ -236,74 +273,30 @@ export class PolicyReconciler {
     };
   }
 
-  /** Carries out the plan in order: node patches and conditions, the budget reservation, evictions, rollouts, gates. */
-  /** Writes what changed: each node's SandboxHealth (the reporter), then the policy's status, once. */
-  private async report(pass: Pass, seen: Seen, plan: Plan, done: Done): Promise<{ deferred: number }> {
-    const { policy, memory, failures } = pass;
-    const { requests, touched, degraded, remediating } = reportRequests(pass, seen, plan, done);
-    // What we changed on the node (or its pods) comes back through the watch: look again, behind the fence.
-    for (const node of touched) memory.markDirty(node);
-    const reported = await this.deps.reporter.report(policy.name, memory, requests, failures);
-    // Set once, at the end: with two workers, another policy's pass may have run in between.
-    this.lastPass = {
-      full: seen.full,
-      observed: seen.observed.size,
-      owned: pass.owned.length,
-      reported: reported.written,
-      deferred: reported.deferred,
-    };
-    this.deps.hooks.onPass?.(this.lastPass);
-    await this.writePolicyStatus(pass, seen, plan, done, {
-      degraded,
-      remediating,
-      blockedNew: reported.blockedNew,
-    });
-    return reported;
-  }
-
-  private async writePolicyStatus(
-    pass: Pass,
-    seen: Seen,
-    plan: Plan,
-    done: Done,
-    counts: { degraded: number; remediating: number; blockedNew: number },
-  ): Promise<void> {
-    const { policy, memory, now, failures } = pass;
-    const previous = policy.status;
-    const recentEvictions = this.deps.evictor.log(previous, done.evictedAt, now);
-    const status = policyStatusOf(pass, plan, done, { ...counts, recentEvictions });
-    this.deps.hooks.onPolicyStatus?.(policy.name, status);
-    // Counts over only the settled nodes would be wrong: the policy status waits for the rest. Compared with what the
-    // API holds now, which includes the reservation written before evicting.
-    const stored = { ...(previous ?? {}), ...(done.reserved ?? {}) };
-    if (seen.unsettled > 0 || sameStatus(stored, status)) return;
-    try {
-      const version = await this.deps.writer.patchPolicyStatus(policy.name, status);
-      this.deps.overlay.wrotePolicyStatus(memory, version, stored, status);
-      const storm = plan.remediation?.storm;
-      if (
-        storm?.detected &&
-        previous?.conditions?.find((c) => c.type === 'StormDetected')?.status !== 'True'
-      ) {
-        this.deps.logger.warn('Detected a storm: starting nothing new', { policy: policy.name, ...storm });
-        await this.deps.recorder.record({
-          target: { kind: 'SandboxPolicy', name: policy.name, uid: policy.uid },
-          type: 'Warning',
-          reason: 'StormDetected',
-          message: status.conditions?.find((c) => c.type === 'StormDetected')?.message ?? '',
-        });
-      }
-    } catch (err) {
-      failures.add(`status of sandboxpolicy/${policy.name}`, err);
-    }
+  /**
+   * Asks for the report of each node the pass looked at, and of each node whose blocks the decision changed without
+   * acting on it (written in the background; a node acted on keeps what it said until the actions are back); returns
+   * how many are on their way.
+   */
+  private report(pass: Pass, seen: Seen, plan: Plan | undefined): number {
+    const { policy, memory } = pass;
+    const nodes = new Set(seen.observed);
+    for (const [node, parts] of plan ? remediationBeforeActing(pass, plan) : [])
+      if (setRemediation(memory, node, parts, (guard) => this.deps.hooks.onBlocked?.(guard))) nodes.add(node);
+    // A node acted on is reported once its actions are back; meanwhile only urgent news of it goes.
+    const acted = new Set(plan?.actions.map((a) => a.node));
+    let submitted = 0;
+    for (const node of nodes)
+      if (this.deps.reporter.submit(policy.name, memory, node, { urgentOnly: acted.has(node) })) submitted++;
+    return submitted;
   }
 
   /** When to look again (the next full pass is due at the resync, or the next poll of a polled source). */
-  private next(pass: Pass, seen: Seen, plan: Plan, done: Done, deferred: number): ReconcileResult {
+  private next(pass: Pass, seen: Seen, plan: Plan | undefined): ReconcileResult {
     const at = pass.now.getTime();
     if (seen.full)
       pass.memory.fullPassAt = at + Math.min(this.deps.resyncMs, seen.source?.pollMs ?? Infinity);
-    return nextWait(pass, seen, plan, done, deferred);
+    return nextWait(pass, seen, plan);
   }
 
   /** The node's facts; reused while nothing they depend on changed and no eviction is in flight (they leave it out). */

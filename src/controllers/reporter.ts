@@ -1,10 +1,11 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { SandboxHealthStatus } from '../api/v1alpha1/index.js';
-import { isNotFound } from '../kube/errors.js';
+import { describeError, isNotFound } from '../kube/errors.js';
 import type { Logger } from '../observability/log.js';
 import type { EventRecorder, StatusWriter, Transition } from '../ports/writes.js';
 import type { Clock } from '../runtime/clock.js';
-import { forEachLimit } from '../runtime/limit.js';
+import { TerminalError } from '../runtime/controller.js';
+import { Lanes } from '../runtime/lanes.js';
 import { conditionStatus } from '../status/conditions.js';
 import {
   detectionTransitions,
@@ -17,19 +18,15 @@ import {
 import { applyMergePatch, mergePatchFrom, stored } from '../status/merge-patch.js';
 import {
   desiredHealthStatus,
-  newBlocks,
   remediationTransitions,
   sameBlocks,
   type HealthStatus,
   type RemediationStatusInput,
 } from '../status/remediation-status.js';
-import type { Failures } from './failures.js';
 import type { NodeObservation } from './observe-nodes.js';
+import type { Requeue } from './pass.js';
 import type { PolicyMemory } from './policy-memory.js';
 import type { StatusOverlay } from './status-overlay.js';
-
-/** SandboxHealths a pass writes besides the urgent ones; the rest are written by the next pass, at once. */
-export const REPORTS_PER_PASS = 64;
 
 /**
  * The status keys the operator writes, removed when the desired status drops them (a merge patch of the desired keys
@@ -62,14 +59,6 @@ export function healthPatch(
   return mergePatchFrom(previous, desired, desired.ioReading ? [...OWNED_KEYS, 'ioReading'] : OWNED_KEYS);
 }
 
-/** One node's report as a pass would make it. */
-export interface ReportRequest {
-  observation: NodeObservation;
-  /** Looked at in this pass (else only what was done or blocked there can be new). */
-  observed: boolean;
-  remediation: Omit<RemediationStatusInput, 'detection' | 'previous' | 'node'>;
-}
-
 interface PlannedReport {
   observation: NodeObservation;
   input: RemediationStatusInput;
@@ -80,113 +69,163 @@ interface PlannedReport {
 
 export interface ReporterHooks {
   onNodeStatus?(policy: string, node: string, status: DetectionStatus): void;
-  /** Called once for each newly blocked action, with the guard that holds it. */
-  onBlocked?(guard: string): void;
+  /** A report written, and how long its node waited for it from its submission (ms). */
+  onReport?(waitedMs: number, urgent: boolean): void;
+}
+
+export interface ReporterDeps {
+  writer: StatusWriter;
+  recorder: EventRecorder;
+  overlay: StatusOverlay;
+  clock: Clock;
+  logger: Logger;
+  /** SandboxHealth writes in flight at once. */
+  writeConcurrency: number;
+  hooks?: ReporterHooks | undefined;
+  /** The policy should look again: at once when a node was wanted again, after the backoff when a write failed. */
+  requeue(policy: string, after: Requeue): void;
 }
 
 /**
- * Writes each node's SandboxHealth where it changed, most urgent first, under the write limit (one node's failure does
- * not stop the others), then the Events of its transitions. A pass writes at most REPORTS_PER_PASS routine reports
- * beyond the urgent ones: in a storm that changes every node, the rest wait for the next pass (at once, longest
- * deferred first), and new evidence is not queued behind a thousand count updates. It owns each node's stuck-pod
- * Event budget.
+ * Writes each node's SandboxHealth, in the background, apart from the passes that ask for it: a pass submits a node
+ * and goes on, and the report is planned again from what its policy's memory holds of the node when its write starts
+ * (its latest observation, the remediation its last carried-out decision left, the results no report holds yet), so
+ * it is never older than what it replaces. One write in flight per node (Lanes), writeConcurrency in all, urgent ones
+ * (news an SRE or the next decision waits for) before routine ones (counts); then the Events of its transitions. A
+ * node submitted while its write is in flight is looked at again once it is back. It owns each node's stuck-pod Event
+ * budget.
  */
 export class Reporter {
   /** Stuck-pod Events each node got within EVENT_WINDOW_MS: when, for the pods' own and for the node's listing. */
   private readonly stuckEvents = new Map<string, { pods: number[]; node: number | undefined }>();
+  /** Whose report each submitted node is, and since when it waits. */
+  private readonly owners = new Map<string, { policy: string; memory: PolicyMemory; since: number }>();
+  private readonly lanes: Lanes<string>;
 
-  constructor(
-    private readonly deps: {
-      writer: StatusWriter;
-      recorder: EventRecorder;
-      overlay: StatusOverlay;
-      clock: Clock;
-      logger: Logger;
-      writeConcurrency: number;
-      hooks?: ReporterHooks;
-    },
-  ) {}
-
-  /** Reports the policy's nodes; returns how many were written, deferred, and how many blocks are new. */
-  async report(
-    policy: string,
-    memory: PolicyMemory,
-    requests: readonly ReportRequest[],
-    failures: Failures,
-  ): Promise<{ written: number; deferred: number; blockedNew: number }> {
-    const planned: PlannedReport[] = [];
-    for (const request of requests) {
-      const report = this.plan(policy, request);
-      if (report) planned.push(report);
-    }
-    const ageOf = (r: PlannedReport) => memory.state(r.observation.node.name).deferredSince ?? Infinity;
-    const urgent = planned.filter((r) => r.urgent);
-    // Routine reports longest deferred first: in a long storm every node gets its turn.
-    const routine = planned.filter((r) => !r.urgent).sort((a, b) => ageOf(a) - ageOf(b));
-    const toWrite = [...urgent, ...routine.slice(0, REPORTS_PER_PASS)];
-    const deferred = new Set(routine.slice(REPORTS_PER_PASS).map((r) => r.observation.node.name));
-    const now = this.deps.clock.now();
-    for (const [node, state] of memory.nodes) {
-      if (!deferred.has(node)) delete state.deferredSince;
-      else state.deferredSince ??= now;
-    }
-    for (const node of deferred) memory.markDirty(node);
-    // Every status first, then the Events of its transitions: an Event never holds up another node's status.
-    const written: { node: string; blockedNew: number; transitions: Transition[] }[] = [];
-    await forEachLimit(toWrite, this.deps.writeConcurrency, async (report) => {
-      const node = report.observation.node.name;
-      try {
-        written.push({ node, ...(await this.write(report, memory)) });
-      } catch (err) {
-        memory.markDirty(node); // what the API holds is uncertain now: read it afresh
-        failures.add(`status of sandboxhealth/${node}`, err);
-      }
+  constructor(private readonly deps: ReporterDeps) {
+    this.lanes = new Lanes<string>({
+      concurrency: deps.writeConcurrency,
+      run: (node) => this.run(node),
+      settled: (node, wanted, error) => {
+        this.settled(node, wanted, error);
+      },
     });
-    await forEachLimit(written, this.deps.writeConcurrency, async ({ node, transitions }) => {
-      for (const transition of transitions) await this.record(policy, node, transition);
-    });
-    return {
-      written: toWrite.length,
-      deferred: deferred.size,
-      blockedNew: written.reduce((n, w) => n + w.blockedNew, 0),
-    };
   }
 
-  /** A node is gone: its Event budget goes with it. */
+  /**
+   * Asks for the node's report: true when one is on its way (false: nothing to write, or its policy has decided
+   * nothing about the node yet; the decision's own submission reports it).
+   */
+  submit(
+    policy: string,
+    memory: PolicyMemory,
+    node: string,
+    options: { urgentOnly?: boolean } = {},
+  ): boolean {
+    const planned = this.plan(policy, memory, node);
+    if (!planned || (options.urgentOnly && !planned.urgent)) return false;
+    const owner = this.owners.get(node);
+    this.owners.set(node, {
+      policy,
+      memory,
+      since: owner?.policy === policy ? owner.since : this.deps.clock.now(),
+    });
+    this.lanes.submit(node, planned.urgent);
+    return true;
+  }
+
+  /** Reports waiting for their turn. */
+  get waiting(): number {
+    return this.lanes.waiting;
+  }
+
+  /** Reports waiting or being written. */
+  get pending(): number {
+    return this.lanes.size;
+  }
+
+  /** Resolves once no report waits or is being written. */
+  idle(): Promise<void> {
+    return this.lanes.idle();
+  }
+
+  /** A node is gone: its Event budget goes with it, and a report still waiting. */
   forgetNode(node: string): void {
     this.stuckEvents.delete(node);
+    this.lanes.drop(node);
+    if (!this.lanes.busy(node)) this.owners.delete(node);
+  }
+
+  private async run(node: string): Promise<void> {
+    const owner = this.owners.get(node);
+    if (!owner) return;
+    const planned = this.plan(owner.policy, owner.memory, node);
+    if (!planned) return;
+    const state = owner.memory.state(node);
+    const results = planned.input.results.length;
+    const transitions = await this.write(planned, owner.memory);
+    // Written: the results it held are told (others may have come meanwhile).
+    const left = state.results?.slice(results) ?? [];
+    if (left.length > 0) state.results = left;
+    else delete state.results;
+    this.deps.hooks?.onReport?.(this.deps.clock.now() - owner.since, planned.urgent);
+    for (const transition of transitions) await this.record(owner.policy, node, transition);
+  }
+
+  private settled(node: string, wanted: boolean, error: unknown): void {
+    const owner = this.owners.get(node);
+    if (!this.lanes.busy(node)) this.owners.delete(node);
+    if (!owner) return;
+    const what = `status of sandboxhealth/${node}`;
+    const retriable = error !== undefined && !(error instanceof TerminalError);
+    if (error instanceof TerminalError)
+      // The apiserver refused it for what it is: sent again as it is, it would be refused again.
+      this.deps.logger.warn('Gave up on a refused write', {
+        policy: owner.policy,
+        what,
+        error: error.message,
+      });
+    if (retriable) {
+      owner.memory.failed.push(error);
+      this.deps.logger.warn('Failed a write; will retry', {
+        policy: owner.policy,
+        what,
+        error: describeError(error),
+      });
+    }
+    // Looked at afresh: what the API holds is uncertain after a failure, and out of date for a node wanted again.
+    if (retriable || wanted) owner.memory.markDirty(node);
+    if (retriable) this.deps.requeue(owner.policy, 'backoff');
+    else if (wanted) this.deps.requeue(owner.policy, 0);
   }
 
   /**
    * What one node's SandboxHealth should say now, and whether that is urgent (news an SRE or the next decision waits
    * for: an action, a block, a state change, a pod newly stuck for a known cause); undefined when the API already
-   * holds it, or when nothing about the node can have changed.
+   * holds it, when nothing has been decided about the node yet, or when a write of ours landed after the node was
+   * last looked at (it is looked at again first).
    */
-  private plan(policy: string, request: ReportRequest): PlannedReport | undefined {
-    const { observation, remediation } = request;
-    const { node, previous } = observation;
-    const throttling = remediation.throttling ?? [];
-    const wasThrottling = conditionStatus(previous?.conditions, 'RolloutsThrottled') === 'True';
-    if (
-      !request.observed &&
-      remediation.results.length === 0 &&
-      sameBlocks(previous, remediation.blocked) &&
-      wasThrottling === throttling.length > 0
-    )
-      return undefined;
+  private plan(policy: string, memory: PolicyMemory, node: string): PlannedReport | undefined {
+    const state = memory.nodes.get(node);
+    const observation = state?.observation;
+    const remediation = state?.remediation;
+    if (!observation || !remediation || observation.stale) return undefined;
+    const { previous } = observation;
     const input: RemediationStatusInput = {
       ...remediation,
+      results: state.results ?? [],
       detection: observation.detection,
       previous,
-      node,
+      node: observation.node,
+      now: new Date(this.deps.clock.now()),
     };
     const desired = desiredHealthStatus(input);
-    this.deps.hooks?.onNodeStatus?.(policy, node.name, desired);
+    this.deps.hooks?.onNodeStatus?.(policy, node, desired);
     const patch = healthPatch(previous, desired);
     if (Object.keys(patch).length === 0 && observation.exists) return undefined;
     const urgent =
       !observation.exists ||
-      remediation.results.length > 0 ||
+      input.results.length > 0 ||
       !sameBlocks(previous, remediation.blocked) ||
       desired.state !== previous?.state ||
       desired.conditions.some((c) => conditionStatus(previous.conditions, c.type) !== c.status) ||
@@ -194,18 +233,15 @@ export class Reporter {
     return { observation, input, desired, patch, urgent };
   }
 
-  /** Writes one node's SandboxHealth as planned; returns how many blocks are new and the transitions to record. */
-  private async write(
-    report: PlannedReport,
-    memory: PolicyMemory,
-  ): Promise<{ blockedNew: number; transitions: Transition[] }> {
+  /** Writes one node's SandboxHealth as planned; returns the transitions to record. */
+  private async write(report: PlannedReport, memory: PolicyMemory): Promise<Transition[]> {
     const { writer, overlay } = this.deps;
     const { observation, input, desired } = report;
     const { node, previous } = observation;
     if (!observation.exists) await writer.createHealth(node);
     if (Object.keys(report.patch).length === 0) {
       observation.exists = true;
-      return { blockedNew: 0, transitions: [] };
+      return [];
     }
     let sent = report.patch;
     let written: Awaited<ReturnType<StatusWriter['patchHealthStatus']>>;
@@ -223,15 +259,19 @@ export class Reporter {
     // What the API holds now, as it answered (its merge of our patch, nested fields included): the next pass need not
     // read the node again to know it, and stands on it until the watch shows it. An answer that cannot be read stands
     // in for nothing: the node waits for the watch.
+    const state = memory.state(node.name);
     observation.exists = true;
     observation.previous = written.status ?? (applyMergePatch(previous, sent) as SandboxHealthStatus);
     overlay.wroteHealth(node.name, written.version, written.status);
-    delete memory.state(node.name).facts;
-    const fresh = newBlocks(previous, desired.blocked ?? []);
-    for (const b of fresh) this.deps.hooks?.onBlocked?.(b.guard);
+    // A pass that looked at the node while this was in flight read the status from before it: look again.
+    if (state.observation && state.observation !== observation) {
+      state.observation.stale = true;
+      memory.markDirty(node.name);
+    }
+    delete state.facts;
     const stuck = detectionTransitions(node, previous, desired, this.budget(node.name));
     this.spend(node.name, stuck);
-    return { blockedNew: fresh.length, transitions: [...stuck, ...remediationTransitions(input, desired)] };
+    return [...stuck, ...remediationTransitions(input, desired)];
   }
 
   /** Records one transition as an Event; the ones an SRE follows are logged too. */

@@ -5,6 +5,7 @@ import type { ClusterCache, WorkloadReader } from '../ports/cluster.js';
 import type { EventRecorder, StatusWriter } from '../ports/writes.js';
 import type { Clock } from '../runtime/clock.js';
 import { Expectations } from '../runtime/expectations.js';
+import type { Requeue } from './pass.js';
 import type { IoSource } from '../signals/types.js';
 import { ActionLog, type ActionHooks } from './action-log.js';
 import { Evictor } from './evictor.js';
@@ -42,6 +43,12 @@ export interface ControllerDeps {
   /** Writes to independent nodes in flight at once (default 8); 1 writes in a fixed order. */
   writeConcurrency?: number | undefined;
   hooks?: ControllerHooks | undefined;
+  /**
+   * Look at a policy again, from the background: after this long (0: at once) once a decision is carried out or a
+   * report is wanted again, or after the queue's backoff when a write failed. The Manager's queue; none in tests that
+   * reconcile by hand.
+   */
+  requeue?: ((policy: string, after: Requeue) => void) | undefined;
 }
 
 export interface Controllers {
@@ -66,6 +73,7 @@ export function buildControllers(deps: ControllerDeps): Controllers {
   const writeConcurrency = deps.writeConcurrency ?? WRITE_CONCURRENCY;
   const resyncMs = deps.resyncMs ?? 5 * 60_000;
   const dryRun = deps.dryRun === true;
+  const requeue = deps.requeue ?? (() => undefined);
   const expectations = new Expectations(clock);
   const overlay = new StatusOverlay(cache, expectations);
   const memories = new PolicyMemories();
@@ -124,8 +132,18 @@ export function buildControllers(deps: ControllerDeps): Controllers {
       operatorNamespace: deps.operatorNamespace,
     }),
     pacer,
-    reporter: new Reporter({ writer, recorder, overlay, clock, logger, writeConcurrency, hooks }),
+    reporter: new Reporter({
+      writer,
+      recorder,
+      overlay,
+      clock,
+      logger,
+      writeConcurrency,
+      hooks,
+      requeue,
+    }),
     conditions,
+    requeue,
   });
   const sweeper = new OrphanSweeper({
     cache,

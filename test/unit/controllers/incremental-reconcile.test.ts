@@ -3,7 +3,8 @@
 import { silentLogger } from '../../../src/observability/log.js';
 import { expect } from 'chai';
 import { DryRunActuator } from '../../../src/actuation/actuator.js';
-import { buildControllers, type ControllerDeps } from '../../../src/controllers/wiring.js';
+import type { ControllerDeps } from '../../../src/controllers/wiring.js';
+import { settledControllers } from '../../support/reconciler.js';
 import { FakeClock } from '../../../src/runtime/clock.js';
 import { EVENT_WINDOW_MS } from '../../../src/status/health-status.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
@@ -18,7 +19,7 @@ function setup(sources?: ControllerDeps['sources']) {
     .addPolicy('p', { detection: { stuckThresholdSeconds: 30 }, safety: { maxUnhealthyNodes: 10 } })
     .addNodes(...names.map((n) => aNode(n)));
   const clock = new FakeClock(secondsAfter(T0, 600).getTime());
-  const { reconciler, sweeper } = buildControllers({
+  const { reconciler, sweeper } = settledControllers({
     writeConcurrency: 1, // one write at a time: the tests assert the exact order of writes
     cache: cluster,
     writer: cluster,

@@ -3,7 +3,8 @@
 // the lease controller, released after the undo and when the policy goes.
 import { expect } from 'chai';
 import { DryRunActuator } from '../../../src/actuation/actuator.js';
-import { buildControllers, type ControllerDeps } from '../../../src/controllers/wiring.js';
+import type { ControllerDeps } from '../../../src/controllers/wiring.js';
+import { settledControllers } from '../../support/reconciler.js';
 import { silentLogger } from '../../../src/observability/log.js';
 import { leaseHolder, type NodeLeaseView } from '../../../src/policy/node-lease.js';
 import { FakeClock } from '../../../src/runtime/clock.js';
@@ -44,7 +45,7 @@ function world(safety: Record<string, unknown> = {}, remediation?: Record<string
       ...readings.get(node)!,
     }),
   });
-  const controllers = buildControllers({
+  const controllers = settledControllers({
     writeConcurrency: 1,
     cache: cluster,
     writer: cluster,

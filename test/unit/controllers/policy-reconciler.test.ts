@@ -1,7 +1,8 @@
 import { silentLogger } from '../../../src/observability/log.js';
 import { expect } from 'chai';
 import { DryRunActuator } from '../../../src/actuation/actuator.js';
-import { buildControllers, type ControllerDeps } from '../../../src/controllers/wiring.js';
+import type { ControllerDeps } from '../../../src/controllers/wiring.js';
+import { settledControllers } from '../../support/reconciler.js';
 import { FakeClock } from '../../../src/runtime/clock.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
 import { aNode, MemoryCluster, tellOfChanges } from '../../support/memory-cluster.js';
@@ -15,7 +16,7 @@ function setup(
   logger: ControllerDeps['logger'] = quiet,
 ) {
   const clock = new FakeClock(secondsAfter(T0, startSeconds).getTime());
-  const { reconciler, sweeper } = buildControllers({
+  const { reconciler, sweeper } = settledControllers({
     writeConcurrency: 1, // one write at a time: the tests assert the exact order of writes
     cache: cluster,
     writer: cluster,
@@ -257,11 +258,12 @@ describe('PolicyReconciler with IO readings', () => {
     });
     expect(cluster.health('n1')!.status!.state).to.equal('IoPressure');
     // One node, maxUnhealthyNodes 20% rounds down to 0: the node alone is a storm, so nothing is cordoned.
-    // The verdict is written to the node even where the storm limit holds every action.
+    // The verdict is written to the node even where the storm limit holds every action. The report of a node nothing
+    // is done on goes at once, beside the decision's writes.
     expect(cluster.takeEvents()).to.deep.equal([
-      'Node/n1 Warning NodeConditionSet',
       'Node/n1 Warning IoPressureHigh',
       'Node/n1 Warning RemediationBlocked',
+      'Node/n1 Warning NodeConditionSet',
       'SandboxPolicy/p Warning StormDetected',
     ]);
     expect(cluster.nodeMap.get('n1')!.unschedulable).to.equal(false);

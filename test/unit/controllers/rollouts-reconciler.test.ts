@@ -12,6 +12,7 @@ import {
   T0,
 } from '../../support/builders.js';
 import { aNode, MemoryCluster } from '../../support/memory-cluster.js';
+import { rejection } from '../../support/promises.js';
 import { aReconciler } from '../../support/reconciler.js';
 
 const START = secondsAfter(T0, 600);
@@ -168,12 +169,13 @@ describe('PolicyReconciler pacing and rollouts', () => {
     cluster.beforeNextDeploymentPatch = () => {
       cluster.changeDeployment('shop/b', (d) => ({ ...d, paused: true }));
     };
-    await reconciler.reconcile('p').catch(() => undefined); // the 409 is retried by the queue
+    await reconciler.reconcile('p');
     expect(cluster.deploymentMap.get('shop/b')).to.include({ paused: true });
     expect(cluster.deploymentMap.get('shop/b')!.stamps, "the user's pause is not claimed").to.equal(
       undefined,
     );
-    await reconciler.reconcile('p');
+    // The retry, after the queue's backoff: it fails with the 409 before it, so the backoff grows while writes fail.
+    expect((await rejection(reconciler.reconcile('p'))).message).to.contain('409');
     expect(cluster.deploymentMap.get('shop/b')!.stamps, 'a user pause is never touched').to.equal(undefined);
   });
 
@@ -208,7 +210,7 @@ describe('PolicyReconciler pacing and rollouts', () => {
     cluster.beforeNextDeploymentPatch = () => {
       cluster.changeDeployment('shop/feeder', (d) => d);
     };
-    await reconciler.reconcile('p').catch(() => undefined); // the 409 is retried by the queue
+    await reconciler.reconcile('p'); // the 409 is retried by the queue, after its backoff
     expect(cluster.deploymentMap.get('shop/feeder')).to.include({ paused: false });
     expect(cluster.deploymentMap.get('shop/queued'), 'still queued: its room was not made').to.include({
       paused: true,
@@ -216,8 +218,8 @@ describe('PolicyReconciler pacing and rollouts', () => {
     expect(cluster.deploymentMap.get('shop/queued')!.stamps).to.include({ reason: 'RolloutQueued' });
     expect(cluster.takeEvents().filter((e) => e.includes('RolloutResumed'))).to.deep.equal([]);
 
-    // The retry: at most one of the two rolls out while n1 is under pressure.
-    await reconciler.reconcile('p');
+    // The retry (failing with the 409 before it): at most one of the two rolls out while n1 is under pressure.
+    await rejection(reconciler.reconcile('p'));
     const progressing = ['shop/queued', 'shop/feeder'].filter((k) => !cluster.deploymentMap.get(k)!.paused);
     expect(progressing.length, `rolling out at once: ${progressing.join(', ')}`).to.be.at.most(1);
   });

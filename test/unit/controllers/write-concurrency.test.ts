@@ -1,9 +1,9 @@
-// How a pass writes: independent nodes side by side under a limit, each node's writes in order, and in a storm of
-// routine changes a bounded number of SandboxHealths per pass, urgent news first.
+// How the reports are written: independent nodes side by side under a limit, each node's writes in order, and in a
+// storm of routine changes urgent news first, ahead of the routine reports queued before it.
 import { silentLogger } from '../../../src/observability/log.js';
 import { expect } from 'chai';
 import { DryRunActuator } from '../../../src/actuation/actuator.js';
-import { buildControllers } from '../../../src/controllers/wiring.js';
+import { settledControllers } from '../../support/reconciler.js';
 import { FakeClock } from '../../../src/runtime/clock.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
 import { aNode, MemoryCluster } from '../../support/memory-cluster.js';
@@ -42,7 +42,7 @@ function setup(nodeCount: number, writeConcurrency?: number) {
     .addPolicy('p', { detection: { stuckThresholdSeconds: 30 }, safety: { maxUnhealthyNodes: 1000 } })
     .addNodes(...names(nodeCount).map((n) => aNode(n)));
   const { proxy, stats } = slowed(cluster);
-  const reconciler = buildControllers({
+  const reconciler = settledControllers({
     ...(writeConcurrency ? { writeConcurrency } : {}),
     cache: cluster,
     writer: proxy,
@@ -75,8 +75,10 @@ describe('PolicyReconciler writes', () => {
       expect(patch, node).to.be.greaterThan(create);
     }
     // Side by side: the first nodes' creates all come before the first patch.
-    expect(writes.slice(0, 4)).to.deep.equal(names(4).map((n) => `create health/${n}`));
-    expect(writes.at(-1)).to.equal('patch policy/p');
+    expect(writes.filter((w) => w.includes(' health/')).slice(0, 4)).to.deep.equal(
+      names(4).map((n) => `create health/${n}`),
+    );
+    expect(writes.filter((w) => w === 'patch policy/p')).to.have.length(1);
     expect(cluster.health('n019')!.status!.stuckPodCount).to.equal(1);
   });
 
@@ -87,12 +89,12 @@ describe('PolicyReconciler writes', () => {
     expect(stats.peak).to.equal(8);
   });
 
-  it('in a storm of routine changes writes at most 64 SandboxHealths a pass besides the urgent ones, and comes back at once for the rest', async () => {
+  it('in a storm of routine changes writes urgent news before the routine reports queued ahead of it, then every one', async () => {
     const { cluster, reconciler } = setup(100, 1);
     for (const node of names(100)) cluster.pods.push(unknownStuck(`a-${node}`, node));
     await reconciler.reconcile('p'); // every node Degraded: new objects and a state change are urgent, all written
-    expect(reconciler.lastPass).to.deep.include({ reported: 100, deferred: 0 });
-    cluster.takeWrites();
+    expect(reconciler.lastPass).to.deep.include({ full: true, observed: 100 });
+    expect(cluster.takeWrites().filter((w) => w.startsWith('patch health/'))).to.have.length(100);
     cluster.takeEvents();
 
     // A second slow pod on every node (routine: no new state, no known cause), and on the last node, news.
@@ -103,18 +105,17 @@ describe('PolicyReconciler writes', () => {
     const news = aPod().named('io').onNode('n099').waitingSince(T0).build();
     cluster.pods.push(news);
     cluster.events.push(anEvent().about(news).saying(nameReservedMessage(news)).build());
-    const result = await reconciler.reconcile('p');
-    expect(reconciler.lastPass).to.deep.include({ full: false, observed: 100, reported: 65, deferred: 35 });
-    expect(result.requeueAfterMs).to.equal(0);
-    // The news came first, though its node is last in line.
-    expect(cluster.takeWrites()[0]).to.equal('patch health/n099');
+    await reconciler.reconcile('p');
+    // One write at a time: n000 was under way when the rest were asked for, 98 routine ones in line before the news.
+    expect(reconciler.lastPass).to.deep.include({ full: false, observed: 100, reported: 100, deferred: 99 });
+    const writes = cluster.takeWrites().filter((w) => w.startsWith('patch health/'));
+    expect(writes.slice(0, 2)).to.deep.equal(['patch health/n000', 'patch health/n099']);
+    expect(writes).to.have.length(100);
     expect(cluster.health('n099')!.status!.stuckPods!.map((p) => p.name)).to.include('io');
-    expect(cluster.health('n098')!.status!.stuckPodCount).to.equal(1); // deferred
+    expect(cluster.health('n098')!.status!.stuckPodCount).to.equal(2);
 
     await reconciler.reconcile('p');
-    expect(reconciler.lastPass).to.deep.include({ observed: 35, reported: 35, deferred: 0 });
-    expect(cluster.health('n098')!.status!.stuckPodCount).to.equal(2);
-    await reconciler.reconcile('p');
     expect(reconciler.lastPass).to.deep.include({ observed: 0, reported: 0 });
+    expect(cluster.takeWrites()).to.deep.equal([]);
   });
 });

@@ -1,0 +1,243 @@
+// Passes pipelined: the reconciler as the Manager runs it, whose passes do not wait for their writes. Writes are held
+// here until the test lets them go, to show what goes on meanwhile.
+import { expect } from 'chai';
+import { DryRunActuator } from '../../../src/actuation/actuator.js';
+import type { Requeue } from '../../../src/controllers/pass.js';
+import { buildControllers, type ControllerDeps } from '../../../src/controllers/wiring.js';
+import { silentLogger } from '../../../src/observability/log.js';
+import { FakeClock } from '../../../src/runtime/clock.js';
+import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
+import { aNode, MemoryCluster, tellOfChanges } from '../../support/memory-cluster.js';
+
+/** Calls of the cluster's write methods that match are held until released; the others go through at once. */
+function holding(cluster: MemoryCluster) {
+  const rules: { method: string; match: (arg: unknown) => boolean; waiting: (() => void)[] }[] = [];
+  const proxy = new Proxy(cluster, {
+    get(target, prop, receiver) {
+      const value: unknown = Reflect.get(target, prop, receiver);
+      if (typeof value !== 'function') return value;
+      return async (...args: unknown[]) => {
+        const rule = rules.find((r) => r.method === String(prop) && r.match(args[0]));
+        if (rule) await new Promise<void>((resolve) => rule.waiting.push(resolve));
+        return (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+      };
+    },
+  });
+  return {
+    proxy,
+    /** Holds matching calls; returns how to let them go (all of them, now and from then on). */
+    hold(method: string, match: (arg: unknown) => boolean = () => true) {
+      const rule = { method, match, waiting: [] as (() => void)[] };
+      rules.push(rule);
+      return {
+        held: () => rule.waiting.length,
+        release: () => {
+          rules.splice(rules.indexOf(rule), 1);
+          for (const go of rule.waiting.splice(0)) go();
+        },
+      };
+    },
+  };
+}
+
+const turn = () => new Promise((resolve) => setImmediate(resolve));
+const IO_SPEC = {
+  detection: { stuckThresholdSeconds: 30 },
+  ioPressure: {
+    source: 'prometheus',
+    prometheus: { url: 'http://prometheus:9090' },
+    sustainSeconds: 0,
+    thresholds: { psiSomeAvg10Percent: 40 },
+  },
+  safety: { maxUnhealthyNodes: 10, cooldownSeconds: 0 },
+};
+
+function world() {
+  const cluster = new MemoryCluster().addPolicy('p', IO_SPEC).addNodes(aNode('n1'), aNode('n2'), aNode('n3'));
+  const clock = new FakeClock(secondsAfter(T0, 600).getTime());
+  const saturated = new Set(['n1', 'n2']);
+  const sources: ControllerDeps['sources'] = () => ({
+    kind: 'prometheus',
+    pollMs: 60_000,
+    refresh: () => Promise.resolve(),
+    read: (node: string) => ({
+      source: 'prometheus',
+      observedTime: new Date(clock.now()).toISOString(),
+      psiSomeAvg10Percent: saturated.has(node) ? 80 : 1,
+    }),
+  });
+  const { proxy, hold } = holding(cluster);
+  const requeues: { policy: string; after: Requeue }[] = [];
+  const controllers = buildControllers({
+    cache: cluster,
+    writer: proxy,
+    recorder: cluster,
+    actuators: { real: proxy, dryRun: new DryRunActuator() },
+    workloads: cluster,
+    clock,
+    logger: silentLogger,
+    sources,
+    requeue: (policy, after) => requeues.push({ policy, after }),
+  });
+  tellOfChanges(cluster, controllers.reconciler);
+  /** A pod stuck on `node` since T0 with a NameReserved failure Event. */
+  const stuck = (name: string, node: string) => {
+    const pod = { ...aPod().named(name).onNode(node).waitingSince(T0).build(), controllerKind: 'ReplicaSet' };
+    cluster.pods.push(pod);
+    cluster.events.push(anEvent().about(pod).saying(nameReservedMessage(pod)).build());
+    cluster.changed(node);
+  };
+  const listed = (node: string) => (cluster.health(node)?.status?.stuckPods ?? []).map((p) => p.name);
+  return { cluster, clock, hold, requeues, stuck, listed, ...controllers };
+}
+
+describe('PolicyReconciler, pipelined', () => {
+  it("reports a new stuck pod on one node while another node's cordon is still in flight", async () => {
+    const w = world();
+    await w.reconciler.reconcile('p');
+    await w.reconciler.idle();
+    const cordon = w.hold('patchNode', (change) => (change as { node: string }).node === 'n1');
+    w.stuck('web-1', 'n1');
+    await w.reconciler.reconcile('p'); // decides the cordon of n1; its patch hangs
+    await turn();
+    expect(cordon.held()).to.equal(1);
+
+    w.stuck('web-2', 'n3');
+    const started = Date.now();
+    await w.reconciler.reconcile('p');
+    await turn();
+    expect(w.listed('n3'), 'n3 reported, n1 still being cordoned').to.deep.equal(['web-2']);
+    expect(w.cluster.nodeMap.get('n1')!.unschedulable).to.equal(false);
+    expect(Date.now() - started).to.be.below(5_000);
+
+    cordon.release();
+    await w.reconciler.idle();
+    expect(w.cluster.nodeMap.get('n1')!.unschedulable).to.equal(true);
+    expect(w.requeues.at(-1), 'a pass was held meanwhile: the next decides at once').to.deep.equal({
+      policy: 'p',
+      after: 0,
+    });
+  });
+
+  it('reports a new stuck pod while the policy status write is in flight', async () => {
+    const w = world();
+    await w.reconciler.reconcile('p');
+    await w.reconciler.idle();
+    const status = w.hold('patchPolicyStatus');
+    w.stuck('web-1', 'n3'); // Degraded (not IO): the policy's counts change
+    await w.reconciler.reconcile('p');
+    await turn();
+    expect(status.held()).to.equal(1);
+    expect(w.listed('n3')).to.deep.equal(['web-1']);
+    status.release();
+    await w.reconciler.idle();
+    expect(w.cluster.policy('p')!.status).to.include({ degradedNodes: 1 });
+  });
+
+  it("writes a node's new stuck pod right after its own report in flight, planned afresh on what that write left", async () => {
+    const w = world();
+    await w.reconciler.reconcile('p');
+    await w.reconciler.idle();
+    const report = w.hold('patchHealthStatus', (name) => name === 'n3');
+    w.stuck('web-1', 'n3');
+    await w.reconciler.reconcile('p');
+    await turn();
+    expect(report.held()).to.equal(1);
+
+    // kubelet fails a second pod on n3 while the first report is under way: asked for, noted, not sent beside it.
+    w.stuck('web-2', 'n3');
+    const requeued = w.requeues.length;
+    await w.reconciler.reconcile('p');
+    await turn();
+    expect(report.held(), 'one write at a time to one object').to.equal(1);
+    report.release();
+    await w.reconciler.idle();
+    expect(w.listed('n3')).to.deep.equal(['web-1']);
+    expect(w.requeues.slice(requeued), 'looked at again at once').to.deep.include({ policy: 'p', after: 0 });
+
+    w.cluster.takeEvents();
+    await w.reconciler.reconcile('p'); // the queue's pass
+    await w.reconciler.idle();
+    expect(w.listed('n3')).to.have.members(['web-1', 'web-2']);
+    // Planned on the status the first write left: web-1's Event is not sent again.
+    expect(w.cluster.takeEvents()).to.deep.equal(['Pod/web-2 Warning SandboxCreationStuck']);
+  });
+
+  it("plans no report on a look taken while the node's own report was in flight (found by review of the pipeline)", async () => {
+    const w = world();
+    await w.reconciler.reconcile('p');
+    await w.reconciler.idle();
+    w.cluster.takeEvents();
+    // n1's first report of web-1 hangs; its cordon goes.
+    const report = w.hold('patchHealthStatus', (name) => name === 'n1');
+    w.stuck('web-1', 'n1');
+    await w.reconciler.reconcile('p');
+    await turn();
+    expect(report.held()).to.equal(1);
+    expect(w.cluster.nodeMap.get('n1')!.unschedulable).to.equal(true);
+    // The next pass looks at n1 (the status it reads is from before the report) and decides the eviction, which hangs.
+    const eviction = w.hold('evict');
+    await w.reconciler.reconcile('p');
+    await turn();
+    expect(eviction.held()).to.equal(1);
+    // The report lands; then the eviction's decision, carried out, asks for n1's report: on that look it must not be.
+    report.release();
+    await turn();
+    eviction.release();
+    await w.reconciler.idle();
+    await w.reconciler.reconcile('p');
+    await w.reconciler.idle();
+    expect(w.cluster.evicted).to.deep.equal(['default/web-1']);
+    const told = w.cluster.takeEvents();
+    expect(told.filter((e) => e === 'Pod/web-1 Warning SandboxCreationStuck')).to.have.length(1);
+    expect(told.filter((e) => e === 'Node/n1 Warning SandboxCreationDegraded')).to.have.length(1);
+    expect(w.cluster.health('n1')!.status!.actions!.map((a) => `${a.kind} ${a.outcome}`)).to.deep.equal([
+      'Evict Succeeded',
+      'Cordon Succeeded',
+    ]);
+  });
+
+  it('decides nothing while a decision is carried out, and never acts twice on one', async () => {
+    const w = world();
+    await w.reconciler.reconcile('p');
+    await w.reconciler.idle();
+    const cordons = w.hold('patchNode');
+    w.stuck('web-1', 'n1');
+    w.stuck('web-2', 'n2');
+    await w.reconciler.reconcile('p');
+    await turn();
+    expect(cordons.held()).to.equal(2);
+    for (let i = 0; i < 3; i++) {
+      w.cluster.changed('n1');
+      await w.reconciler.reconcile('p');
+      await turn();
+    }
+    expect(cordons.held(), 'no second cordon decided meanwhile').to.equal(2);
+    cordons.release();
+    await w.reconciler.idle();
+    expect(w.cluster.writes.filter((x) => x.startsWith('patch node/'))).to.deep.equal([
+      'patch node/n1',
+      'patch node/n2',
+    ]);
+    expect(w.cluster.health('n1')!.status!.actions!.map((a) => `${a.kind} ${a.outcome}`)).to.deep.equal([
+      'Cordon Succeeded',
+    ]);
+  });
+
+  it('fails the next pass with what failed in the background, and asks for the retry after the backoff', async () => {
+    const w = world();
+    await w.reconciler.reconcile('p');
+    await w.reconciler.idle();
+    w.cluster.failNextNodePatch.set('n1', new Error('etcdserver: request timed out'));
+    w.stuck('web-1', 'n1');
+    await w.reconciler.reconcile('p');
+    await w.reconciler.idle();
+    expect(w.requeues.at(-1)).to.deep.equal({ policy: 'p', after: 'backoff' });
+    let error: unknown;
+    await w.reconciler.reconcile('p').catch((err: unknown) => (error = err));
+    expect(String(error)).to.contain('etcdserver: request timed out');
+    // Told once: the pass after it is clean.
+    await w.reconciler.idle();
+    await w.reconciler.reconcile('p');
+  });
+});

@@ -66,7 +66,8 @@ function world() {
       psiSomeAvg10Percent: saturated.has(node) ? 80 : 1,
     }),
   });
-  const { proxy, hold } = holding(cluster);
+  const writes = holding(cluster);
+  const { proxy } = writes;
   const requeues: { policy: string; after: Requeue }[] = [];
   const controllers = buildControllers({
     cache: cluster,
@@ -88,6 +89,7 @@ function world() {
     cluster.changed(node);
   };
   const listed = (node: string) => (cluster.health(node)?.status?.stuckPods ?? []).map((p) => p.name);
+  const hold = (method: string, match?: (arg: unknown) => boolean) => writes.hold(method, match);
   return { cluster, clock, hold, requeues, stuck, listed, ...controllers };
 }
 

@@ -60,13 +60,20 @@ export function assignNodes(
   return { owner, overlaps };
 }
 
-// Informers replace a view object on every change, so the object identity keys the validation result.
-const validations = new WeakMap<PolicyObject, ReturnType<typeof validateSandboxPolicySpec>>();
+// Keyed by what is validated, not by the object: its status, written at almost every pass of an incident, makes a new
+// object each time and leaves the validation as it was.
+const validations = new Map<string, ReturnType<typeof validateSandboxPolicySpec>>();
+const specKey = (object: PolicyObject) => `${object.name}\n${JSON.stringify(object.spec)}`;
 
-/** A policy's spec validated (every problem listed), once per version of the object. */
+/** A policy's spec validated (every problem listed), once per spec. */
 export function validatePolicy(object: PolicyObject): ReturnType<typeof validateSandboxPolicySpec> {
-  let result = validations.get(object);
-  if (!result) validations.set(object, (result = validateSandboxPolicySpec(object.spec)));
+  const key = specKey(object);
+  let result = validations.get(key);
+  if (!result) {
+    validations.set(key, (result = validateSandboxPolicySpec(object.spec)));
+    // Bounded: an entry of a generation long gone is of no use.
+    if (validations.size > 1_000) validations.delete(validations.keys().next().value ?? '');
+  }
   return result;
 }
 
@@ -87,6 +94,47 @@ export function validPolicies(
 export function assignmentOf(cache: Pick<ClusterCache, 'policies' | 'nodes'>): NodeAssignment {
   return assignNodes(validPolicies(cache.policies()), cache.nodes());
 }
+
+/**
+ * assignmentOf, made again only when a node's view or a policy's spec changed: a pass of an incident runs every few
+ * milliseconds, and matching every selector against every node each time was most of its cost at 1,000 nodes. The
+ * cache replaces a node's view when it changes (and keeps it when it does not), so identity tells.
+ */
+export class Ownership {
+  private last:
+    | { policies: string[]; nodes: NodeView[]; assignment: NodeAssignment; owned: Map<string, string[]> }
+    | undefined;
+
+  of(cache: Pick<ClusterCache, 'policies' | 'nodes'>): NodeAssignment {
+    return this.current(cache).assignment;
+  }
+
+  /** The nodes a policy owns: the same array for as long as the assignment holds. */
+  ownedBy(cache: Pick<ClusterCache, 'policies' | 'nodes'>, policy: string): readonly string[] {
+    const { assignment, owned } = this.current(cache);
+    let nodes = owned.get(policy);
+    if (!nodes) {
+      nodes = [];
+      for (const [node, owner] of assignment.owner) if (owner === policy) nodes.push(node);
+      owned.set(policy, nodes);
+    }
+    return nodes;
+  }
+
+  private current(cache: Pick<ClusterCache, 'policies' | 'nodes'>) {
+    const objects = [...cache.policies()];
+    // A policy deleted and made again (a new uid and creation time) may rank differently with the same spec.
+    const policies = objects.map((p) => `${p.uid}/${specKey(p)}`);
+    const nodes = [...cache.nodes()];
+    const last = this.last;
+    if (last && sameItems(last.policies, policies) && sameItems(last.nodes, nodes)) return last;
+    const assignment = assignNodes(validPolicies(objects), nodes);
+    return (this.last = { policies, nodes, assignment, owned: new Map() });
+  }
+}
+
+const sameItems = <T>(a: readonly T[], b: readonly T[]) =>
+  a.length === b.length && a.every((x, i) => x === b[i]);
 
 /** Whether a policy exists but is invalid: what it did stays frozen, neither judged nor undone, until it is fixed. */
 export function isFrozenPolicy(cache: Pick<ClusterCache, 'policy'>, name: string | undefined): boolean {

@@ -1,8 +1,12 @@
 // The shape of one pass of a policy (what it saw, what it decided, what it did), and the pure steps that turn those
 // into what it reports and when it looks again.
-import { isDeepStrictEqual } from 'node:util';
 import type { Actuator } from '../actuation/actuator.js';
-import type { NodeStamps, SandboxPolicySpec, SandboxPolicyStatus } from '../api/v1alpha1/index.js';
+import {
+  sameTaint,
+  type NodeStamps,
+  type SandboxPolicySpec,
+  type SandboxPolicyStatus,
+} from '../api/v1alpha1/index.js';
 import { isEviction, isStampDrop, type Action, type BlockedAction, type Guard } from '../policy/actions.js';
 import type { NodeFacts, RemediationDecision } from '../policy/node-facts.js';
 import { whyNotTriggered } from '../policy/remediation.js';
@@ -10,7 +14,6 @@ import type { PolicyObject } from '../ports/cluster.js';
 import type { ReconcileResult } from '../runtime/controller.js';
 import type { IoSource } from '../signals/types.js';
 import { validPolicyStatus } from '../status/policy-status.js';
-import { stored } from '../status/merge-patch.js';
 import { blockKey, type ActionResult } from '../status/remediation-status.js';
 import type { EvictionPlan } from './evictor.js';
 import type { Failures } from './failures.js';
@@ -45,7 +48,7 @@ export interface Pass {
   actuator: Actuator;
   now: Date;
   failures: Failures;
-  owned: string[];
+  owned: readonly string[];
   overlaps: { node: string; ownedBy: string }[];
 }
 
@@ -180,9 +183,44 @@ export function setRemediation(
       onBlocked?.(b.guard);
     }
   state.countedBlocks = new Set(parts.blocked.map(blockKey));
-  const changed = !isDeepStrictEqual(stored(state.remediation), stored(parts));
+  const changed = !sameRemediation(state.remediation, parts);
   state.remediation = parts;
   return changed;
+}
+
+/** Whether two remediations say the same in a report; field by field, as a pass compares every node's. */
+function sameRemediation(a: RemediationParts | undefined, b: RemediationParts): boolean {
+  if (!a) return false;
+  const sameList = <T>(x: readonly T[], y: readonly T[], same: (p: T, q: T) => boolean) =>
+    x.length === y.length && x.every((item, i) => same(item, y[i] as T));
+  return (
+    a.unschedulable === b.unschedulable &&
+    a.simulated === b.simulated &&
+    a.dryRun === b.dryRun &&
+    a.notTriggered?.reason === b.notTriggered?.reason &&
+    a.notTriggered?.message === b.notTriggered?.message &&
+    sameStamps(a.stampsAfter, b.stampsAfter) &&
+    sameList(a.throttling, b.throttling, (x, y) => x === y) &&
+    sameList(
+      a.blocked,
+      b.blocked,
+      (x, y) =>
+        blockKey(x) === blockKey(y) &&
+        x.message === y.message &&
+        x.liftsAt?.getTime() === y.liftsAt?.getTime(),
+    )
+  );
+}
+
+function sameStamps(a: NodeStamps | undefined, b: NodeStamps | undefined): boolean {
+  if (!a || !b) return a === b;
+  return (
+    a.policy === b.policy &&
+    a.since.getTime() === b.since.getTime() &&
+    a.reason === b.reason &&
+    a.cordoned === b.cordoned &&
+    (a.taint && b.taint ? sameTaint(a.taint, b.taint) : a.taint === b.taint)
+  );
 }
 
 function blockedByNode(blocks: readonly BlockedAction[]): Map<string, BlockedAction[]> {

@@ -94,8 +94,8 @@ export class PolicyMemory {
   constructor(readonly uid: string) {}
 
   generation = Number.NaN;
-  /** The owned node names, joined: a change of ownership means a full pass. */
-  owned = '';
+  /** The owned node names: a change of ownership means a full pass. */
+  private owned: readonly string[] = [];
   /** The next full pass: the resync, or the next poll of a polled IO source. */
   fullPassAt = 0;
   readonly nodes = new Map<string, NodeState>();
@@ -133,12 +133,14 @@ export class PolicyMemory {
   ): { full: boolean; dirty: ReadonlySet<string> } {
     const dirty = this.dirty;
     this.dirty = new Set();
-    const ownedKey = owned.join('\n');
     const full =
-      dirty === 'all' || this.generation !== generation || this.owned !== ownedKey || now >= this.fullPassAt;
+      dirty === 'all' ||
+      this.generation !== generation ||
+      !sameNodes(this.owned, owned) ||
+      now >= this.fullPassAt;
     if (full) {
       this.generation = generation;
-      this.owned = ownedKey;
+      this.owned = owned;
       this.fullPassAt = Infinity;
       const keep = new Set(owned);
       for (const [node, state] of this.nodes) {
@@ -180,6 +182,10 @@ export class PolicyMemory {
     return changed;
   }
 }
+
+/** The same nodes in the same order (the same array, while ownership holds, costs nothing to compare). */
+const sameNodes = (a: readonly string[], b: readonly string[]) =>
+  a === b || (a.length === b.length && a.every((node, i) => node === b[i]));
 
 /** The memories of every policy, by name. */
 export class PolicyMemories {

@@ -20,7 +20,7 @@ import type { NodeConditions } from './node-conditions.js';
 import type { NodePatchDeps } from './node-changes.js';
 import { observeNode } from './observe.js';
 import { observeNodes, type NodeObservation } from './observe-nodes.js';
-import { assignmentOf, validatePolicy } from './ownership.js';
+import { Ownership, validatePolicy } from './ownership.js';
 import type { Pacer } from './pacer.js';
 import {
   nextWait,
@@ -89,6 +89,7 @@ export interface PolicyReconcilerDeps extends NodePatchDeps {
  */
 export class PolicyReconciler {
   lastPass: PassStats | undefined;
+  private readonly ownership = new Ownership();
 
   constructor(private readonly deps: PolicyReconcilerDeps) {}
 
@@ -180,7 +181,7 @@ export class PolicyReconciler {
   }
 
   private begin(policy: PolicyObject, spec: SandboxPolicySpec, memory: PolicyMemory): Pass {
-    const assignment = assignmentOf(this.deps.cache);
+    const assignment = this.ownership.of(this.deps.cache);
     const dryRun = spec.safety.dryRun || this.deps.dryRun;
     return {
       policy,
@@ -190,7 +191,7 @@ export class PolicyReconciler {
       actuator: dryRun ? this.deps.actuators.dryRun : this.deps.actuators.real,
       now: new Date(this.deps.clock.now()),
       failures: new Failures(this.deps.logger, { policy: policy.name }),
-      owned: [...assignment.owner].filter(([, owner]) => owner === policy.name).map(([node]) => node),
+      owned: this.ownership.ownedBy(this.deps.cache, policy.name),
       overlaps: assignment.overlaps.get(policy.name) ?? [],
     };
   }

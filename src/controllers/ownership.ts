@@ -101,9 +101,7 @@ export function assignmentOf(cache: Pick<ClusterCache, 'policies' | 'nodes'>): N
  * cache replaces a node's view when it changes (and keeps it when it does not), so identity tells.
  */
 export class Ownership {
-  private last:
-    | { policies: string[]; nodes: NodeView[]; assignment: NodeAssignment; owned: Map<string, string[]> }
-    | undefined;
+  private last: Assigned | undefined;
 
   of(cache: Pick<ClusterCache, 'policies' | 'nodes'>): NodeAssignment {
     return this.current(cache).assignment;
@@ -121,7 +119,7 @@ export class Ownership {
     return nodes;
   }
 
-  private current(cache: Pick<ClusterCache, 'policies' | 'nodes'>) {
+  private current(cache: Pick<ClusterCache, 'policies' | 'nodes'>): Assigned {
     const objects = [...cache.policies()];
     // A policy deleted and made again (a new uid and creation time) may rank differently with the same spec.
     const policies = objects.map((p) => `${p.uid}/${specKey(p)}`);
@@ -129,8 +127,17 @@ export class Ownership {
     const last = this.last;
     if (last && sameItems(last.policies, policies) && sameItems(last.nodes, nodes)) return last;
     const assignment = assignNodes(validPolicies(objects), nodes);
-    return (this.last = { policies, nodes, assignment, owned: new Map() });
+    this.last = { policies, nodes, assignment, owned: new Map() };
+    return this.last;
   }
+}
+
+interface Assigned {
+  policies: string[];
+  nodes: NodeView[];
+  assignment: NodeAssignment;
+  /** By policy, the nodes it owns, made when first asked. */
+  owned: Map<string, string[]>;
 }
 
 const sameItems = <T>(a: readonly T[], b: readonly T[]) =>

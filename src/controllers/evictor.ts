@@ -40,6 +40,8 @@ export interface EvictionOutcome {
 export class Evictor {
   /** Pods whose eviction a disruption budget refused, by uid, with until when they go after the others. */
   private readonly refused = new Map<string, number>();
+  /** When this process last evicted a pod off each node (a node's first eviction goes before others' next). */
+  private readonly lastOn = new Map<string, number>();
 
   constructor(
     private readonly deps: {
@@ -56,6 +58,12 @@ export class Evictor {
       const pod = this.deps.cache.podByUid(uid);
       return !pod || pod.deleting;
     });
+  }
+
+  /** When this process last evicted (or, in a dry run, reported evicting) a pod off the node. */
+  lastEvictionOn(node: string): Date | undefined {
+    const at = this.lastOn.get(node);
+    return at === undefined ? undefined : new Date(at);
   }
 
   /**
@@ -121,6 +129,9 @@ export class Evictor {
           expectations.expectRemoval(EVICTED, action.pod.uid, EVICTION_IN_FLIGHT_MS);
         // The answer came after the apiserver acted: a moment no earlier than the eviction, as the window needs.
         evictedAt.push(clock.now());
+        this.lastOn.delete(action.node); // most recent last: the oldest goes first when bounded
+        this.lastOn.set(action.node, clock.now());
+        if (this.lastOn.size > 10_000) this.lastOn.delete(this.lastOn.keys().next().value ?? '');
         report({ action, outcome: 'Succeeded' });
       } catch (err) {
         failures.add(`eviction of ${action.target}`, err);

@@ -89,8 +89,23 @@ export interface ObserveInput {
   cause?: IoCauseDecision | undefined;
   /** Pods this process evicted whose removal the cache has not shown yet. */
   evictionsInFlight: ReadonlySet<string>;
+  /** When this process last evicted a pod off the node (its report may not hold it yet). */
+  lastEvictionAt?: Date | undefined;
   /** The node's medik8s lease, when there is one. */
   lease?: NodeLeaseView | undefined;
+}
+
+/** The latest eviction off the node: its recent actions (newest first), or this process's own, later one. */
+function lastEvictionOf(
+  actions: readonly ActionRecord[] | undefined,
+  dryRun: boolean,
+  own: Date | undefined,
+): Date | undefined {
+  const recorded = (actions ?? []).find(
+    (a) => isEviction(a) && a.outcome === 'Succeeded' && (dryRun || !a.dryRun),
+  );
+  const at = recorded ? new Date(recorded.time) : undefined;
+  return at && own ? (at > own ? at : own) : (at ?? own);
 }
 
 export function observeNode(input: ObserveInput): NodeFacts {
@@ -132,5 +147,7 @@ export function observeNode(input: ObserveInput): NodeFacts {
       (a.reason === 'Recovered' || isStampDrop(a)),
   );
   if (lastUndo) facts.lastUndoAt = new Date(lastUndo.time);
+  const lastEviction = lastEvictionOf(previous?.actions, input.dryRun, input.lastEvictionAt);
+  if (lastEviction) facts.lastEvictionAt = lastEviction;
   return facts;
 }

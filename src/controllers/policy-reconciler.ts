@@ -309,7 +309,12 @@ export class PolicyReconciler {
   ): NodeFacts {
     const state = memory.state(observation.node.name);
     if (state.facts?.dryRun === dryRun && inFlight.size === 0) return state.facts.facts;
-    const facts = observeNode({ ...observation, dryRun, evictionsInFlight: inFlight });
+    const facts = observeNode({
+      ...observation,
+      dryRun,
+      evictionsInFlight: inFlight,
+      lastEvictionAt: this.deps.evictor.lastEvictionOn(observation.node.name),
+    });
     if (inFlight.size === 0) state.facts = { dryRun, facts };
     else delete state.facts;
     return facts;

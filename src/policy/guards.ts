@@ -12,7 +12,7 @@ import {
   nodeLeaseName,
   type NodeLeaseView,
 } from './node-lease.js';
-import { nextFreeAt } from './rate-window.js';
+import { nextFreeAt, RATE_WINDOW_MS, reserveShrinksAt } from './rate-window.js';
 import type { RemediationPass } from './remediation-pass.js';
 import type { CandidatePod, Hold, NodeFacts } from './node-facts.js';
 
@@ -128,6 +128,30 @@ export function guardMigration(pass: RemediationPass, pod: CandidatePod): Hold |
   if (pod.namespace === 'kube-system' || pod.namespace === pass.input.operatorNamespace)
     return { guard: 'ProtectedNamespace', message: `pods of ${pod.namespace} are never migrated` };
   return undefined;
+}
+
+/**
+ * The budget's reserve for first evictions: a node that has had an eviction in the window (or has one planned in this
+ * pass) spends the budget only down to it, so a node saturated a moment later does not wait a minute for its first.
+ */
+export function guardEvictionReserve(pass: RemediationPass, facts: NodeFacts): Hold | undefined {
+  const { now } = pass.input;
+  const evictedLately =
+    (pass.evictionsOn.get(facts.name) ?? 0) > 0 ||
+    (facts.lastEvictionAt !== undefined && now.getTime() - facts.lastEvictionAt.getTime() < RATE_WINDOW_MS);
+  return evictedLately ? guardRepeatEviction(pass) : undefined;
+}
+
+/** The reserve for first evictions, as it holds a node's second or later eviction; undefined when above it. */
+export function guardRepeatEviction(pass: RemediationPass): Hold | undefined {
+  if (pass.evictionBudget > pass.evictionReserve) return undefined;
+  const { spec, recentEvictions, now } = pass.input;
+  const limit = spec.safety.maxEvictionsPerMinute;
+  return {
+    guard: 'EvictionRate',
+    message: `maxEvictionsPerMinute (${limit}): the last ${pass.evictionReserve} of the minute are kept for nodes with no eviction yet`,
+    liftsAt: reserveShrinksAt(limit, recentEvictions, now, pass.evictionBudget),
+  };
 }
 
 /** maxEvictionsPerMinute, counted over the policy's recent evictions and those this pass plans. */

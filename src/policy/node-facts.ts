@@ -42,6 +42,8 @@ export interface NodeFacts {
   ioHeavyPods: readonly CandidatePod[];
   /** Pods migrated off this node during the current remediation. */
   migrated: number;
+  /** When a pod was last evicted or migrated off it by the operator (the first eviction of a node goes first). */
+  lastEvictionAt?: Date;
   /** Real stamps seen by a dry run: left exactly as they are (a dry run cannot undo what a real run did). */
   frozen?: boolean;
   /** When the operator last undid a remediation on this node (cooldown). */

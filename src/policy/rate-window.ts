@@ -14,6 +14,31 @@ export function budgetLeft(limit: number, moments: readonly Date[], now: Date): 
   return Math.max(0, limit - inWindow(moments, now).length);
 }
 
+/** The part of a minute's budget kept for nodes with no eviction yet, while the window is fresh: a third. */
+const fullReserve = (limit: number) => Math.floor(limit / 3);
+
+/**
+ * The part of a minute's budget kept for nodes that have had no eviction yet: a third of the limit (none below 3)
+ * while the window's first eviction is fresh, shrinking evenly to none as it ages out. Nodes saturated moments after
+ * others still get their first eviction at once, and a node alone gets the whole budget within the minute.
+ */
+export function firstEvictionReserve(limit: number, moments: readonly Date[], now: Date): number {
+  const oldest = inWindow(moments, now)[0];
+  const age = oldest ? Math.max(0, now.getTime() - oldest.getTime()) : 0;
+  // In whole numbers, exact to the millisecond: reserve * (window - age) / window, rounded down.
+  return Math.floor((fullReserve(limit) * Math.max(0, RATE_WINDOW_MS - age)) / RATE_WINDOW_MS);
+}
+
+/** When the reserve has shrunk below `left` (the budget left), so a node with an eviction already may take one. */
+export function reserveShrinksAt(limit: number, moments: readonly Date[], now: Date, left: number): Date {
+  if (firstEvictionReserve(limit, moments, now) < left) return now;
+  const reserve = fullReserve(limit);
+  const oldest = inWindow(moments, now)[0] ?? now;
+  // reserve * (window - age) < left * window  <=>  age > window * (reserve - left) / reserve.
+  const age = Math.floor((RATE_WINDOW_MS * Math.max(0, reserve - left)) / Math.max(1, reserve)) + 1;
+  return new Date(Math.max(now.getTime(), oldest.getTime() + age));
+}
+
 /**
  * When the rate next allows one more, once `planned` more are spent at `now`: the moment the window has given back
  * enough of them. Undefined when nothing is spent (the rate allows one at once).

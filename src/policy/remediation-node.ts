@@ -6,11 +6,13 @@ import { FENCING_EFFECTS, isFenced, isSchedulable } from './fences.js';
 import {
   FROZEN,
   guardEvictionRate,
+  guardEvictionReserve,
   guardMigration,
   guardMinSchedulable,
   guardNode,
   guardNodeLease,
   guardPod,
+  guardRepeatEviction,
   guardRemediationCooldown,
   guardStorm,
   guardUndoCooldown,
@@ -183,7 +185,7 @@ function moveWork(pass: RemediationPass, facts: NodeFacts): void {
 function evictStuckPods(pass: RemediationPass, facts: NodeFacts): void {
   const { name } = facts;
   for (const pod of facts.ioStuckPods)
-    evictPod(pass, pod, {
+    evictPod(pass, facts, pod, {
       kind: 'Evict',
       node: name,
       reason: 'SandboxCreationStuckOnIo',
@@ -215,7 +217,7 @@ function migrateIoHeavyPods(pass: RemediationPass, facts: NodeFacts): void {
   // A pod a guard holds (a DaemonSet's, one labelled no-migrate) takes no place: the next culprit gets it.
   for (const pod of facts.ioHeavyPods) {
     if (room === 0) break;
-    const held = evictPod(pass, pod, {
+    const held = evictPod(pass, facts, pod, {
       kind: 'Migrate',
       node: name,
       reason: migrate.by === 'measuredIo' ? 'MeasuredIoCulprit' : 'IoHeavyWorkload',
@@ -235,13 +237,17 @@ function migrateIoHeavyPods(pass: RemediationPass, facts: NodeFacts): void {
  */
 function evictPod(
   pass: RemediationPass,
+  facts: NodeFacts,
   pod: CandidatePod,
   eviction: Pick<Eviction, 'kind' | 'node' | 'reason' | 'message'>,
 ): Hold | undefined {
   const { kind, node, reason, message } = eviction;
   const target = podTarget(pod);
   const hold =
-    guardPod(pod) ?? (kind === 'Migrate' ? guardMigration(pass, pod) : undefined) ?? guardEvictionRate(pass);
+    guardPod(pod) ??
+    (kind === 'Migrate' ? guardMigration(pass, pod) : undefined) ??
+    guardEvictionRate(pass) ??
+    guardEvictionReserve(pass, facts);
   if (hold) {
     block(pass, kind, node, target, hold);
     return hold;
@@ -260,9 +266,9 @@ function evictPod(
 }
 
 /**
- * After every node has had its share: the budget left goes round the nodes, one eviction each in the order they were
- * decided, as long as it lasts; what it cannot pay for is held by the rate (an eviction of stuck pods each, a
- * migration once per node, as migrateIoHeavyPods reports it).
+ * After every node has had its share: the budget left above the reserve for first evictions goes round the nodes,
+ * one eviction each in the order they were decided, as long as it lasts; what it cannot pay for is held by the rate
+ * (an eviction of stuck pods each, a migration once per node, as migrateIoHeavyPods reports it).
  */
 export function spendDeferred(pass: RemediationPass): void {
   // Each node's evictions in the order decided, and how many of them are paid for: linear in the pods deferred.
@@ -272,9 +278,11 @@ export function spendDeferred(pass: RemediationPass): void {
     if (queue) queue.evictions.push(e);
     else queues.set(e.node, { evictions: [e], paid: 0 });
   }
-  while (pass.evictionBudget > 0 && queues.size > 0)
+  // Every deferred eviction is a node's second or later: the reserve is not theirs.
+  const spendable = () => pass.evictionBudget > pass.evictionReserve;
+  while (spendable() && queues.size > 0)
     for (const [node, queue] of queues) {
-      if (pass.evictionBudget === 0) break;
+      if (!spendable()) break;
       const next = queue.evictions[queue.paid++];
       if (next) {
         pass.evictionBudget--;
@@ -287,7 +295,7 @@ export function spendDeferred(pass: RemediationPass): void {
     for (const e of queue.evictions.slice(queue.paid)) {
       if (e.kind === 'Migrate' && migrationHeld.has(e.node)) continue;
       if (e.kind === 'Migrate') migrationHeld.add(e.node);
-      const hold = guardEvictionRate(pass);
+      const hold = guardEvictionRate(pass) ?? guardRepeatEviction(pass);
       if (hold) block(pass, e.kind, e.node, e.target, hold);
     }
 }

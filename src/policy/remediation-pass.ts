@@ -18,6 +18,11 @@ export interface RemediationPass {
    * move (at least one each), so one node's pods cannot spend it all; what is left goes round the nodes after.
    */
   readonly evictionShare: number;
+  /**
+   * The budget kept for nodes that have had no eviction in the window (firstEvictionReserve): a node with one already
+   * spends the budget only down to it.
+   */
+  readonly evictionReserve: number;
   /** Evictions planned per node this pass, against the share. */
   readonly evictionsOn: Map<string, number>;
   /** Evictions past a node's share, in the order asked: given the budget the shares left, round the nodes. */

@@ -2,7 +2,7 @@
 // the steps in remediation-node.ts) and nowhere else; the actuators only carry out what this returns.
 import { resolveIntOrPercent, type SandboxPolicySpec } from '../api/v1alpha1/index.js';
 import { isSchedulable } from './fences.js';
-import { budgetLeft } from './rate-window.js';
+import { budgetLeft, firstEvictionReserve } from './rate-window.js';
 import {
   isReverted,
   keepMigrating,
@@ -63,6 +63,7 @@ export function decideRemediation(input: RemediationInput): RemediationDecision 
   const unhealthy = new Set([...triggered, ...ours]).size;
   const limit = resolveIntOrPercent(safety.maxUnhealthyNodes, nodes.length);
   const evictionBudget = budgetLeft(safety.maxEvictionsPerMinute, input.recentEvictions, now);
+  const reserve = firstEvictionReserve(safety.maxEvictionsPerMinute, input.recentEvictions, now);
   // Nodes that may have pods to move this pass: the budget's share of each (an over-count only lowers it, to 1).
   const movers = nodes.filter(
     (n) => (triggered.has(n.name) || n.stamps) && (n.ioStuckPods.length > 0 || n.ioHeavyPods.length > 0),
@@ -73,7 +74,9 @@ export function decideRemediation(input: RemediationInput): RemediationDecision 
     storm: { detected: unhealthy > limit, unhealthy, limit },
     schedulable: nodes.filter((n) => isSchedulable(n, spec)).length,
     evictionBudget,
-    evictionShare: Math.max(1, Math.floor(evictionBudget / Math.max(1, movers))),
+    // The budget above the reserve for later nodes' first evictions, shared; a node's first eviction is always its own.
+    evictionShare: Math.max(1, Math.floor((evictionBudget - reserve) / Math.max(1, movers))),
+    evictionReserve: reserve,
     evictionsOn: new Map(),
     deferred: [],
     actions: [],

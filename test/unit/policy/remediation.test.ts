@@ -117,6 +117,11 @@ class NodeFactsBuilder {
     this.facts.quietSince = time;
     return this;
   }
+  /** A pod was evicted off it this long ago. */
+  evictedSecondsAgo(seconds: number): this {
+    this.facts.lastEvictionAt = ago(seconds);
+    return this;
+  }
   lastUndoAt(time: Date): this {
     this.facts.lastUndoAt = time;
     return this;
@@ -357,11 +362,52 @@ describe('decideRemediation', () => {
       },
       {
         name: 'evicts at most maxEvictionsPerMinute',
-        spec: { safety: { maxEvictionsPerMinute: 2 } },
-        nodes: [sick('n1', pod('a'), pod('b'), pod('c')).ours(), healthy('h1')],
-        actions: [evict('a'), evict('b')],
-        blocked: ['Evict pod/default/c on n1 EvictionRate'],
+        spec: { safety: { maxEvictionsPerMinute: 2, maxUnhealthyNodes: 3 } },
+        nodes: [
+          sick('n1', pod('a')).ours(),
+          sick('n2', pod('b')).ours(),
+          sick('n3', pod('c')).ours(),
+          healthy('h1'),
+        ],
+        actions: [evict('a', 'n1'), evict('b', 'n2')],
+        blocked: ['Evict pod/default/c on n3 EvictionRate'],
+        stampsAfter: { n1: STAMPED_LONG_AGO, n2: STAMPED_LONG_AGO, n3: STAMPED_LONG_AGO },
+      },
+      {
+        // A third of the budget, while the window is fresh: a node saturated a moment later gets its first at once.
+        name: "keeps a third of the minute's budget for nodes with no eviction yet",
+        spec: { safety: { maxEvictionsPerMinute: 6 } },
+        nodes: [sick('n1', ...['a', 'b', 'c', 'd', 'e', 'f'].map((p) => pod(p))).ours(), healthy('h1')],
+        actions: [evict('a'), evict('b'), evict('c'), evict('d')],
+        blocked: ['Evict pod/default/e on n1 EvictionRate', 'Evict pod/default/f on n1 EvictionRate'],
         stampsAfter: { n1: STAMPED_LONG_AGO },
+      },
+      {
+        name: 'lets that reserve go as the window ages: half of it half a minute after its first eviction',
+        spec: { safety: { maxEvictionsPerMinute: 6 } },
+        nodes: [
+          sick('n1', ...['a', 'b', 'c'].map((p) => pod(p)))
+            .ours()
+            .evictedSecondsAgo(30),
+          healthy('h1'),
+        ],
+        recentEvictions: [30],
+        actions: [evict('a'), evict('b'), evict('c')],
+        blocked: [],
+        stampsAfter: { n1: STAMPED_LONG_AGO },
+      },
+      {
+        name: 'gives the reserve to a node with no eviction yet, after another spent the rest',
+        spec: { safety: { maxEvictionsPerMinute: 6, maxUnhealthyNodes: 3 } },
+        nodes: [
+          sick('n1', pod('a')).ours().evictedSecondsAgo(5),
+          sick('n2', pod('b'), pod('c')).ours(),
+          healthy('h1'),
+        ],
+        recentEvictions: [5, 5, 5, 5],
+        actions: [evict('b', 'n2')],
+        blocked: ['Evict pod/default/c on n2 EvictionRate', 'Evict pod/default/a on n1 EvictionRate'],
+        stampsAfter: { n1: STAMPED_LONG_AGO, n2: STAMPED_LONG_AGO },
       },
       {
         name: 'counts evictions of the last 60 s against the budget',
@@ -375,10 +421,10 @@ describe('decideRemediation', () => {
       {
         name: 'does not count evictions 60 s old or older',
         spec: { safety: { maxEvictionsPerMinute: 2 } },
-        nodes: [sick('n1', pod('a'), pod('b')).ours(), healthy('h1')],
+        nodes: [sick('n1', pod('a')).ours(), sick('n2', pod('b')).ours(), healthy('h1'), healthy('h2')],
         recentEvictions: [60, 61, 3600],
-        actions: [evict('a'), evict('b')],
-        stampsAfter: { n1: STAMPED_LONG_AGO },
+        actions: [evict('a', 'n1'), evict('b', 'n2')],
+        stampsAfter: { n1: STAMPED_LONG_AGO, n2: STAMPED_LONG_AGO },
       },
       {
         name: 'blocks every eviction when the recent ones exceed the budget',
@@ -398,17 +444,18 @@ describe('decideRemediation', () => {
         stampsAfter: { n1: STAMPED_LONG_AGO },
       },
       {
-        // One node's pods cannot spend it all: each node its first eviction, then what is left round the nodes.
+        // One node's pods cannot spend it all: each node its first eviction, then what is left above the reserve for
+        // later nodes round the nodes.
         name: 'shares the budget across nodes: a share each, the most degraded first, the rest round them',
-        spec: { safety: { maxEvictionsPerMinute: 3 } },
+        spec: { safety: { maxEvictionsPerMinute: 6 } },
         nodes: [
           sick('n1', pod('a')).ours(),
-          sick('n2', pod('b'), pod('c'), pod('d')).ours(),
+          sick('n2', pod('b'), pod('c'), pod('d'), pod('e')).ours(),
           healthy('h1'),
           healthy('h2'),
         ],
-        actions: [evict('b', 'n2'), evict('a', 'n1'), evict('c', 'n2')],
-        blocked: ['Evict pod/default/d on n2 EvictionRate'],
+        actions: [evict('b', 'n2'), evict('c', 'n2'), evict('a', 'n1'), evict('d', 'n2')],
+        blocked: ['Evict pod/default/e on n2 EvictionRate'],
         stampsAfter: { n1: STAMPED_LONG_AGO, n2: STAMPED_LONG_AGO },
       },
       {
@@ -473,10 +520,15 @@ describe('decideRemediation', () => {
               (_, i) => decision.actions.filter((a) => a.kind === 'Evict' && a.node === `n${i}`).length,
             );
             const total = podsPerNode.reduce((a, b) => a + b, 0);
+            // A first eviction for every node the budget covers; the rest above the reserve kept for later nodes.
+            const nodeCount = podsPerNode.length;
+            const firsts = Math.min(budget, nodeCount);
+            const reserve = Math.floor(budget / 3);
+            const evicted = firsts + Math.min(total - nodeCount, Math.max(0, budget - reserve - nodeCount));
             expect(
               per.reduce((a, b) => a + b, 0),
-              'the whole budget, or every pod',
-            ).to.equal(Math.min(budget, total));
+              'a first each the budget covers, then the budget above the reserve, or every pod',
+            ).to.equal(evicted);
             if (budget >= podsPerNode.length)
               expect(
                 per.every((n) => n >= 1),
@@ -486,9 +538,7 @@ describe('decideRemediation', () => {
             const open = per.filter((n, i) => n < podsPerNode[i]!);
             if (open.length > 0) expect(Math.max(...per) - Math.min(...open), per.join(',')).to.be.at.most(1);
             const blocked = decision.blocked.filter((b) => b.guard === 'EvictionRate').length;
-            expect(blocked, 'each pod not evicted held by the rate').to.equal(
-              total - Math.min(budget, total),
-            );
+            expect(blocked, 'each pod not evicted held by the rate').to.equal(total - evicted);
           },
         ),
       );
@@ -550,8 +600,9 @@ describe('decideRemediation', () => {
         stampsAfter: { n1: STAMPED_LONG_AGO },
       },
       {
+        // Three a minute, one of them kept for a node with no eviction yet (a migration is an eviction).
         name: 'spends the shared eviction budget',
-        spec: { remediation: { migrateWorkloads: MIGRATE }, safety: { maxEvictionsPerMinute: 2 } },
+        spec: { remediation: { migrateWorkloads: MIGRATE }, safety: { maxEvictionsPerMinute: 3 } },
         nodes: [
           sick('n1', pod('a'))
             .ours()

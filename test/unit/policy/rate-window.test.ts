@@ -1,0 +1,40 @@
+import { expect } from 'chai';
+import fc from 'fast-check';
+import { firstEvictionReserve, reserveShrinksAt } from '../../../src/policy/rate-window.js';
+
+const NOW = new Date('2026-12-04T12:00:00Z');
+const ago = (seconds: number) => new Date(NOW.getTime() - seconds * 1000);
+
+describe('the reserve for first evictions', () => {
+  it('is a third of the limit while the window is fresh, none below 3, and shrinks evenly as the window ages', () => {
+    expect(firstEvictionReserve(30, [], NOW)).to.equal(10);
+    expect(firstEvictionReserve(10, [], NOW)).to.equal(3);
+    expect(firstEvictionReserve(2, [], NOW)).to.equal(0);
+    expect(firstEvictionReserve(30, [ago(0)], NOW)).to.equal(10);
+    expect(firstEvictionReserve(30, [ago(6), ago(1)], NOW)).to.equal(9);
+    expect(firstEvictionReserve(30, [ago(30)], NOW)).to.equal(5);
+    expect(firstEvictionReserve(30, [ago(59.9)], NOW)).to.equal(0);
+    // Out of the window: a fresh one.
+    expect(firstEvictionReserve(30, [ago(60)], NOW)).to.equal(10);
+  });
+
+  it('tells when it has shrunk below the budget left: a node with an eviction already may take one then', () => {
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 3, max: 200 }),
+        fc.integer({ min: 0, max: 59_000 }),
+        fc.integer({ min: 1, max: 70 }),
+        (limit, ageMs, left) => {
+          const moments = [new Date(NOW.getTime() - ageMs)];
+          const at = reserveShrinksAt(limit, moments, NOW, left);
+          expect(at.getTime()).to.be.at.least(NOW.getTime());
+          // At that moment the reserve is below what is left; a millisecond before it, not (unless that was already so).
+          expect(firstEvictionReserve(limit, moments, at)).to.be.below(left);
+          const before = new Date(at.getTime() - 1);
+          if (before.getTime() >= NOW.getTime())
+            expect(firstEvictionReserve(limit, moments, before)).to.be.at.least(left);
+        },
+      ),
+    );
+  });
+});

@@ -26,7 +26,7 @@ import {
 import { mkdtemp, rm } from 'node:fs/promises';
 import { createReadStream, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { SandboxHealthStatus } from '../src/api/v1alpha1/index.js';
 import { AUDIT_LOG, type AuditEvent } from '../test/support/audit.js';
@@ -124,17 +124,24 @@ function statusKiB(pid: number, field: 'VmRSS' | 'VmHWM'): number {
 const mib = (kib: number) => Math.round((kib / 1024) * 10) / 10;
 const round = (n: number, digits = 1) => Math.round(n * 10 ** digits) / 10 ** digits;
 
-/** The operator's audit events at or after `since`: a stream, filtered by user before parsing (the log is big). */
+/**
+ * The operator's audit events at or after `since`: a stream, filtered by user before parsing (the log is big), over the
+ * log and its rotated backup (200 MB each: an incident can rotate it, and its first writes are then in the backup).
+ */
 async function operatorAudit(since: Date): Promise<AuditEvent[]> {
   const events: AuditEvent[] = [];
-  const lines = createInterface({ input: createReadStream(AUDIT_LOG), crlfDelay: Infinity });
-  for await (const line of lines) {
-    if (!line.includes(OPERATOR_USER)) continue;
-    const event = JSON.parse(line) as AuditEvent;
-    if (event.user.username === OPERATOR_USER && new Date(event.requestReceivedTimestamp) >= since)
-      events.push(event);
+  const dir = dirname(AUDIT_LOG);
+  const files = readdirSync(dir).filter((f) => /^audit.*\.log$/.test(f));
+  for (const file of files) {
+    const lines = createInterface({ input: createReadStream(join(dir, file)), crlfDelay: Infinity });
+    for await (const line of lines) {
+      if (!line.includes(OPERATOR_USER)) continue;
+      const event = JSON.parse(line) as AuditEvent;
+      if (event.user.username === OPERATOR_USER && new Date(event.requestReceivedTimestamp) >= since)
+        events.push(event);
+    }
   }
-  return events;
+  return events.sort((a, b) => a.requestReceivedTimestamp.localeCompare(b.requestReceivedTimestamp));
 }
 const WRITES = new Set(['create', 'update', 'patch', 'delete', 'deletecollection']);
 

@@ -43,7 +43,7 @@ export async function carryOut(deps: CarryOutDeps, pass: Pass, seen: Seen, plan:
   let wait: number | undefined;
   try {
     const done = await actOnPlan(deps, pass, plan);
-    const remediation = remediationOf(pass, plan, done);
+    const remediation = remediationOf(pass, seen, plan, done);
     for (const [node, { parts, results }] of remediation.nodes) {
       const changed = setRemediation(memory, node, parts, (guard) => deps.hooks.onBlocked?.(guard));
       const state = memory.state(node);

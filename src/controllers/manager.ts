@@ -77,7 +77,9 @@ export class Manager {
     const clock = options.clock ?? realClock;
     this.operatorNamespace = options.operatorNamespace ?? 'sandbox-remediator-system';
     this.gauges = new MetricsHooks(metrics);
-    this.queue = new WorkQueue<string>({ clock });
+    // A policy's pass looks at every node it owns for its guards: passes take at most about a fifth of the time,
+    // however fast changes come, and a change is held back at most 200 ms for the pass that takes it.
+    this.queue = new WorkQueue<string>({ clock, spacing: { factor: 4, maxMs: 200 } });
     this.sweeps = new WorkQueue<string>({ clock });
     this.leases = new WorkQueue<string>({ clock });
     this.events = new BackgroundQueue<Transition>({

@@ -102,7 +102,7 @@ export interface Remediation {
  * why nothing started. Nodes with actions keep what they had until the actions are back (claim nothing not written);
  * with no decision (a node still settling), every node does.
  */
-export function remediationBeforeActing(pass: Pass, plan: Plan): Map<string, RemediationParts> {
+export function remediationBeforeActing(pass: Pass, seen: Seen, plan: Plan): Map<string, RemediationParts> {
   const parts = new Map<string, RemediationParts>();
   if (!plan.remediation) return parts;
   const acted = new Set(plan.actions.map((a) => a.node));
@@ -112,6 +112,7 @@ export function remediationBeforeActing(pass: Pass, plan: Plan): Map<string, Rem
     if (acted.has(name)) continue;
     const old = pass.memory.nodes.get(name)?.remediation;
     const stamps = plan.remediation.stampsAfter.get(name);
+    if (stands(old, seen, name, { blocked: blocked.get(name), stamps })) continue;
     parts.set(
       name,
       partsOf(pass, plan, observation, {
@@ -131,7 +132,7 @@ export function remediationBeforeActing(pass: Pass, plan: Plan): Map<string, Rem
  * rollouts held for it. With no decision (a node still settling), what the node's reports said stays, but for the
  * rollouts.
  */
-export function remediationOf(pass: Pass, plan: Plan, done: Done): Remediation {
+export function remediationOf(pass: Pass, seen: Seen, plan: Plan, done: Done): Remediation {
   const blocked = blockedByNode([...(plan.remediation?.blocked ?? []), ...done.blocked]);
   const heldBack = new Set(done.blocked.map((b) => b.node));
   const remediation: Remediation = { nodes: new Map(), touched: [], degraded: 0, remediating: 0 };
@@ -143,12 +144,25 @@ export function remediationOf(pass: Pass, plan: Plan, done: Done): Remediation {
     if (results.length > 0 || heldBack.has(name)) remediation.touched.push(name);
     const throttling = done.rollouts.throttling.get(name) ?? [];
     let parts: RemediationParts;
+    const stamps =
+      plan.remediation && !done.failedNodes.has(name)
+        ? plan.remediation.stampsAfter.get(name)
+        : plan.facts.get(name)?.stamps;
+    if (
+      old &&
+      results.length === 0 &&
+      throttling.length === 0 &&
+      old.throttling.length === 0 &&
+      !done.failedNodes.has(name) &&
+      plan.remediation &&
+      stands(old, seen, name, { blocked: blocked.get(name), stamps })
+    ) {
+      // A quiet node nothing was decided or done on, not looked at: what its reports say stands.
+      if (old.stampsAfter) remediation.remediating++;
+      continue;
+    }
     if (!plan.remediation && old) parts = { ...old, throttling };
     else {
-      const stamps =
-        plan.remediation && !done.failedNodes.has(name)
-          ? plan.remediation.stampsAfter.get(name)
-          : plan.facts.get(name)?.stamps;
       parts = partsOf(pass, plan, observation, {
         blocked: plan.remediation
           ? (blocked.get(name) ?? [])
@@ -220,6 +234,25 @@ function sameStamps(a: NodeStamps | undefined, b: NodeStamps | undefined): boole
     a.reason === b.reason &&
     a.cordoned === b.cordoned &&
     (a.taint && b.taint ? sameTaint(a.taint, b.taint) : a.taint === b.taint)
+  );
+}
+
+/**
+ * Whether what a node's reports say of its remediation stands as it is, without working it out again: the pass did not
+ * look at the node, and holds no block on it where none stood, with the stamps as they were.
+ */
+function stands(
+  old: RemediationParts | undefined,
+  seen: Seen,
+  node: string,
+  now: { blocked: readonly BlockedAction[] | undefined; stamps: NodeStamps | undefined },
+): boolean {
+  return (
+    old !== undefined &&
+    !seen.observed.has(node) &&
+    now.blocked === undefined &&
+    old.blocked.length === 0 &&
+    sameStamps(old.stampsAfter, now.stamps)
   );
 }
 

@@ -282,7 +282,7 @@ export class PolicyReconciler {
   private report(pass: Pass, seen: Seen, plan: Plan | undefined): number {
     const { policy, memory } = pass;
     const nodes = new Set(seen.observed);
-    for (const [node, parts] of plan ? remediationBeforeActing(pass, plan) : [])
+    for (const [node, parts] of plan ? remediationBeforeActing(pass, seen, plan) : [])
       if (setRemediation(memory, node, parts, (guard) => this.deps.hooks.onBlocked?.(guard))) nodes.add(node);
     // A node acted on is reported once its actions are back; meanwhile only urgent news of it goes.
     const acted = new Set(plan?.actions.map((a) => a.node));

@@ -62,7 +62,7 @@ export class Controller<K> {
           this.hooks.onError?.(key, err, this.queue.addRateLimited(key));
         }
       } finally {
-        this.queue.done(key);
+        this.queue.done(key, performance.now() - started);
       }
     }
   }

@@ -9,6 +9,13 @@ export interface WorkQueueOptions {
   /** Global limit across keys for rate-limited re-adds (controller-runtime: 10 qps, burst 100). */
   qps?: number;
   burst?: number;
+  /**
+   * After a run that took d ms, its key is handed out again no sooner than min(maxMs, factor * d) after it ended: the
+   * changes that arrive meanwhile are taken together by one run, not one run each, so that a run whose cost grows
+   * with the cluster takes at most about 1 / (1 + factor) of the time however fast changes come, and a cheap one is
+   * held back hardly at all.
+   */
+  spacing?: { factor: number; maxMs: number };
 }
 
 /**
@@ -22,6 +29,9 @@ export class WorkQueue<K> {
   private readonly processing = new Set<K>();
   private readonly dirty = new Set<K>();
   private readonly delayed = new Map<K, { at: number; cancel: () => void }>();
+  /** Until when each key is held back after its last run (spacing). */
+  private readonly spacedUntil = new Map<K, number>();
+  private readonly spacing: { factor: number; maxMs: number } | undefined;
   private readonly waiters: ((key: K | undefined) => void)[] = [];
   private readonly clock: Clock;
   private readonly backoff: ExponentialBackoff<K>;
@@ -32,6 +42,7 @@ export class WorkQueue<K> {
     this.clock = options.clock ?? realClock;
     this.backoff = new ExponentialBackoff<K>(options.baseDelayMs ?? 5, options.maxDelayMs ?? 1_000_000);
     this.bucket = new TokenBucket(options.qps ?? 10, options.burst ?? 100, () => this.clock.now());
+    this.spacing = options.spacing;
   }
 
   add(key: K): void {
@@ -41,6 +52,15 @@ export class WorkQueue<K> {
       return;
     }
     if (this.queued.has(key)) return;
+    const until = this.spacedUntil.get(key);
+    if (until !== undefined) {
+      const wait = until - this.clock.now();
+      if (wait > 0) {
+        this.addAfter(key, wait);
+        return;
+      }
+      this.spacedUntil.delete(key);
+    }
     this.queued.add(key);
     const waiter = this.waiters.shift();
     if (waiter) {
@@ -98,9 +118,13 @@ export class WorkQueue<K> {
     return new Promise((resolve) => this.waiters.push(resolve));
   }
 
-  /** Marks key done; if it was added while in flight, queues it again. */
-  done(key: K): void {
+  /** Marks key done (its run took `runMs`, for the spacing); if it was added while in flight, queues it again. */
+  done(key: K, runMs = 0): void {
     this.processing.delete(key);
+    if (this.spacing) {
+      const hold = Math.min(this.spacing.maxMs, this.spacing.factor * runMs);
+      if (hold > 0) this.spacedUntil.set(key, this.clock.now() + hold);
+    }
     if (this.dirty.delete(key)) this.add(key);
   }
 

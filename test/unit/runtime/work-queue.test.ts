@@ -113,4 +113,29 @@ describe('backoff', () => {
     expect(jitteredDelay(10, 500, 30_000, () => 1)).to.equal(30_000);
     expect(jitteredDelay(3, 500, 30_000, () => 0)).to.equal(0);
   });
+
+  it('spaces a key out after a run, in proportion to how long it took, up to maxMs; changes meanwhile go in one run', async () => {
+    const clock = new FakeClock(0);
+    const queue = new WorkQueue<string>({ clock, spacing: { factor: 4, maxMs: 200 } });
+    queue.add('p');
+    queue.done((await queue.get())!, 30); // a 30 ms run: held back 120 ms
+    for (let i = 0; i < 5; i++) queue.add('p');
+    queue.add('q'); // another key is not held back
+    expect(queue.length).to.equal(1);
+    expect(await queue.get()).to.equal('q');
+    queue.done('q');
+    clock.advance(119);
+    expect(queue.length).to.equal(0);
+    clock.advance(1);
+    expect(queue.length, 'the five changes, taken by one run').to.equal(1);
+    queue.done((await queue.get())!, 1_000); // a long run: held back maxMs, not 4 s
+    queue.add('p');
+    clock.advance(199);
+    expect(queue.length).to.equal(0);
+    clock.advance(1);
+    expect(queue.length).to.equal(1);
+    queue.done((await queue.get())!, 0); // a run that cost nothing holds nothing back
+    queue.add('p');
+    expect(queue.length).to.equal(1);
+  });
 });

@@ -12,7 +12,11 @@
 // rollout), every node degraded, and the same incident on 10 other nodes, measured the same way.
 //
 //   make build && npx tsx bench/scale.ts [--sizes 100,300,1000] [--pods-per-node 30] [--storm-pods-per-node 5]
-//     [--idle-seconds 60] [--keep]
+//     [--idle-seconds 60] [--before <commit>] [--results scale.json] [--keep]
+//
+// With --before, each size and the storm are measured twice on the same cluster, one after the other: the operator
+// of that commit (a worktree built into ~/.cache/sandbox-remediator/bench, kept by commit), then this checkout's;
+// the results hold both, and their ratios side by side.
 //
 // The cluster grows from size to size (nodes and pods are created in parallel batches and kept); --keep leaves the
 // last one up, otherwise the bench deletes what it created.
@@ -23,9 +27,18 @@ import {
   type V1Node,
   type V1Pod,
 } from '@kubernetes/client-node';
+import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
-import { createReadStream, existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import {
+  createReadStream,
+  existsSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { cpus, homedir, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { SandboxHealthStatus } from '../src/api/v1alpha1/index.js';
@@ -52,6 +65,8 @@ const INCIDENT_NODES = 10;
 const INCIDENT_PODS_PER_NODE = 10;
 const THRESHOLD_SECONDS = 1;
 const KEEP = process.argv.includes('--keep');
+const BEFORE = arg('before', '');
+const RESULTS = arg('results', 'scale.json');
 const NAMESPACE = 'bench-scale';
 const POOL_LABEL = 'sandbox.remediator.io/bench-scale';
 const POLICY = 'bench-scale';
@@ -463,8 +478,9 @@ async function measureIncident(
     const deadline = Date.now() + seconds * 1000;
     while (Date.now() < deadline) {
       const pods = incidentPods();
+      // Pods created once their node is cordoned wait unscheduled: only those scheduled onto the nodes count.
       const done =
-        pods.length >= nodes.length * INCIDENT_PODS_PER_NODE &&
+        pods.length > 0 &&
         pods.every(([uid]) => world.detected.has(uid) || world.deletedAt.has(uid)) &&
         nodes.every((n) => world.cordonedAt.has(n));
       if (done && Date.now() - t0 > 30_000) break;
@@ -604,18 +620,23 @@ interface SizeResult {
 /** The operator's environment as config/manager/manager.yaml deploys it (its V8 and malloc settings). */
 const OPERATOR_ENV = deployedEnv('config/manager/manager.yaml', 'Deployment', 'operator');
 
-async function measureSize(world: World, size: number, kubeconfig: string): Promise<SizeResult> {
+async function measureSize(world: World, size: number, kubeconfig: string, tree: Tree): Promise<SizeResult> {
   const pods = size * PODS_PER_NODE;
+  await healthsGone(world);
   await kubectl(['apply', '-f', '-'], policyManifest());
   const operator = new OperatorProcess();
   const t0 = Date.now();
   const startedAt = new Date(t0 - 1000);
-  log(`${size} nodes: starting the operator (${JSON.stringify(OPERATOR_ENV)})`);
-  await operator.start([`--kubeconfig=${kubeconfig}`, `--log-level=${process.env.OPERATOR_LOG_LEVEL ?? 'info'}`], {
-    built: true,
-    waitForStarted: false,
-    env: OPERATOR_ENV,
-  });
+  log(`${size} nodes: starting the ${tree.name} operator, ${tree.commit} (${JSON.stringify(OPERATOR_ENV)})`);
+  await operator.start(
+    [`--kubeconfig=${kubeconfig}`, `--log-level=${process.env.OPERATOR_LOG_LEVEL ?? 'info'}`],
+    {
+      built: true,
+      root: tree.root,
+      waitForStarted: false,
+      env: OPERATOR_ENV,
+    },
+  );
   let readyAt = 0;
   while (Date.now() - t0 < 300_000) {
     if ((await operator.get('/readyz')).status === 200) {
@@ -657,7 +678,7 @@ async function measureSize(world: World, size: number, kubeconfig: string): Prom
   const incidentNodes = Array.from({ length: INCIDENT_NODES }, (_, i) =>
     nodeName(Math.floor((i * size) / INCIDENT_NODES)),
   );
-  const incident = await measureIncident(world, operator, incidentNodes, `s${size}`, 180);
+  const incident = await measureIncident(world, operator, incidentNodes, `s${size}${suffix(tree)}`, 180);
   log(`${size} nodes: incident ${JSON.stringify(incident)}`);
   const peak = statusKiB(pid, 'VmHWM');
   await operator.stop();
@@ -715,6 +736,7 @@ async function measureDeployedEnv(size: number, kubeconfig: string) {
  * writes a CPU profile (--cpu-prof). Its own run, so the profiler's cost is in no other figure.
  */
 async function measureProfiledIncident(world: World, size: number, kubeconfig: string) {
+  await healthsGone(world);
   await kubectl(['apply', '-f', '-'], policyManifest());
   const dir = join(REPO_ROOT, '.cluster', 'profiles');
   await rm(dir, { recursive: true, force: true });
@@ -744,13 +766,16 @@ async function measureProfiledIncident(world: World, size: number, kubeconfig: s
   return { nodes: size, profileFile: join('.cluster', 'profiles', file), incident, profile };
 }
 
-async function measureStorm(world: World, size: number, kubeconfig: string) {
+async function measureStorm(world: World, size: number, kubeconfig: string, tree: Tree) {
   const { core } = api();
+  await healthsGone(world);
   await kubectl(['apply', '-f', '-'], stormStage());
   await kubectl(['apply', '-f', '-'], policyManifest());
   const operator = new OperatorProcess();
+  log(`storm: starting the ${tree.name} operator, ${tree.commit}`);
   await operator.start([`--kubeconfig=${kubeconfig}`, '--log-level=info'], {
     built: true,
+    root: tree.root,
     env: OPERATOR_ENV,
   });
   await until(
@@ -762,17 +787,18 @@ async function measureStorm(world: World, size: number, kubeconfig: string) {
   const items: { name: string; node: string }[] = [];
   for (let i = 0; i < size; i++)
     for (let j = 0; j < STORM_PODS_PER_NODE; j++)
-      items.push({ name: `storm-${nodeName(i)}-${j}`, node: nodeName(i) });
+      items.push({ name: `storm${suffix(tree)}-${nodeName(i)}-${j}`, node: nodeName(i) });
   log(`storm: creating ${items.length} pods that kwok starts after 30-300 s`);
   await inParallel('storm pods', items, CONCURRENCY, ({ name, node }) =>
     core.createNamespacedPod({ namespace: NAMESPACE, body: plainPod(name, node, { 'bench-storm': 'held' }) }),
   );
+  // The storm's pods of the run before are gone (their names are taken again), and kwok holds these back.
   await sleep(20_000); // the first storm pods cross the threshold: every node degrades
   const pending = world.count('Pending');
   const incidentNodes = Array.from({ length: INCIDENT_NODES }, (_, i) =>
     nodeName(Math.floor((i * size) / INCIDENT_NODES) + 1),
   );
-  const incident = await measureIncident(world, operator, incidentNodes, 'storm', 180);
+  const incident = await measureIncident(world, operator, incidentNodes, `storm${suffix(tree)}`, 180);
   const stormAudit = (await operatorAudit(stormFrom)).filter((e) => WRITES.has(e.verb));
   const events = stormAudit.filter((e) => e.objectRef?.resource === 'events').length;
   const seconds = (Date.now() - stormFrom.getTime()) / 1000;
@@ -783,6 +809,15 @@ async function measureStorm(world: World, size: number, kubeconfig: string) {
   await resetNodes(incidentNodes);
   await kubectl(['delete', 'stage.kwok.x-k8s.io', STORM_STAGE, '--ignore-not-found']);
   await kubectl(['delete', 'pods', '-n', NAMESPACE, '-l', 'bench-storm=held', '--wait=false']);
+  // Gone before the next run, whose operator would otherwise count them.
+  for (const deadline = Date.now() + 600_000; Date.now() < deadline; await sleep(2000)) {
+    const left = await core.listNamespacedPod({
+      namespace: NAMESPACE,
+      labelSelector: 'bench-storm=held',
+      limit: 1,
+    });
+    if (left.items.length === 0) break;
+  }
   return {
     nodes: size,
     stormPods: items.length,
@@ -796,8 +831,59 @@ async function measureStorm(world: World, size: number, kubeconfig: string) {
 
 // --------------------------------------------------------------------------------------------------------------
 
+// --------------------------------------------------------------------------------------------------------------
+// The trees measured: this checkout, and with --before that commit.
+
+interface Tree {
+  name: 'before' | 'after';
+  /** The checkout whose dist/src/main.js runs. */
+  root: string;
+  commit: string;
+}
+
+const git = (...args: string[]) =>
+  execFileSync('git', ['-C', REPO_ROOT, ...args], { encoding: 'utf8' }).trim();
+const suffix = (tree: Tree) => (tree.name === 'before' ? '-before' : '');
+
+/** A worktree of `commit`, built, kept in ~/.cache by commit: its node_modules are this checkout's (same lock). */
+function beforeTree(commit: string): Tree {
+  const sha = git('rev-parse', `${commit}^{commit}`);
+  const root = join(homedir(), '.cache', 'sandbox-remediator', 'bench', `tree-${sha.slice(0, 12)}`);
+  if (!existsSync(join(root, 'dist', 'src', 'main.js'))) {
+    log(`building ${sha.slice(0, 12)} into ${root}`);
+    if (existsSync(root)) git('worktree', 'remove', '--force', root);
+    mkdirSync(dirname(root), { recursive: true });
+    git('worktree', 'add', '--detach', root, sha);
+    symlinkSync(join(REPO_ROOT, 'node_modules'), join(root, 'node_modules'));
+    execFileSync(join(REPO_ROOT, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.build.json'], {
+      cwd: root,
+      stdio: 'inherit',
+    });
+  }
+  return { name: 'before', root, commit: sha.slice(0, 12) };
+}
+
+function afterTree(): Tree {
+  const dirty = git('status', '--porcelain', '--untracked-files=no', '--', 'src') !== '';
+  return {
+    name: 'after',
+    root: REPO_ROOT,
+    commit: `${git('rev-parse', '--short=12', 'HEAD')}${dirty ? '+dirty' : ''}`,
+  };
+}
+
+/** No SandboxHealth of the bench's nodes left from the run before: "every node reported" counts from none. */
+async function healthsGone(world: World): Promise<void> {
+  await until(
+    "the last run's SandboxHealths to go",
+    () => ![...world.healths].some((h) => h.startsWith('scale-')),
+    300_000,
+  );
+}
+
 if (!existsSync(join(REPO_ROOT, 'dist', 'src', 'main.js')))
   throw new Error('run make build first: the bench starts dist/src/main.js');
+const trees = [...(BEFORE ? [beforeTree(BEFORE)] : []), afterTree()];
 if (!(await isClusterUp())) await startCluster();
 if (!existsSync(AUDIT_LOG)) throw new Error('no audit log: restart the cluster with hack/cluster/up.sh');
 await applyCrds();
@@ -811,8 +897,11 @@ const kubeconfig = await writeTokenKubeconfig(
 );
 const world = new World();
 await world.start();
-const results: SizeResult[] = [];
-let storm: Awaited<ReturnType<typeof measureStorm>> | undefined;
+type Storm = Awaited<ReturnType<typeof measureStorm>>;
+const results: Record<Tree['name'], { sizes: SizeResult[]; storm?: Storm }> = {
+  before: { sizes: [] },
+  after: { sizes: [] },
+};
 let deployedEnvEffect: Awaited<ReturnType<typeof measureDeployedEnv>> | undefined;
 let profiled: Awaited<ReturnType<typeof measureProfiledIncident>> | undefined;
 try {
@@ -820,8 +909,10 @@ try {
     log(`growing the cluster to ${size} nodes, ${size * PODS_PER_NODE} pods`);
     await ensureNodes(size);
     await ensurePods(world, size);
-    results.push(await measureSize(world, size, kubeconfig));
-    writeResults();
+    for (const tree of trees) {
+      results[tree.name].sizes.push(await measureSize(world, size, kubeconfig, tree));
+      writeResults();
+    }
   }
   // Only when the deployment sets anything: Node's defaults against themselves would say nothing.
   if (Object.keys(OPERATOR_ENV).length > 0) {
@@ -830,10 +921,11 @@ try {
   }
   profiled = await measureProfiledIncident(world, SIZES.at(-1)!, kubeconfig);
   writeResults();
-  if (STORM_PODS_PER_NODE > 0) {
-    storm = await measureStorm(world, SIZES.at(-1)!, kubeconfig);
-    writeResults();
-  }
+  if (STORM_PODS_PER_NODE > 0)
+    for (const tree of trees) {
+      results[tree.name].storm = await measureStorm(world, SIZES.at(-1)!, kubeconfig, tree);
+      writeResults();
+    }
 } finally {
   world.stop();
   await rm(dir, { recursive: true, force: true });
@@ -844,9 +936,36 @@ try {
   }
 }
 
+/** After over before for each figure both runs have, side by side: below 1 is better for every one of them. */
+function compared(before: SizeResult | Storm | undefined, after: SizeResult | Storm | undefined) {
+  if (!before || !after) return undefined;
+  const pick = (r: SizeResult | Storm) => ({
+    detectionP50Ms: r.incident.detectionP50Ms,
+    detectionP99Ms: r.incident.detectionP99Ms,
+    cordonP50Ms: r.incident.cordonP50Ms,
+    cordonP99Ms: r.incident.cordonP99Ms,
+    firstEvictionP50Ms: r.incident.firstEvictionP50Ms,
+    firstEvictionP99Ms: r.incident.firstEvictionP99Ms,
+    apiserverHealthPatchP99Ms: r.incident.apiserverHealthPatchP99Ms,
+    operatorCpuPercent: r.incident.operatorCpuPercent,
+    operatorWritesPerSecond: r.incident.operatorWritesPerSecond,
+    peakRssMiB: r.peakRssMiB,
+    ...('idleCpuPercent' in r ? { idleCpuPercent: r.idleCpuPercent, rssMiB: r.rssMiB } : {}),
+  });
+  const b = pick(before);
+  const a = pick(after);
+  return Object.fromEntries(
+    Object.entries(a).map(([key, value]) => {
+      const old = b[key as keyof typeof b] ?? NaN;
+      return [key, { before: old, after: value, ratio: round(value / Math.max(old, 0.01), 2) }];
+    }),
+  );
+}
+
 function writeResults(): void {
-  const first = results[0];
-  const last = results.at(-1);
+  const after = results.after.sizes;
+  const first = after[0];
+  const last = after.at(-1);
   const growth =
     first && last && last !== first
       ? {
@@ -858,8 +977,9 @@ function writeResults(): void {
           detectionP99: round(last.incident.detectionP99Ms / Math.max(first.incident.detectionP99Ms, 1), 2),
         }
       : undefined;
+  const before = trees.find((t) => t.name === 'before');
   writeFileSync(
-    join(REPO_ROOT, 'bench', 'results', 'scale.json'),
+    join(REPO_ROOT, 'bench', 'results', RESULTS),
     `${JSON.stringify(
       {
         date: new Date().toISOString(),
@@ -867,11 +987,21 @@ function writeResults(): void {
         podsPerNode: PODS_PER_NODE,
         thresholdSeconds: THRESHOLD_SECONDS,
         incident: `${INCIDENT_NODES} nodes x ${INCIDENT_PODS_PER_NODE} new pods`,
-        sizes: results,
+        commit: afterTree().commit,
+        sizes: after,
         ...(growth ? { growthFirstToLast: growth } : {}),
         ...(deployedEnvEffect ? { deployedEnvEffect } : {}),
         ...(profiled ? { profiledIncident: profiled } : {}),
-        ...(storm ? { storm } : {}),
+        ...(results.after.storm ? { storm: results.after.storm } : {}),
+        ...(before
+          ? {
+              before: { commit: before.commit, sizes: results.before.sizes, storm: results.before.storm },
+              comparison: {
+                sizes: after.map((a, i) => ({ nodes: a.nodes, ...compared(results.before.sizes[i], a) })),
+                storm: compared(results.before.storm, results.after.storm),
+              },
+            }
+          : {}),
       },
       null,
       2,

@@ -122,16 +122,27 @@ export class Reporter {
     node: string,
     options: { urgentOnly?: boolean } = {},
   ): boolean {
-    const planned = this.plan(policy, memory, node);
-    if (!planned || (options.urgentOnly && !planned.urgent)) return false;
+    const urgent = this.urgency(policy, memory, node);
+    if (urgent === undefined || (options.urgentOnly && !urgent)) return false;
     const owner = this.owners.get(node);
     this.owners.set(node, {
       policy,
       memory,
       since: owner?.policy === policy ? owner.since : this.deps.clock.now(),
     });
-    this.lanes.submit(node, planned.urgent);
+    this.lanes.submit(node, urgent);
     return true;
+  }
+
+  /**
+   * Whether the node's report is urgent; undefined when there is nothing to write (yet). A new SandboxHealth is urgent
+   * and always written: it is planned once, when its write starts (a first pass over every node plans each once).
+   */
+  private urgency(policy: string, memory: PolicyMemory, node: string): boolean | undefined {
+    const state = memory.nodes.get(node);
+    const observation = state?.observation;
+    if (observation && state.remediation && !observation.exists && !observation.stale) return true;
+    return this.plan(policy, memory, node)?.urgent;
   }
 
   /** Reports waiting for their turn. */

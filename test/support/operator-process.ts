@@ -49,6 +49,7 @@ export class OperatorProcess {
       env = {},
       built = false,
       nodeArgs = [],
+      root,
     }: {
       waitForStarted?: boolean;
       env?: Record<string, string>;
@@ -56,11 +57,13 @@ export class OperatorProcess {
       nodeArgs?: string[];
       /** Run the compiled CLI (dist/src/main.js, from `make build`) as a user would, not src through tsx. */
       built?: boolean;
+      /** The checkout whose compiled CLI runs (built only): another commit's worktree, for a before and after. */
+      root?: string;
     } = {},
   ): Promise<void> {
     const tsx = join(REPO_ROOT, 'node_modules', 'tsx', 'dist', 'esm', 'index.mjs');
     const entry = built
-      ? [join(REPO_ROOT, 'dist', 'src', 'main.js')]
+      ? [join(root ?? REPO_ROOT, 'dist', 'src', 'main.js')]
       : ['--import', tsx, join(REPO_ROOT, 'src', 'main.ts')];
     const child = spawn(
       process.execPath,

@@ -144,10 +144,20 @@ bench: deps tools ## Detection latency, cache memory (vs client-node's informer)
 	tsx hack/figures.ts
 
 SIZES ?= 100,300,1000
+# The last commit before issue 29's work (pipelined passes, kept-alive connections, the shared eviction budget).
+BEFORE ?= 995f66a
 
 .PHONY: bench-scale
-bench-scale: deps tools build ## The operator at SIZES (100,300,1000) kwok nodes x 30 pods and in a storm: sync, memory, idle CPU, LISTs, detection, cordon, eviction, writes, memory against Node's defaults, a CPU profile of an incident (about 55 min; not in make bench); then the docs' figures rewritten from bench/results/scale.json
-	tsx bench/scale.ts --sizes $(SIZES)
+bench-scale: deps tools build ## The operator of BEFORE (995f66a) and of this checkout, one after the other on the same cluster, at SIZES (100,300,1000) kwok nodes x 30 pods and in a storm: sync, memory, idle CPU, LISTs, detection, cordon, eviction, writes, the apiserver's own patch time, with ratios side by side; memory against Node's defaults; a CPU profile of an incident (about 90 min; not in make bench); then the docs' figures rewritten from bench/results/scale.json
+	tsx bench/scale.ts --sizes $(SIZES) --before $(BEFORE)
+	tsx hack/figures.ts
+
+.PHONY: bench-scale-5000
+bench-scale-5000: deps tools build ## Not in make bench: 5,000 kwok nodes x 30 pods (150,000, Kubernetes' documented limit) on a cluster started afresh for it (kwok's node leases 120 s and the node monitor's grace 10 min: one kwok renews every lease), this checkout only, the same figures and a storm of 5,000 held pods, into bench/results/scale-5000.json (two to three hours on 2 cores); the cluster is stopped after
+	hack/cluster/down.sh
+	KWOK_NODE_LEASE_SECONDS=120 NODE_MONITOR_GRACE_PERIOD=600s hack/cluster/up.sh
+	tsx bench/scale.ts --sizes 5000 --storm-pods-per-node 1 --results scale-5000.json
+	hack/cluster/down.sh
 	tsx hack/figures.ts
 
 .PHONY: bench-vs-descheduler

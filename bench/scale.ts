@@ -294,7 +294,7 @@ async function ensureNodes(count: number): Promise<void> {
       },
     }),
   );
-  const deadline = Date.now() + 300_000;
+  const deadline = Date.now() + Math.max(300_000, count * 120);
   for (;;) {
     const list = await core.listNode({ labelSelector: POOL_LABEL });
     const ready = list.items.filter((n) =>
@@ -333,7 +333,12 @@ async function ensurePods(world: World, nodes: number): Promise<void> {
   await inParallel('pods', items, CONCURRENCY, ({ name, node }) =>
     core.createNamespacedPod({ namespace: NAMESPACE, body: plainPod(name, node) }),
   );
-  await until(`${items.length} Running pods`, () => world.count('Running') >= items.length, 900_000);
+  // kwok starts a few hundred pods a second on 2 cores: 150,000 take most of an hour.
+  await until(
+    `${items.length} Running pods`,
+    () => world.count('Running') >= items.length,
+    Math.max(900_000, items.length * 30),
+  );
 }
 
 function policyManifest(): string {

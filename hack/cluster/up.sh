@@ -97,13 +97,15 @@ ENV
 
   # --node-monitor-grace-period=120s: one kwok process renews every simulated node's Lease, and in a storm on 1,000
   # nodes (bench/scale.ts) it falls behind on 2 cores; at 40 s nodes flapped NotReady, which real kubelets, one per
-  # node, would not. No test relies on a node going NotReady by missed heartbeats.
+  # node, would not. No test relies on a node going NotReady by missed heartbeats. NODE_MONITOR_GRACE_PERIOD and
+  # KWOK_NODE_LEASE_SECONDS (kwok renews each node's Lease about every quarter of it) are set higher for 5,000 nodes
+  # (make bench-scale-5000): at 40 s, 5,000 leases are a few hundred writes a second on the same 2 cores.
   start kube-controller-manager "$K8S_BIN/kube-controller-manager" \
     --kubeconfig="$CLUSTER_DIR/kcm.kubeconfig" --authentication-kubeconfig="$CLUSTER_DIR/kcm.kubeconfig" \
     --authorization-kubeconfig="$CLUSTER_DIR/kcm.kubeconfig" --bind-address=127.0.0.1 --secure-port="$kcm_port" \
     --leader-elect=false --use-service-account-credentials=true --service-account-private-key-file="$pki/sa.key" \
     --root-ca-file="$pki/ca.crt" --cluster-signing-cert-file="$pki/ca.crt" --cluster-signing-key-file="$pki/ca.key" \
-    --controllers='*' --node-monitor-grace-period=120s --profiling=false
+    --controllers='*' --node-monitor-grace-period="${NODE_MONITOR_GRACE_PERIOD:-120s}" --profiling=false
   start kube-scheduler "$K8S_BIN/kube-scheduler" \
     --kubeconfig="$CLUSTER_DIR/scheduler.kubeconfig" --authentication-kubeconfig="$CLUSTER_DIR/scheduler.kubeconfig" \
     --authorization-kubeconfig="$CLUSTER_DIR/scheduler.kubeconfig" --bind-address=127.0.0.1 --secure-port="$sched_port" \
@@ -116,7 +118,7 @@ ENV
   kc apply --server-side -f "$here/stages/" >/dev/null
   start kwok "$KWOK_BIN/kwok" --kubeconfig="$CLUSTER_DIR/kwok.kubeconfig" --enable-crds=Stage \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-    --node-lease-duration-seconds=40 --cidr=10.244.0.0/16 --node-ip=127.0.0.1
+    --node-lease-duration-seconds="${KWOK_NODE_LEASE_SECONDS:-40}" --cidr=10.244.0.0/16 --node-ip=127.0.0.1
   wait_for "service account default/default" 120 kc get serviceaccount default -n default
 fi
 

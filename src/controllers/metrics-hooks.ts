@@ -29,12 +29,16 @@ export class MetricsHooks {
       onBlocked: (guard) => {
         metrics.actionsBlocked.inc({ guard });
       },
-      onPass: ({ full, observed, reported, deferred }) => {
+      onPass: ({ full, observed, deferred }) => {
         const pass = full ? 'full' : 'incremental';
         metrics.passes.inc({ pass });
         metrics.nodesObserved.inc({ pass }, observed);
-        metrics.healthReports.inc({ outcome: 'written' }, reported ?? 0);
-        metrics.healthReports.inc({ outcome: 'deferred' }, deferred ?? 0);
+        metrics.healthReportsWaiting.set(deferred ?? 0);
+      },
+      onReport: (waitedMs, urgent) => {
+        const urgency = urgent ? 'urgent' : 'routine';
+        metrics.healthReports.inc({ urgency });
+        metrics.healthReportWait.observe({ urgency }, waitedMs / 1000);
       },
       onNodeCondition: (policy, status, reason) => {
         metrics.nodeConditionTransitions.inc({ policy, status, reason });

@@ -161,8 +161,20 @@ export class OperatorMetrics {
   });
   readonly healthReports = new Counter({
     name: 'sandbox_remediator_health_reports_total',
-    help: 'SandboxHealth writes a pass made (written) or left to the next pass (deferred: more routine changes than a pass writes, in a storm).',
-    labelNames: ['outcome'] as const,
+    help: 'SandboxHealth status writes, by urgency (urgent: news an SRE or the next decision waits for; routine: counts).',
+    labelNames: ['urgency'] as const,
+    registers: [this.registry],
+  });
+  readonly healthReportsWaiting = new Gauge({
+    name: 'sandbox_remediator_health_reports_waiting',
+    help: 'SandboxHealth reports asked for and waiting for their turn (one write in flight per node, a few in all).',
+    registers: [this.registry],
+  });
+  readonly healthReportWait = new Histogram({
+    name: 'sandbox_remediator_health_report_wait_seconds',
+    help: 'From a pass asking for a SandboxHealth report to its write answered, by urgency: what the pipeline adds to detection.',
+    labelNames: ['urgency'] as const,
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [this.registry],
   });
 

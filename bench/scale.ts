@@ -12,7 +12,7 @@
 // rollout), every node degraded, and the same incident on 10 other nodes, measured the same way.
 //
 //   make build && npx tsx bench/scale.ts [--sizes 100,300,1000] [--pods-per-node 30] [--storm-pods-per-node 5]
-//     [--idle-seconds 60] [--before <commit>] [--results scale.json] [--keep]
+//     [--idle-seconds 60] [--before <commit>] [--results scale-dev.json] [--keep]
 //
 // With --before, each size and the storm are measured twice on the same cluster, one after the other: the operator
 // of that commit (a worktree built into ~/.cache/sandbox-remediator/bench, kept by commit), then this checkout's;
@@ -66,7 +66,8 @@ const INCIDENT_PODS_PER_NODE = 10;
 const THRESHOLD_SECONDS = 1;
 const KEEP = process.argv.includes('--keep');
 const BEFORE = arg('before', '');
-const RESULTS = arg('results', 'scale.json');
+// Only make bench-scale writes scale.json, the file the docs' figures come from; a run by hand writes beside it.
+const RESULTS = arg('results', 'scale-dev.json');
 const NAMESPACE = 'bench-scale';
 const POOL_LABEL = 'sandbox.remediator.io/bench-scale';
 const POLICY = 'bench-scale';

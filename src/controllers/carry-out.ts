@@ -1,6 +1,7 @@
 // A decision carried out, in the background of the passes that follow it: its writes (act.ts), then what each node's
 // reports say and the policy's status. One at a time per policy: the passes meanwhile look and report, and decide
 // nothing until it is back (the fences of the writes it made are then in place).
+import { MAX_RECORDED_ACTIONS } from '../api/v1alpha1/index.js';
 import type { Logger } from '../observability/log.js';
 import type { EventRecorder, StatusWriter } from '../ports/writes.js';
 import { actOnPlan, type ActDeps } from './act.js';
@@ -47,7 +48,11 @@ export async function carryOut(deps: CarryOutDeps, pass: Pass, seen: Seen, plan:
     for (const [node, { parts, results }] of remediation.nodes) {
       const changed = setRemediation(memory, node, parts, (guard) => deps.hooks.onBlocked?.(guard));
       const state = memory.state(node);
-      if (results.length > 0) state.results = [...(state.results ?? []), ...results];
+      if (results.length > 0) {
+        // A report holds the latest MAX_RECORDED_ACTIONS; more would wait for ever behind one that is refused.
+        state.results = [...(state.results ?? []), ...results].slice(-MAX_RECORDED_ACTIONS);
+        delete state.facts; // they count what was done on the node, told or not
+      }
       if (changed || results.length > 0) deps.reporter.submit(policy.name, memory, node);
     }
     // What we changed on the node (or its pods) comes back through the watch: look again, behind the fence.
@@ -57,14 +62,15 @@ export async function carryOut(deps: CarryOutDeps, pass: Pass, seen: Seen, plan:
   } catch (err) {
     failures.add(`carrying out a decision of sandboxpolicy/${policy.name}`, err);
   } finally {
-    memory.failed.push(...failures.retriable);
+    const first = memory.fail(failures.retriable);
     memory.carrying = undefined;
     const held = memory.held;
     memory.held = false;
     // A failure is retried after the queue's backoff (the next pass fails with it, and the backoff grows): at once, a
-    // failing apiserver would be asked again at the pace of its refusals.
-    if (failures.retriable.length > 0) deps.requeue(policy.name, 'backoff');
-    else if (held) deps.requeue(policy.name, 0);
+    // failing apiserver would be asked again at the pace of its refusals. A failure already noted has asked.
+    if (failures.retriable.length > 0) {
+      if (first) deps.requeue(policy.name, 'backoff');
+    } else if (held) deps.requeue(policy.name, 0);
     else if (wait !== undefined) deps.requeue(policy.name, wait);
   }
 }

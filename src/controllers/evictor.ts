@@ -60,6 +60,11 @@ export class Evictor {
     });
   }
 
+  /** The node is gone: when we last evicted off it goes too. */
+  forgetNode(node: string): void {
+    this.lastOn.delete(node);
+  }
+
   /** When this process last evicted (or, in a dry run, reported evicting) a pod off the node. */
   lastEvictionOn(node: string): Date | undefined {
     const at = this.lastOn.get(node);

@@ -265,6 +265,7 @@ export class Manager {
    */
   fence(): void {
     this.options.fence.close();
+    this.controllers.reconciler.stopWriting();
     this.webhook?.unlead();
     this.options.metrics.leader.set(0);
   }

@@ -52,22 +52,27 @@ function simulatedStamps(previous: SandboxHealthStatus | undefined): NodeStamps 
 }
 
 /**
+ * Pods moved off the node since its remediation began: the count status keeps for it (which the recent actions,
+ * capped and shared, would lose), or the recent actions' where status has none yet (a status from before the count),
+ * and those no report holds yet.
+ */
+function migratedSince(
+  previous: SandboxHealthStatus | undefined,
+  untold: readonly ActionRecord[],
+  since: Date,
+): number {
+  const migrated = (a: ActionRecord) =>
+    a.kind === 'Migrate' && a.outcome === 'Succeeded' && new Date(a.time) >= since;
+  const kept =
+    previous?.remediation?.since === since.toISOString() ? (previous.remediation.migrated ?? 0) : 0;
+  const recent = (previous?.actions ?? []).filter(migrated).length;
+  return Math.max(kept, recent) + untold.filter(migrated).length;
+}
+
+/**
  * Pods an earlier pass already evicted (in a dry run, also those reported as evicted): never evicted twice. A
  * real run ignores dry-run records: those pods are still there and may need it.
  */
-/**
- * Pods moved off the node since its remediation began: the count status keeps for it (which the recent actions,
- * capped and shared, would lose), or the recent actions' where status has none yet (a status from before the count).
- */
-function migratedSince(previous: SandboxHealthStatus | undefined, since: Date): number {
-  const kept =
-    previous?.remediation?.since === since.toISOString() ? (previous.remediation.migrated ?? 0) : 0;
-  const recent = (previous?.actions ?? []).filter(
-    (a) => a.kind === 'Migrate' && a.outcome === 'Succeeded' && new Date(a.time) >= since,
-  ).length;
-  return Math.max(kept, recent);
-}
-
 export function evictedUids(actions: readonly ActionRecord[] | undefined, dryRun: boolean): Set<string> {
   return new Set(
     (actions ?? [])
@@ -93,6 +98,16 @@ export interface ObserveInput {
   lastEvictionAt?: Date | undefined;
   /** The node's medik8s lease, when there is one. */
   lease?: NodeLeaseView | undefined;
+  /**
+   * What was done on the node that no report written holds yet, newest first: counted as if its report held it (a pod
+   * migrated, evicted, a node undone), so that the next decision does not wait for the report, nor go past a limit.
+   */
+  untold?: readonly ActionRecord[] | undefined;
+  /**
+   * In a dry run, the stamps the last decision carried out in this process left in status alone (none: it left none),
+   * which its report may not hold yet; absent when no decision was carried out here.
+   */
+  simulatedStamps?: { stamps: NodeStamps | undefined } | undefined;
 }
 
 /** The latest eviction off the node: its recent actions (newest first), or this process's own, later one. */
@@ -110,9 +125,16 @@ function lastEvictionOf(
 
 export function observeNode(input: ObserveInput): NodeFacts {
   const { node, findings, previous, detection } = input;
-  const simulated = input.dryRun && !node.stamps ? simulatedStamps(previous) : undefined;
+  const simulated =
+    input.dryRun && !node.stamps
+      ? input.simulatedStamps
+        ? input.simulatedStamps.stamps
+        : simulatedStamps(previous)
+      : undefined;
   const stamps = node.stamps ?? simulated;
-  const evicted = evictedUids(previous?.actions, input.dryRun);
+  const untold = input.untold ?? [];
+  const actions = untold.length > 0 ? [...untold, ...(previous?.actions ?? [])] : previous?.actions;
+  const evicted = evictedUids(actions, input.dryRun);
   const skip = (pod: PodView) => evicted.has(pod.uid) || input.evictionsInFlight.has(pod.uid);
   const degradedCondition = detection.conditions.find((c) => c.type === 'SandboxCreationDegraded');
   const taints = [...node.taints];
@@ -131,7 +153,7 @@ export function observeNode(input: ObserveInput): NodeFacts {
       .filter((s) => s.cause !== 'Unknown' && isIoCause(s.cause) && !skip(s.pod))
       .map((s) => candidate(s.pod)),
     ioHeavyPods: input.ioHeavyPods.filter((p) => !skip(p)).map(candidate),
-    migrated: stamps ? migratedSince(previous, stamps.since) : 0,
+    migrated: stamps ? migratedSince(previous, untold, stamps.since) : 0,
   };
   if (stamps) facts.stamps = stamps;
   if (input.lease) facts.lease = input.lease;
@@ -140,14 +162,14 @@ export function observeNode(input: ObserveInput): NodeFacts {
   if (degradedCondition?.status === 'False')
     facts.quietSince = new Date(degradedCondition.lastTransitionTime);
   // Our undo on recovery, or someone else reverting us: either way the node is left alone for a cooldown.
-  const lastUndo = (previous?.actions ?? []).find(
+  const lastUndo = (actions ?? []).find(
     (a) =>
       (a.kind === 'Uncordon' || a.kind === 'Untaint') &&
       a.outcome === 'Succeeded' &&
       (a.reason === 'Recovered' || isStampDrop(a)),
   );
   if (lastUndo) facts.lastUndoAt = new Date(lastUndo.time);
-  const lastEviction = lastEvictionOf(previous?.actions, input.dryRun, input.lastEvictionAt);
+  const lastEviction = lastEvictionOf(actions, input.dryRun, input.lastEvictionAt);
   if (lastEviction) facts.lastEvictionAt = lastEviction;
   return facts;
 }

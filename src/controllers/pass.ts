@@ -320,8 +320,10 @@ export function policyStatusOf(
 export function nextWait(pass: Pass, seen: Seen, plan: Plan | undefined): ReconcileResult {
   const at = pass.now.getTime();
   const waits = [pass.memory.fullPassAt - at];
-  for (const state of pass.memory.nodes.values())
-    if (state.observation) waits.push(state.observation.dueAt - at);
+  // A node due but not looked at was still settling: SETTLE_RETRY_MS looks again, not a pass at once each time.
+  for (const [node, { observation }] of pass.memory.nodes)
+    if (observation && (observation.dueAt > at || seen.observed.has(node)))
+      waits.push(observation.dueAt - at);
   // Retries of what a guard holds until a known time (cooldown, the eviction window).
   for (const b of plan?.remediation?.blocked ?? []) if (b.liftsAt) waits.push(b.liftsAt.getTime() - at + 1);
   if (plan?.remediation?.blocked.some((b) => b.guard === 'CacheNotSynced')) waits.push(FOLLOW_UP_MS);

@@ -1,5 +1,10 @@
 import type { Actuator } from '../actuation/actuator.js';
-import type { PolicyProblem, SandboxPolicySpec, SandboxPolicyStatus } from '../api/v1alpha1/index.js';
+import type {
+  NodeStamps,
+  PolicyProblem,
+  SandboxPolicySpec,
+  SandboxPolicyStatus,
+} from '../api/v1alpha1/index.js';
 import type { Logger } from '../observability/log.js';
 import { isEviction } from '../policy/actions.js';
 import type { NodeFacts } from '../policy/node-facts.js';
@@ -12,6 +17,7 @@ import type { Expectations } from '../runtime/expectations.js';
 import type { IoSource } from '../signals/types.js';
 import { describeError } from '../kube/errors.js';
 import { invalidPolicyStatus } from '../status/policy-status.js';
+import { actionRecord } from '../status/remediation-status.js';
 import type { ActionLog } from './action-log.js';
 import { carryOut } from './carry-out.js';
 import type { Evictor } from './evictor.js';
@@ -32,7 +38,7 @@ import {
   type Requeue,
   type Seen,
 } from './pass.js';
-import type { PolicyMemories, PolicyMemory } from './policy-memory.js';
+import type { PolicyMemories, PolicyMemory, RemediationParts } from './policy-memory.js';
 import { sameStatus, type Reporter } from './reporter.js';
 import { saturatedNodes } from './observe-rollouts.js';
 import type { RolloutThrottler } from './rollout-throttler.js';
@@ -104,9 +110,10 @@ export class PolicyReconciler {
     else this.deps.expectations.forget(`Node/${name}`);
   }
 
-  /** A node is gone: its Event budget goes with it. */
+  /** A node is gone: its Event budget goes with it, and when we last evicted off it. */
   forgetNode(name: string): void {
     this.deps.reporter.forgetNode(name);
+    this.deps.evictor.forgetNode(name);
   }
 
   async reconcile(name: string): Promise<ReconcileResult> {
@@ -126,8 +133,9 @@ export class PolicyReconciler {
     const pass = this.begin(status === undefined ? object : { ...object, status }, validation.spec, memory);
     const seen = await this.observe(pass);
     // One decision carried out at a time: until it is back, a pass looks and reports, and decides nothing.
-    const plan = memory.carrying ? undefined : this.decide(pass, seen);
-    memory.held ||= plan === undefined;
+    const plan = memories.busy(name) ? undefined : this.decide(pass, seen);
+    // Its carrying out asks for the pass it held (a deleted namesake's asks through onLeft).
+    if (!plan && memory.carrying) memory.held = true;
     const reported = this.report(pass, seen, plan);
     if (plan) memory.carrying = carryOut(this.deps, pass, seen, plan);
     // Set once, at the end: with two workers, another policy's pass may have run in between.
@@ -144,6 +152,11 @@ export class PolicyReconciler {
         cause: failed[0],
       });
     return this.next(pass, seen, plan);
+  }
+
+  /** No more writes: the reports still waiting are dropped (a decision under way ends at the fence). */
+  stopWriting(): void {
+    this.deps.reporter.dropWaiting();
   }
 
   /** Resolves once every decision under way is carried out and every report asked for is written. */
@@ -163,7 +176,7 @@ export class PolicyReconciler {
     problems: PolicyProblem[],
   ): Promise<ReconcileResult> {
     // A decision of its valid self still under way writes the status last: refuse once it is back.
-    if (memory.carrying) {
+    if (this.deps.memories.busy(policy.name)) {
       memory.held = true;
       return {};
     }
@@ -309,14 +322,24 @@ export class PolicyReconciler {
   ): NodeFacts {
     const state = memory.state(observation.node.name);
     if (state.facts?.dryRun === dryRun && inFlight.size === 0) return state.facts.facts;
+    // Told when their report is written: until then they count as told at this pass (a cooldown starts no earlier).
+    const now = new Date(this.deps.clock.now());
+    const untold = state.results?.map((result) => actionRecord(result, now, dryRun)).reverse();
     const facts = observeNode({
       ...observation,
       dryRun,
       evictionsInFlight: inFlight,
       lastEvictionAt: this.deps.evictor.lastEvictionOn(observation.node.name),
+      untold,
+      simulatedStamps:
+        dryRun && state.remediation?.dryRun ? { stamps: simulatedOf(state.remediation) } : undefined,
     });
     if (inFlight.size === 0) state.facts = { dryRun, facts };
     else delete state.facts;
     return facts;
   }
 }
+
+/** The stamps a dry-run decision left in status alone. */
+const simulatedOf = (parts: RemediationParts): NodeStamps | undefined =>
+  parts.simulated ? parts.stampsAfter : undefined;

@@ -5,6 +5,7 @@ import type { Logger } from '../observability/log.js';
 import type { EventRecorder, StatusWriter, Transition } from '../ports/writes.js';
 import type { Clock } from '../runtime/clock.js';
 import { TerminalError } from '../runtime/controller.js';
+import { NotActingError } from '../runtime/fence.js';
 import { Lanes } from '../runtime/lanes.js';
 import { conditionStatus } from '../status/conditions.js';
 import {
@@ -167,18 +168,21 @@ export class Reporter {
     if (!this.lanes.busy(node)) this.owners.delete(node);
   }
 
+  /**
+   * Drops every report still waiting: this process may no longer write (a lost Lease, a stop), and each would be
+   * refused. What they would have said stays in the policies' memory; a pass of a new term plans them again.
+   */
+  dropWaiting(): void {
+    this.lanes.clear();
+    for (const node of this.owners.keys()) if (!this.lanes.busy(node)) this.owners.delete(node);
+  }
+
   private async run(node: string): Promise<void> {
     const owner = this.owners.get(node);
     if (!owner) return;
     const planned = this.plan(owner.policy, owner.memory, node);
     if (!planned) return;
-    const state = owner.memory.state(node);
-    const results = planned.input.results.length;
     const transitions = await this.write(planned, owner.memory);
-    // Written: the results it held are told (others may have come meanwhile).
-    const left = state.results?.slice(results) ?? [];
-    if (left.length > 0) state.results = left;
-    else delete state.results;
     this.deps.hooks?.onReport?.(this.deps.clock.now() - owner.since, planned.urgent);
     for (const transition of transitions) await this.record(owner.policy, node, transition);
   }
@@ -188,6 +192,8 @@ export class Reporter {
     if (!this.lanes.busy(node)) this.owners.delete(node);
     if (!owner) return;
     const what = `status of sandboxhealth/${node}`;
+    // Refused by the fence: this process no longer acts, and has nothing to retry or to warn of.
+    if (error instanceof NotActingError) return;
     const retriable = error !== undefined && !(error instanceof TerminalError);
     if (error instanceof TerminalError)
       // The apiserver refused it for what it is: sent again as it is, it would be refused again.
@@ -196,8 +202,8 @@ export class Reporter {
         what,
         error: error.message,
       });
+    const first = retriable && owner.memory.fail([error]);
     if (retriable) {
-      owner.memory.failed.push(error);
       this.deps.logger.warn('Failed a write; will retry', {
         policy: owner.policy,
         what,
@@ -206,8 +212,9 @@ export class Reporter {
     }
     // Looked at afresh: what the API holds is uncertain after a failure, and out of date for a node wanted again.
     if (retriable || wanted) owner.memory.markDirty(node);
-    if (retriable) this.deps.requeue(owner.policy, 'backoff');
-    else if (wanted) this.deps.requeue(owner.policy, 0);
+    // Once per failing pass: every node's failure asking for the backoff would push it out by a step each.
+    if (first) this.deps.requeue(owner.policy, 'backoff');
+    else if (wanted && !retriable) this.deps.requeue(owner.policy, 0);
   }
 
   /**
@@ -274,6 +281,12 @@ export class Reporter {
     observation.exists = true;
     observation.previous = written.status ?? (applyMergePatch(previous, sent) as SandboxHealthStatus);
     overlay.wroteHealth(node.name, written.version, written.status);
+    // Its results are told now, in the same turn as the status that holds them (others may have come meanwhile): the
+    // facts count each once.
+    const told = new Set(input.results);
+    const left = state.results?.filter((result) => !told.has(result)) ?? [];
+    if (left.length > 0) state.results = left;
+    else delete state.results;
     // A pass that looked at the node while this was in flight read the status from before it: look again.
     if (state.observation && state.observation !== observation) {
       state.observation.stale = true;

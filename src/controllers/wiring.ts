@@ -76,7 +76,9 @@ export function buildControllers(deps: ControllerDeps): Controllers {
   const requeue = deps.requeue ?? (() => undefined);
   const expectations = new Expectations(clock);
   const overlay = new StatusOverlay(cache, expectations);
-  const memories = new PolicyMemories();
+  const memories = new PolicyMemories((policy) => {
+    requeue(policy, 0);
+  });
   const conditions = new NodeConditions({
     cache,
     expectations,

@@ -54,6 +54,15 @@ export class Lanes<K> {
     this.urgent.delete(key);
     this.routine.delete(key);
     this.wanted.delete(key);
+    this.pump();
+  }
+
+  /** Drops every key that waits (nothing may be written any more); those in flight finish. */
+  clear(): void {
+    this.urgent.clear();
+    this.routine.clear();
+    this.wanted.clear();
+    this.pump();
   }
 
   /** Resolves once nothing waits or runs. */

@@ -123,7 +123,10 @@ export class WorkQueue<K> {
     this.processing.delete(key);
     if (this.spacing) {
       const hold = Math.min(this.spacing.maxMs, this.spacing.factor * runMs);
-      if (hold > 0) this.spacedUntil.set(key, this.clock.now() + hold);
+      const now = this.clock.now();
+      // Holds gone by go: a key that never comes back (a deleted policy) leaves nothing behind.
+      for (const [other, until] of this.spacedUntil) if (until <= now) this.spacedUntil.delete(other);
+      if (hold > 0) this.spacedUntil.set(key, now + hold);
     }
     if (this.dirty.delete(key)) this.add(key);
   }

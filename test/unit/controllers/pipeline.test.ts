@@ -52,8 +52,8 @@ const IO_SPEC = {
   safety: { maxUnhealthyNodes: 10, cooldownSeconds: 0 },
 };
 
-function world() {
-  const cluster = new MemoryCluster().addPolicy('p', IO_SPEC).addNodes(aNode('n1'), aNode('n2'), aNode('n3'));
+function world(spec: object = IO_SPEC) {
+  const cluster = new MemoryCluster().addPolicy('p', spec).addNodes(aNode('n1'), aNode('n2'), aNode('n3'));
   const clock = new FakeClock(secondsAfter(T0, 600).getTime());
   const saturated = new Set(['n1', 'n2']);
   const sources: ControllerDeps['sources'] = () => ({
@@ -105,12 +105,10 @@ describe('PolicyReconciler, pipelined', () => {
     expect(cordon.held()).to.equal(1);
 
     w.stuck('web-2', 'n3');
-    const started = Date.now();
     await w.reconciler.reconcile('p');
     await turn();
     expect(w.listed('n3'), 'n3 reported, n1 still being cordoned').to.deep.equal(['web-2']);
     expect(w.cluster.nodeMap.get('n1')!.unschedulable).to.equal(false);
-    expect(Date.now() - started).to.be.below(5_000);
 
     cordon.release();
     await w.reconciler.idle();
@@ -224,6 +222,86 @@ describe('PolicyReconciler, pipelined', () => {
     expect(w.cluster.health('n1')!.status!.actions!.map((a) => `${a.kind} ${a.outcome}`)).to.deep.equal([
       'Cordon Succeeded',
     ]);
+  });
+
+  it('migrates no more than maxPodsPerNode while the report of a migration is in flight (found by review)', async () => {
+    const spec = {
+      ...IO_SPEC,
+      safety: { ...IO_SPEC.safety, maxEvictionsPerMinute: 30 },
+      remediation: { migrateWorkloads: { podSelector: { matchLabels: { io: 'heavy' } }, maxPodsPerNode: 1 } },
+    };
+    const w = world(spec);
+    for (const name of ['db-0', 'db-1', 'db-2'])
+      w.cluster.running.push({
+        ...aPod().named(name).onNode('n1').running().labelled({ io: 'heavy' }).build(),
+        controllerKind: 'ReplicaSet',
+      });
+    w.stuck('web-1', 'n1');
+    await w.reconciler.reconcile('p'); // the cordon
+    await w.reconciler.idle();
+    expect(w.cluster.nodeMap.get('n1')!.unschedulable).to.equal(true);
+    // n1's reports hang from here on: the one that tells of the migration too. The passes that follow must count the
+    // migration all the same.
+    const report = w.hold('patchHealthStatus', (name) => name === 'n1');
+    const migrated = () => w.cluster.evicted.filter((pod) => pod.startsWith('default/db-'));
+    for (let i = 0; i < 6; i++) {
+      w.clock.advance(2_000);
+      w.cluster.changed('n1');
+      await w.reconciler.reconcile('p');
+      for (let j = 0; j < 5; j++) await turn();
+    }
+    expect(migrated(), 'maxPodsPerNode: 1').to.have.length(1);
+    expect(report.held(), 'the report telling of it still in flight').to.equal(1);
+    report.release();
+    await w.reconciler.idle();
+    expect(migrated()).to.have.length(1);
+    expect(w.cluster.health('n1')!.status!.actions!.filter((a) => a.kind === 'Migrate')).to.have.length(1);
+  });
+
+  it('backs off one step for a pass whose reports all failed, not one per node', async () => {
+    const w = world();
+    await w.reconciler.reconcile('p');
+    await w.reconciler.idle();
+    for (const node of ['n1', 'n2', 'n3']) {
+      w.cluster.failNextHealthPatch.set(node, new Error('etcdserver: leader changed'));
+      w.stuck(`web-${node}`, node);
+    }
+    const before = w.requeues.length;
+    await w.reconciler.reconcile('p');
+    await w.reconciler.idle();
+    const backoffs = w.requeues.slice(before).filter((r) => r.after === 'backoff');
+    expect(backoffs, 'asked once, by the first failure').to.have.length(1);
+    let error: unknown;
+    await w.reconciler.reconcile('p').catch((err: unknown) => (error = err));
+    expect(String(error)).to.contain('leader changed');
+  });
+
+  it("decides nothing for a policy made again under the same name until its namesake's decision is back", async () => {
+    const w = world();
+    await w.reconciler.reconcile('p');
+    await w.reconciler.idle();
+    const cordon = w.hold('patchNode');
+    w.stuck('web-1', 'n1');
+    await w.reconciler.reconcile('p');
+    await turn();
+    expect(cordon.held()).to.equal(1);
+    // Deleted and made again while its cordon is in flight: the new policy must not decide beside it.
+    const old = w.cluster.policyMap.get('p')!;
+    w.cluster.policyMap.delete('p');
+    await w.reconciler.reconcile('p');
+    const { status: _status, ...fresh } = old;
+    w.cluster.policyMap.set('p', { ...fresh, uid: 'uid-p-again' });
+    await w.reconciler.reconcile('p');
+    await turn();
+    expect(cordon.held(), 'no second cordon').to.equal(1);
+    const requeued = w.requeues.length;
+    cordon.release();
+    await w.reconciler.idle();
+    expect(w.requeues.slice(requeued), 'asked to decide once it is back').to.deep.include({
+      policy: 'p',
+      after: 0,
+    });
+    expect(w.cluster.writes.filter((x) => x.startsWith('patch node/'))).to.deep.equal(['patch node/n1']);
   });
 
   it('fails the next pass with what failed in the background, and asks for the retry after the backoff', async () => {

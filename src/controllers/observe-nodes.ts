@@ -73,7 +73,8 @@ export async function observeNodes(
     const node = cache.node(nodeName);
     if (!node) continue;
     const seen = observeNode(deps, request, node, nodeFindings);
-    if (seen.draft) drafts.push(seen.draft);
+    // Its status is read now; a report of ours may land while the live reads below are awaited.
+    if (seen.draft) drafts.push({ ...seen.draft, reportsLanded: memory.state(nodeName).reportsLanded ?? 0 });
     if (!seen.settled) unsettled.push(nodeName);
   }
   await forEachLimit(drafts, LIVE_READS, async (draft) => {
@@ -111,7 +112,8 @@ function busyOf(reading: SourcedReading | undefined): number | undefined {
 const LIVE_READS = 8;
 
 /** A node observed but for its desired detection status, which waits for its IO consumers to be named. */
-interface Draft extends Omit<NodeObservation, 'detection'> {
+interface Draft extends Omit<NodeObservation, 'detection' | 'reportsLanded'> {
+  reportsLanded?: number;
   reading: SourcedReading | undefined;
   readingToWrite: IoReadingStatus | undefined;
 }
@@ -130,7 +132,7 @@ function finish(request: ObserveRequest, draft: Draft): NodeObservation {
     ...(draft.io ? { io: { decision: draft.io, ...(readingToWrite ? { readingToWrite } : {}) } } : {}),
     ...(draft.cause ? { cause: { decision: draft.cause, attribution: draft.attribution } } : {}),
   });
-  return { ...observation, detection };
+  return { ...observation, reportsLanded: draft.reportsLanded ?? 0, detection };
 }
 
 async function refreshSource(

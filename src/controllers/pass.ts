@@ -56,6 +56,7 @@ export interface Pass {
 export interface Seen {
   full: boolean;
   observed: ReadonlySet<string>;
+  /** Nodes not to decide on yet: our Node write not back, or a look a SandboxHealth write of ours overtook. */
   unsettled: number;
   source: IoSource | undefined;
 }

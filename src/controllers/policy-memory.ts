@@ -36,6 +36,8 @@ export interface NodeObservation {
   version: string | undefined;
   /** When the node's state changes with time alone (a pod crossing the threshold, sustain, recovery, a reading going stale). */
   dueAt: number;
+  /** How many of our SandboxHealth writes of the node had landed when its `previous` was read. */
+  reportsLanded: number;
   /** A SandboxHealth write of ours landed after this was taken: its `previous` is out of date, look again. */
   stale?: true;
 }
@@ -64,6 +66,8 @@ export interface NodeState {
   facts?: { dryRun: boolean; facts: NodeFacts };
   /** The remediation its reports say; absent until a decision about it has been carried out in this process. */
   remediation?: RemediationParts;
+  /** Our SandboxHealth writes of it that landed: a look that read its status before the last one is stale. */
+  reportsLanded?: number;
   /** What was done on it that no report written holds yet: the next one does (its Events too). */
   results?: ActionResult[];
   /** The blocks counted already (blockKey): each is counted once, when first decided. */

@@ -131,7 +131,11 @@ export class PolicyReconciler {
     if (!validation.valid) return this.refuse(object, memory, validation.problems);
     const status = overlay.policyStatus(memory, object);
     const pass = this.begin(status === undefined ? object : { ...object, status }, validation.spec, memory);
-    const seen = await this.observe(pass);
+    const observed = await this.observe(pass);
+    // A look a report of ours overtook read the status from before it (what that report told, its results, gone from
+    // memory then): no ground for a decision. Its node is looked at again first.
+    const overtaken = memory.observations().filter((o) => o.stale).length;
+    const seen = { ...observed, unsettled: observed.unsettled + overtaken };
     // One decision carried out at a time: until it is back, a pass looks and reports, and decides nothing.
     const plan = memories.busy(name) ? undefined : this.decide(pass, seen);
     // Its carrying out asks for the pass it held (a deleted namesake's asks through onLeft).
@@ -151,7 +155,9 @@ export class PolicyReconciler {
       throw new Error(`${failed.length} write(s) failed, first: ${describeError(failed[0])}`, {
         cause: failed[0],
       });
-    return this.next(pass, seen, plan);
+    const next = this.next(pass, seen, plan);
+    // Looked at again at once: its news waits for that look.
+    return overtaken > 0 ? { ...next, requeueAfterMs: 0 } : next;
   }
 
   /** No more writes: the reports still waiting are dropped (a decision under way ends at the fence). */
@@ -226,6 +232,11 @@ export class PolicyReconciler {
       const state = memory.state(observation.node.name);
       state.observation = observation;
       delete state.facts;
+      // A report of ours landed after its status was read (during the live reads): look again, decide nothing on it.
+      if (observation.reportsLanded !== (state.reportsLanded ?? 0)) {
+        observation.stale = true;
+        memory.markDirty(observation.node.name);
+      }
     }
     for (const node of unsettled) memory.markDirty(node);
     return {

@@ -182,7 +182,9 @@ export class Reporter {
     if (!owner) return;
     const planned = this.plan(owner.policy, owner.memory, node);
     if (!planned) return;
-    const transitions = await this.write(planned, owner.memory);
+    const { transitions, overtook } = await this.write(planned, owner.memory);
+    // A pass's look at the node read the status from before this write: look again, at once.
+    if (overtook) this.deps.requeue(owner.policy, 0);
     this.deps.hooks?.onReport?.(this.deps.clock.now() - owner.since, planned.urgent);
     for (const transition of transitions) await this.record(owner.policy, node, transition);
   }
@@ -251,15 +253,21 @@ export class Reporter {
     return { observation, input, desired, patch, urgent };
   }
 
-  /** Writes one node's SandboxHealth as planned; returns the transitions to record. */
-  private async write(report: PlannedReport, memory: PolicyMemory): Promise<Transition[]> {
+  /**
+   * Writes one node's SandboxHealth as planned; returns the transitions to record, and whether a pass looked at the
+   * node while it was in flight (that look is stale now).
+   */
+  private async write(
+    report: PlannedReport,
+    memory: PolicyMemory,
+  ): Promise<{ transitions: Transition[]; overtook: boolean }> {
     const { writer, overlay } = this.deps;
     const { observation, input, desired } = report;
     const { node, previous } = observation;
     if (!observation.exists) await writer.createHealth(node);
     if (Object.keys(report.patch).length === 0) {
       observation.exists = true;
-      return [];
+      return { transitions: [], overtook: false };
     }
     let sent = report.patch;
     let written: Awaited<ReturnType<StatusWriter['patchHealthStatus']>>;
@@ -288,14 +296,17 @@ export class Reporter {
     if (left.length > 0) state.results = left;
     else delete state.results;
     // A pass that looked at the node while this was in flight read the status from before it: look again.
-    if (state.observation && state.observation !== observation) {
-      state.observation.stale = true;
+    state.reportsLanded = (state.reportsLanded ?? 0) + 1;
+    const other = state.observation;
+    const overtook = other !== undefined && other !== observation;
+    if (overtook) {
+      other.stale = true;
       memory.markDirty(node.name);
     }
     delete state.facts;
     const stuck = detectionTransitions(node, previous, desired, this.budget(node.name));
     this.spend(node.name, stuck);
-    return [...stuck, ...remediationTransitions(input, desired)];
+    return { transitions: [...stuck, ...remediationTransitions(input, desired)], overtook };
   }
 
   /** Records one transition as an Event; the ones an SRE follows are logged too. */

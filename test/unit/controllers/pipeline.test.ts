@@ -258,6 +258,42 @@ describe('PolicyReconciler, pipelined', () => {
     expect(w.cluster.health('n1')!.status!.actions!.filter((a) => a.kind === 'Migrate')).to.have.length(1);
   });
 
+  it('decides nothing on a look that the report of a migration overtook (found by the integration test)', async () => {
+    const spec = {
+      ...IO_SPEC,
+      remediation: { migrateWorkloads: { podSelector: { matchLabels: { io: 'heavy' } }, maxPodsPerNode: 1 } },
+    };
+    const w = world(spec);
+    for (const name of ['db-0', 'db-1'])
+      w.cluster.running.push({
+        ...aPod().named(name).onNode('n1').running().labelled({ io: 'heavy' }).build(),
+        controllerKind: 'ReplicaSet',
+      });
+    w.stuck('web-1', 'n1');
+    await w.reconciler.reconcile('p'); // the cordon
+    await w.reconciler.idle();
+    // The report telling of the migration hangs; a pass looks at n1 meanwhile (its status read from before it).
+    const report = w.hold('patchHealthStatus', (name) => name === 'n1');
+    await w.reconciler.reconcile('p'); // web-1 evicted, db-0 migrated
+    for (let j = 0; j < 5; j++) await turn();
+    w.cluster.changed('n1');
+    await w.reconciler.reconcile('p');
+    for (let j = 0; j < 5; j++) await turn();
+    const migrated = () => w.cluster.evicted.filter((pod) => pod.startsWith('default/db-'));
+    expect(migrated()).to.have.length(1);
+    // The report lands while the next pass looks at other nodes: that pass must not decide on its stale look at n1.
+    w.cluster.changed('n2');
+    const pass = w.reconciler.reconcile('p');
+    report.release();
+    await pass;
+    await w.reconciler.idle();
+    for (let i = 0; i < 3; i++) {
+      await w.reconciler.reconcile('p');
+      await w.reconciler.idle();
+    }
+    expect(migrated(), 'maxPodsPerNode: 1').to.have.length(1);
+  });
+
   it('backs off one step for a pass whose reports all failed, not one per node', async () => {
     const w = world();
     await w.reconciler.reconcile('p');

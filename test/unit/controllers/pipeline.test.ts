@@ -74,7 +74,7 @@ function world(spec: object = IO_SPEC) {
     writer: proxy,
     recorder: cluster,
     actuators: { real: proxy, dryRun: new DryRunActuator() },
-    workloads: cluster,
+    workloads: proxy,
     clock,
     logger: silentLogger,
     sources,
@@ -286,6 +286,45 @@ describe('PolicyReconciler, pipelined', () => {
     const pass = w.reconciler.reconcile('p');
     report.release();
     await pass;
+    await w.reconciler.idle();
+    for (let i = 0; i < 3; i++) {
+      await w.reconciler.reconcile('p');
+      await w.reconciler.idle();
+    }
+    expect(migrated(), 'maxPodsPerNode: 1').to.have.length(1);
+  });
+
+  it("decides nothing on a look whose node's report landed during its live reads (found by the integration test)", async () => {
+    const spec = {
+      ...IO_SPEC,
+      remediation: { migrateWorkloads: { podSelector: { matchLabels: { io: 'heavy' } }, maxPodsPerNode: 1 } },
+    };
+    const w = world(spec);
+    for (const name of ['db-0', 'db-1'])
+      w.cluster.running.push({
+        ...aPod().named(name).onNode('n1').running().labelled({ io: 'heavy' }).build(),
+        controllerKind: 'ReplicaSet',
+      });
+    w.stuck('web-1', 'n1');
+    await w.reconciler.reconcile('p'); // the cordon
+    await w.reconciler.idle();
+    const report = w.hold('patchHealthStatus', (name) => name === 'n1');
+    await w.reconciler.reconcile('p'); // web-1 evicted, db-0 migrated; the report telling of it hangs
+    for (let j = 0; j < 5; j++) await turn();
+    const migrated = () => w.cluster.evicted.filter((pod) => pod.startsWith('default/db-'));
+    expect(migrated()).to.have.length(1);
+    // A pass reads n1's status (from before the report), then waits on its live read of n1's IO-heavy pods; the report
+    // lands meanwhile, and what it told leaves the policy's memory.
+    const liveRead = w.hold('runningPodsOn', (node) => node === 'n1');
+    w.cluster.changed('n1');
+    const pass = w.reconciler.reconcile('p');
+    for (let j = 0; j < 5; j++) await turn();
+    expect(liveRead.held()).to.equal(1);
+    report.release();
+    for (let j = 0; j < 5; j++) await turn();
+    liveRead.release();
+    const result = await pass;
+    expect(result.requeueAfterMs, 'looked at again at once').to.equal(0);
     await w.reconciler.idle();
     for (let i = 0; i < 3; i++) {
       await w.reconciler.reconcile('p');

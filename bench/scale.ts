@@ -993,7 +993,7 @@ function writeResults(): void {
         podsPerNode: PODS_PER_NODE,
         thresholdSeconds: THRESHOLD_SECONDS,
         incident: `${INCIDENT_NODES} nodes x ${INCIDENT_PODS_PER_NODE} new pods`,
-        commit: afterTree().commit,
+        commit: trees.at(-1)!.commit, // the tree measured, as it was when the run began
         sizes: after,
         ...(growth ? { growthFirstToLast: growth } : {}),
         ...(deployedEnvEffect ? { deployedEnvEffect } : {}),

@@ -12,7 +12,7 @@ import {
   nodeLeaseName,
   type NodeLeaseView,
 } from './node-lease.js';
-import { nextFreeAt, RATE_WINDOW_MS, reserveShrinksAt } from './rate-window.js';
+import { inRateWindow, nextFreeAt, reserveShrinksAt } from './rate-window.js';
 import type { RemediationPass } from './remediation-pass.js';
 import type { CandidatePod, Hold, NodeFacts } from './node-facts.js';
 
@@ -137,8 +137,7 @@ export function guardMigration(pass: RemediationPass, pod: CandidatePod): Hold |
 export function guardEvictionReserve(pass: RemediationPass, facts: NodeFacts): Hold | undefined {
   const { now } = pass.input;
   const evictedLately =
-    (pass.evictionsOn.get(facts.name) ?? 0) > 0 ||
-    (facts.lastEvictionAt !== undefined && now.getTime() - facts.lastEvictionAt.getTime() < RATE_WINDOW_MS);
+    (pass.evictionsOn.get(facts.name) ?? 0) > 0 || inRateWindow(facts.lastEvictionAt, now);
   return evictedLately ? guardRepeatEviction(pass) : undefined;
 }
 

@@ -3,6 +3,10 @@
 
 export const RATE_WINDOW_MS = 60_000;
 
+/** Whether a moment is in the window that ends now. */
+export const inRateWindow = (at: Date | undefined, now: Date): boolean =>
+  at !== undefined && now.getTime() - at.getTime() < RATE_WINDOW_MS;
+
 /** The moments still inside the window at `now`, oldest first (a reserved moment may lie ahead of now). */
 export function inWindow(moments: readonly Date[], now: Date): Date[] {
   const start = now.getTime() - RATE_WINDOW_MS;
@@ -18,15 +22,17 @@ export function budgetLeft(limit: number, moments: readonly Date[], now: Date): 
 const fullReserve = (limit: number) => Math.floor(limit / 3);
 
 /**
- * The part of a minute's budget kept for nodes that have had no eviction yet: a third of the limit (none below 3)
- * while the window's first eviction is fresh, shrinking evenly to none as it ages out. Nodes saturated moments after
- * others still get their first eviction at once, and a node alone gets the whole budget within the minute.
+ * The part of a minute's budget kept for nodes that have had no eviction yet: a third of the limit (no reserve for
+ * limits below 3) while the window's first eviction is fresh, shrinking evenly to none as it ages out, rounded to the
+ * nearest (rounded down, a limit of 3 kept its one for a millisecond). Nodes saturated moments after others still get
+ * their first eviction at once, and a node alone gets the whole budget within the minute.
  */
 export function firstEvictionReserve(limit: number, moments: readonly Date[], now: Date): number {
   const oldest = inWindow(moments, now)[0];
   const age = oldest ? Math.max(0, now.getTime() - oldest.getTime()) : 0;
-  // In whole numbers, exact to the millisecond: reserve * (window - age) / window, rounded down.
-  return Math.floor((fullReserve(limit) * Math.max(0, RATE_WINDOW_MS - age)) / RATE_WINDOW_MS);
+  // In whole numbers, exact to the millisecond: reserve * (window - age) / window, halves rounded up.
+  const remaining = Math.max(0, RATE_WINDOW_MS - age);
+  return Math.floor((2 * fullReserve(limit) * remaining + RATE_WINDOW_MS) / (2 * RATE_WINDOW_MS));
 }
 
 /** When the reserve has shrunk below `left` (the budget left), so a node with an eviction already may take one. */
@@ -34,8 +40,9 @@ export function reserveShrinksAt(limit: number, moments: readonly Date[], now: D
   if (firstEvictionReserve(limit, moments, now) < left) return now;
   const reserve = fullReserve(limit);
   const oldest = inWindow(moments, now)[0] ?? now;
-  // reserve * (window - age) < left * window  <=>  age > window * (reserve - left) / reserve.
-  const age = Math.floor((RATE_WINDOW_MS * Math.max(0, reserve - left)) / Math.max(1, reserve)) + 1;
+  // floor((2r(w - age) + w) / 2w) < left  <=>  2r(w - age) + w < 2 left w  <=>  age > w (2r - 2 left + 1) / 2r.
+  const age =
+    Math.floor((RATE_WINDOW_MS * Math.max(0, 2 * reserve - 2 * left + 1)) / Math.max(1, 2 * reserve)) + 1;
   return new Date(Math.max(now.getTime(), oldest.getTime() + age));
 }
 

@@ -18,6 +18,7 @@ import {
   guardUndoCooldown,
   guardUnfenced,
 } from './guards.js';
+import { inRateWindow } from './rate-window.js';
 import { block, nodeTarget, podTarget, type RemediationPass } from './remediation-pass.js';
 import type { CandidatePod, Hold, NodeFacts } from './node-facts.js';
 
@@ -255,8 +256,10 @@ function evictPod(
   const { namespace, name, uid } = pod;
   const action: Eviction = { kind, node, target, pod: { namespace, name, uid }, reason, message };
   const planned = pass.evictionsOn.get(node) ?? 0;
-  if (planned >= pass.evictionShare) {
-    pass.deferred.push(action); // the other nodes first: spendDeferred gives it what they leave
+  // A node with an eviction in the window already waits for the first evictions of the others (a tie of stuck pods
+  // decided by name must not hand it the last of the budget); spendDeferred gives it what they leave.
+  if (planned >= pass.evictionShare || inRateWindow(facts.lastEvictionAt, pass.input.now)) {
+    pass.deferred.push(action);
     return undefined;
   }
   pass.evictionsOn.set(node, planned + 1);

@@ -200,6 +200,8 @@ export function setRemediation(
   state.countedBlocks = new Set(parts.blocked.map(blockKey));
   const changed = !sameRemediation(state.remediation, parts);
   state.remediation = parts;
+  // A dry run's facts read the stamps it left (simulatedStamps): made again on the new ones.
+  if (changed) delete state.facts;
   return changed;
 }
 

@@ -134,8 +134,8 @@ export class PolicyReconciler {
     const observed = await this.observe(pass);
     // A look a report of ours overtook read the status from before it (what that report told, its results, gone from
     // memory then): no ground for a decision. Its node is looked at again first.
-    const overtaken = memory.observations().filter((o) => o.stale).length;
-    const seen = { ...observed, unsettled: observed.unsettled + overtaken };
+    const overtaken = memory.observations().filter((o) => o.stale);
+    const seen = { ...observed, unsettled: observed.unsettled + overtaken.length };
     // One decision carried out at a time: until it is back, a pass looks and reports, and decides nothing.
     const plan = memories.busy(name) ? undefined : this.decide(pass, seen);
     // Its carrying out asks for the pass it held (a deleted namesake's asks through onLeft).
@@ -156,8 +156,9 @@ export class PolicyReconciler {
         cause: failed[0],
       });
     const next = this.next(pass, seen, plan);
-    // Looked at again at once: its news waits for that look.
-    return overtaken > 0 ? { ...next, requeueAfterMs: 0 } : next;
+    // Looked at again at once when this pass's own look was overtaken; one still waiting for the watch (no look this
+    // pass) waits SETTLE_RETRY_MS, as any unsettled node, rather than pass after pass at once.
+    return overtaken.some((o) => observed.observed.has(o.node.name)) ? { ...next, requeueAfterMs: 0 } : next;
   }
 
   /** No more writes: the reports still waiting are dropped (a decision under way ends at the fence). */

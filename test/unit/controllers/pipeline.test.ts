@@ -93,6 +93,21 @@ function world(spec: object = IO_SPEC) {
   return { cluster, clock, hold, requeues, stuck, listed, ...controllers };
 }
 
+/** The world with maxPodsPerNode 1 for pods labelled io=heavy, and those pods running on n1. */
+function migratingWorld(heavy: readonly string[], safety: object = {}) {
+  const w = world({
+    ...IO_SPEC,
+    safety: { ...IO_SPEC.safety, ...safety },
+    remediation: { migrateWorkloads: { podSelector: { matchLabels: { io: 'heavy' } }, maxPodsPerNode: 1 } },
+  });
+  for (const name of heavy)
+    w.cluster.running.push({
+      ...aPod().named(name).onNode('n1').running().labelled({ io: 'heavy' }).build(),
+      controllerKind: 'ReplicaSet',
+    });
+  return w;
+}
+
 describe('PolicyReconciler, pipelined', () => {
   it("reports a new stuck pod on one node while another node's cordon is still in flight", async () => {
     const w = world();
@@ -225,17 +240,7 @@ describe('PolicyReconciler, pipelined', () => {
   });
 
   it('migrates no more than maxPodsPerNode while the report of a migration is in flight (found by review)', async () => {
-    const spec = {
-      ...IO_SPEC,
-      safety: { ...IO_SPEC.safety, maxEvictionsPerMinute: 30 },
-      remediation: { migrateWorkloads: { podSelector: { matchLabels: { io: 'heavy' } }, maxPodsPerNode: 1 } },
-    };
-    const w = world(spec);
-    for (const name of ['db-0', 'db-1', 'db-2'])
-      w.cluster.running.push({
-        ...aPod().named(name).onNode('n1').running().labelled({ io: 'heavy' }).build(),
-        controllerKind: 'ReplicaSet',
-      });
+    const w = migratingWorld(['db-0', 'db-1', 'db-2'], { maxEvictionsPerMinute: 30 });
     w.stuck('web-1', 'n1');
     await w.reconciler.reconcile('p'); // the cordon
     await w.reconciler.idle();
@@ -259,16 +264,7 @@ describe('PolicyReconciler, pipelined', () => {
   });
 
   it('decides nothing on a look that the report of a migration overtook (found by the integration test)', async () => {
-    const spec = {
-      ...IO_SPEC,
-      remediation: { migrateWorkloads: { podSelector: { matchLabels: { io: 'heavy' } }, maxPodsPerNode: 1 } },
-    };
-    const w = world(spec);
-    for (const name of ['db-0', 'db-1'])
-      w.cluster.running.push({
-        ...aPod().named(name).onNode('n1').running().labelled({ io: 'heavy' }).build(),
-        controllerKind: 'ReplicaSet',
-      });
+    const w = migratingWorld(['db-0', 'db-1']);
     w.stuck('web-1', 'n1');
     await w.reconciler.reconcile('p'); // the cordon
     await w.reconciler.idle();
@@ -295,16 +291,7 @@ describe('PolicyReconciler, pipelined', () => {
   });
 
   it("decides nothing on a look whose node's report landed during its live reads (found by the integration test)", async () => {
-    const spec = {
-      ...IO_SPEC,
-      remediation: { migrateWorkloads: { podSelector: { matchLabels: { io: 'heavy' } }, maxPodsPerNode: 1 } },
-    };
-    const w = world(spec);
-    for (const name of ['db-0', 'db-1'])
-      w.cluster.running.push({
-        ...aPod().named(name).onNode('n1').running().labelled({ io: 'heavy' }).build(),
-        controllerKind: 'ReplicaSet',
-      });
+    const w = migratingWorld(['db-0', 'db-1']);
     w.stuck('web-1', 'n1');
     await w.reconciler.reconcile('p'); // the cordon
     await w.reconciler.idle();

@@ -6,8 +6,9 @@
 // pod listed with its cause in SandboxHealth), time to the cordon and to the first eviction (from the node's first
 // such Event), the operator's CPU, its API writes per second and the apiserver's own time for its SandboxHealth
 // patches (audit log). The operator runs with the environment config/manager/manager.yaml deploys (its V8 and malloc
-// settings, when it sets any). At the largest size more runs follow: its memory as deployed against Node's defaults,
-// one after the other (only when the Deployment sets an environment); the incident again on 10 other nodes under a CPU profile (--cpu-prof, summarised: busy share, GC, the
+// settings, when it sets any) and the node options of its tree's image (the Dockerfile's ENTRYPOINT). At the largest
+// size more runs follow: its memory as deployed against Node's defaults, one after the other (only when the
+// Deployment or the image sets anything); the incident again on 10 other nodes under a CPU profile (--cpu-prof, summarised: busy share, GC, the
 // functions with the most self time); and a storm: thousands of pods that kwok starts only after 30-300 s (a mass
 // rollout), every node degraded, and the same incident on 10 other nodes, measured the same way.
 //
@@ -50,7 +51,7 @@ import { createToken, writeTokenKubeconfig } from '../test/support/tokens.js';
 import { FAST_IO } from '../test/support/proc-root.js';
 import { SaturatedNode } from '../test/support/saturated-node.js';
 import { summarizeProfile } from './cpu-profile.js';
-import { deployedEnv } from './deployed-env.js';
+import { deployedEnv, imageNodeArgs } from './deployed-env.js';
 import { percentile } from './stats.js';
 
 const arg = (name: string, fallback: string) => {
@@ -625,6 +626,8 @@ interface SizeResult {
 
 /** The operator's environment as config/manager/manager.yaml deploys it (its V8 and malloc settings). */
 const OPERATOR_ENV = deployedEnv('config/manager/manager.yaml', 'Deployment', 'operator');
+/** This tree's options for node, as its image's entrypoint gives them (each tree measured is started with its own). */
+const OPERATOR_NODE_ARGS = imageNodeArgs(REPO_ROOT);
 
 async function measureSize(world: World, size: number, kubeconfig: string, tree: Tree): Promise<SizeResult> {
   const pods = size * PODS_PER_NODE;
@@ -633,7 +636,9 @@ async function measureSize(world: World, size: number, kubeconfig: string, tree:
   const operator = new OperatorProcess();
   const t0 = Date.now();
   const startedAt = new Date(t0 - 1000);
-  log(`${size} nodes: starting the ${tree.name} operator, ${tree.commit} (${JSON.stringify(OPERATOR_ENV)})`);
+  log(
+    `${size} nodes: starting the ${tree.name} operator, ${tree.commit} (${JSON.stringify(OPERATOR_ENV)}, node ${imageNodeArgs(tree.root).join(' ')})`,
+  );
   await operator.start(
     [`--kubeconfig=${kubeconfig}`, `--log-level=${process.env.OPERATOR_LOG_LEVEL ?? 'info'}`],
     {
@@ -641,6 +646,7 @@ async function measureSize(world: World, size: number, kubeconfig: string, tree:
       root: tree.root,
       waitForStarted: false,
       env: OPERATOR_ENV,
+      nodeArgs: imageNodeArgs(tree.root),
     },
   );
   let readyAt = 0;
@@ -708,20 +714,26 @@ async function measureSize(world: World, size: number, kubeconfig: string, tree:
 }
 
 /**
- * Memory of the operator as deployed and of one without the deployed environment (Node's defaults), one after the
- * other (once each, in that order) on the same cluster, each the same way: started (controller running, the
- * SandboxHealths there already), 10 s to settle, then the idle minute. Idle only: a storm's peak is not compared.
+ * Memory of the operator as deployed and of one without the deployed environment and node options (Node's
+ * defaults), one after the other (once each, in that order) on the same cluster, each the same way: started
+ * (controller running, the SandboxHealths there already), 10 s to settle, then the idle minute. Its peak is the
+ * first pass's over every node; a storm's peak is not compared.
  */
 async function measureDeployedEnv(size: number, kubeconfig: string) {
   await kubectl(['apply', '-f', '-'], policyManifest());
-  const once = async (env: Record<string, string>) => {
+  const once = async (env: Record<string, string>, nodeArgs: string[]) => {
     const operator = new OperatorProcess();
     // Variables the deployment sets are emptied, so the bench's own environment does not stand in for them.
     const cleared = Object.fromEntries(Object.keys(OPERATOR_ENV).map((k) => [k, env[k] ?? '']));
-    await operator.start([`--kubeconfig=${kubeconfig}`, '--log-level=info'], { built: true, env: cleared });
+    await operator.start([`--kubeconfig=${kubeconfig}`, '--log-level=info'], {
+      built: true,
+      env: cleared,
+      nodeArgs,
+    });
     await sleep(10_000 + IDLE_SECONDS * 1000);
     const result = {
       env,
+      nodeArgs,
       rssMiB: mib(statusKiB(operator.pid!, 'VmRSS')),
       peakRssMiB: mib(statusKiB(operator.pid!, 'VmHWM')),
       heapUsedMiB: round((await metric(operator.metricsPort, 'nodejs_heap_size_used_bytes')) / 2 ** 20),
@@ -730,11 +742,17 @@ async function measureDeployedEnv(size: number, kubeconfig: string) {
     await operator.stop();
     return result;
   };
-  const deployed = await once(OPERATOR_ENV);
-  const defaults = await once({});
+  const deployed = await once(OPERATOR_ENV, OPERATOR_NODE_ARGS);
+  const defaults = await once({}, []);
   await kubectl(['delete', 'sandboxpolicy', POLICY, '--wait=false']);
   log(`${size} nodes: deployed ${JSON.stringify(deployed)}, Node defaults ${JSON.stringify(defaults)}`);
-  return { nodes: size, deployed, defaults, rssRatio: round(deployed.rssMiB / defaults.rssMiB, 2) };
+  return {
+    nodes: size,
+    deployed,
+    defaults,
+    rssRatio: round(deployed.rssMiB / defaults.rssMiB, 2),
+    peakRssRatio: round(deployed.peakRssMiB / defaults.peakRssMiB, 2),
+  };
 }
 
 /**
@@ -750,7 +768,7 @@ async function measureProfiledIncident(world: World, size: number, kubeconfig: s
   await operator.start([`--kubeconfig=${kubeconfig}`, '--log-level=info'], {
     built: true,
     env: OPERATOR_ENV,
-    nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`],
+    nodeArgs: [...OPERATOR_NODE_ARGS, '--cpu-prof', `--cpu-prof-dir=${dir}`],
   });
   await sleep(70_000); // its first pass over every node, and the settle, as measureSize waits
   const nodes = Array.from({ length: INCIDENT_NODES }, (_, i) =>
@@ -783,6 +801,7 @@ async function measureStorm(world: World, size: number, kubeconfig: string, tree
     built: true,
     root: tree.root,
     env: OPERATOR_ENV,
+    nodeArgs: imageNodeArgs(tree.root),
   });
   await until(
     `${size} SandboxHealths`,
@@ -921,7 +940,7 @@ try {
     }
   }
   // Only when the deployment sets anything: Node's defaults against themselves would say nothing.
-  if (Object.keys(OPERATOR_ENV).length > 0) {
+  if (Object.keys(OPERATOR_ENV).length > 0 || OPERATOR_NODE_ARGS.length > 0) {
     deployedEnvEffect = await measureDeployedEnv(SIZES.at(-1)!, kubeconfig);
     writeResults();
   }

@@ -233,7 +233,7 @@ describe('the image, built from the Dockerfile without a container engine', func
     const [uid, gid] = (runtime.user ?? '').split(':');
     expect(uid, 'USER uid').to.match(/^[1-9]\d*$/);
     if (gid !== undefined) expect(gid, 'USER gid').to.match(/^[1-9]\d*$/);
-    expect(runtime.entrypoint).to.deep.equal(['node', 'dist/src/main.js']);
+    expect(runtime.entrypoint).to.deep.equal(['node', '--optimize-for-size', 'dist/src/main.js']);
   });
 
   it('copies into the context only what the Dockerfile needs, never the local cluster or build output', () => {

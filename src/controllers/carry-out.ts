@@ -1,7 +1,6 @@
 // A decision carried out, in the background of the passes that follow it: its writes (act.ts), then what each node's
 // reports say and the policy's status. One at a time per policy: the passes meanwhile look and report, and decide
 // nothing until it is back (the fences of the writes it made are then in place).
-import { MAX_RECORDED_ACTIONS } from '../api/v1alpha1/index.js';
 import type { Logger } from '../observability/log.js';
 import type { EventRecorder, StatusWriter } from '../ports/writes.js';
 import { actOnPlan, type ActDeps } from './act.js';
@@ -19,6 +18,7 @@ import {
 } from './pass.js';
 import type { PassHooks } from './policy-reconciler.js';
 import { sameStatus, type Reporter } from './reporter.js';
+import type { ReportLedger } from './report-ledger.js';
 import type { StatusOverlay } from './status-overlay.js';
 
 export interface CarryOutDeps extends ActDeps {
@@ -26,6 +26,8 @@ export interface CarryOutDeps extends ActDeps {
   overlay: StatusOverlay;
   evictor: Evictor;
   reporter: Reporter;
+  /** What was done on each node until a report holds it. */
+  ledger: ReportLedger;
   recorder: EventRecorder;
   logger: Logger;
   hooks: PassHooks;
@@ -47,11 +49,9 @@ export async function carryOut(deps: CarryOutDeps, pass: Pass, seen: Seen, plan:
     const remediation = remediationOf(pass, seen, plan, done);
     for (const [node, { parts, results }] of remediation.nodes) {
       const changed = setRemediation(memory, node, parts, (guard) => deps.hooks.onBlocked?.(guard));
-      const state = memory.state(node);
       if (results.length > 0) {
-        // A report holds the latest MAX_RECORDED_ACTIONS; more would wait for ever behind one that is refused.
-        state.results = [...(state.results ?? []), ...results].slice(-MAX_RECORDED_ACTIONS);
-        delete state.facts; // they count what was done on the node, told or not
+        deps.ledger.add(node, results);
+        delete memory.state(node).facts; // they count what was done on the node, told or not
       }
       if (changed || results.length > 0) deps.reporter.submit(policy.name, memory, node);
     }

@@ -27,10 +27,12 @@ import { ioState } from './observe.js';
 import type { NodeObservation, PolicyMemory } from './policy-memory.js';
 
 export type { NodeObservation };
+import type { ReportLedger } from './report-ledger.js';
 import type { StatusOverlay } from './status-overlay.js';
 
 export interface ObserveDeps {
   cache: ClusterCache;
+  ledger: ReportLedger;
   expectations: Expectations;
   overlay: StatusOverlay;
   workloads?: WorkloadReader | undefined;
@@ -74,7 +76,7 @@ export async function observeNodes(
     if (!node) continue;
     const seen = observeNode(deps, request, node, nodeFindings);
     // Its status is read now; a report of ours may land while the live reads below are awaited.
-    if (seen.draft) drafts.push({ ...seen.draft, reportsLanded: memory.state(nodeName).reportsLanded ?? 0 });
+    if (seen.draft) drafts.push({ ...seen.draft, reportsLanded: deps.ledger.landed(nodeName) });
     if (!seen.settled) unsettled.push(nodeName);
   }
   await forEachLimit(drafts, LIVE_READS, async (draft) => {

@@ -14,7 +14,6 @@ import type { NodeFacts } from '../policy/node-facts.js';
 import type { NodeLeaseView } from '../policy/node-lease.js';
 import type { IoSource } from '../signals/types.js';
 import type { DetectionStatus } from '../status/health-status.js';
-import type { ActionResult } from '../status/remediation-status.js';
 import type { MeasuredPod } from './culprits.js';
 
 /** One node as a pass sees it: the cache, this pass's detection and IO judgement, and its stored status. */
@@ -36,10 +35,11 @@ export interface NodeObservation {
   version: string | undefined;
   /** When the node's state changes with time alone (a pod crossing the threshold, sustain, recovery, a reading going stale). */
   dueAt: number;
-  /** How many of our SandboxHealth writes of the node had landed when its `previous` was read. */
+  /**
+   * How many of our SandboxHealth writes of the node had landed when its `previous` was read (ReportLedger): one
+   * landing after that makes this look stale, and it is looked at again before anything is decided on it.
+   */
   reportsLanded: number;
-  /** A SandboxHealth write of ours landed after this was taken: its `previous` is out of date, look again. */
-  stale?: true;
 }
 
 /**
@@ -66,10 +66,6 @@ export interface NodeState {
   facts?: { dryRun: boolean; facts: NodeFacts };
   /** The remediation its reports say; absent until a decision about it has been carried out in this process. */
   remediation?: RemediationParts;
-  /** Our SandboxHealth writes of it that landed: a look that read its status before the last one is stale. */
-  reportsLanded?: number;
-  /** What was done on it that no report written holds yet: the next one does (its Events too). */
-  results?: ActionResult[];
   /** The blocks counted already (blockKey): each is counted once, when first decided. */
   countedBlocks?: ReadonlySet<string>;
   /** The running pods the node's IO consumers were named from, while the same consumers are named. */

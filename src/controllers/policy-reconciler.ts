@@ -39,6 +39,7 @@ import {
   type Seen,
 } from './pass.js';
 import type { PolicyMemories, PolicyMemory, RemediationParts } from './policy-memory.js';
+import type { ReportLedger } from './report-ledger.js';
 import { sameStatus, type Reporter } from './reporter.js';
 import { saturatedNodes } from './observe-rollouts.js';
 import type { RolloutThrottler } from './rollout-throttler.js';
@@ -79,6 +80,7 @@ export interface PolicyReconcilerDeps extends NodePatchDeps {
   throttler: RolloutThrottler;
   pacer: Pacer;
   reporter: Reporter;
+  ledger: ReportLedger;
   recorder: EventRecorder;
   conditions: NodeConditions;
   /** Look at a policy again after this long (0: at once), or after the queue's backoff: see ControllerDeps. */
@@ -134,7 +136,7 @@ export class PolicyReconciler {
     const observed = await this.observe(pass);
     // A look a report of ours overtook read the status from before it (what that report told, its results, gone from
     // memory then): no ground for a decision. Its node is looked at again first.
-    const overtaken = memory.observations().filter((o) => o.stale);
+    const overtaken = memory.observations().filter((o) => this.deps.ledger.stale(o));
     const seen = { ...observed, unsettled: observed.unsettled + overtaken.length };
     // One decision carried out at a time: until it is back, a pass looks and reports, and decides nothing.
     const plan = memories.busy(name) ? undefined : this.decide(pass, seen);
@@ -234,10 +236,7 @@ export class PolicyReconciler {
       state.observation = observation;
       delete state.facts;
       // A report of ours landed after its status was read (during the live reads): look again, decide nothing on it.
-      if (observation.reportsLanded !== (state.reportsLanded ?? 0)) {
-        observation.stale = true;
-        memory.markDirty(observation.node.name);
-      }
+      if (this.deps.ledger.stale(observation)) memory.markDirty(observation.node.name);
     }
     for (const node of unsettled) memory.markDirty(node);
     return {
@@ -336,7 +335,10 @@ export class PolicyReconciler {
     if (state.facts?.dryRun === dryRun && inFlight.size === 0) return state.facts.facts;
     // Told when their report is written: until then they count as told at this pass (a cooldown starts no earlier).
     const now = new Date(this.deps.clock.now());
-    const untold = state.results?.map((result) => actionRecord(result, now, dryRun)).reverse();
+    const untold = this.deps.ledger
+      .untold(observation.node.name)
+      .map((result) => actionRecord(result, now, dryRun))
+      .reverse();
     const facts = observeNode({
       ...observation,
       dryRun,

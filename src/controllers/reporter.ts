@@ -27,6 +27,7 @@ import {
 import type { NodeObservation } from './observe-nodes.js';
 import type { Requeue } from './pass.js';
 import type { PolicyMemory } from './policy-memory.js';
+import type { ReportLedger } from './report-ledger.js';
 import type { StatusOverlay } from './status-overlay.js';
 
 /**
@@ -80,6 +81,8 @@ export interface ReporterDeps {
   overlay: StatusOverlay;
   clock: Clock;
   logger: Logger;
+  /** What was done on each node until a report holds it, and how many reports of it landed. */
+  ledger: ReportLedger;
   /** SandboxHealth writes in flight at once. */
   writeConcurrency: number;
   hooks?: ReporterHooks | undefined;
@@ -142,7 +145,8 @@ export class Reporter {
   private urgency(policy: string, memory: PolicyMemory, node: string): boolean | undefined {
     const state = memory.nodes.get(node);
     const observation = state?.observation;
-    if (observation && state.remediation && !observation.exists && !observation.stale) return true;
+    if (observation && state.remediation && !observation.exists && !this.deps.ledger.stale(observation))
+      return true;
     return this.plan(policy, memory, node)?.urgent;
   }
 
@@ -164,6 +168,7 @@ export class Reporter {
   /** A node is gone: its Event budget goes with it, and a report still waiting. */
   forgetNode(node: string): void {
     this.stuckEvents.delete(node);
+    this.deps.ledger.forget(node);
     this.lanes.drop(node);
     if (!this.lanes.busy(node)) this.owners.delete(node);
   }
@@ -229,11 +234,11 @@ export class Reporter {
     const state = memory.nodes.get(node);
     const observation = state?.observation;
     const remediation = state?.remediation;
-    if (!observation || !remediation || observation.stale) return undefined;
+    if (!observation || !remediation || this.deps.ledger.stale(observation)) return undefined;
     const { previous } = observation;
     const input: RemediationStatusInput = {
       ...remediation,
-      results: state.results ?? [],
+      results: [...this.deps.ledger.untold(node)],
       detection: observation.detection,
       previous,
       node: observation.node,
@@ -290,19 +295,12 @@ export class Reporter {
     observation.previous = written.status ?? (applyMergePatch(previous, sent) as SandboxHealthStatus);
     overlay.wroteHealth(node.name, written.version, written.status);
     // Its results are told now, in the same turn as the status that holds them (others may have come meanwhile): the
-    // facts count each once.
-    const told = new Set(input.results);
-    const left = state.results?.filter((result) => !told.has(result)) ?? [];
-    if (left.length > 0) state.results = left;
-    else delete state.results;
-    // A pass that looked at the node while this was in flight read the status from before it: look again.
-    state.reportsLanded = (state.reportsLanded ?? 0) + 1;
-    const other = state.observation;
-    const overtook = other !== undefined && other !== observation;
-    if (overtook) {
-      other.stale = true;
-      memory.markDirty(node.name);
-    }
+    // facts count each once. The look it was planned from holds what landed; a look taken while it was in flight
+    // read the status from before it (stale, by the ledger's count): look again.
+    this.deps.ledger.landedWith(node.name, input.results);
+    observation.reportsLanded = this.deps.ledger.landed(node.name);
+    const overtook = state.observation !== undefined && state.observation !== observation;
+    if (overtook) memory.markDirty(node.name);
     delete state.facts;
     const stuck = detectionTransitions(node, previous, desired, this.budget(node.name));
     this.spend(node.name, stuck);

@@ -15,6 +15,7 @@ import { OrphanSweeper } from './orphan-sweeper.js';
 import { Pacer, type PacerHooks } from './pacer.js';
 import { PolicyMemories } from './policy-memory.js';
 import { PolicyReconciler, type PassHooks } from './policy-reconciler.js';
+import { ReportLedger } from './report-ledger.js';
 import { Reporter, type ReporterHooks } from './reporter.js';
 import { RolloutThrottler } from './rollout-throttler.js';
 import { StatusOverlay } from './status-overlay.js';
@@ -106,6 +107,7 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     logger,
     dryRun,
   });
+  const ledger = new ReportLedger();
   const reconciler = new PolicyReconciler({
     cache,
     writer,
@@ -134,7 +136,9 @@ export function buildControllers(deps: ControllerDeps): Controllers {
       operatorNamespace: deps.operatorNamespace,
     }),
     pacer,
+    ledger,
     reporter: new Reporter({
+      ledger,
       writer,
       recorder,
       overlay,

@@ -366,6 +366,44 @@ describe('PolicyReconciler, pipelined', () => {
     expect(w.cluster.writes.filter((x) => x.startsWith('patch node/'))).to.deep.equal(['patch node/n1']);
   });
 
+  it('counts, for a policy made again under the same name, the migration its namesake did whose report is still in flight (found by review)', async () => {
+    const w = migratingWorld(['db-0', 'db-1'], { maxEvictionsPerMinute: 30 });
+    w.stuck('web-1', 'n1');
+    await w.reconciler.reconcile('p'); // the cordon
+    await w.reconciler.idle();
+    const report = w.hold('patchHealthStatus', (name) => name === 'n1');
+    await w.reconciler.reconcile('p'); // web-1 evicted, db-0 migrated; the report telling of it hangs
+    for (let j = 0; j < 5; j++) await turn();
+    const migrated = () => w.cluster.evicted.filter((pod) => pod.startsWith('default/db-'));
+    expect(migrated()).to.have.length(1);
+    // Deleted and made again while that report waits: the new policy's memory starts empty, and n1 is the same node.
+    const old = w.cluster.policyMap.get('p')!;
+    w.cluster.policyMap.delete('p');
+    await w.reconciler.reconcile('p');
+    const { status: _status, ...fresh } = old;
+    w.cluster.policyMap.set('p', { ...fresh, uid: 'uid-p-again' });
+    for (let i = 0; i < 4; i++) {
+      w.clock.advance(2_000);
+      w.cluster.changed('n1');
+      await w.reconciler.reconcile('p');
+      for (let j = 0; j < 5; j++) await turn();
+    }
+    expect(migrated(), 'maxPodsPerNode: 1, the report still in flight').to.have.length(1);
+    report.release();
+    for (let i = 0; i < 3; i++) {
+      w.clock.advance(2_000);
+      w.cluster.changed('n1');
+      await w.reconciler.reconcile('p');
+      await w.reconciler.idle();
+    }
+    expect(migrated(), 'maxPodsPerNode: 1').to.have.length(1);
+    const actions = w.cluster.health('n1')!.status!.actions ?? [];
+    expect(
+      actions.filter((a) => a.kind === 'Migrate'),
+      'told once, by one report or the other',
+    ).to.have.length(1);
+  });
+
   it('fails the next pass with what failed in the background, and asks for the retry after the backoff', async () => {
     const w = world();
     await w.reconciler.reconcile('p');

@@ -5,6 +5,7 @@ import { REQUEST_TIMEOUT_MS } from '../kube/rest.js';
 import { isEviction, type Action, type BlockedAction, type Eviction } from '../policy/actions.js';
 import { rateLog } from '../policy/rate-window.js';
 import type { ClusterCache } from '../ports/cluster.js';
+import { BoundedMap } from '../runtime/bounded-map.js';
 import type { Clock } from '../runtime/clock.js';
 import type { Expectations } from '../runtime/expectations.js';
 import { forEachLimit } from '../runtime/limit.js';
@@ -41,7 +42,7 @@ export class Evictor {
   /** Pods whose eviction a disruption budget refused, by uid, with until when they go after the others. */
   private readonly refused = new Map<string, number>();
   /** When this process last evicted a pod off each node (a node's first eviction goes before others' next). */
-  private readonly lastOn = new Map<string, number>();
+  private readonly lastOn = new BoundedMap<string, number>(10_000);
 
   constructor(
     private readonly deps: {
@@ -134,9 +135,7 @@ export class Evictor {
           expectations.expectRemoval(EVICTED, action.pod.uid, EVICTION_IN_FLIGHT_MS);
         // The answer came after the apiserver acted: a moment no earlier than the eviction, as the window needs.
         evictedAt.push(clock.now());
-        this.lastOn.delete(action.node); // most recent last: the oldest goes first when bounded
         this.lastOn.set(action.node, clock.now());
-        if (this.lastOn.size > 10_000) this.lastOn.delete(this.lastOn.keys().next().value ?? '');
         report({ action, outcome: 'Succeeded' });
       } catch (err) {
         failures.add(`eviction of ${action.target}`, err);

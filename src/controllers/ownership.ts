@@ -8,6 +8,7 @@ import {
 } from '../api/v1alpha1/index.js';
 import type { NodeView } from '../detection/index.js';
 import type { ClusterCache, PolicyObject } from '../ports/cluster.js';
+import { BoundedMap } from '../runtime/bounded-map.js';
 
 export interface PolicyCandidate {
   name: string;
@@ -61,19 +62,15 @@ export function assignNodes(
 }
 
 // Keyed by what is validated, not by the object: its status, written at almost every pass of an incident, makes a new
-// object each time and leaves the validation as it was.
-const validations = new Map<string, ReturnType<typeof validateSandboxPolicySpec>>();
+// object each time and leaves the validation as it was. Bounded: an entry of a generation long gone is of no use.
+const validations = new BoundedMap<string, ReturnType<typeof validateSandboxPolicySpec>>(1_000);
 const specKey = (object: PolicyObject) => `${object.name}\n${JSON.stringify(object.spec)}`;
 
 /** A policy's spec validated (every problem listed), once per spec. */
 export function validatePolicy(object: PolicyObject): ReturnType<typeof validateSandboxPolicySpec> {
   const key = specKey(object);
   let result = validations.get(key);
-  if (!result) {
-    validations.set(key, (result = validateSandboxPolicySpec(object.spec)));
-    // Bounded: an entry of a generation long gone is of no use.
-    if (validations.size > 1_000) validations.delete(validations.keys().next().value ?? '');
-  }
+  if (!result) validations.set(key, (result = validateSandboxPolicySpec(object.spec)));
   return result;
 }
 

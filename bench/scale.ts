@@ -715,13 +715,16 @@ async function measureSize(world: World, size: number, kubeconfig: string, tree:
 
 /**
  * Memory of the operator as deployed and of one without the deployed environment and node options (Node's
- * defaults), one after the other (once each, in that order) on the same cluster, each the same way: started
- * (controller running, the SandboxHealths there already), 10 s to settle, then the idle minute. Its peak is the
- * first pass's over every node; a storm's peak is not compared.
+ * defaults), one after the other (once each, in that order) on the same cluster, each the same way: started with
+ * no SandboxHealth (its first pass creates every one), every node reported, 10 s to settle, then the idle minute. Its peak is the first
+ * pass's over every node; a storm's peak is not compared.
  */
-async function measureDeployedEnv(size: number, kubeconfig: string) {
+async function measureDeployedEnv(world: World, size: number, kubeconfig: string) {
   await kubectl(['apply', '-f', '-'], policyManifest());
   const once = async (env: Record<string, string>, nodeArgs: string[]) => {
+    // Each from no SandboxHealth, as measureSize starts: its first pass creates every one (its peak), and the runs
+    // that follow (the profile's, the storm's) wait for none.
+    await healthsGone(world);
     const operator = new OperatorProcess();
     // Variables the deployment sets are emptied, so the bench's own environment does not stand in for them.
     const cleared = Object.fromEntries(Object.keys(OPERATOR_ENV).map((k) => [k, env[k] ?? '']));
@@ -730,6 +733,11 @@ async function measureDeployedEnv(size: number, kubeconfig: string) {
       env: cleared,
       nodeArgs,
     });
+    await until(
+      `${size} SandboxHealths`,
+      () => [...world.healths].filter((h) => h.startsWith('scale-')).length >= size,
+      600_000,
+    );
     await sleep(10_000 + IDLE_SECONDS * 1000);
     const result = {
       env,
@@ -740,6 +748,7 @@ async function measureDeployedEnv(size: number, kubeconfig: string) {
       heapTotalMiB: round((await metric(operator.metricsPort, 'nodejs_heap_size_total_bytes')) / 2 ** 20),
     };
     await operator.stop();
+    await kubectl(['delete', 'sandboxhealths', '--all', '--wait=false']);
     return result;
   };
   const deployed = await once(OPERATOR_ENV, OPERATOR_NODE_ARGS);
@@ -941,7 +950,7 @@ try {
   }
   // Only when the deployment sets anything: Node's defaults against themselves would say nothing.
   if (Object.keys(OPERATOR_ENV).length > 0 || OPERATOR_NODE_ARGS.length > 0) {
-    deployedEnvEffect = await measureDeployedEnv(SIZES.at(-1)!, kubeconfig);
+    deployedEnvEffect = await measureDeployedEnv(world, SIZES.at(-1)!, kubeconfig);
     writeResults();
   }
   profiled = await measureProfiledIncident(world, SIZES.at(-1)!, kubeconfig);

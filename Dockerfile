@@ -30,6 +30,7 @@ COPY crds ./crds
 # Numeric, so runAsNonRoot can verify it without an /etc/passwd entry. Everything above is owned by root and
 # only read: the pods run with a read-only root filesystem.
 USER 65532:65532
-# --optimize-for-size: V8 collects garbage sooner, and the first pass over 1,000 nodes peaks well under 200 MB
-# (docs/adr/0026-pipelined-passes.md). A node option, not NODE_OPTIONS: Node 20 refuses it there.
+# --optimize-for-size: V8 collects garbage sooner, and the first pass over 1,000 nodes peaks under 200 MB (make
+# bench-scale measures the operator started this way; docs/adr/0026-pipelined-passes.md). A node option, not
+# NODE_OPTIONS: Node 20 refuses it there.
 ENTRYPOINT ["node", "--optimize-for-size", "dist/src/main.js"]

@@ -150,6 +150,7 @@ BEFORE ?= 995f66a
 .PHONY: bench-scale
 bench-scale: deps tools build ## The operator of BEFORE (995f66a) and of this checkout, one after the other on the same cluster, at SIZES (100,300,1000) kwok nodes x 30 pods and in a storm: sync, memory, idle CPU, LISTs, detection, cordon, eviction, writes, the apiserver's own patch time, with ratios side by side; memory against Node's defaults; a CPU profile of an incident (about 90 min; not in make bench); then the docs' figures rewritten from bench/results/scale.json
 	tsx bench/scale.ts --sizes $(SIZES) --before $(BEFORE) --results scale.json
+	prettier --write --log-level warn bench/results/scale.json
 	tsx hack/figures.ts
 
 .PHONY: bench-scale-5000
@@ -157,6 +158,7 @@ bench-scale-5000: deps tools build ## Not in make bench: 1,000 then 5,000 kwok n
 	hack/cluster/down.sh
 	KWOK_NODE_LEASE_SECONDS=120 NODE_MONITOR_GRACE_PERIOD=600s hack/cluster/up.sh
 	tsx bench/scale.ts --sizes 1000,5000 --storm-pods-per-node 1 --results scale-5000.json
+	prettier --write --log-level warn bench/results/scale-5000.json
 	hack/cluster/down.sh
 	tsx hack/figures.ts
 

@@ -8,8 +8,8 @@
 // patches (audit log). The operator runs with the environment config/manager/manager.yaml deploys (its V8 and malloc
 // settings, when it sets any) and the node options of its tree's image (the Dockerfile's ENTRYPOINT). At the largest
 // size more runs follow: its memory as deployed against Node's defaults, one after the other (only when the
-// Deployment or the image sets anything); the incident again on 10 other nodes under a CPU profile (--cpu-prof, summarised: busy share, GC, the
-// functions with the most self time); and a storm: thousands of pods that kwok starts only after 30-300 s (a mass
+// Deployment or the image sets anything); the incident again on 10 other nodes under a CPU profile (--cpu-prof,
+// summarised: busy share, GC, the functions with the most self time); and a storm: thousands of pods that kwok starts only after 30-300 s (a mass
 // rollout), every node degraded, and the same incident on 10 other nodes, measured the same way.
 //
 //   make build && npx tsx bench/scale.ts [--sizes 100,300,1000] [--pods-per-node 30] [--storm-pods-per-node 5]
@@ -637,7 +637,7 @@ async function measureSize(world: World, size: number, kubeconfig: string, tree:
   const t0 = Date.now();
   const startedAt = new Date(t0 - 1000);
   log(
-    `${size} nodes: starting the ${tree.name} operator, ${tree.commit} (${JSON.stringify(OPERATOR_ENV)}, node ${imageNodeArgs(tree.root).join(' ')})`,
+    `${size} nodes: starting the ${tree.name} operator, ${tree.commit} (${JSON.stringify(OPERATOR_ENV)}, node ${tree.nodeArgs.join(' ')})`,
   );
   await operator.start(
     [`--kubeconfig=${kubeconfig}`, `--log-level=${process.env.OPERATOR_LOG_LEVEL ?? 'info'}`],
@@ -646,7 +646,7 @@ async function measureSize(world: World, size: number, kubeconfig: string, tree:
       root: tree.root,
       waitForStarted: false,
       env: OPERATOR_ENV,
-      nodeArgs: imageNodeArgs(tree.root),
+      nodeArgs: tree.nodeArgs,
     },
   );
   let readyAt = 0;
@@ -779,7 +779,13 @@ async function measureProfiledIncident(world: World, size: number, kubeconfig: s
     env: OPERATOR_ENV,
     nodeArgs: [...OPERATOR_NODE_ARGS, '--cpu-prof', `--cpu-prof-dir=${dir}`],
   });
-  await sleep(70_000); // its first pass over every node, and the settle, as measureSize waits
+  // Its first pass over every node, and the settle, as measureSize waits.
+  await until(
+    `${size} SandboxHealths`,
+    () => [...world.healths].filter((h) => h.startsWith('scale-')).length >= size,
+    600_000,
+  );
+  await sleep(10_000);
   const nodes = Array.from({ length: INCIDENT_NODES }, (_, i) =>
     nodeName(Math.floor((i * size) / INCIDENT_NODES) + 2),
   );
@@ -810,7 +816,7 @@ async function measureStorm(world: World, size: number, kubeconfig: string, tree
     built: true,
     root: tree.root,
     env: OPERATOR_ENV,
-    nodeArgs: imageNodeArgs(tree.root),
+    nodeArgs: tree.nodeArgs,
   });
   await until(
     `${size} SandboxHealths`,
@@ -873,6 +879,8 @@ interface Tree {
   /** The checkout whose dist/src/main.js runs. */
   root: string;
   commit: string;
+  /** The options its image's entrypoint gives node: each tree runs as its own image runs it. */
+  nodeArgs: string[];
 }
 
 const git = (...args: string[]) =>
@@ -894,7 +902,7 @@ function beforeTree(commit: string): Tree {
       stdio: 'inherit',
     });
   }
-  return { name: 'before', root, commit: sha.slice(0, 12) };
+  return { name: 'before', root, commit: sha.slice(0, 12), nodeArgs: imageNodeArgs(root) };
 }
 
 function afterTree(): Tree {
@@ -903,6 +911,7 @@ function afterTree(): Tree {
     name: 'after',
     root: REPO_ROOT,
     commit: `${git('rev-parse', '--short=12', 'HEAD')}${dirty ? '+dirty' : ''}`,
+    nodeArgs: OPERATOR_NODE_ARGS,
   };
 }
 

@@ -36,7 +36,8 @@ export async function actOnPlan(deps: ActDeps, pass: Pass, plan: Plan): Promise<
   const { policy, memory, actuator, failures, now } = pass;
   const results = new Map<string, ActionResult[]>();
   const report: Report = (result) => {
-    const done: ActionResult = actuator.dryRun ? { ...result, simulated: true } : result;
+    // Marked either way: a report of another policy (one made again under the name, dry or not) may tell it.
+    const done: ActionResult = { ...result, simulated: actuator.dryRun };
     results.set(result.action.node, [...(results.get(result.action.node) ?? []), done]);
     deps.actions.record(policy.name, done, actuator.dryRun);
   };

@@ -25,10 +25,10 @@ import { forEachLimit } from '../runtime/limit.js';
 import { resolveAttribution } from './culprits.js';
 import { ioState } from './observe.js';
 import type { NodeObservation, PolicyMemory } from './policy-memory.js';
-
-export type { NodeObservation };
 import type { ReportLedger } from './report-ledger.js';
 import type { StatusOverlay } from './status-overlay.js';
+
+export type { NodeObservation };
 
 export interface ObserveDeps {
   cache: ClusterCache;
@@ -75,8 +75,7 @@ export async function observeNodes(
     const node = cache.node(nodeName);
     if (!node) continue;
     const seen = observeNode(deps, request, node, nodeFindings);
-    // Its status is read now; a report of ours may land while the live reads below are awaited.
-    if (seen.draft) drafts.push({ ...seen.draft, reportsLanded: deps.ledger.landed(nodeName) });
+    if (seen.draft) drafts.push(seen.draft);
     if (!seen.settled) unsettled.push(nodeName);
   }
   await forEachLimit(drafts, LIVE_READS, async (draft) => {
@@ -114,8 +113,7 @@ function busyOf(reading: SourcedReading | undefined): number | undefined {
 const LIVE_READS = 8;
 
 /** A node observed but for its desired detection status, which waits for its IO consumers to be named. */
-interface Draft extends Omit<NodeObservation, 'detection' | 'reportsLanded'> {
-  reportsLanded?: number;
+interface Draft extends Omit<NodeObservation, 'detection'> {
   reading: SourcedReading | undefined;
   readingToWrite: IoReadingStatus | undefined;
 }
@@ -134,7 +132,7 @@ function finish(request: ObserveRequest, draft: Draft): NodeObservation {
     ...(draft.io ? { io: { decision: draft.io, ...(readingToWrite ? { readingToWrite } : {}) } } : {}),
     ...(draft.cause ? { cause: { decision: draft.cause, attribution: draft.attribution } } : {}),
   });
-  return { ...observation, reportsLanded: draft.reportsLanded ?? 0, detection };
+  return { ...observation, detection };
 }
 
 async function refreshSource(
@@ -190,6 +188,8 @@ function observeNode(
   }
   const health = standIn ? undefined : cache.health(node.name);
   const previous = standIn ?? health?.status; // read before writing: a cache may update in place
+  // With its status, in the same turn: a report of ours may land while the live reads that follow are awaited.
+  const reportsLanded = deps.ledger.landed(node.name);
   let dueAt = nextStuckAt(
     cache.pendingPodsOn(node.name),
     spec.detection.stuckThresholdSeconds,
@@ -207,6 +207,7 @@ function observeNode(
     lease: cache.nodeLease(node.name),
     version: cache.observedVersion('Node', node.name),
     dueAt: dueAt ?? Infinity,
+    reportsLanded,
     reading: io?.reading,
     readingToWrite: io?.readingToWrite,
   };

@@ -62,8 +62,11 @@ export interface RemediationParts {
 export interface NodeState {
   /** The node as the last pass that looked at it saw it; absent until a pass looks (again, after a full pass). */
   observation?: NodeObservation;
-  /** Its facts as last computed, while nothing they depend on changed: a quiet node costs nothing to decide on. */
-  facts?: { dryRun: boolean; facts: NodeFacts };
+  /**
+   * Its facts as last computed, while nothing they depend on changed: a quiet node costs nothing to decide on. `told`
+   * is the ledger's moment for the node's untold results they counted (ReportLedger.changed).
+   */
+  facts?: { dryRun: boolean; told: number; facts: NodeFacts };
   /** The remediation its reports say; absent until a decision about it has been carried out in this process. */
   remediation?: RemediationParts;
   /** The blocks counted already (blockKey): each is counted once, when first decided. */

@@ -112,7 +112,7 @@ export class PolicyReconciler {
     else this.deps.expectations.forget(`Node/${name}`);
   }
 
-  /** A node is gone: its Event budget goes with it, and when we last evicted off it. */
+  /** A node is gone: its Event budget goes, what no report of it told (the ledger), when we last evicted off it. */
   forgetNode(name: string): void {
     this.deps.reporter.forgetNode(name);
     this.deps.evictor.forgetNode(name);
@@ -135,7 +135,7 @@ export class PolicyReconciler {
     const pass = this.begin(status === undefined ? object : { ...object, status }, validation.spec, memory);
     const observed = await this.observe(pass);
     // A look a report of ours overtook read the status from before it (what that report told, its results, gone from
-    // memory then): no ground for a decision. Its node is looked at again first.
+    // the ledger then): no ground for a decision. Its node is looked at again first.
     const overtaken = memory.observations().filter((o) => this.deps.ledger.stale(o));
     const seen = { ...observed, unsettled: observed.unsettled + overtaken.length };
     // One decision carried out at a time: until it is back, a pass looks and reports, and decides nothing.
@@ -218,12 +218,22 @@ export class PolicyReconciler {
     };
   }
 
-  /** Observes every owned node on a full pass, else those that changed, and those whose time has come. */
+  /**
+   * Observes every owned node on a full pass, else those that changed, those whose time has come, and those whose
+   * last look a report overtook (another policy's, too: one made again under the name, whose reports mark nothing of
+   * this one's dirty).
+   */
   private async observe(pass: Pass): Promise<Seen> {
     const { policy, spec, memory, now } = pass;
     const { full, dirty } = memory.startPass(policy.generation, pass.owned, now.getTime());
     const due = (node: string) => (memory.nodes.get(node)?.observation?.dueAt ?? Infinity) <= now.getTime();
-    const nodes = full ? pass.owned : pass.owned.filter((node) => dirty.has(node) || due(node));
+    const overtaken = (node: string) => {
+      const observation = memory.nodes.get(node)?.observation;
+      return observation !== undefined && this.deps.ledger.stale(observation);
+    };
+    const nodes = full
+      ? pass.owned
+      : pass.owned.filter((node) => dirty.has(node) || due(node) || overtaken(node));
     const build = this.deps.sources;
     const source = build && memory.sourceFor(spec, (s) => build(policy.name, s));
     const { observations, unsettled } = await observeNodes(
@@ -332,7 +342,9 @@ export class PolicyReconciler {
     inFlight: ReadonlySet<string>,
   ): NodeFacts {
     const state = memory.state(observation.node.name);
-    if (state.facts?.dryRun === dryRun && inFlight.size === 0) return state.facts.facts;
+    const told = this.deps.ledger.changed(observation.node.name);
+    if (state.facts?.dryRun === dryRun && state.facts.told === told && inFlight.size === 0)
+      return state.facts.facts;
     // Told when their report is written: until then they count as told at this pass (a cooldown starts no earlier).
     const now = new Date(this.deps.clock.now());
     const untold = this.deps.ledger
@@ -348,7 +360,7 @@ export class PolicyReconciler {
       simulatedStamps:
         dryRun && state.remediation?.dryRun ? { stamps: simulatedOf(state.remediation) } : undefined,
     });
-    if (inFlight.size === 0) state.facts = { dryRun, facts };
+    if (inFlight.size === 0) state.facts = { dryRun, told, facts };
     else delete state.facts;
     return facts;
   }

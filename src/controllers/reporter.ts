@@ -92,9 +92,9 @@ export interface ReporterDeps {
 
 /**
  * Writes each node's SandboxHealth, in the background, apart from the passes that ask for it: a pass submits a node
- * and goes on, and the report is planned again from what its policy's memory holds of the node when its write starts
- * (its latest observation, the remediation its last carried-out decision left, the results no report holds yet), so
- * it is never older than what it replaces. One write in flight per node (Lanes), writeConcurrency in all, urgent ones
+ * and goes on, and the report is planned again when its write starts, from what its policy's memory holds of the node
+ * (its latest observation, the remediation its last carried-out decision left) and the results no report holds yet
+ * (the ledger's, whichever policy did them), so it is never older than what it replaces. One write in flight per node (Lanes), writeConcurrency in all, urgent ones
  * (news an SRE or the next decision waits for) before routine ones (counts); then the Events of its transitions. A
  * node submitted while its write is in flight is looked at again once it is back. It owns each node's stuck-pod Event
  * budget.
@@ -104,6 +104,8 @@ export class Reporter {
   private readonly stuckEvents = new Map<string, { pods: number[]; node: number | undefined }>();
   /** Whose report each submitted node is, and since when it waits. */
   private readonly owners = new Map<string, { policy: string; memory: PolicyMemory; since: number }>();
+  /** Nodes deleted while their write was in flight: forgotten in the ledger once it is back. */
+  private readonly gone = new Set<string>();
   private readonly lanes: Lanes<string>;
 
   constructor(private readonly deps: ReporterDeps) {
@@ -168,14 +170,18 @@ export class Reporter {
   /** A node is gone: its Event budget goes with it, and a report still waiting. */
   forgetNode(node: string): void {
     this.stuckEvents.delete(node);
-    this.deps.ledger.forget(node);
     this.lanes.drop(node);
-    if (!this.lanes.busy(node)) this.owners.delete(node);
+    // A write in flight lands first (and notes its landing in the ledger): the node is forgotten once it is back.
+    if (this.lanes.busy(node)) this.gone.add(node);
+    else {
+      this.owners.delete(node);
+      this.deps.ledger.forget(node);
+    }
   }
 
   /**
    * Drops every report still waiting: this process may no longer write (a lost Lease, a stop), and each would be
-   * refused. What they would have said stays in the policies' memory; a pass of a new term plans them again.
+   * refused. What they would have said stays in the policies' memory and the ledger; a pass of a new term plans them again.
    */
   dropWaiting(): void {
     this.lanes.clear();
@@ -195,6 +201,7 @@ export class Reporter {
   }
 
   private settled(node: string, wanted: boolean, error: unknown): void {
+    if (this.gone.delete(node)) this.deps.ledger.forget(node);
     const owner = this.owners.get(node);
     if (!this.lanes.busy(node)) this.owners.delete(node);
     if (!owner) return;

@@ -21,7 +21,10 @@ export interface ActionResult {
   outcome: 'Succeeded' | 'Failed';
   /** Why it failed or was refused (the API's words). */
   detail?: string;
-  /** Carried out by the dry-run actuator: reported as done, but nothing changed. */
+  /**
+   * Carried out by the dry-run actuator (reported as done, but nothing changed), or not; where unset, the mode of the
+   * pass that tells it stands.
+   */
   simulated?: boolean;
 }
 
@@ -35,7 +38,8 @@ export function actionRecord(result: ActionResult, now: Date, dryRun: boolean): 
     target: action.target,
     time: now.toISOString(),
     outcome: result.outcome,
-    dryRun,
+    // A result knows whether a dry run simulated it; the policy telling it may not be the one that did it.
+    dryRun: result.simulated ?? dryRun,
     reason: action.reason,
     message: (result.detail ?? action.message).slice(0, 1024),
   };

@@ -108,6 +108,15 @@ function migratingWorld(heavy: readonly string[], safety: object = {}) {
   return w;
 }
 
+/** Deletes policy p (a pass sees it gone) and makes it again under its name: a new uid, no status. */
+async function makeAgain(w: ReturnType<typeof world>): Promise<void> {
+  const old = w.cluster.policyMap.get('p')!;
+  w.cluster.policyMap.delete('p');
+  await w.reconciler.reconcile('p');
+  const { status: _status, ...fresh } = old;
+  w.cluster.policyMap.set('p', { ...fresh, uid: 'uid-p-again' });
+}
+
 describe('PolicyReconciler, pipelined', () => {
   it("reports a new stuck pod on one node while another node's cordon is still in flight", async () => {
     const w = world();
@@ -348,11 +357,7 @@ describe('PolicyReconciler, pipelined', () => {
     await turn();
     expect(cordon.held()).to.equal(1);
     // Deleted and made again while its cordon is in flight: the new policy must not decide beside it.
-    const old = w.cluster.policyMap.get('p')!;
-    w.cluster.policyMap.delete('p');
-    await w.reconciler.reconcile('p');
-    const { status: _status, ...fresh } = old;
-    w.cluster.policyMap.set('p', { ...fresh, uid: 'uid-p-again' });
+    await makeAgain(w);
     await w.reconciler.reconcile('p');
     await turn();
     expect(cordon.held(), 'no second cordon').to.equal(1);
@@ -377,11 +382,7 @@ describe('PolicyReconciler, pipelined', () => {
     const migrated = () => w.cluster.evicted.filter((pod) => pod.startsWith('default/db-'));
     expect(migrated()).to.have.length(1);
     // Deleted and made again while that report waits: the new policy's memory starts empty, and n1 is the same node.
-    const old = w.cluster.policyMap.get('p')!;
-    w.cluster.policyMap.delete('p');
-    await w.reconciler.reconcile('p');
-    const { status: _status, ...fresh } = old;
-    w.cluster.policyMap.set('p', { ...fresh, uid: 'uid-p-again' });
+    await makeAgain(w);
     for (let i = 0; i < 4; i++) {
       w.clock.advance(2_000);
       w.cluster.changed('n1');
@@ -402,6 +403,40 @@ describe('PolicyReconciler, pipelined', () => {
       actions.filter((a) => a.kind === 'Migrate'),
       'told once, by one report or the other',
     ).to.have.length(1);
+  });
+
+  it("looks again, unasked, at a node whose namesake's report overtook its look, and decides again (found by review)", async () => {
+    const w = migratingWorld(['db-0', 'db-1'], { maxEvictionsPerMinute: 30 });
+    w.stuck('web-1', 'n1');
+    await w.reconciler.reconcile('p'); // the cordon
+    await w.reconciler.idle();
+    // The decision that migrates db-0 hangs on its policy status (the second write: the first reserves the evictions),
+    // its report of n1 on the SandboxHealth write.
+    const report = w.hold('patchHealthStatus', (name) => name === 'n1');
+    let statusWrites = 0;
+    const status = w.hold('patchPolicyStatus', () => ++statusWrites >= 2);
+    await w.reconciler.reconcile('p');
+    for (let j = 0; j < 5; j++) await turn();
+    expect(report.held()).to.equal(1);
+    // Made again meanwhile: its first pass looks at every node, and decides nothing while the namesake's is out.
+    await makeAgain(w);
+    await w.reconciler.reconcile('p');
+    for (let j = 0; j < 5; j++) await turn();
+    // The namesake's report lands after that look (nothing of the new policy is marked for it), then its decision.
+    report.release();
+    for (let j = 0; j < 5; j++) await turn();
+    status.release();
+    await w.reconciler.idle();
+    // n2 saturates now; n1 changes no more. The new policy must decide (cordon n2), having looked again at n1.
+    w.stuck('web-2', 'n2');
+    for (let i = 0; i < 3; i++) {
+      w.clock.advance(1_000);
+      await w.reconciler.reconcile('p');
+      await w.reconciler.idle();
+    }
+    expect(w.cluster.nodeMap.get('n2')!.unschedulable, 'n2 cordoned').to.equal(true);
+    const migrated = w.cluster.evicted.filter((pod) => pod.startsWith('default/db-'));
+    expect(migrated, 'maxPodsPerNode: 1').to.have.length(1);
   });
 
   it('fails the next pass with what failed in the background, and asks for the retry after the backoff', async () => {

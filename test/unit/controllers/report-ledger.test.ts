@@ -1,10 +1,13 @@
 import { expect } from 'chai';
 import { MAX_RECORDED_ACTIONS } from '../../../src/api/v1alpha1/index.js';
 import { ReportLedger } from '../../../src/controllers/report-ledger.js';
-import type { ActionResult } from '../../../src/status/remediation-status.js';
+import { actionRecord, type ActionResult } from '../../../src/status/remediation-status.js';
 
 const result = (n: number) =>
-  ({ action: { kind: 'Cordon', reason: `r${n}` }, outcome: 'Succeeded' }) as unknown as ActionResult;
+  ({
+    action: { kind: 'Cordon', reason: `r${n}`, message: 'cordoned', target: 'Node/n1' },
+    outcome: 'Succeeded',
+  }) as unknown as ActionResult;
 
 describe('ReportLedger', () => {
   it('keeps what a report did not hold, and counts the reports that landed', () => {
@@ -16,9 +19,8 @@ describe('ReportLedger', () => {
     ledger.add('n1', [c]);
     ledger.landedWith('n1', [a, b]);
     expect(ledger.untold('n1')).to.deep.equal([c]);
-    expect(ledger.landed('n1')).to.equal(1);
     expect(ledger.stale(look), 'a look from before the report').to.equal(true);
-    expect(ledger.stale({ ...look, reportsLanded: 1 })).to.equal(false);
+    expect(ledger.stale({ ...look, reportsLanded: ledger.landed('n1') })).to.equal(false);
     expect(ledger.untold('n2')).to.deep.equal([]);
   });
 
@@ -27,8 +29,26 @@ describe('ReportLedger', () => {
     const many = Array.from({ length: MAX_RECORDED_ACTIONS + 5 }, (_, i) => result(i));
     ledger.add('n1', many);
     expect(ledger.untold('n1')).to.deep.equal(many.slice(5));
+    ledger.landedWith('n1', []);
+    const look = { node: { name: 'n1' }, reportsLanded: ledger.landed('n1') };
     ledger.forget('n1');
     expect(ledger.untold('n1')).to.deep.equal([]);
-    expect(ledger.landed('n1')).to.equal(0);
+    // Made again under its name, its first landing is a moment no look of the old node holds.
+    ledger.landedWith('n1', []);
+    expect(ledger.stale(look)).to.equal(true);
+  });
+});
+
+describe('actionRecord', () => {
+  it('says whether a dry run simulated the result, whichever policy tells it', () => {
+    const now = new Date(0);
+    const simulated = { ...result(1), simulated: true };
+    const real = { ...result(2), simulated: false };
+    expect(
+      actionRecord(simulated, now, false).dryRun,
+      "a dry-run namesake's, told by a real policy",
+    ).to.equal(true);
+    expect(actionRecord(real, now, true).dryRun, "a real namesake's, told by a dry run").to.equal(false);
+    expect(actionRecord(result(3), now, true).dryRun, 'unmarked: the telling pass decides').to.equal(true);
   });
 });

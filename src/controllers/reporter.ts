@@ -104,7 +104,7 @@ export class Reporter {
   private readonly stuckEvents = new Map<string, { pods: number[]; node: number | undefined }>();
   /** Whose report each submitted node is, and since when it waits. */
   private readonly owners = new Map<string, { policy: string; memory: PolicyMemory; since: number }>();
-  /** Nodes deleted while their write was in flight: forgotten in the ledger once it is back. */
+  /** Nodes deleted while their write was in flight: its landing is not noted in the ledger. */
   private readonly gone = new Set<string>();
   private readonly lanes: Lanes<string>;
 
@@ -171,12 +171,11 @@ export class Reporter {
   forgetNode(node: string): void {
     this.stuckEvents.delete(node);
     this.lanes.drop(node);
-    // A write in flight lands first (and notes its landing in the ledger): the node is forgotten once it is back.
+    this.deps.ledger.forget(node);
+    // A write in flight still lands: it notes nothing in the ledger, where a node made again under the name may have
+    // results of its own by then.
     if (this.lanes.busy(node)) this.gone.add(node);
-    else {
-      this.owners.delete(node);
-      this.deps.ledger.forget(node);
-    }
+    else this.owners.delete(node);
   }
 
   /**
@@ -201,7 +200,7 @@ export class Reporter {
   }
 
   private settled(node: string, wanted: boolean, error: unknown): void {
-    if (this.gone.delete(node)) this.deps.ledger.forget(node);
+    this.gone.delete(node);
     const owner = this.owners.get(node);
     if (!this.lanes.busy(node)) this.owners.delete(node);
     if (!owner) return;
@@ -304,7 +303,7 @@ export class Reporter {
     // Its results are told now, in the same turn as the status that holds them (others may have come meanwhile): the
     // facts count each once. The look it was planned from holds what landed; a look taken while it was in flight
     // read the status from before it (stale, by the ledger's count): look again.
-    this.deps.ledger.landedWith(node.name, input.results);
+    if (!this.gone.has(node.name)) this.deps.ledger.landedWith(node.name, input.results);
     observation.reportsLanded = this.deps.ledger.landed(node.name);
     const overtook = state.observation !== undefined && state.observation !== observation;
     if (overtook) memory.markDirty(node.name);

@@ -237,7 +237,8 @@ export function remediationTransitions(input: RemediationStatusInput, desired: H
         target,
         type: 'Normal',
         reason: ACTION_WORDS[action.kind].event,
-        message: `${prefix}${action.message}`,
+        // As it was done: a policy made again under the name may tell its namesake's, in the other mode.
+        message: `${(result.simulated ?? dryRun) ? DRY_RUN_PREFIX : ''}${action.message}`,
       });
     } else {
       transitions.push({

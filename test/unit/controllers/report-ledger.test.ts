@@ -1,7 +1,14 @@
 import { expect } from 'chai';
 import { MAX_RECORDED_ACTIONS } from '../../../src/api/v1alpha1/index.js';
 import { ReportLedger } from '../../../src/controllers/report-ledger.js';
-import { actionRecord, type ActionResult } from '../../../src/status/remediation-status.js';
+import {
+  actionRecord,
+  DRY_RUN_PREFIX,
+  remediationTransitions,
+  type ActionResult,
+  type HealthStatus,
+  type RemediationStatusInput,
+} from '../../../src/status/remediation-status.js';
 
 const result = (n: number) =>
   ({
@@ -10,7 +17,7 @@ const result = (n: number) =>
   }) as unknown as ActionResult;
 
 describe('ReportLedger', () => {
-  it('keeps what a report did not hold, and counts the reports that landed', () => {
+  it('keeps what a report did not hold, and when the last report landed', () => {
     const ledger = new ReportLedger();
     const [a, b, c] = [result(1), result(2), result(3)];
     ledger.add('n1', [a, b]);
@@ -50,5 +57,23 @@ describe('actionRecord', () => {
     ).to.equal(true);
     expect(actionRecord(real, now, true).dryRun, "a real namesake's, told by a dry run").to.equal(false);
     expect(actionRecord(result(3), now, true).dryRun, 'unmarked: the telling pass decides').to.equal(true);
+  });
+
+  it("words each result's Event as it was done, a dry run's with the prefix", () => {
+    const simulated = { ...result(1), simulated: true };
+    const real = { ...result(2), simulated: false };
+    const input = (dryRun: boolean) =>
+      ({
+        node: { name: 'n1', uid: 'u1' },
+        dryRun,
+        results: [simulated, real],
+        previous: undefined,
+      }) as unknown as RemediationStatusInput;
+    for (const dryRun of [false, true]) {
+      const messages = remediationTransitions(input(dryRun), { blocked: [] } as unknown as HealthStatus).map(
+        (t) => t.message,
+      );
+      expect(messages).to.deep.equal([`${DRY_RUN_PREFIX}cordoned`, 'cordoned']);
+    }
   });
 });

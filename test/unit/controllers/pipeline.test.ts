@@ -108,6 +108,19 @@ function migratingWorld(heavy: readonly string[], safety: object = {}) {
   return w;
 }
 
+/** n1 cordoned, then the pass that evicts web-1 and migrates db-0, with its report of n1 held: that report, and the pods migrated. */
+async function migrationReportHeld(w: ReturnType<typeof migratingWorld>) {
+  w.stuck('web-1', 'n1');
+  await w.reconciler.reconcile('p'); // the cordon
+  await w.reconciler.idle();
+  const report = w.hold('patchHealthStatus', (name) => name === 'n1');
+  await w.reconciler.reconcile('p'); // web-1 evicted, db-0 migrated; the report telling of it hangs
+  for (let j = 0; j < 5; j++) await turn();
+  const migrated = () => w.cluster.evicted.filter((pod) => pod.startsWith('default/db-'));
+  expect(migrated()).to.have.length(1);
+  return { report, migrated };
+}
+
 /** Deletes policy p (a pass sees it gone) and makes it again under its name: a new uid, no status. */
 async function makeAgain(w: ReturnType<typeof world>): Promise<void> {
   const old = w.cluster.policyMap.get('p')!;
@@ -301,14 +314,7 @@ describe('PolicyReconciler, pipelined', () => {
 
   it("decides nothing on a look whose node's report landed during its live reads (found by the integration test)", async () => {
     const w = migratingWorld(['db-0', 'db-1']);
-    w.stuck('web-1', 'n1');
-    await w.reconciler.reconcile('p'); // the cordon
-    await w.reconciler.idle();
-    const report = w.hold('patchHealthStatus', (name) => name === 'n1');
-    await w.reconciler.reconcile('p'); // web-1 evicted, db-0 migrated; the report telling of it hangs
-    for (let j = 0; j < 5; j++) await turn();
-    const migrated = () => w.cluster.evicted.filter((pod) => pod.startsWith('default/db-'));
-    expect(migrated()).to.have.length(1);
+    const { report, migrated } = await migrationReportHeld(w);
     // A pass reads n1's status (from before the report), then waits on its live read of n1's IO-heavy pods; the report
     // lands meanwhile, and what it told leaves the policy's memory.
     const liveRead = w.hold('runningPodsOn', (node) => node === 'n1');
@@ -373,14 +379,7 @@ describe('PolicyReconciler, pipelined', () => {
 
   it('counts, for a policy made again under the same name, the migration its namesake did whose report is still in flight (found by review)', async () => {
     const w = migratingWorld(['db-0', 'db-1'], { maxEvictionsPerMinute: 30 });
-    w.stuck('web-1', 'n1');
-    await w.reconciler.reconcile('p'); // the cordon
-    await w.reconciler.idle();
-    const report = w.hold('patchHealthStatus', (name) => name === 'n1');
-    await w.reconciler.reconcile('p'); // web-1 evicted, db-0 migrated; the report telling of it hangs
-    for (let j = 0; j < 5; j++) await turn();
-    const migrated = () => w.cluster.evicted.filter((pod) => pod.startsWith('default/db-'));
-    expect(migrated()).to.have.length(1);
+    const { report, migrated } = await migrationReportHeld(w);
     // Deleted and made again while that report waits: the new policy's memory starts empty, and n1 is the same node.
     await makeAgain(w);
     for (let i = 0; i < 4; i++) {

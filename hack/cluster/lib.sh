@@ -28,12 +28,14 @@ resolve_kubectl() {
 KUBECTL=$(resolve_kubectl)
 kc() { "$KUBECTL" --kubeconfig="$KUBECONFIG_FILE" "$@"; }
 
-# wait_for LABEL TIMEOUT_SECONDS COMMAND...: retries COMMAND until it succeeds, printing progress every 5 s.
+# wait_for LABEL TIMEOUT_SECONDS COMMAND...: retries COMMAND until it succeeds, printing progress every 5 s. With
+# WAITING_ON=NAME, gives up at once when the process up.sh started as NAME has exited.
 wait_for() {
   local label=$1 timeout=$2 start now last=0; shift 2
   start=$(date +%s)
   until "$@" >/dev/null 2>&1; do
     now=$(date +%s)
+    if [ -n "${WAITING_ON:-}" ] && ! alive "$WAITING_ON"; then log "$WAITING_ON exited while waiting for $label"; return 1; fi
     if (( now - start >= timeout )); then log "gave up waiting for $label after ${timeout}s"; return 1; fi
     if (( now - last >= 5 )); then log "waiting for $label ... $(( now - start ))s"; last=$now; fi
     sleep 0.5
@@ -41,8 +43,29 @@ wait_for() {
   log "$label ready after $(( $(date +%s) - start ))s"
 }
 
-# A free TCP port on 127.0.0.1.
-free_port() { node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
+# free_port [TAKEN...]: a free TCP port on 127.0.0.1, none of TAKEN, drawn at random below the kernel's ephemeral
+# range. A port the kernel hands out for listen(0) comes from that range, the one every outgoing connection takes
+# its source port from: between our pick and the server's bind, another cluster starting beside this one (make
+# test-integration runs two) could take it for a connection, and the server would fail to bind.
+free_port() {
+  node -e '
+    const net = require("net");
+    const fs = require("fs");
+    const taken = new Set(process.argv.slice(1).map(Number));
+    let low = 32768;
+    try { low = Number(fs.readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]) || low; } catch {}
+    const lowest = 10000, highest = Math.max(lowest + 1000, low) - 1;
+    const attempt = (left) => {
+      if (left === 0) { console.error("free_port: no free port in " + lowest + "-" + highest); process.exit(1); }
+      const port = lowest + Math.floor(Math.random() * (highest - lowest + 1));
+      if (taken.has(port)) return attempt(left - 1);
+      const server = net.createServer();
+      server.once("error", () => attempt(left - 1));
+      server.listen(port, "127.0.0.1", () => server.close(() => console.log(port)));
+    };
+    attempt(200);
+  ' -- "$@"
+}
 
 # alive NAME: the recorded process is running and is still the binary we started (pids get reused).
 alive() {

@@ -10,6 +10,18 @@ NODES=${NODES:-3}
 started=$(date +%s)
 
 components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+# On failure, the end of every component's log on stderr: CI keeps only the output, not .cluster/logs/.
+show_logs() {
+  local status=$? file
+  (( status == 0 )) && return
+  for file in "$CLUSTER_DIR"/logs/*.log; do
+    [ -f "$file" ] || continue
+    case $(basename "$file") in audit.log | pki.log) continue ;; esac
+    log "the last lines of ${file#"$repo"/}:"
+    tail -n 12 "$file" | sed 's/^/    /' >&2
+  done
+}
+trap show_logs EXIT
 running() { for c in "${components[@]}"; do alive "$c" || return 1; done; kc get --raw=/readyz >/dev/null 2>&1; }
 
 if [ -f "$KUBECONFIG_FILE" ] && running; then
@@ -40,9 +52,10 @@ else
     openssl genrsa -out sa.key 2048 && openssl rsa -in sa.key -pubout -out sa.pub
   )
 
-  etcd_port=$(free_port); peer_port=$(free_port); api_port=$(free_port); kcm_port=$(free_port); sched_port=$(free_port)
-  node_proxy_port=$(free_port)
-  while [ "$peer_port" = "$etcd_port" ]; do peer_port=$(free_port); done
+  etcd_port=$(free_port); peer_port=$(free_port "$etcd_port"); api_port=$(free_port "$etcd_port" "$peer_port")
+  kcm_port=$(free_port "$etcd_port" "$peer_port" "$api_port")
+  sched_port=$(free_port "$etcd_port" "$peer_port" "$api_port" "$kcm_port")
+  node_proxy_port=$(free_port "$etcd_port" "$peer_port" "$api_port" "$kcm_port" "$sched_port")
   cat > "$CLUSTER_DIR/env" <<ENV
 ETCD_PORT=$etcd_port
 API_PORT=$api_port
@@ -76,7 +89,7 @@ ENV
     --listen-client-urls="http://127.0.0.1:$etcd_port" --advertise-client-urls="http://127.0.0.1:$etcd_port" \
     --listen-peer-urls="http://127.0.0.1:$peer_port" --initial-advertise-peer-urls="http://127.0.0.1:$peer_port" \
     --initial-cluster="default=http://127.0.0.1:$peer_port" --unsafe-no-fsync=true --log-level=warn --quota-backend-bytes=4294967296
-  wait_for "etcd /health" 60 curl -fsS "http://127.0.0.1:$etcd_port/health"
+  WAITING_ON=etcd wait_for "etcd /health" 60 curl -fsS "http://127.0.0.1:$etcd_port/health"
 
   # The apiserver refuses to proxy to a node whose address is not global unicast (kwok nodes are 127.0.0.1), so
   # a test of the real nodes/proxy path gives its node a documentation address (203.0.113.0/24) and serves an
@@ -93,7 +106,7 @@ ENV
     --cert-dir="$CLUSTER_DIR/apiserver" --event-ttl=1h --profiling=false --delete-collection-workers=4 \
     --audit-policy-file="$here/audit-policy.yaml" --audit-log-path="$CLUSTER_DIR/logs/audit.log" \
     --audit-log-maxsize=200 --audit-log-maxbackup=1
-  wait_for "kube-apiserver /readyz" 180 kc get --raw=/readyz
+  WAITING_ON=kube-apiserver wait_for "kube-apiserver /readyz" 180 kc get --raw=/readyz
 
   # --node-monitor-grace-period=120s: one kwok process renews every simulated node's Lease, and in a storm on 1,000
   # nodes (bench/scale.ts) it falls behind on 2 cores; at 40 s nodes flapped NotReady, which real kubelets, one per

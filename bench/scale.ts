@@ -13,7 +13,7 @@
 // rollout), every node degraded, and the same incident on 10 other nodes, measured the same way.
 //
 //   make build && npx tsx bench/scale.ts [--sizes 100,300,1000] [--pods-per-node 30] [--storm-pods-per-node 5]
-//     [--idle-seconds 60] [--before <commit>] [--results scale-dev.json] [--keep]
+//     [--idle-seconds 60] [--before <commit>] [--results scale-dev.json] [--keep] [--quick]
 //
 // With --before, each size and the storm are measured twice on the same cluster, one after the other: the operator
 // of that commit (a worktree built into ~/.cache/sandbox-remediator/bench, kept by commit), then this checkout's;
@@ -66,6 +66,9 @@ const INCIDENT_NODES = 10;
 const INCIDENT_PODS_PER_NODE = 10;
 const THRESHOLD_SECONDS = 1;
 const KEEP = process.argv.includes('--keep');
+// While working on the operator: the sizes' runs only (no memory against Node's defaults, no profile; the storm with
+// --storm-pods-per-node 0 off too), into scale-dev.json unless --results says otherwise.
+const QUICK = process.argv.includes('--quick');
 const BEFORE = arg('before', '');
 // Only make bench-scale writes scale.json, the file the docs' figures come from; a run by hand writes beside it.
 const RESULTS = arg('results', 'scale-dev.json');
@@ -166,6 +169,54 @@ async function metric(port: number, name: string): Promise<number> {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
   const line = text.split('\n').find((l) => l.startsWith(`${name} `) || l.startsWith(`${name}{`));
   return Number(line?.split(' ').at(-1));
+}
+
+/** Each series of the operator's metrics whose name starts with one of PIPELINE, summed over its labels. */
+const PIPELINE = [
+  'sandbox_remediator_reconcile_duration_seconds_sum',
+  'sandbox_remediator_reconcile_duration_seconds_count',
+  'sandbox_remediator_reconcile_nodes_observed_total',
+  'sandbox_remediator_health_report_wait_seconds_sum',
+  'sandbox_remediator_health_report_wait_seconds_count',
+] as const;
+async function pipelineMetrics(port: number): Promise<Record<(typeof PIPELINE)[number], number>> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const sums = Object.fromEntries(PIPELINE.map((name) => [name, 0])) as Record<
+    (typeof PIPELINE)[number],
+    number
+  >;
+  for (const line of text.split('\n')) {
+    const name = PIPELINE.find((n) => line.startsWith(`${n} `) || line.startsWith(`${n}{`));
+    if (name) sums[name] += Number(line.split(' ').at(-1));
+  }
+  return sums;
+}
+
+/**
+ * What the operator's own metrics say of an incident's window: its passes (how many, their mean and total time, the
+ * nodes they looked at) and its SandboxHealth reports (how many, their mean wait from being asked for to written).
+ */
+function pipelineDuring(
+  before: Awaited<ReturnType<typeof pipelineMetrics>>,
+  after: Awaited<ReturnType<typeof pipelineMetrics>>,
+) {
+  const d = (name: (typeof PIPELINE)[number]) => after[name] - before[name];
+  const passes = d('sandbox_remediator_reconcile_duration_seconds_count');
+  const reports = d('sandbox_remediator_health_report_wait_seconds_count');
+  return {
+    passes,
+    passMeanMs: round(
+      (d('sandbox_remediator_reconcile_duration_seconds_sum') * 1000) / Math.max(passes, 1),
+      1,
+    ),
+    passTotalMs: Math.round(d('sandbox_remediator_reconcile_duration_seconds_sum') * 1000),
+    nodesObserved: d('sandbox_remediator_reconcile_nodes_observed_total'),
+    reports,
+    reportWaitMeanMs: round(
+      (d('sandbox_remediator_health_report_wait_seconds_sum') * 1000) / Math.max(reports, 1),
+      1,
+    ),
+  };
 }
 
 // --------------------------------------------------------------------------------------------------------------
@@ -462,6 +513,8 @@ interface IncidentResult {
   /** How long the apiserver took to answer the operator's SandboxHealth status patches (audit log). */
   apiserverHealthPatchP50Ms: number;
   apiserverHealthPatchP99Ms: number;
+  /** The operator's passes and reports in the incident's window, from its own metrics (absent on older trees). */
+  pipeline?: ReturnType<typeof pipelineDuring>;
 }
 
 async function measureIncident(
@@ -474,6 +527,7 @@ async function measureIncident(
   const pid = operator.pid!;
   const from = new Date();
   const ticks = cpuTicks(pid);
+  const metricsFrom = await pipelineMetrics(operator.metricsPort);
   world.resetIncident();
   const incident = await startIncident(nodes, tag);
   const t0 = incident.podsFrom;
@@ -507,6 +561,7 @@ async function measureIncident(
   }
   const elapsed = (stoppedAt.getTime() - t0) / 1000;
   const cpu = ((cpuTicks(pid) - ticks) / TICKS / ((Date.now() - t0) / 1000)) * 100;
+  const pipeline = pipelineDuring(metricsFrom, await pipelineMetrics(operator.metricsPort));
   const latencies: number[] = [];
   const firstPods = incidentPods().filter(([uid]) => world.podCreated.get(uid)! < t0 + 20_000);
   for (const [uid] of firstPods) {
@@ -588,6 +643,7 @@ async function measureIncident(
     podsWithEvent: firstPods.filter(([uid]) => world.firstEvent.has(uid)).length,
     apiserverHealthPatchP50Ms: Math.round(percentile(patchMs, 0.5)),
     apiserverHealthPatchP99Ms: Math.round(percentile(patchMs, 0.99)),
+    ...(pipeline.passes > 0 ? { pipeline } : {}),
   };
 }
 
@@ -958,12 +1014,14 @@ try {
     }
   }
   // Only when the deployment sets anything: Node's defaults against themselves would say nothing.
-  if (Object.keys(OPERATOR_ENV).length > 0 || OPERATOR_NODE_ARGS.length > 0) {
+  if (!QUICK && (Object.keys(OPERATOR_ENV).length > 0 || OPERATOR_NODE_ARGS.length > 0)) {
     deployedEnvEffect = await measureDeployedEnv(world, SIZES.at(-1)!, kubeconfig);
     writeResults();
   }
-  profiled = await measureProfiledIncident(world, SIZES.at(-1)!, kubeconfig);
-  writeResults();
+  if (!QUICK) {
+    profiled = await measureProfiledIncident(world, SIZES.at(-1)!, kubeconfig);
+    writeResults();
+  }
   if (STORM_PODS_PER_NODE > 0)
     for (const tree of trees) {
       results[tree.name].storm = await measureStorm(world, SIZES.at(-1)!, kubeconfig, tree);

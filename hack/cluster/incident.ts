@@ -15,19 +15,21 @@ import {
   CoreV1Api,
   KubernetesObjectApi,
   PatchStrategy,
+  setHeaderOptions,
   type CoreV1Event,
   type KubeConfig,
   type KubernetesObject,
   type V1Pod,
 } from '@kubernetes/client-node';
 import { Command, InvalidArgumentError } from 'commander';
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { loadKubeConfig } from '../../src/kube/client.js';
 import { describeError, isConflict, isNotFound } from '../../src/kube/errors.js';
+import { Informer } from '../../src/kube/informer.js';
 
 const REPO = join(import.meta.dirname, '..', '..');
 const CLUSTER_DIR = process.env.CLUSTER_DIR ?? join(REPO, '.cluster');
@@ -146,6 +148,32 @@ async function pendingPodsOn(core: CoreV1Api, node: string): Promise<V1Pod[]> {
   return list.items;
 }
 
+/**
+ * The node's pods, kept by a watch as kubelet keeps them: a LIST each turn (every 500 ms, one daemon per node) was a
+ * steady load of its own on the apiserver of a large cluster (10 daemons over 30,000 pods: 20 LISTs a second).
+ */
+async function watchPodsOn(kc: KubeConfig, node: string): Promise<Informer<V1Pod>> {
+  const quiet = {
+    info: () => undefined,
+    warn: (message: string, fields?: Record<string, unknown>) => {
+      console.error(message, fields);
+    },
+  };
+  const pods = new Informer<V1Pod>({
+    name: `pods-on-${node}`,
+    kc,
+    apiVersion: 'v1',
+    kind: 'Pod',
+    path: '/api/v1/pods',
+    fieldSelector: `spec.nodeName=${node}`,
+    transform: (raw) => raw,
+    logger: quiet,
+  });
+  pods.start();
+  await pods.synced;
+  return pods;
+}
+
 function isProcessAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -183,6 +211,7 @@ async function start(node: string, message: string, intervalSeconds: number, max
   stopDaemon(node);
   mkdirSync(join(CLUSTER_DIR, 'pids'), { recursive: true });
   mkdirSync(join(CLUSTER_DIR, 'logs'), { recursive: true });
+  const logged = existsSync(logFile(node)) ? statSync(logFile(node)).size : 0;
   const out = openSync(logFile(node), 'a');
   const child = spawn(
     process.execPath,
@@ -204,9 +233,25 @@ async function start(node: string, message: string, intervalSeconds: number, max
   );
   writeFileSync(pidFile(node), String(child.pid));
   child.unref();
+  await daemonStarted(node, child, logged);
   console.log(
     `incident started on node/${node}: new pods there stay ContainerCreating; events every ${intervalSeconds}s (pid ${child.pid}, log ${logFile(node)}, stops by itself after ${maxDurationSeconds}s)`,
   );
+}
+
+/**
+ * Waits for the daemon to say it started (its cache of the node's pods filled): a caller that goes on at once would
+ * share its start-up (tsx compiling, its first LIST) with whatever it measures next. Fails when it exits first.
+ */
+async function daemonStarted(node: string, child: ChildProcess, from: number): Promise<void> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const log = readFileSync(logFile(node)).subarray(from).toString();
+    if (log.includes(`daemon for node/${node} started`)) return;
+    if (child.exitCode !== null || child.signalCode !== null || Date.now() > deadline)
+      throw new Error(`the incident daemon for node/${node} did not start; its log:\n${log.slice(-2000)}`);
+    await sleep(100);
+  }
 }
 
 async function annotateNode(objects: KubernetesObjectApi, node: string, value: string | null) {
@@ -302,11 +347,14 @@ async function daemon(node: string, template: string, intervalSeconds: number, m
   process.on('SIGINT', () => {
     stop.abort();
   });
+  const cached = await watchPodsOn(kc, node);
   console.log(`${new Date().toISOString()} daemon for node/${node} started`);
   while (!stop.signal.aborted && Date.now() < deadline) {
     try {
       const now = Date.now();
-      const pods = (await pendingPodsOn(core, node)).filter(isWaitingForSandbox);
+      const pods = [...cached.values()].filter(
+        (p) => p.status?.phase === 'Pending' && isWaitingForSandbox(p),
+      );
       const live = new Set<string>();
       for (const pod of pods) {
         const { uid, name, namespace } = pod.metadata ?? {};
@@ -351,10 +399,15 @@ async function daemon(node: string, template: string, intervalSeconds: number, m
             await core.replaceNamespacedEvent({ name: eventObject, namespace, body: event });
           });
         } else {
-          const current = await core.readNamespacedEvent({ name: eventObject, namespace });
-          if (current.metadata.resourceVersion)
-            event.metadata.resourceVersion = current.metadata.resourceVersion;
-          await core.replaceNamespacedEvent({ name: eventObject, namespace, body: event });
+          // A repeat is a patch of its count and time, as kubelet's recorder sends it: no read first.
+          await core.patchNamespacedEvent(
+            {
+              name: eventObject,
+              namespace,
+              body: { count: record.count, lastTimestamp: event.lastTimestamp },
+            },
+            setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+          );
         }
       }
       for (const uid of seen.keys()) if (!live.has(uid)) seen.delete(uid);
@@ -363,6 +416,7 @@ async function daemon(node: string, template: string, intervalSeconds: number, m
     }
     await sleep(500);
   }
+  await cached.stop();
   console.log(
     `${new Date().toISOString()} daemon for node/${node} ${stop.signal.aborted ? 'stopped' : 'reached its time limit'}`,
   );

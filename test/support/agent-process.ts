@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { KUBECONFIG } from './cluster.js';
 import { REPO_ROOT } from './manifests.js';
 
@@ -23,6 +24,21 @@ export class AgentProcess {
       { stdio: ['ignore', 'ignore', 'pipe'] },
     );
     this.child.stderr?.on('data', (d: Buffer) => (this.output += d.toString()));
+  }
+  /**
+   * Resolves once the agent said it started (its first reading is on its way); rejects when it exits first or says
+   * nothing for timeoutMs. Its start-up (tsx compiling src/ first) is the busiest second of its life: a measurement
+   * should not begin inside it.
+   */
+  async started(timeoutMs = 60_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!this.output.includes('Started node agent')) {
+      if (!this.child || this.child.exitCode !== null)
+        throw new Error(`the agent exited before it started:\n${this.output.slice(-2000)}`);
+      if (Date.now() > deadline)
+        throw new Error(`the agent did not start in ${timeoutMs} ms:\n${this.output.slice(-2000)}`);
+      await sleep(100);
+    }
   }
   async stop(): Promise<number | null> {
     const child = this.child;

@@ -18,7 +18,9 @@ export class SaturatedNode {
     this.cleanup.add(() => this.proc.remove());
     this.agent.start(this.name, [`--proc-root=${dir}`, '--interval-seconds=1', '--heartbeat-seconds=3']);
     this.cleanup.add(() => this.agent.stop());
-    await startIncident(this.cleanup, this.name);
+    // Both started before it returns (hack incident start waits for its daemon): their start-up is CPU a test or a
+    // bench's incident would otherwise share with the operator it measures.
+    await Promise.all([this.agent.started(), startIncident(this.cleanup, this.name)]);
   }
   pressure(which: 'load' | 'idle'): Promise<void> {
     return this.proc.setPressure(which);

@@ -13,7 +13,7 @@
 // rollout), every node degraded, and the same incident on 10 other nodes, measured the same way.
 //
 //   make build && npx tsx bench/scale.ts [--sizes 100,300,1000] [--pods-per-node 30] [--storm-pods-per-node 5]
-//     [--idle-seconds 60] [--before <commit>] [--results scale-dev.json] [--keep] [--quick]
+//     [--idle-seconds 60] [--before <commit>] [--results scale-dev.json] [--keep] [--quick [--profile]]
 //
 // With --before, each size and the storm are measured twice on the same cluster, one after the other: the operator
 // of that commit (a worktree built into ~/.cache/sandbox-remediator/bench, kept by commit), then this checkout's;
@@ -69,6 +69,8 @@ const KEEP = process.argv.includes('--keep');
 // While working on the operator: the sizes' runs only (no memory against Node's defaults, no profile; the storm with
 // --storm-pods-per-node 0 off too), into scale-dev.json unless --results says otherwise.
 const QUICK = process.argv.includes('--quick');
+// With --quick, the profiled incident after all (--profile).
+const PROFILE = !QUICK || process.argv.includes('--profile');
 const BEFORE = arg('before', '');
 // Only make bench-scale writes scale.json, the file the docs' figures come from; a run by hand writes beside it.
 const RESULTS = arg('results', 'scale-dev.json');
@@ -856,7 +858,7 @@ async function measureProfiledIncident(world: World, size: number, kubeconfig: s
   if (!file) throw new Error(`no CPU profile in ${dir}: did the operator exit cleanly?`);
   // The profile ends when the operator exits: the incident is the span from (exited - from) to (exited - to)
   // before its end (the bench's audit reading after the incident, and the shutdown, are left out).
-  const profile = summarizeProfile(join(dir, file), { fromEndMs: exited - from, toEndMs: exited - to });
+  const profile = summarizeProfile(join(dir, file), { fromEndMs: exited - from, toEndMs: exited - to }, 20);
   log(`profiled incident: ${JSON.stringify(incident)}; profile ${JSON.stringify(profile)}`);
   return { nodes: size, profileFile: join('.cluster', 'profiles', file), incident, profile };
 }
@@ -1018,7 +1020,7 @@ try {
     deployedEnvEffect = await measureDeployedEnv(world, SIZES.at(-1)!, kubeconfig);
     writeResults();
   }
-  if (!QUICK) {
+  if (PROFILE) {
     profiled = await measureProfiledIncident(world, SIZES.at(-1)!, kubeconfig);
     writeResults();
   }

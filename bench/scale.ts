@@ -448,13 +448,18 @@ interface Incident {
 
 async function startIncident(nodes: string[], tag: string): Promise<Incident> {
   const cleanup = new Cleanup();
-  await Promise.all(
+  const started = await Promise.allSettled(
     nodes.map(async (node) => {
       const saturated = new SaturatedNode(node, cleanup);
       await saturated.start();
       await saturated.pressure('load');
     }),
   );
+  const failed = started.find((s) => s.status === 'rejected');
+  if (failed) {
+    await cleanup.run(); // the agents and daemons that did start
+    throw failed.reason;
+  }
   const { apps } = api();
   const podsFrom = Date.now();
   await inParallel('incident deployments', nodes, 10, (node) =>
@@ -528,12 +533,14 @@ async function measureIncident(
 ): Promise<IncidentResult> {
   const pid = operator.pid!;
   const from = new Date();
-  const ticks = cpuTicks(pid);
-  const metricsFrom = await pipelineMetrics(operator.metricsPort);
   world.resetIncident();
   const incident = await startIncident(nodes, tag);
   const t0 = incident.podsFrom;
+  // From the incident's first pod: the agents' and daemons' start-up before it is not the operator's.
+  const ticks = cpuTicks(pid);
+  const metricsFrom = await pipelineMetrics(operator.metricsPort);
   let stoppedAt = new Date();
+  let metricsTo: Awaited<ReturnType<typeof pipelineMetrics>> | undefined;
   const incidentNodes = new Set(nodes);
   const incidentPods = () =>
     [...world.podNode].filter(([uid, n]) => incidentNodes.has(n) && world.podCreated.get(uid)! >= t0 - 1000);
@@ -551,6 +558,7 @@ async function measureIncident(
     }
   } finally {
     stoppedAt = new Date();
+    metricsTo = await pipelineMetrics(operator.metricsPort).catch(() => undefined);
     const late = nodes.filter((n) => !world.cordonedAt.has(n));
     if (late.length > 0) {
       const health = await kubectl(['get', 'sandboxhealth', late[0]!, '-o', 'jsonpath={.status}']);
@@ -563,7 +571,7 @@ async function measureIncident(
   }
   const elapsed = (stoppedAt.getTime() - t0) / 1000;
   const cpu = ((cpuTicks(pid) - ticks) / TICKS / ((Date.now() - t0) / 1000)) * 100;
-  const pipeline = pipelineDuring(metricsFrom, await pipelineMetrics(operator.metricsPort));
+  const pipeline = metricsTo ? pipelineDuring(metricsFrom, metricsTo) : undefined;
   const latencies: number[] = [];
   const firstPods = incidentPods().filter(([uid]) => world.podCreated.get(uid)! < t0 + 20_000);
   for (const [uid] of firstPods) {
@@ -645,7 +653,7 @@ async function measureIncident(
     podsWithEvent: firstPods.filter(([uid]) => world.firstEvent.has(uid)).length,
     apiserverHealthPatchP50Ms: Math.round(percentile(patchMs, 0.5)),
     apiserverHealthPatchP99Ms: Math.round(percentile(patchMs, 0.99)),
-    ...(pipeline.passes > 0 ? { pipeline } : {}),
+    ...(pipeline && pipeline.passes > 0 ? { pipeline } : {}),
   };
 }
 

@@ -152,7 +152,12 @@ async function pendingPodsOn(core: CoreV1Api, node: string): Promise<V1Pod[]> {
  * The node's pods, kept by a watch as kubelet keeps them: a LIST each turn (every 500 ms, one daemon per node) was a
  * steady load of its own on the apiserver of a large cluster (10 daemons over 30,000 pods: 20 LISTs a second).
  */
-async function watchPodsOn(kc: KubeConfig, node: string): Promise<Informer<V1Pod>> {
+async function watchPodsOn(
+  kc: KubeConfig,
+  node: string,
+  stop: AbortSignal,
+  deadline: number,
+): Promise<Informer<V1Pod> | undefined> {
   const quiet = {
     info: () => undefined,
     warn: (message: string, fields?: Record<string, unknown>) => {
@@ -165,13 +170,30 @@ async function watchPodsOn(kc: KubeConfig, node: string): Promise<Informer<V1Pod
     apiVersion: 'v1',
     kind: 'Pod',
     path: '/api/v1/pods',
-    fieldSelector: `spec.nodeName=${node}`,
+    // Pending ones only, as the LIST was: a pod that starts leaves the cache.
+    fieldSelector: `spec.nodeName=${node},status.phase=Pending`,
     transform: (raw) => raw,
     logger: quiet,
   });
   pods.start();
-  await pods.synced;
-  return pods;
+  // Its list retries for as long as the apiserver does not answer: bounded still by a stop and the time limit.
+  let timer: NodeJS.Timeout | undefined;
+  const given = new Promise<'given'>((resolve) => {
+    timer = setTimeout(
+      () => {
+        resolve('given');
+      },
+      Math.max(0, deadline - Date.now()),
+    );
+    stop.addEventListener('abort', () => {
+      resolve('given');
+    });
+  });
+  const first = await Promise.race([pods.synced.then(() => 'synced' as const), given]);
+  clearTimeout(timer);
+  if (first === 'synced') return pods;
+  await pods.stop();
+  return undefined;
 }
 
 function isProcessAlive(pid: number): boolean {
@@ -233,7 +255,14 @@ async function start(node: string, message: string, intervalSeconds: number, max
   );
   writeFileSync(pidFile(node), String(child.pid));
   child.unref();
-  await daemonStarted(node, child, logged);
+  try {
+    await daemonStarted(node, child, logged);
+  } catch (err) {
+    // Nothing left behind: the daemon, the Stage and the node's annotation go (the caller registers no stop).
+    child.kill('SIGKILL');
+    await stop(node).catch(() => undefined);
+    throw err;
+  }
   console.log(
     `incident started on node/${node}: new pods there stay ContainerCreating; events every ${intervalSeconds}s (pid ${child.pid}, log ${logFile(node)}, stops by itself after ${maxDurationSeconds}s)`,
   );
@@ -247,7 +276,7 @@ async function daemonStarted(node: string, child: ChildProcess, from: number): P
   const deadline = Date.now() + 60_000;
   for (;;) {
     const log = readFileSync(logFile(node)).subarray(from).toString();
-    if (log.includes(`daemon for node/${node} started`)) return;
+    if (log.includes(`daemon for node/${node} started (pid ${child.pid})`)) return;
     if (child.exitCode !== null || child.signalCode !== null || Date.now() > deadline)
       throw new Error(`the incident daemon for node/${node} did not start; its log:\n${log.slice(-2000)}`);
     await sleep(100);
@@ -325,6 +354,33 @@ async function status() {
   if (!any) console.log('no incidents');
 }
 
+/**
+ * Creates the Event on its first occurrence (replaced if the name is taken); a repeat is a patch of its count and time,
+ * as kubelet's recorder sends it, with no read first, and an Event whose create was lost is created then.
+ */
+async function postEvent(core: CoreV1Api, event: CoreV1Event, count: number): Promise<void> {
+  const name = event.metadata.name ?? '';
+  const namespace = event.metadata.namespace ?? '';
+  const create = () =>
+    core.createNamespacedEvent({ namespace, body: event }).catch(async (err: unknown) => {
+      if (!isConflict(err)) throw err;
+      await core.replaceNamespacedEvent({ name, namespace, body: event });
+    });
+  if (count === 1) {
+    await create();
+    return;
+  }
+  try {
+    await core.patchNamespacedEvent(
+      { name, namespace, body: { count, lastTimestamp: event.lastTimestamp } },
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+    );
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+    await create();
+  }
+}
+
 /** Posts and repeats the Warning events. Bounded: exits after maxDurationSeconds or on SIGTERM. */
 async function daemon(node: string, template: string, intervalSeconds: number, maxDurationSeconds: number) {
   const kc = kubeConfig();
@@ -347,9 +403,10 @@ async function daemon(node: string, template: string, intervalSeconds: number, m
   process.on('SIGINT', () => {
     stop.abort();
   });
-  const cached = await watchPodsOn(kc, node);
-  console.log(`${new Date().toISOString()} daemon for node/${node} started`);
-  while (!stop.signal.aborted && Date.now() < deadline) {
+  const cached = await watchPodsOn(kc, node, stop.signal, deadline);
+  // `incident start` waits for this line, with this pid (daemonStarted): keep the two in step.
+  if (cached) console.log(`${new Date().toISOString()} daemon for node/${node} started (pid ${process.pid})`);
+  while (cached && !stop.signal.aborted && Date.now() < deadline) {
     try {
       const now = Date.now();
       const pods = [...cached.values()].filter(
@@ -392,22 +449,11 @@ async function daemon(node: string, template: string, intervalSeconds: number, m
           firstTimestamp: record.first,
           lastTimestamp: new Date(),
         };
-        const eventObject = record.name;
-        if (record.count === 1) {
-          await core.createNamespacedEvent({ namespace, body: event }).catch(async (err: unknown) => {
-            if (!isConflict(err)) throw err;
-            await core.replaceNamespacedEvent({ name: eventObject, namespace, body: event });
-          });
-        } else {
-          // A repeat is a patch of its count and time, as kubelet's recorder sends it: no read first.
-          await core.patchNamespacedEvent(
-            {
-              name: eventObject,
-              namespace,
-              body: { count: record.count, lastTimestamp: event.lastTimestamp },
-            },
-            setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
-          );
+        try {
+          await postEvent(core, event, record.count);
+        } catch (err) {
+          // One pod's failed post holds back none of the others; its next attempt posts again.
+          console.error(`${new Date().toISOString()} ${name}: ${describeError(err)}`);
         }
       }
       for (const uid of seen.keys()) if (!live.has(uid)) seen.delete(uid);
@@ -416,10 +462,12 @@ async function daemon(node: string, template: string, intervalSeconds: number, m
     }
     await sleep(500);
   }
-  await cached.stop();
+  await cached?.stop();
   console.log(
     `${new Date().toISOString()} daemon for node/${node} ${stop.signal.aborted ? 'stopped' : 'reached its time limit'}`,
   );
+  // A watch still waiting for its answer would keep the process alive past its bound.
+  process.exit(0);
 }
 
 const positiveInt = (value: string) => {

@@ -29,13 +29,15 @@ KUBECTL=$(resolve_kubectl)
 kc() { "$KUBECTL" --kubeconfig="$KUBECONFIG_FILE" "$@"; }
 
 # wait_for LABEL TIMEOUT_SECONDS COMMAND...: retries COMMAND until it succeeds, printing progress every 5 s. With
-# WAITING_ON=NAME, gives up at once when the process up.sh started as NAME has exited.
+# WAITING_ON=NAME, gives up once the process up.sh started as NAME is seen gone twice in a row (once could be the
+# moment between its fork and its exec, when its command line is still the shell's).
 wait_for() {
-  local label=$1 timeout=$2 start now last=0; shift 2
+  local label=$1 timeout=$2 start now last=0 gone=0; shift 2
   start=$(date +%s)
   until "$@" >/dev/null 2>&1; do
     now=$(date +%s)
-    if [ -n "${WAITING_ON:-}" ] && ! alive "$WAITING_ON"; then log "$WAITING_ON exited while waiting for $label"; return 1; fi
+    if [ -n "${WAITING_ON:-}" ] && ! alive "$WAITING_ON"; then gone=$((gone + 1)); else gone=0; fi
+    if (( gone >= 2 )); then log "$WAITING_ON exited while waiting for $label"; return 1; fi
     if (( now - start >= timeout )); then log "gave up waiting for $label after ${timeout}s"; return 1; fi
     if (( now - last >= 5 )); then log "waiting for $label ... $(( now - start ))s"; last=$now; fi
     sleep 0.5

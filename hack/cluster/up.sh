@@ -14,12 +14,19 @@ components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 show_logs() {
   local status=$? file
   (( status == 0 )) && return
+  local shown=0
   for file in "$CLUSTER_DIR"/logs/*.log; do
     [ -f "$file" ] || continue
     case $(basename "$file") in audit.log | pki.log) continue ;; esac
     log "the last lines of ${file#"$repo"/}:"
     tail -n 12 "$file" | sed 's/^/    /' >&2
+    shown=$((shown + 1))
   done
+  # Failed before any component started: the certificates' log is all there is.
+  if (( shown == 0 )) && [ -f "$CLUSTER_DIR/logs/pki.log" ]; then
+    log "the last lines of ${CLUSTER_DIR#"$repo"/}/logs/pki.log:"
+    tail -n 12 "$CLUSTER_DIR/logs/pki.log" | sed 's/^/    /' >&2
+  fi
 }
 trap show_logs EXIT
 running() { for c in "${components[@]}"; do alive "$c" || return 1; done; kc get --raw=/readyz >/dev/null 2>&1; }
@@ -140,4 +147,6 @@ for ((i = 0; i < NODES; i++)); do
   "$here/node.sh" create "kwok-node-$i" >/dev/null
 done
 wait_for "$NODES Ready node(s)" 120 bash -c "[ \"\$('$KUBECTL' --kubeconfig='$KUBECONFIG_FILE' get nodes -l type=kwok -o jsonpath='{range .items[*]}{.status.conditions[?(@.type==\"Ready\")].status}{\"\\n\"}{end}' | grep -c True)\" -ge $NODES ]"
+# A component that died after its start (a port taken between the pick and its bind) would go unnoticed otherwise.
+for c in "${components[@]}"; do alive "$c" || die "$c is not running; see ${CLUSTER_DIR}/logs/$c.log"; done
 log "cluster up in $(( $(date +%s) - started ))s: export KUBECONFIG=$KUBECONFIG_FILE"

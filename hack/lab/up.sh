@@ -149,7 +149,7 @@ k=$LAB_DIR/kubelet.kubeconfig
 "$KUBECTL" config set-context local --cluster=local --user=node --kubeconfig="$k" >/dev/null
 "$KUBECTL" config use-context local --kubeconfig="$k" >/dev/null
 
-kubelet_port=$(free_port); healthz_port=$(free_port)
+kubelet_port=$(free_port); healthz_port=$(free_port "$kubelet_port")
 echo "KUBELET_PORT=$kubelet_port" >"$LAB_DIR/env"
 echo "KUBELET_HEALTHZ_PORT=$healthz_port" >>"$LAB_DIR/env"
 # cgroupsPerQOS: every pod in a cgroup of its own, kubepods/<qos>/pod<uid>, as on a real node: the agent measures

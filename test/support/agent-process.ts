@@ -31,9 +31,10 @@ export class AgentProcess {
    * should not begin inside it.
    */
   async started(timeoutMs = 60_000): Promise<void> {
+    // The agent's own log line (src/cli/agent.ts): keep the two in step.
     const deadline = Date.now() + timeoutMs;
     while (!this.output.includes('Started node agent')) {
-      if (!this.child || this.child.exitCode !== null)
+      if (!this.child || this.child.exitCode !== null || this.child.signalCode !== null)
         throw new Error(`the agent exited before it started:\n${this.output.slice(-2000)}`);
       if (Date.now() > deadline)
         throw new Error(`the agent did not start in ${timeoutMs} ms:\n${this.output.slice(-2000)}`);

@@ -104,11 +104,16 @@ function upOnce(): Promise<void> {
         resolve();
         return;
       }
-      // Its "waiting for ..." progress says nothing the line that gave up does not.
-      const said = output.split('\n').filter((line) => line !== '' && !/\] waiting for /.test(line));
+      // Its "waiting for ..." progress says nothing the line that gave up does not; that line (up.sh's own, not a
+      // component log's, which follow it indented) is kept however long the logs' ends are.
+      const said = output
+        .split('\n')
+        .filter((line) => line !== '' && !/^\[cluster-up [\d:]+\] waiting for /.test(line));
+      const why = said.filter((line) => /^\[[\w-]+ [\d:]+\] (ERROR|gave up|\S+ exited while)/.test(line));
+      const end = said.slice(-50);
       reject(
         new Error(
-          `hack/cluster/up.sh exited with ${code}; the end of its output:\n${said.slice(-50).join('\n')}`,
+          `hack/cluster/up.sh exited with ${code}: ${why.join('; ') || 'see below'}; the end of its output:\n${end.join('\n')}`,
         ),
       );
     });

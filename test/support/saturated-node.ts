@@ -20,7 +20,9 @@ export class SaturatedNode {
     this.cleanup.add(() => this.agent.stop());
     // Both started before it returns (hack incident start waits for its daemon): their start-up is CPU a test or a
     // bench's incident would otherwise share with the operator it measures.
-    await Promise.all([this.agent.started(), startIncident(this.cleanup, this.name)]);
+    // Both settled before failing: an incident still starting must register its stop in the cleanup first.
+    const settled = await Promise.allSettled([this.agent.started(), startIncident(this.cleanup, this.name)]);
+    for (const outcome of settled) if (outcome.status === 'rejected') throw outcome.reason;
   }
   pressure(which: 'load' | 'idle'): Promise<void> {
     return this.proc.setPressure(which);

@@ -309,9 +309,14 @@ class World {
         this.nodeOfPodName.set(`${p.metadata?.namespace}/${p.metadata?.name}`, p.spec.nodeName);
       }
       if (p.metadata?.name) this.podName.set(uid, p.metadata.name);
+      // A pod waits from its scheduling, as the operator counts it (stuckThresholdSeconds): its creation stands in only
+      // until the scheduler has placed it (a pod first seen unscheduled would otherwise keep its creation time, and
+      // the scheduler's own delay, up to a second and more under load, would count as the operator's).
       const scheduled = p.status?.conditions?.find((c) => c.type === 'PodScheduled' && c.status === 'True');
-      const since = scheduled?.lastTransitionTime ?? p.metadata?.creationTimestamp;
-      if (since && !this.podCreated.has(uid)) this.podCreated.set(uid, new Date(since).getTime());
+      if (scheduled?.lastTransitionTime)
+        this.podCreated.set(uid, new Date(scheduled.lastTransitionTime).getTime());
+      else if (p.metadata?.creationTimestamp && !this.podCreated.has(uid))
+        this.podCreated.set(uid, new Date(p.metadata.creationTimestamp).getTime());
     });
     await watch(
       `/api/v1/namespaces/${NAMESPACE}/events`,

@@ -150,16 +150,17 @@ const round = (n: number, digits = 1) => Math.round(n * 10 ** digits) / 10 ** di
  * The operator's audit events at or after `since`: a stream, filtered by user before parsing (the log is big), over the
  * log and its rotated backup (200 MB each: an incident can rotate it, and its first writes are then in the backup).
  */
-async function operatorAudit(since: Date, user = OPERATOR_USER): Promise<AuditEvent[]> {
+async function operatorAudit(since: Date, users = [OPERATOR_USER]): Promise<AuditEvent[]> {
   const events: AuditEvent[] = [];
   const dir = dirname(AUDIT_LOG);
   const files = readdirSync(dir).filter((f) => /^audit.*\.log$/.test(f));
+  const quoted = users.map((user) => `"${user}"`);
   for (const file of files) {
     const lines = createInterface({ input: createReadStream(join(dir, file)), crlfDelay: Infinity });
     for await (const line of lines) {
-      if (!line.includes(`"${user}"`)) continue;
+      if (!quoted.some((user) => line.includes(user))) continue;
       const event = JSON.parse(line) as AuditEvent;
-      if (event.user.username === user && new Date(event.requestReceivedTimestamp) >= since)
+      if (users.includes(event.user.username) && new Date(event.requestReceivedTimestamp) >= since)
         events.push(event);
     }
   }
@@ -173,15 +174,15 @@ async function operatorAudit(since: Date, user = OPERATOR_USER): Promise<AuditEv
  * operator that had completed when the bench saw the pod listed (an upper bound: the write that listed it may be an
  * earlier one), both on this machine's clock; threshold as for the bench's own figure.
  */
-async function serverDetection(
+function serverDetection(
   world: World,
   pods: [string, string][],
-  from: Date,
+  injected: AuditEvent[],
   healthPatches: AuditEvent[],
-): Promise<number[]> {
+): number[] {
   const done = (e: AuditEvent) => new Date(e.stageTimestamp ?? e.requestReceivedTimestamp).getTime();
   const firstEvent = new Map<string, number>();
-  for (const e of await operatorAudit(from, 'kubernetes-admin')) {
+  for (const e of injected) {
     if (e.verb !== 'create' || e.objectRef?.resource !== 'events' || (e.responseStatus?.code ?? 0) >= 300)
       continue;
     const pod = (e.objectRef.name ?? '').replace(/\.[0-9a-f]+$/, '');
@@ -202,15 +203,26 @@ async function serverDetection(
   }
   return latencies.sort((a, b) => a - b);
 }
+/** The user the incident's injector writes its Events as. */
+const INJECTOR_USER = 'kubernetes-admin';
 const WRITES = new Set(['create', 'update', 'patch', 'delete', 'deletecollection']);
 
-async function metric(port: number, name: string): Promise<number> {
+/** Every series of the operator's metrics by name, summed over its labels (prom-client writes no timestamps). */
+async function scrape(port: number): Promise<Map<string, number>> {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  const line = text.split('\n').find((l) => l.startsWith(`${name} `) || l.startsWith(`${name}{`));
-  return Number(line?.split(' ').at(-1));
+  const sums = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const name = line.split(/[{ ]/, 1)[0]!;
+    sums.set(name, (sums.get(name) ?? 0) + Number(line.split(' ').at(-1)));
+  }
+  return sums;
+}
+async function metric(port: number, name: string): Promise<number> {
+  return (await scrape(port)).get(name) ?? NaN;
 }
 
-/** Each series of the operator's metrics whose name starts with one of PIPELINE, summed over its labels. */
+/** The operator's metrics the incident's `pipeline` figures come from. */
 const PIPELINE = [
   'sandbox_remediator_reconcile_duration_seconds_sum',
   'sandbox_remediator_reconcile_duration_seconds_count',
@@ -219,16 +231,11 @@ const PIPELINE = [
   'sandbox_remediator_health_report_wait_seconds_count',
 ] as const;
 async function pipelineMetrics(port: number): Promise<Record<(typeof PIPELINE)[number], number>> {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  const sums = Object.fromEntries(PIPELINE.map((name) => [name, 0])) as Record<
+  const sums = await scrape(port);
+  return Object.fromEntries(PIPELINE.map((name) => [name, sums.get(name) ?? 0])) as Record<
     (typeof PIPELINE)[number],
     number
   >;
-  for (const line of text.split('\n')) {
-    const name = PIPELINE.find((n) => line.startsWith(`${n} `) || line.startsWith(`${n}{`));
-    if (name) sums[name] += Number(line.split(' ').at(-1));
-  }
-  return sums;
 }
 
 /**
@@ -646,8 +653,13 @@ async function measureIncident(
     JSON.stringify(perPod, null, 1),
   );
   // The incident's window only: from the start to the stop, before the bench's own cleanup deletes anything.
-  const audit = (await operatorAudit(from)).filter(
-    (e) => WRITES.has(e.verb) && new Date(e.requestReceivedTimestamp) <= stoppedAt,
+  // One read of the log for the operator's writes and the injector's Events.
+  const read = await operatorAudit(from, [OPERATOR_USER, INJECTOR_USER]);
+  const audit = read.filter(
+    (e) =>
+      e.user.username === OPERATOR_USER &&
+      WRITES.has(e.verb) &&
+      new Date(e.requestReceivedTimestamp) <= stoppedAt,
   );
   // Evictions as the apiserver saw them: the operator's successful pods/eviction creates.
   const evictedAt = new Map<string, number>();
@@ -677,7 +689,8 @@ async function measureIncident(
   const healthPatches = audit.filter(
     (e) => e.objectRef?.resource === 'sandboxhealths' && e.objectRef.subresource === 'status',
   );
-  const serverLatencies = await serverDetection(world, firstPods, from, healthPatches);
+  const injected = read.filter((e) => e.user.username === INJECTOR_USER);
+  const serverLatencies = serverDetection(world, firstPods, injected, healthPatches);
   // The apiserver's own time for each SandboxHealth status patch: a report cannot be seen before it is written.
   const patchMs = healthPatches
     .map(

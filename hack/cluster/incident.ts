@@ -177,20 +177,15 @@ async function watchPodsOn(
   });
   pods.start();
   // Its list retries for as long as the apiserver does not answer: bounded still by a stop and the time limit.
-  let timer: NodeJS.Timeout | undefined;
-  const given = new Promise<'given'>((resolve) => {
-    timer = setTimeout(
-      () => {
-        resolve('given');
-      },
-      Math.max(0, deadline - Date.now()),
-    );
-    stop.addEventListener('abort', () => {
+  const given = AbortSignal.any([stop, AbortSignal.timeout(Math.max(0, deadline - Date.now()))]);
+  const gaveUp = new Promise<'given'>((resolve) => {
+    given.addEventListener('abort', () => {
       resolve('given');
     });
   });
-  const first = await Promise.race([pods.synced.then(() => 'synced' as const), given]);
-  clearTimeout(timer);
+  const first = given.aborted
+    ? 'given'
+    : await Promise.race([pods.synced.then(() => 'synced' as const), gaveUp]);
   if (first === 'synced') return pods;
   await pods.stop();
   return undefined;
@@ -409,9 +404,7 @@ async function daemon(node: string, template: string, intervalSeconds: number, m
   while (cached && !stop.signal.aborted && Date.now() < deadline) {
     try {
       const now = Date.now();
-      const pods = [...cached.values()].filter(
-        (p) => p.status?.phase === 'Pending' && isWaitingForSandbox(p),
-      );
+      const pods = [...cached.values()].filter(isWaitingForSandbox); // Pending ones only: the field selector
       const live = new Set<string>();
       for (const pod of pods) {
         const { uid, name, namespace } = pod.metadata ?? {};

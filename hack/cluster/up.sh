@@ -12,21 +12,18 @@ started=$(date +%s)
 components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 # On failure, the end of every component's log on stderr: CI keeps only the output, not .cluster/logs/.
 show_logs() {
-  local status=$? file
+  local status=$? file logs=()
   (( status == 0 )) && return
-  local shown=0
   for file in "$CLUSTER_DIR"/logs/*.log; do
-    [ -f "$file" ] || continue
-    case $(basename "$file") in audit.log | pki.log) continue ;; esac
-    log "the last lines of ${file#"$repo"/}:"
-    tail -n 12 "$file" | sed 's/^/    /' >&2
-    shown=$((shown + 1))
+    case $(basename "$file") in audit.log | pki.log) ;; *) [ -f "$file" ] && logs+=("$file") ;; esac
   done
   # Failed before any component started: the certificates' log is all there is.
-  if (( shown == 0 )) && [ -f "$CLUSTER_DIR/logs/pki.log" ]; then
-    log "the last lines of ${CLUSTER_DIR#"$repo"/}/logs/pki.log:"
-    tail -n 12 "$CLUSTER_DIR/logs/pki.log" | sed 's/^/    /' >&2
-  fi
+  (( ${#logs[@]} > 0 )) || logs=("$CLUSTER_DIR/logs/pki.log")
+  for file in "${logs[@]}"; do
+    [ -f "$file" ] || continue
+    log "the last lines of ${file#"$repo"/}:"
+    tail -n 12 "$file" | sed 's/^/    /' >&2
+  done
 }
 trap show_logs EXIT
 running() { for c in "${components[@]}"; do alive "$c" || return 1; done; kc get --raw=/readyz >/dev/null 2>&1; }

@@ -19,8 +19,8 @@ export class SaturatedNode {
     this.agent.start(this.name, [`--proc-root=${dir}`, '--interval-seconds=1', '--heartbeat-seconds=3']);
     this.cleanup.add(() => this.agent.stop());
     // Both started before it returns (hack incident start waits for its daemon): their start-up is CPU a test or a
-    // bench's incident would otherwise share with the operator it measures.
-    // Both settled before failing: an incident still starting must register its stop in the cleanup first.
+    // bench's incident would otherwise share with the operator it measures. Both settled before failing: an incident
+    // still starting must register its stop in the cleanup first.
     const settled = await Promise.allSettled([this.agent.started(), startIncident(this.cleanup, this.name)]);
     for (const outcome of settled) if (outcome.status === 'rejected') throw outcome.reason;
   }

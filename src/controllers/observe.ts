@@ -136,6 +136,9 @@ export function observeNode(input: ObserveInput): NodeFacts {
   const actions = untold.length > 0 ? [...untold, ...(previous?.actions ?? [])] : previous?.actions;
   const evicted = evictedUids(actions, input.dryRun);
   const skip = (pod: PodView) => evicted.has(pod.uid) || input.evictionsInFlight.has(pod.uid);
+  const listed = new Set(
+    (previous?.stuckPods ?? []).filter((p) => p.cause !== 'Unknown' && isIoCause(p.cause)).map((p) => p.uid),
+  );
   const degradedCondition = detection.conditions.find((c) => c.type === 'SandboxCreationDegraded');
   const taints = [...node.taints];
   const simulatedTaint = simulated?.taint;
@@ -151,7 +154,11 @@ export function observeNode(input: ObserveInput): NodeFacts {
     ioCause: input.cause?.cause ?? 'Unknown',
     ioStuckPods: findings.stuckPods
       .filter((s) => s.cause !== 'Unknown' && isIoCause(s.cause) && !skip(s.pod))
-      .map((s) => candidate(s.pod)),
+      .map((s) => {
+        const c = candidate(s.pod);
+        if (!listed.has(s.pod.uid)) c.unlisted = true;
+        return c;
+      }),
     ioHeavyPods: input.ioHeavyPods.filter((p) => !skip(p)).map(candidate),
     migrated: stamps ? migratedSince(previous, untold, stamps.since) : 0,
   };

@@ -4,6 +4,7 @@ import { describeError, isNotFound } from '../kube/errors.js';
 import type { Logger } from '../observability/log.js';
 import type { EventRecorder, StatusWriter, Transition } from '../ports/writes.js';
 import type { Clock } from '../runtime/clock.js';
+import { isIoCause } from '../detection/index.js';
 import { TerminalError } from '../runtime/controller.js';
 import { NotActingError } from '../runtime/fence.js';
 import { Lanes } from '../runtime/lanes.js';
@@ -67,6 +68,8 @@ interface PlannedReport {
   desired: HealthStatus;
   patch: Record<string, unknown>;
   urgent: boolean;
+  /** It lists stuck pods with an IO cause for the first time: a decision to evict them waits for it. */
+  explains: boolean;
 }
 
 export interface ReporterHooks {
@@ -193,8 +196,9 @@ export class Reporter {
     const planned = this.plan(owner.policy, owner.memory, node);
     if (!planned) return;
     const { transitions, overtook } = await this.write(planned, owner.memory);
-    // A pass's look at the node read the status from before this write: look again, at once.
-    if (overtook) this.deps.requeue(owner.policy, 0);
+    // A pass's look at the node read the status from before this write: look again, at once. So too when it explains
+    // stuck pods a decision may now evict.
+    if (overtook || planned.explains) this.deps.requeue(owner.policy, 0);
     this.deps.hooks?.onReport?.(this.deps.clock.now() - owner.since, planned.urgent);
     for (const transition of transitions) await this.record(owner.policy, node, transition);
   }
@@ -254,14 +258,16 @@ export class Reporter {
     this.deps.hooks?.onNodeStatus?.(policy, node, desired);
     const patch = healthPatch(previous, desired);
     if (Object.keys(patch).length === 0 && observation.exists) return undefined;
+    const newlyKnown = podsOfNewlyKnownCause(previous, desired);
     const urgent =
       !observation.exists ||
       input.results.length > 0 ||
       !sameBlocks(previous, remediation.blocked) ||
       desired.state !== previous?.state ||
       desired.conditions.some((c) => conditionStatus(previous.conditions, c.type) !== c.status) ||
-      podsOfNewlyKnownCause(previous, desired).length > 0;
-    return { observation, input, desired, patch, urgent };
+      newlyKnown.length > 0;
+    const explains = newlyKnown.some((p) => p.cause !== 'Unknown' && isIoCause(p.cause));
+    return { observation, input, desired, patch, urgent, explains };
   }
 
   /**

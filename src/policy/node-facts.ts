@@ -11,6 +11,11 @@ export interface CandidatePod extends PodRef {
   noMigrate?: boolean;
   /** Its measured share of the saturated device's IO (migrateWorkloads.by measuredIo). */
   sharePercent?: number;
+  /**
+   * A stuck pod the node's SandboxHealth, as stored, does not list with an IO cause yet: not evicted before a report
+   * says why (the report is written first, the eviction decided on the pass after it).
+   */
+  unlisted?: true;
 }
 
 /**

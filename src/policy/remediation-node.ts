@@ -183,15 +183,17 @@ function moveWork(pass: RemediationPass, facts: NodeFacts): void {
   migrateIoHeavyPods(pass, facts);
 }
 
+/** Evicts the stuck pods the node's report lists with their IO cause; the others wait for it (a pass or so). */
 function evictStuckPods(pass: RemediationPass, facts: NodeFacts): void {
   const { name } = facts;
   for (const pod of facts.ioStuckPods)
-    evictPod(pass, facts, pod, {
-      kind: 'Evict',
-      node: name,
-      reason: 'SandboxCreationStuckOnIo',
-      message: `Stuck creating its sandbox on ${name}: a replacement gets a new sandbox name on another node.`,
-    });
+    if (!pod.unlisted)
+      evictPod(pass, facts, pod, {
+        kind: 'Evict',
+        node: name,
+        reason: 'SandboxCreationStuckOnIo',
+        message: `Stuck creating its sandbox on ${name}: a replacement gets a new sandbox name on another node.`,
+      });
 }
 
 /**

@@ -57,7 +57,7 @@ const qosOf = (pod: V1Pod) => (pod.status?.qosClass ?? 'BestEffort') as Qos;
 const onNode = (pods: V1Pod[], node: string) => pods.filter((p) => p.spec?.nodeName === node);
 
 describe('the measured culprit on the real cluster', function () {
-  useOperator();
+  const operator = useOperator();
   const cleanup = new Cleanup();
   afterEach(() => cleanup.run());
 
@@ -176,7 +176,13 @@ describe('the measured culprit on the real cluster', function () {
       },
       { timeoutMs: 60_000 },
     );
-    expect(moved, 'only the culprit').to.have.length(1);
+    const told = moved.map((e) => `${e.involvedObject.name}: ${e.message}`);
+    // Should it fail, what the operator did and what failed on the way: CI keeps only the output.
+    const trail = operator.logs
+      .filter((l) => l.level === 'warn' || l.level === 'error' || /Migrat|Evict/.test(l.message))
+      .map((l) => JSON.stringify(l))
+      .slice(-30);
+    expect(told, `only the culprit, once: ${told.join(' | ')}\n${trail.join('\n')}`).to.have.length(1);
     expect((await readNode(sick)).spec?.unschedulable).to.equal(true);
     await node.removePod(db.metadata!.uid!, qosOf(db)); // as kubelet does, with the pod gone
     const [replacement] = await waitForRunning(namespace, 'db', 1);

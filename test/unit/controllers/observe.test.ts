@@ -326,10 +326,40 @@ describe('observeNode', () => {
     it('keeps only pods stuck from an IO cause, longest-waiting first (Network, image, Other, Unknown excluded)', () => {
       expect(findings.stuckPods).to.have.lengthOf(7);
       expect(observe({ findings }).ioStuckPods).to.deep.equal([
-        { namespace: 'default', name: 'nr', uid: nameReserved.uid, controllerKind: 'ReplicaSet' },
-        { namespace: 'default', name: 'de', uid: deadline.uid },
-        { namespace: 'default', name: 'static', uid: mirror.uid, controllerKind: 'Node', mirror: true },
+        {
+          namespace: 'default',
+          name: 'nr',
+          uid: nameReserved.uid,
+          controllerKind: 'ReplicaSet',
+          unlisted: true,
+        },
+        { namespace: 'default', name: 'de', uid: deadline.uid, unlisted: true },
+        {
+          namespace: 'default',
+          name: 'static',
+          uid: mirror.uid,
+          controllerKind: 'Node',
+          mirror: true,
+          unlisted: true,
+        },
       ]);
+    });
+
+    it('marks a stuck pod unlisted until the stored status lists it with an IO cause (its eviction waits for that)', () => {
+      const record = (pod: PodView, cause: 'NameReserved' | 'DeadlineExceeded' | 'Unknown') => ({
+        namespace: pod.namespace,
+        name: pod.name,
+        uid: pod.uid,
+        waitingReason: 'ContainerCreating',
+        waitingSince: '2026-01-01T00:00:00Z',
+        cause,
+        failureCount: 1,
+      });
+      const previous = { stuckPods: [record(nameReserved, 'NameReserved'), record(deadline, 'Unknown')] };
+      const unlisted = observe({ findings, previous })
+        .ioStuckPods.filter((p) => p.unlisted)
+        .map((p) => p.name);
+      expect(unlisted).to.deep.equal(['de', 'static']);
     });
 
     it('leaves out pods already evicted or migrated (by uid), and those whose eviction is in flight', () => {

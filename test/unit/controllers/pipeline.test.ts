@@ -204,33 +204,44 @@ describe('PolicyReconciler, pipelined', () => {
     const w = world();
     await w.reconciler.reconcile('p');
     await w.reconciler.idle();
-    w.cluster.takeEvents();
-    // n1's first report of web-1 hangs; its cordon goes.
-    const report = w.hold('patchHealthStatus', (name) => name === 'n1');
+    // web-1 stuck on n1: its report lands with the cordon.
     w.stuck('web-1', 'n1');
+    await w.reconciler.reconcile('p');
+    await w.reconciler.idle();
+    expect(w.listed('n1')).to.deep.equal(['web-1']);
+    expect(w.cluster.nodeMap.get('n1')!.unschedulable).to.equal(true);
+    w.cluster.takeEvents();
+    // web-2 stuck too: n1's report of it hangs, and so does web-1's eviction, decided on the look before it (web-2's
+    // waits for a report that explains it).
+    const report = w.hold('patchHealthStatus', (name) => name === 'n1');
+    const eviction = w.hold('evict');
+    w.stuck('web-2', 'n1');
     await w.reconciler.reconcile('p');
     await turn();
     expect(report.held()).to.equal(1);
-    expect(w.cluster.nodeMap.get('n1')!.unschedulable).to.equal(true);
-    // The next pass looks at n1 (the status it reads is from before the report) and decides the eviction, which hangs.
-    const eviction = w.hold('evict');
+    expect(eviction.held()).to.equal(1);
+    // The next pass looks at n1 while the report is in flight (the status it reads is from before it).
+    w.cluster.changed('n1');
     await w.reconciler.reconcile('p');
     await turn();
-    expect(eviction.held()).to.equal(1);
     // The report lands; then the eviction's decision, carried out, asks for n1's report: on that look it must not be.
     report.release();
     await turn();
     eviction.release();
     await w.reconciler.idle();
+    expect(w.cluster.evicted).to.deep.equal(['default/web-1']);
     await w.reconciler.reconcile('p');
     await w.reconciler.idle();
-    expect(w.cluster.evicted).to.deep.equal(['default/web-1']);
+    expect(w.cluster.evicted).to.deep.equal(['default/web-1', 'default/web-2']);
     const told = w.cluster.takeEvents();
-    expect(told.filter((e) => e === 'Pod/web-1 Warning SandboxCreationStuck')).to.have.length(1);
-    expect(told.filter((e) => e === 'Node/n1 Warning SandboxCreationDegraded')).to.have.length(1);
-    expect(w.cluster.health('n1')!.status!.actions!.map((a) => `${a.kind} ${a.outcome}`)).to.deep.equal([
-      'Evict Succeeded',
-      'Cordon Succeeded',
+    expect(told.filter((e) => e === 'Pod/web-2 Warning SandboxCreationStuck')).to.have.length(1);
+    expect(told.filter((e) => e === 'Pod/web-1 Normal EvictedStuckPod')).to.have.length(1);
+    expect(
+      w.cluster.health('n1')!.status!.actions!.map((a) => `${a.kind} ${a.target} ${a.outcome}`),
+    ).to.deep.equal([
+      'Evict pod/default/web-2 Succeeded',
+      'Evict pod/default/web-1 Succeeded',
+      'Cordon node/n1 Succeeded',
     ]);
   });
 

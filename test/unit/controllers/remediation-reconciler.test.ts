@@ -154,8 +154,12 @@ describe('PolicyReconciler remediation', () => {
     });
     expect(cluster.evicted).to.deep.equal([]);
     expect(actionsOf(cluster, 'n1')).to.deep.equal(['Cordon node/n1 Succeeded']);
-    // The decision carried out, the policy is looked at again to follow it up.
-    expect(requeues.at(-1)).to.deep.equal({ policy: 'p', after: 5_000 });
+    // The decision carried out, the policy is looked at again to follow it up; and at once, as the report that lists
+    // the stuck pods with their cause landed (their eviction waits for it).
+    expect(requeues).to.deep.equal([
+      { policy: 'p', after: 5_000 },
+      { policy: 'p', after: 0 },
+    ]);
 
     // Pass 2: the cache shows the cordon. The eviction budget is written to the policy before any eviction.
     const budgetAtEviction: number[] = [];
@@ -281,24 +285,28 @@ describe('PolicyReconciler remediation', () => {
   });
 
   it('never stamps or uncordons a node someone else cordoned, but evicts the stuck pods on it', async () => {
-    const { cluster, clock, readings, reconciler } = world(policySpec(), {
+    const { cluster, clock, readings, reconciler, requeues } = world(policySpec(), {
       nodes: NODES.map((n) => (n === 'n1' ? { ...aNode(n), unschedulable: true } : aNode(n))),
     });
     replicaSetPodsOn(cluster, 'n1', 'web-1', 'web-2');
 
-    // Already fenced: the stuck pods go in the first pass, and the node is not patched.
+    // Already fenced: the first pass reports the stuck pods with their cause, evicts none before that report, and
+    // asks for a pass once it landed; that pass evicts them. The node is never patched.
+    await reconciler.reconcile('p');
+    expect(byObject(cluster.takeWrites())).to.deep.equal(byObject([...allHealthsCreated, 'patch policy/p']));
+    expect(cluster.takeEvents()).to.deep.equal(detectedOnN1('web-1', 'web-2'));
+    expect(requeues.at(-1)).to.deep.equal({ policy: 'p', after: 0 });
     await reconciler.reconcile('p');
     expect(byObject(cluster.takeWrites())).to.deep.equal(
       byObject([
         'patch policy/p',
         'evict pod/default/web-1',
         'evict pod/default/web-2',
-        ...allHealthsCreated,
+        'patch health/n1',
         'patch policy/p',
       ]),
     );
     expect(cluster.takeEvents()).to.deep.equal([
-      ...detectedOnN1('web-1', 'web-2'),
       'Pod/web-1 Normal EvictedStuckPod',
       'Pod/web-2 Normal EvictedStuckPod',
     ]);
@@ -576,7 +584,11 @@ describe('PolicyReconciler remediation', () => {
       cluster.failNextNodePatch.set('n1', new Error('conflict'));
 
       await reconciler.reconcile('p');
-      expect(requeues.at(-1)).to.deep.equal({ policy: 'p', after: 'backoff' });
+      // The failure asks for the backoff; the report listing web-1, for a pass at once (it fails with the failure).
+      expect(requeues).to.deep.equal([
+        { policy: 'p', after: 'backoff' },
+        { policy: 'p', after: 0 },
+      ]);
       expect(byObject(cluster.takeWrites())).to.deep.equal(
         byObject(['patch node/n1', ...allHealthsCreated, 'patch policy/p']),
       );
@@ -996,7 +1008,7 @@ describe('PolicyReconciler safety under races and refusals', () => {
       cluster.changeNode('n1', (n) => ({ ...n, unschedulable: true })); // kubectl cordon n1
     };
     await reconciler.reconcile('p');
-    expect(requeues.at(-1), 'the conflict is retried by the queue').to.deep.equal({
+    expect(requeues, 'the conflict is retried by the queue').to.deep.include({
       policy: 'p',
       after: 'backoff',
     });

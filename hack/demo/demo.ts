@@ -18,6 +18,7 @@
 // created at the end (its processes, namespace, policy and nodes), for tests. On every exit (an error, SIGINT,
 // SIGTERM) the neighbour's load is stopped and its cgroup removed.
 import {
+  ApiextensionsV1Api,
   AppsV1Api,
   CoreV1Api,
   CustomObjectsApi,
@@ -99,6 +100,7 @@ const kc = () => (config ??= loadKubeConfig(KUBECONFIG));
 const core = () => kc().makeApiClient(CoreV1Api);
 const apps = () => kc().makeApiClient(AppsV1Api);
 const custom = () => kc().makeApiClient(CustomObjectsApi);
+const extensions = () => kc().makeApiClient(ApiextensionsV1Api);
 
 class StepFailed extends Error {}
 
@@ -594,13 +596,17 @@ async function main(): Promise<void> {
     `The CRDs and a SandboxPolicy (demo clocks: stuck after ${THRESHOLD}s, IO proven after 5s)`,
     async () => {
       kubectl(['apply', '--server-side', '--force-conflicts', '-f', join(REPO, 'crds')]);
-      kubectl([
-        'wait',
-        '--for=condition=Established',
-        '--timeout=60s',
-        'crd/sandboxpolicies.sandbox.remediator.io',
-        'crd/sandboxhealths.sandbox.remediator.io',
-      ]);
+      // Read, not `kubectl wait`: that fails at once on a CRD the apiserver has given no condition yet.
+      await waitFor('the CRDs established', 60, async () => {
+        const crds = await Promise.all(
+          ['sandboxpolicies', 'sandboxhealths'].map((plural) =>
+            extensions().readCustomResourceDefinition({ name: `${plural}.${GROUP}` }),
+          ),
+        );
+        return crds.every((crd) =>
+          crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True'),
+        );
+      });
       // A fresh namespace each run: the demo's story starts from nothing stuck.
       if (
         await core()

@@ -175,6 +175,30 @@ export async function eventually<T>(
   }
 }
 
+/**
+ * Waits until every named CRD is Established. `kubectl wait` fails at once, rather than waiting, on a CRD the
+ * apiserver has given no condition yet ("status.conditions accessor error: <nil>"): asked again until it waits.
+ */
+export async function establishCrds(names: readonly string[], timeoutMs = 60_000): Promise<void> {
+  let last = '';
+  await eventually(
+    `CRDs ${names.join(', ')} established`,
+    async () => {
+      const waited = await kubectl([
+        'wait',
+        '--for=condition=Established',
+        '--timeout=30s',
+        ...names.map((n) => `crd/${n}`),
+      ]);
+      last = waited.stderr;
+      return waited.code === 0;
+    },
+    { timeoutMs, intervalMs: 250 },
+  ).catch((err: unknown) => {
+    throw new Error(`${err instanceof Error ? err.message : String(err)}: ${last}`);
+  });
+}
+
 export const uniqueName = (prefix: string) => `${prefix}-${randomBytes(3).toString('hex')}`;
 
 /** A namespace of its own, ready for pods (its default ServiceAccount exists), deleted by cleanup(). */

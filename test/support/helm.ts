@@ -5,7 +5,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { KUBECONFIG, kubectl, type CommandResult } from './cluster.js';
+import { establishCrds, KUBECONFIG, kubectl, type CommandResult } from './cluster.js';
 import { REPO_ROOT } from './manifests.js';
 import { prometheusOperatorCrds, type KubeObject } from './monitoring-config.js';
 
@@ -97,12 +97,6 @@ export async function ensureThirdPartyCrds(): Promise<string[]> {
     if (applied.code !== 0) throw new Error(`applying ${name} failed: ${applied.stderr}`);
     created.push(name);
   }
-  const established = await kubectl([
-    'wait',
-    '--for=condition=Established',
-    '--timeout=60s',
-    ...names.map((n) => `crd/${n}`),
-  ]);
-  if (established.code !== 0) throw new Error(`CRDs not established: ${established.stderr}`);
+  await establishCrds(names);
   return created;
 }

@@ -15,7 +15,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { NODE_CONDITION_TYPE } from '../../src/api/v1alpha1/node-condition.js';
 import { freePort } from './monitoring.js';
-import { eventually, KUBECONFIG, kubectl, uniqueName, type Cleanup } from './cluster.js';
+import { establishCrds, eventually, KUBECONFIG, kubectl, uniqueName, type Cleanup } from './cluster.js';
 import { REPO_ROOT } from './manifests.js';
 
 const versions = readFileSync(join(REPO_ROOT, 'hack', 'cluster', 'versions.env'), 'utf8');
@@ -70,23 +70,6 @@ async function must(args: string[], input?: string): Promise<string> {
   return result.stdout;
 }
 
-async function establish(crds: string[]): Promise<void> {
-  // kubectl wait fails at once on a CRD with no conditions yet (see applyCrds): asked again until it waits.
-  await eventually(
-    `CRDs ${crds.join(', ')} established`,
-    async () =>
-      (
-        await kubectl([
-          'wait',
-          '--for=condition=Established',
-          '--timeout=30s',
-          ...crds.map((c) => `crd/${c}`),
-        ])
-      ).code === 0,
-    { timeoutMs: 60_000, intervalMs: 500 },
-  );
-}
-
 /** Applies the CRDs (NHC's, the test remediator's), a namespace with the template, and starts NHC on 127.0.0.1. */
 export async function startNodeHealthcheck(): Promise<NodeHealthcheck> {
   const binary = join(NHC_DIR, 'node-healthcheck-operator');
@@ -103,7 +86,7 @@ export async function startNodeHealthcheck(): Promise<NodeHealthcheck> {
     '-f',
     join(FIXTURES, 'test-remediation-crds.yaml'),
   ]);
-  await establish([NHC_CRD, ...TEST_CRDS]);
+  await establishCrds([NHC_CRD, ...TEST_CRDS]);
   const leasesExisted = (await kubectl(['get', 'namespace', MEDIK8S_LEASES])).code === 0;
   const namespace = uniqueName('it-nhc');
   await must(['create', 'namespace', namespace]);

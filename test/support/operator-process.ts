@@ -3,7 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { KUBECONFIG, kubectl } from './cluster.js';
+import { establishCrds, KUBECONFIG, kubectl } from './cluster.js';
 import { createToken, writeTokenKubeconfig } from './tokens.js';
 import { REPO_ROOT } from './manifests.js';
 import { inspectorUrl } from './heap.js';
@@ -199,24 +199,7 @@ export async function applyCrds(): Promise<void> {
     join(REPO_ROOT, 'crds'),
   ]);
   if (applied.code !== 0) throw new Error(`kubectl apply -f crds/ failed: ${applied.stderr}`);
-  // kubectl wait fails at once, rather than waiting, on a CRD the apiserver has not yet given any condition
-  // ("status.conditions accessor error: <nil>"): asked again until it waits.
-  let last = '';
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    const established = await kubectl([
-      'wait',
-      '--for=condition=Established',
-      '--timeout=60s',
-      'crd/sandboxpolicies.sandbox.remediator.io',
-      'crd/sandboxhealths.sandbox.remediator.io',
-    ]);
-    if (established.code === 0) return;
-    last = established.stderr;
-    if (!last.includes('accessor error')) break;
-    await new Promise((resolve) => setTimeout(resolve, 250));
-  }
-  throw new Error(`CRDs not established: ${last}`);
+  await establishCrds(['sandboxpolicies.sandbox.remediator.io', 'sandboxhealths.sandbox.remediator.io']);
 }
 
 /** The operator's namespaces and config/rbac (ServiceAccounts, roles, the Lease Role), as config/default has them. */

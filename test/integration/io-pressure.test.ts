@@ -132,14 +132,20 @@ describe('IO-pressure evidence on the real cluster', function () {
     const loadStopped = Date.now();
     log('stress-ng stopped');
     for (const node of names) {
+      let last = '';
       const recovered = await eventually(
         `IoPressureHigh to clear on ${node}`,
         async () => {
-          const c = await high(node);
+          const health = await getHealth(node);
+          const c = condition(health?.conditions, 'IoPressureHigh');
+          // Should it time out, what held it: the condition's words and the reading (another shard's disk load?).
+          last = `${c?.reason}: ${c?.message}; reading ${JSON.stringify(health?.ioReading)}`;
           return c?.status === 'False' && c.reason === 'Recovered' ? c : undefined;
         },
         { timeoutMs: 180_000, intervalMs: 1000 },
-      );
+      ).catch((err: unknown) => {
+        throw new Error(`${err instanceof Error ? err.message : String(err)}; last seen ${last}`);
+      });
       log(
         `${node}: recovered ${((Date.now() - loadStopped) / 1000).toFixed(1)}s after the load stopped (${recovered.message})`,
       );

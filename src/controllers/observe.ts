@@ -13,7 +13,7 @@ import { isNoMigrate, type MeasuredPod } from './culprits.js';
 import { isEviction, isFrozenByDryRun, isStampDrop } from '../policy/actions.js';
 import type { CandidatePod, IoState, NodeFacts } from '../policy/node-facts.js';
 import type { NodeLeaseView } from '../policy/node-lease.js';
-import type { DetectionStatus } from '../status/health-status.js';
+import { explainedByIo, type DetectionStatus } from '../status/health-status.js';
 
 /** The IoPressureHigh decision reduced to what acting needs; no source at all is Unknown. */
 export function ioState(decision: IoPressureDecision | undefined): IoState {
@@ -136,9 +136,7 @@ export function observeNode(input: ObserveInput): NodeFacts {
   const actions = untold.length > 0 ? [...untold, ...(previous?.actions ?? [])] : previous?.actions;
   const evicted = evictedUids(actions, input.dryRun);
   const skip = (pod: PodView) => evicted.has(pod.uid) || input.evictionsInFlight.has(pod.uid);
-  const listed = new Set(
-    (previous?.stuckPods ?? []).filter((p) => p.cause !== 'Unknown' && isIoCause(p.cause)).map((p) => p.uid),
-  );
+  const explained = explainedByIo(previous);
   const degradedCondition = detection.conditions.find((c) => c.type === 'SandboxCreationDegraded');
   const taints = [...node.taints];
   const simulatedTaint = simulated?.taint;
@@ -156,7 +154,7 @@ export function observeNode(input: ObserveInput): NodeFacts {
       .filter((s) => s.cause !== 'Unknown' && isIoCause(s.cause) && !skip(s.pod))
       .map((s) => {
         const c = candidate(s.pod);
-        if (!listed.has(s.pod.uid)) c.unlisted = true;
+        if (!explained(s.pod.uid)) c.unlisted = true;
         return c;
       }),
     ioHeavyPods: input.ioHeavyPods.filter((p) => !skip(p)).map(candidate),

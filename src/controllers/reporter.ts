@@ -4,7 +4,6 @@ import { describeError, isNotFound } from '../kube/errors.js';
 import type { Logger } from '../observability/log.js';
 import type { EventRecorder, StatusWriter, Transition } from '../ports/writes.js';
 import type { Clock } from '../runtime/clock.js';
-import { isIoCause } from '../detection/index.js';
 import { TerminalError } from '../runtime/controller.js';
 import { NotActingError } from '../runtime/fence.js';
 import { Lanes } from '../runtime/lanes.js';
@@ -13,6 +12,7 @@ import {
   detectionTransitions,
   EVENT_WINDOW_MS,
   podsOfNewlyKnownCause,
+  podsNewlyExplainedByIo,
   POD_EVENTS_PER_NODE,
   type DetectionStatus,
   type EventBudget,
@@ -196,11 +196,12 @@ export class Reporter {
     const planned = this.plan(owner.policy, owner.memory, node);
     if (!planned) return;
     const { transitions, overtook } = await this.write(planned, owner.memory);
-    // A pass's look at the node read the status from before this write: look again, at once. So too when it explains
-    // stuck pods a decision may now evict.
-    if (overtook || planned.explains) this.deps.requeue(owner.policy, 0);
+    // A pass's look at the node read the status from before this write: look again, at once.
+    if (overtook) this.deps.requeue(owner.policy, 0);
     this.deps.hooks?.onReport?.(this.deps.clock.now() - owner.since, planned.urgent);
     for (const transition of transitions) await this.record(owner.policy, node, transition);
+    // Stuck pods a decision may now evict, their Events told first.
+    if (planned.explains && !overtook) this.deps.requeue(owner.policy, 0);
   }
 
   private settled(node: string, wanted: boolean, error: unknown): void {
@@ -258,15 +259,21 @@ export class Reporter {
     this.deps.hooks?.onNodeStatus?.(policy, node, desired);
     const patch = healthPatch(previous, desired);
     if (Object.keys(patch).length === 0 && observation.exists) return undefined;
-    const newlyKnown = podsOfNewlyKnownCause(previous, desired);
+    const explained = podsNewlyExplainedByIo(previous, desired);
     const urgent =
       !observation.exists ||
       input.results.length > 0 ||
       !sameBlocks(previous, remediation.blocked) ||
       desired.state !== previous?.state ||
       desired.conditions.some((c) => conditionStatus(previous.conditions, c.type) !== c.status) ||
-      newlyKnown.length > 0;
-    const explains = newlyKnown.some((p) => p.cause !== 'Unknown' && isIoCause(p.cause));
+      podsOfNewlyKnownCause(previous, desired).length > 0 ||
+      explained.length > 0;
+    // A pass may evict them once this lands: asked for where one may (a node fenced, ours or another's), and not over
+    // a failure waiting for its backoff.
+    const explains =
+      explained.length > 0 &&
+      (input.stampsAfter !== undefined || observation.node.unschedulable) &&
+      memory.failed.length === 0;
     return { observation, input, desired, patch, urgent, explains };
   }
 

@@ -6,7 +6,14 @@ import type {
   SandboxHealthStatus,
   StuckPodStatus,
 } from '../api/v1alpha1/index.js';
-import { assessRuntimeVersion, type NodeFindings, type NodeView, type StuckPod } from '../detection/index.js';
+import {
+  assessRuntimeVersion,
+  isIoCause,
+  type FailureCause,
+  type NodeFindings,
+  type NodeView,
+  type StuckPod,
+} from '../detection/index.js';
 import type { IoCauseDecision } from '../policy/io-cause.js';
 import type { IoPressureDecision } from '../policy/io-pressure.js';
 import type { Transition } from '../ports/writes.js';
@@ -227,6 +234,34 @@ export function podsOfNewlyKnownCause(
   return desired.stuckPods.filter(
     (p) => p.cause !== 'Unknown' && (causeBefore.get(p.uid) ?? 'Unknown') === 'Unknown',
   );
+}
+
+/**
+ * Whether a status explains a stuck pod as stuck from IO, by uid: it lists the pod with an IO cause, or its list is
+ * full (MAX_LISTED_STUCK_PODS) and the pod had no room in it (counted in stuckPodCount and causes, named in its own
+ * Events). An eviction of a stuck pod stands on this: what the SRE reads says why before the pod goes.
+ */
+export function explainedByIo(
+  status: Pick<SandboxHealthStatus, 'stuckPods'> | undefined,
+): (uid: string) => boolean {
+  const listed = status?.stuckPods ?? [];
+  const full = listed.length >= MAX_LISTED_STUCK_PODS;
+  const cause = new Map(listed.map((p) => [p.uid, p.cause]));
+  return (uid) => {
+    const c = cause.get(uid);
+    return c === undefined ? full : isIoListed(c);
+  };
+}
+
+const isIoListed = (cause: FailureCause | 'Unknown'): boolean => cause !== 'Unknown' && isIoCause(cause);
+
+/** Pods the desired status explains as stuck from IO and the stored one did not: their eviction waits for it. */
+export function podsNewlyExplainedByIo(
+  previous: SandboxHealthStatus | undefined,
+  desired: Pick<DetectionStatus, 'stuckPods'>,
+): DetectionStatus['stuckPods'] {
+  const before = explainedByIo(previous);
+  return desired.stuckPods.filter((p) => isIoListed(p.cause) && !before(p.uid));
 }
 
 /** Events for what changed between the stored and the desired status: only transitions, never repeats. */

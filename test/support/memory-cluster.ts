@@ -44,6 +44,7 @@ import {
   type PodView,
 } from '../../src/detection/index.js';
 import { applyMergePatch } from '../../src/status/merge-patch.js';
+import { explainedByIo } from '../../src/status/health-status.js';
 import { T0 } from './builders.js';
 
 export function aNode(name: string, labels: Record<string, string> = {}): NodeView {
@@ -354,6 +355,13 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
         result: 'Blocked',
         message: "Cannot evict pod as it would violate the pod's disruption budget.",
       });
+    // The operator's promise, checked on every eviction of every test: a stuck pod goes only once its node's stored
+    // SandboxHealth explains it as stuck from IO.
+    const stuck = this.pods.find((p) => p.uid === pod.uid);
+    if (stuck?.nodeName && !explainedByIo(this.healthMap.get(stuck.nodeName)?.status)(pod.uid))
+      return Promise.reject(
+        new Error(`evicted ${pod.namespace}/${pod.name} before sandboxhealth/${stuck.nodeName} explained it`),
+      );
     this.writes.push(`evict pod/${pod.namespace}/${pod.name}`);
     this.evicted.push(`${pod.namespace}/${pod.name}`);
     const node = [...this.pods, ...this.running].find((p) => p.uid === pod.uid)?.nodeName;

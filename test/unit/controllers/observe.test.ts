@@ -346,7 +346,7 @@ describe('observeNode', () => {
     });
 
     it('marks a stuck pod unlisted until the stored status lists it with an IO cause (its eviction waits for that)', () => {
-      const record = (pod: PodView, cause: 'NameReserved' | 'DeadlineExceeded' | 'Unknown') => ({
+      const record = (pod: PodView, cause: 'NameReserved' | 'DeadlineExceeded' | 'Network' | 'Unknown') => ({
         namespace: pod.namespace,
         name: pod.name,
         uid: pod.uid,
@@ -355,11 +355,33 @@ describe('observeNode', () => {
         cause,
         failureCount: 1,
       });
-      const previous = { stuckPods: [record(nameReserved, 'NameReserved'), record(deadline, 'Unknown')] };
-      const unlisted = observe({ findings, previous })
-        .ioStuckPods.filter((p) => p.unlisted)
-        .map((p) => p.name);
-      expect(unlisted).to.deep.equal(['de', 'static']);
+      // nr listed from IO; de listed with no cause yet; static listed as a network failure (its cause since changed).
+      const stuckPods = [
+        record(nameReserved, 'NameReserved'),
+        record(deadline, 'Unknown'),
+        record(mirror, 'Network'),
+      ];
+      const unlisted = (previous: { stuckPods: ReturnType<typeof record>[] }) =>
+        observe({ findings, previous })
+          .ioStuckPods.filter((p) => p.unlisted)
+          .map((p) => p.name);
+      expect(unlisted({ stuckPods })).to.deep.equal(['de', 'static']);
+      // A full list (50) has no room for more: a pod not in it is counted there, not held back forever.
+      const others = Array.from({ length: 47 }, (_, i) => record(podOn(`o${i}`, 100), 'NameReserved'));
+      expect(unlisted({ stuckPods: [record(nameReserved, 'NameReserved'), ...others] })).to.deep.equal([
+        'de',
+        'static',
+      ]);
+      expect(
+        unlisted({
+          stuckPods: [
+            record(nameReserved, 'NameReserved'),
+            ...others,
+            record(unknown, 'Unknown'),
+            record(network, 'Network'),
+          ],
+        }),
+      ).to.deep.equal([]);
     });
 
     it('leaves out pods already evicted or migrated (by uid), and those whose eviction is in flight', () => {

@@ -245,6 +245,30 @@ describe('PolicyReconciler, pipelined', () => {
     ]);
   });
 
+  it('evicts no stuck pod while the report that first lists it is in flight, and asks for a pass once it landed (issue 29)', async () => {
+    const w = world();
+    await w.reconciler.reconcile('p');
+    await w.reconciler.idle();
+    w.cluster.changeNode('n1', (n) => ({ ...n, unschedulable: true })); // fenced already: kubectl cordon n1
+    const report = w.hold('patchHealthStatus', (name) => name === 'n1');
+    w.stuck('web-1', 'n1');
+    // Passes go on while n1's report of web-1 is in flight: the stored status does not list it, so none evicts it.
+    for (let i = 0; i < 2; i++) {
+      await w.reconciler.reconcile('p');
+      for (let j = 0; j < 3; j++) await turn();
+    }
+    expect(report.held()).to.equal(1);
+    expect(w.cluster.evicted).to.deep.equal([]);
+    w.requeues.length = 0;
+    report.release();
+    await w.reconciler.idle();
+    expect(w.listed('n1')).to.deep.equal(['web-1']);
+    expect(w.requeues).to.deep.include({ policy: 'p', after: 0 });
+    await w.reconciler.reconcile('p'); // the pass it asked for
+    await w.reconciler.idle();
+    expect(w.cluster.evicted).to.deep.equal(['default/web-1']);
+  });
+
   it('decides nothing while a decision is carried out, and never acts twice on one', async () => {
     const w = world();
     await w.reconciler.reconcile('p');

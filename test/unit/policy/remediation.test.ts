@@ -331,6 +331,13 @@ describe('decideRemediation', () => {
         stampsAfter: { n1: STAMPED_LONG_AGO },
       },
       {
+        name: 'evicts only the stuck pods its report explains; the others wait for it, with no block and no budget spent',
+        spec: { safety: { maxEvictionsPerMinute: 1 } },
+        nodes: [sick('n1', { ...pod('a'), unlisted: true }, pod('b')).ours(), healthy('h1')],
+        actions: [evict('b')],
+        stampsAfter: { n1: STAMPED_LONG_AGO },
+      },
+      {
         name: 'evicts on a node someone else cordoned, and writes no stamps for it',
         nodes: [sick('n1', pod('a'), pod('b')).cordoned(), healthy('h1')],
         actions: [evict('a'), evict('b')],

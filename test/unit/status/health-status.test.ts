@@ -12,6 +12,8 @@ import {
   desiredDetectionStatus,
   detectionTransitions,
   type EventBudget,
+  MAX_LISTED_STUCK_PODS,
+  podsNewlyExplainedByIo,
   POD_EVENTS_PER_NODE,
 } from '../../../src/status/health-status.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
@@ -256,5 +258,42 @@ describe('detectionTransitions of newly stuck pods', () => {
     expect(names({ pods: 1, node: false })).to.deep.equal(['Pod/web-0']);
     expect(names({ pods: 0, node: false })).to.deep.equal([]);
     expect(names({ pods: -2, node: true })).to.deep.equal(['Node/n1']);
+  });
+});
+
+describe('podsNewlyExplainedByIo', () => {
+  type Cause = NonNullable<SandboxHealthStatus['stuckPods']>[number]['cause'];
+  const listed = (uid: string, cause: Cause) => ({
+    namespace: 'default',
+    name: uid,
+    uid,
+    waitingReason: 'ContainerCreating',
+    waitingSince: '2026-01-01T00:00:00Z',
+    cause,
+    failureCount: 1,
+  });
+  const newly = (previous: SandboxHealthStatus | undefined, desired: ReturnType<typeof listed>[]) =>
+    podsNewlyExplainedByIo(previous, { stuckPods: desired }).map((p) => p.uid);
+
+  it('names pods listed from IO that the stored status did not list so: new, or their cause now IO', () => {
+    const previous = {
+      stuckPods: [listed('a', 'NameReserved'), listed('b', 'Network'), listed('c', 'Unknown')],
+    };
+    const desired = [
+      listed('a', 'NameReserved'),
+      listed('b', 'DeadlineExceeded'),
+      listed('c', 'NameReserved'),
+      listed('d', 'NameReserved'),
+      listed('e', 'ImagePull'),
+      listed('f', 'Unknown'),
+    ];
+    expect(newly(previous, desired)).to.deep.equal(['b', 'c', 'd']);
+    expect(newly(undefined, desired)).to.deep.equal(['a', 'b', 'c', 'd']);
+  });
+
+  it('counts a pod a full stored list had no room for as explained already', () => {
+    const full = Array.from({ length: MAX_LISTED_STUCK_PODS }, (_, i) => listed(`p${i}`, 'NameReserved'));
+    expect(newly({ stuckPods: full }, [listed('late', 'NameReserved')])).to.deep.equal([]);
+    expect(newly({ stuckPods: full.slice(1) }, [listed('late', 'NameReserved')])).to.deep.equal(['late']);
   });
 });

@@ -151,7 +151,7 @@ export function observeNode(input: ObserveInput): NodeFacts {
     io: ioState(input.io),
     ioCause: input.cause?.cause ?? 'Unknown',
     ioStuckPods: findings.stuckPods
-      .filter((s) => s.cause !== 'Unknown' && isIoCause(s.cause) && !skip(s.pod))
+      .filter((s) => isIoCause(s.cause) && !skip(s.pod))
       .map((s) => {
         const c = candidate(s.pod);
         if (!explained(s.pod.uid)) c.unlisted = true;

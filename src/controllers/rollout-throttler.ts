@@ -96,7 +96,7 @@ export class RolloutThrottler {
       if (input.saturated.has(o.node.name))
         stuckOnSaturated.set(
           o.node.name,
-          o.findings.stuckPods.filter((p) => p.cause !== 'Unknown' && isIoCause(p.cause)).map((p) => p.pod),
+          o.findings.stuckPods.filter((p) => isIoCause(p.cause)).map((p) => p.pod),
         );
     const rollouts = observeRollouts({
       workloads: candidates,

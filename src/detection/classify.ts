@@ -33,8 +33,9 @@ export interface Classification {
 export const IO_CAUSES: ReadonlySet<FailureCause> = new Set(['NameReserved', 'DeadlineExceeded']);
 export const NON_IO_CAUSES: ReadonlySet<FailureCause> = new Set(['Network', 'ImagePull', 'RuntimeHandler']);
 
-export function isIoCause(cause: FailureCause): boolean {
-  return IO_CAUSES.has(cause);
+/** Whether a cause points at IO; a pod with no failure seen yet (Unknown) does not. */
+export function isIoCause(cause: FailureCause | 'Unknown'): boolean {
+  return cause !== 'Unknown' && IO_CAUSES.has(cause);
 }
 
 // The rules read the normalised head (normaliseFailureMessage): no quotes, one space for any run of whitespace.

@@ -9,7 +9,6 @@ import type {
 import {
   assessRuntimeVersion,
   isIoCause,
-  type FailureCause,
   type NodeFindings,
   type NodeView,
   type StuckPod,
@@ -249,11 +248,9 @@ export function explainedByIo(
   const cause = new Map(listed.map((p) => [p.uid, p.cause]));
   return (uid) => {
     const c = cause.get(uid);
-    return c === undefined ? full : isIoListed(c);
+    return c === undefined ? full : isIoCause(c);
   };
 }
-
-const isIoListed = (cause: FailureCause | 'Unknown'): boolean => cause !== 'Unknown' && isIoCause(cause);
 
 /** Pods the desired status explains as stuck from IO and the stored one did not: their eviction waits for it. */
 export function podsNewlyExplainedByIo(
@@ -261,7 +258,7 @@ export function podsNewlyExplainedByIo(
   desired: Pick<DetectionStatus, 'stuckPods'>,
 ): DetectionStatus['stuckPods'] {
   const before = explainedByIo(previous);
-  return desired.stuckPods.filter((p) => isIoListed(p.cause) && !before(p.uid));
+  return desired.stuckPods.filter((p) => isIoCause(p.cause) && !before(p.uid));
 }
 
 /** Events for what changed between the stored and the desired status: only transitions, never repeats. */

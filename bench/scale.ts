@@ -214,7 +214,10 @@ async function scrape(port: number): Promise<Map<string, number>> {
   for (const line of text.split('\n')) {
     if (line === '' || line.startsWith('#')) continue;
     const name = line.split(/[{ ]/, 1)[0]!;
-    sums.set(name, (sums.get(name) ?? 0) + Number(line.split(' ').at(-1)));
+    const value = Number(line.split(' ').at(-1));
+    sums.set(name, (sums.get(name) ?? 0) + value);
+    // Each labelled series under its own name too: name{label="value"}.
+    if (line[name.length] === '{') sums.set(line.slice(0, line.lastIndexOf(' ')), value);
   }
   return sums;
 }
@@ -229,6 +232,8 @@ const PIPELINE = [
   'sandbox_remediator_reconcile_nodes_observed_total',
   'sandbox_remediator_health_report_wait_seconds_sum',
   'sandbox_remediator_health_report_wait_seconds_count',
+  'sandbox_remediator_health_reports_fenced_total{outcome="landed"}',
+  'sandbox_remediator_health_reports_fenced_total{outcome="refused"}',
 ] as const;
 async function pipelineMetrics(port: number): Promise<Record<(typeof PIPELINE)[number], number>> {
   const sums = await scrape(port);
@@ -240,7 +245,8 @@ async function pipelineMetrics(port: number): Promise<Record<(typeof PIPELINE)[n
 
 /**
  * What the operator's own metrics say of an incident's window: its passes (how many, their mean and total time, the
- * nodes they looked at) and its SandboxHealth reports (how many, their mean wait from being asked for to written).
+ * nodes they looked at) and its SandboxHealth reports (how many, their mean wait from being asked for to written, and
+ * how many went beside their node's write in flight).
  */
 function pipelineDuring(
   before: Awaited<ReturnType<typeof pipelineMetrics>>,
@@ -262,6 +268,9 @@ function pipelineDuring(
       (d('sandbox_remediator_health_report_wait_seconds_sum') * 1000) / Math.max(reports, 1),
       1,
     ),
+    // Reports sent beside their node's write in flight (ADR 0026): landed right after it, or refused.
+    fencedLanded: d('sandbox_remediator_health_reports_fenced_total{outcome="landed"}'),
+    fencedRefused: d('sandbox_remediator_health_reports_fenced_total{outcome="refused"}'),
   };
 }
 

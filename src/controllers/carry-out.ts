@@ -17,7 +17,8 @@ import {
   type Seen,
 } from './pass.js';
 import type { PassHooks } from './policy-reconciler.js';
-import { sameStatus, type Reporter } from './reporter.js';
+import { sameStatus } from '../status/health-patch.js';
+import type { Reporter } from './reporter.js';
 import type { ReportLedger } from './report-ledger.js';
 import type { StatusOverlay } from './status-overlay.js';
 

@@ -40,6 +40,9 @@ export class MetricsHooks {
         metrics.healthReports.inc({ urgency });
         metrics.healthReportWait.observe({ urgency }, waitedMs / 1000);
       },
+      onFencedReport: (landed) => {
+        metrics.fencedHealthReports.inc({ outcome: landed ? 'landed' : 'refused' });
+      },
       onNodeCondition: (policy, status, reason) => {
         metrics.nodeConditionTransitions.inc({ policy, status, reason });
         if (reason === NODE_CONDITION_REASONS.remediationExhausted) metrics.escalations.inc({ policy });

@@ -40,7 +40,8 @@ import {
 } from './pass.js';
 import type { PolicyMemories, PolicyMemory, RemediationParts } from './policy-memory.js';
 import type { ReportLedger } from './report-ledger.js';
-import { sameStatus, type Reporter } from './reporter.js';
+import { sameStatus } from '../status/health-patch.js';
+import type { Reporter } from './reporter.js';
 import { saturatedNodes } from './observe-rollouts.js';
 import type { RolloutThrottler } from './rollout-throttler.js';
 import type { StatusOverlay } from './status-overlay.js';

@@ -1,8 +1,8 @@
-import { isDeepStrictEqual } from 'node:util';
 import type { SandboxHealthStatus } from '../api/v1alpha1/index.js';
-import { describeError, isNotFound } from '../kube/errors.js';
+import { describeError, isNotFound, OutOfTurnError } from '../kube/errors.js';
 import type { Logger } from '../observability/log.js';
 import type { EventRecorder, StatusWriter, Transition } from '../ports/writes.js';
+import { healthPatch } from '../status/health-patch.js';
 import type { Clock } from '../runtime/clock.js';
 import { TerminalError } from '../runtime/controller.js';
 import { NotActingError } from '../runtime/fence.js';
@@ -10,14 +10,11 @@ import { Lanes } from '../runtime/lanes.js';
 import { conditionStatus } from '../status/conditions.js';
 import {
   detectionTransitions,
-  EVENT_WINDOW_MS,
   podsOfNewlyKnownCause,
   podsNewlyExplainedByIo,
-  POD_EVENTS_PER_NODE,
   type DetectionStatus,
-  type EventBudget,
 } from '../status/health-status.js';
-import { applyMergePatch, mergePatchFrom, stored } from '../status/merge-patch.js';
+import { applyMergePatch, stored } from '../status/merge-patch.js';
 import {
   desiredHealthStatus,
   remediationTransitions,
@@ -28,42 +25,17 @@ import {
 import type { NodeObservation } from './observe-nodes.js';
 import type { Requeue } from './pass.js';
 import type { PolicyMemory } from './policy-memory.js';
+import { ReportFlights, type Flight } from './report-flights.js';
 import type { ReportLedger } from './report-ledger.js';
 import type { StatusOverlay } from './status-overlay.js';
-
-/**
- * The status keys the operator writes, removed when the desired status drops them (a merge patch of the desired keys
- * alone would leave them, and the node would be rewritten on every pass). ioReading is the agent's, or a polled
- * source's reading written only when it moved: it is written when desired, and never removed.
- */
-const OWNED_KEYS = [
-  'policy',
-  'state',
-  'stuckPodCount',
-  'stuckPods',
-  'causes',
-  'ioEvidence',
-  'ioPressure',
-  'ioCause',
-  'topConsumer',
-  'runtime',
-  'lastAction',
-  'actions',
-  'remediation',
-  'blocked',
-  'conditions',
-] as const satisfies readonly (keyof HealthStatus)[];
-
-/** The merge patch that makes the stored status the desired one; empty when it already is. */
-export function healthPatch(
-  previous: SandboxHealthStatus | undefined,
-  desired: HealthStatus,
-): Record<string, unknown> {
-  return mergePatchFrom(previous, desired, desired.ioReading ? [...OWNED_KEYS, 'ioReading'] : OWNED_KEYS);
-}
+import { StuckEventBudget } from './stuck-event-budget.js';
 
 interface PlannedReport {
   observation: NodeObservation;
+  /** The status it is planned on: the stored one, or what the write in flight it follows leaves there. */
+  previous: SandboxHealthStatus | undefined;
+  /** The write in flight it follows: sent at once, fenced on that write's reportId, so it cannot land first. */
+  after?: Flight | undefined;
   input: RemediationStatusInput;
   desired: HealthStatus;
   patch: Record<string, unknown>;
@@ -76,6 +48,8 @@ export interface ReporterHooks {
   onNodeStatus?(policy: string, node: string, status: DetectionStatus): void;
   /** A report written, and how long its node waited for it from its submission (ms). */
   onReport?(waitedMs: number, urgent: boolean): void;
+  /** A report sent beside its node's write in flight, fenced on it: landed after it, or refused for arriving first. */
+  onFencedReport?(landed: boolean): void;
 }
 
 export interface ReporterDeps {
@@ -103,21 +77,27 @@ export interface ReporterDeps {
  * budget.
  */
 export class Reporter {
-  /** Stuck-pod Events each node got within EVENT_WINDOW_MS: when, for the pods' own and for the node's listing. */
-  private readonly stuckEvents = new Map<string, { pods: number[]; node: number | undefined }>();
-  /** Whose report each submitted node is, and since when it waits. */
-  private readonly owners = new Map<string, { policy: string; memory: PolicyMemory; since: number }>();
+  private readonly stuckEvents: StuckEventBudget;
+  /** Whose report each submitted node is, and since when its next write waits (none while none was asked for). */
+  private readonly owners = new Map<
+    string,
+    { policy: string; memory: PolicyMemory; since: number | undefined }
+  >();
   /** Nodes deleted while their write was in flight: its landing is not noted in the ledger. */
   private readonly gone = new Set<string>();
+  private readonly flights = new ReportFlights();
   private readonly lanes: Lanes<string>;
 
   constructor(private readonly deps: ReporterDeps) {
+    this.stuckEvents = new StuckEventBudget(deps.clock);
     this.lanes = new Lanes<string>({
       concurrency: deps.writeConcurrency,
       run: (node) => this.run(node),
       settled: (node, wanted, error) => {
         this.settled(node, wanted, error);
       },
+      // Urgent news goes out beside the node's write in flight, fenced on it; routine counts wait for it.
+      overlaps: (node, urgent) => urgent && this.flights.mayFollow(node),
     });
   }
 
@@ -137,7 +117,7 @@ export class Reporter {
     this.owners.set(node, {
       policy,
       memory,
-      since: owner?.policy === policy ? owner.since : this.deps.clock.now(),
+      since: (owner?.policy === policy ? owner.since : undefined) ?? this.deps.clock.now(),
     });
     this.lanes.submit(node, urgent);
     return true;
@@ -172,7 +152,7 @@ export class Reporter {
 
   /** A node is gone: its Event budget goes with it, and a report still waiting. */
   forgetNode(node: string): void {
-    this.stuckEvents.delete(node);
+    this.stuckEvents.forget(node);
     this.lanes.drop(node);
     this.deps.ledger.forget(node);
     // A write in flight still lands: it notes nothing in the ledger, where a node made again under the name may have
@@ -193,19 +173,28 @@ export class Reporter {
   private async run(node: string): Promise<void> {
     const owner = this.owners.get(node);
     if (!owner) return;
+    // A node asked for again from now on waits for the next write, not this one.
+    const since = owner.since ?? this.deps.clock.now();
+    owner.since = undefined;
     const planned = this.plan(owner.policy, owner.memory, node);
     if (!planned) return;
-    const { transitions, overtook } = await this.write(planned, owner.memory);
+    const landed = await this.write(planned, owner.memory);
+    // Refused for going before the write it follows: the node is looked at again once that one is back.
+    if (!landed) return;
+    const { transitions, overtook } = landed;
     // A pass's look at the node read the status from before this write: look again, at once.
     if (overtook) this.deps.requeue(owner.policy, 0);
-    this.deps.hooks?.onReport?.(this.deps.clock.now() - owner.since, planned.urgent);
+    this.deps.hooks?.onReport?.(this.deps.clock.now() - since, planned.urgent);
     for (const transition of transitions) await this.record(owner.policy, node, transition);
     // Stuck pods a decision may now evict, their Events told first.
     if (planned.explains && !overtook) this.deps.requeue(owner.policy, 0);
   }
 
-  private settled(node: string, wanted: boolean, error: unknown): void {
-    this.gone.delete(node);
+  private settled(node: string, settledWanted: boolean, error: unknown): void {
+    const none = this.lanes.flying(node) === 0;
+    if (none) this.gone.delete(node);
+    // A refused write's news is looked at again, as if asked for meanwhile, once the write it followed is back too.
+    const wanted = (none && this.flights.lookAgain(node)) || settledWanted;
     const owner = this.owners.get(node);
     if (!this.lanes.busy(node)) this.owners.delete(node);
     if (!owner) return;
@@ -246,10 +235,13 @@ export class Reporter {
     const observation = state?.observation;
     const remediation = state?.remediation;
     if (!observation || !remediation || this.deps.ledger.stale(observation)) return undefined;
-    const { previous } = observation;
+    // A write in flight: planned on what it leaves, telling what it does not tell.
+    const after = this.flights.latest(node);
+    const previous = after ? after.expected : observation.previous;
+    const told = new Set(after?.told);
     const input: RemediationStatusInput = {
       ...remediation,
-      results: [...this.deps.ledger.untold(node)],
+      results: this.deps.ledger.untold(node).filter((result) => !told.has(result)),
       detection: observation.detection,
       previous,
       node: observation.node,
@@ -258,10 +250,10 @@ export class Reporter {
     const desired = desiredHealthStatus(input);
     this.deps.hooks?.onNodeStatus?.(policy, node, desired);
     const patch = healthPatch(previous, desired);
-    if (Object.keys(patch).length === 0 && observation.exists) return undefined;
+    if (Object.keys(patch).length === 0 && (observation.exists || after)) return undefined;
     const explained = podsNewlyExplainedByIo(previous, desired);
     const urgent =
-      !observation.exists ||
+      !(observation.exists || after) ||
       input.results.length > 0 ||
       !sameBlocks(previous, remediation.blocked) ||
       desired.state !== previous?.state ||
@@ -274,45 +266,48 @@ export class Reporter {
       explained.length > 0 &&
       (input.stampsAfter !== undefined || observation.node.unschedulable) &&
       memory.failed.length === 0;
-    return { observation, input, desired, patch, urgent, explains };
+    return { observation, previous, after, input, desired, patch, urgent, explains };
   }
 
   /**
    * Writes one node's SandboxHealth as planned; returns the transitions to record, and whether a pass looked at the
-   * node while it was in flight (that look is stale now).
+   * node while it was in flight (that look is stale now); undefined when it followed a write in flight and the API
+   * refused it for going first.
    */
   private async write(
     report: PlannedReport,
     memory: PolicyMemory,
-  ): Promise<{ transitions: Transition[]; overtook: boolean }> {
-    const { writer, overlay } = this.deps;
-    const { observation, input, desired } = report;
-    const { node, previous } = observation;
-    if (!observation.exists) await writer.createHealth(node);
+  ): Promise<{ transitions: Transition[]; overtook: boolean } | undefined> {
+    const { writer } = this.deps;
+    const { observation, input, desired, previous, after } = report;
+    const { node } = observation;
+    if (!observation.exists && !after) await writer.createHealth(node);
     if (Object.keys(report.patch).length === 0) {
       observation.exists = true;
       return { transitions: [], overtook: false };
     }
-    let sent = report.patch;
+    const expected = applyMergePatch(previous, report.patch) as SandboxHealthStatus;
+    const flight = this.flights.fly(node.name, expected, input.results);
     let written: Awaited<ReturnType<StatusWriter['patchHealthStatus']>>;
     try {
-      written = await writer.patchHealthStatus(node.name, sent);
+      written = await this.send(report, flight);
     } catch (err) {
-      if (!isNotFound(err)) throw err;
-      // Gone behind our back, and the cache does not show it yet (or never will: a delete the watch missed). Create it
-      // again and write the whole status, at once, rather than patch a phantom on every retry.
-      overlay.forgetHealth(node.name);
-      await writer.createHealth(node);
-      sent = stored(desired);
-      written = await writer.patchHealthStatus(node.name, sent);
+      this.flights.back(node.name, flight, false);
+      if (!(err instanceof OutOfTurnError)) throw err;
+      this.flights.refuse(node.name);
+      this.deps.hooks?.onFencedReport?.(false);
+      return undefined;
     }
+    if (after) this.deps.hooks?.onFencedReport?.(true);
     // What the API holds now, as it answered (its merge of our patch, nested fields included): the next pass need not
     // read the node again to know it, and stands on it until the watch shows it. An answer that cannot be read stands
-    // in for nothing: the node waits for the watch.
+    // in for nothing: the node waits for the watch. A write of ours that followed this one and landed first holds it.
     const state = memory.state(node.name);
-    observation.exists = true;
-    observation.previous = written.status ?? (applyMergePatch(previous, sent) as SandboxHealthStatus);
-    overlay.wroteHealth(node.name, written.version, written.status);
+    if (this.flights.back(node.name, flight, true)) {
+      observation.exists = true;
+      observation.previous = written.status ?? flight.expected;
+      this.deps.overlay.wroteHealth(node.name, written.version, written.status);
+    }
     // Its results are told now, in the same turn as the status that holds them (others may have come meanwhile): the
     // facts count each once. The look it was planned from holds what landed; a look taken while it was in flight
     // read the status from before it (stale, by the ledger's count): look again.
@@ -321,9 +316,40 @@ export class Reporter {
     const overtook = state.observation !== undefined && state.observation !== observation;
     if (overtook) memory.markDirty(node.name);
     delete state.facts;
-    const stuck = detectionTransitions(node, previous, desired, this.budget(node.name));
-    this.spend(node.name, stuck);
+    const stuck = detectionTransitions(node, previous, desired, this.stuckEvents.left(node.name));
+    this.stuckEvents.spend(node.name, stuck);
     return { transitions: [...stuck, ...remediationTransitions(input, desired)], overtook };
+  }
+
+  /**
+   * Sends the report: a merge patch; or, following a write in flight, its keys whole, only if the status still bears
+   * that write's reportId (the apiserver refuses it otherwise: OutOfTurnError).
+   */
+  private async send(
+    report: PlannedReport,
+    flight: Flight,
+  ): Promise<Awaited<ReturnType<StatusWriter['patchHealthStatus']>>> {
+    const { writer, overlay } = this.deps;
+    const { observation, desired, after } = report;
+    const name = observation.node.name;
+    if (after) {
+      const whole: Record<string, unknown> = { reportId: flight.id };
+      for (const key of Object.keys(report.patch) as (keyof HealthStatus)[])
+        whole[key] = desired[key] === undefined ? null : stored(desired[key]);
+      return writer.patchHealthStatus(name, whole, after.id);
+    }
+    try {
+      return await writer.patchHealthStatus(name, { ...report.patch, reportId: flight.id });
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      // Gone behind our back, and the cache does not show it yet (or never will: a delete the watch missed). Create it
+      // again and write the whole status, at once, rather than patch a phantom on every retry. Under a new reportId:
+      // a write that followed this one was planned on the phantom.
+      overlay.forgetHealth(name);
+      await writer.createHealth(observation.node);
+      this.flights.rename(flight, stored(desired));
+      return writer.patchHealthStatus(name, flight.expected);
+    }
   }
 
   /** Records one transition as an Event; the ones an SRE follows are logged too. */
@@ -355,31 +381,6 @@ export class Reporter {
       });
     }
   }
-
-  /** What is left of a node's stuck-pod Events in the current window. */
-  private budget(node: string): EventBudget {
-    const log = this.stuckEvents.get(node);
-    if (!log) return { pods: POD_EVENTS_PER_NODE, node: true };
-    const since = this.deps.clock.now() - EVENT_WINDOW_MS;
-    log.pods = log.pods.filter((at) => at > since);
-    if (log.node !== undefined && log.node <= since) log.node = undefined;
-    if (log.pods.length === 0 && log.node === undefined) this.stuckEvents.delete(node);
-    return { pods: POD_EVENTS_PER_NODE - log.pods.length, node: log.node === undefined };
-  }
-
-  private spend(node: string, transitions: readonly Transition[]): void {
-    const now = this.deps.clock.now();
-    for (const t of transitions) {
-      if (t.reason !== 'SandboxCreationStuck') continue;
-      const log = this.stuckEvents.get(node) ?? { pods: [], node: undefined };
-      if (t.target.kind === 'Pod') log.pods.push(now);
-      else log.node = now;
-      this.stuckEvents.set(node, log);
-    }
-  }
 }
 
 const FOLLOWED = new Set(['SandboxCreationStuck', 'SandboxCreationDegraded', 'IoPressureHigh']);
-
-/** Whether two statuses are the same as the API stores them (no undefined fields). */
-export const sameStatus = (a: unknown, b: unknown): boolean => isDeepStrictEqual(stored(a), stored(b));

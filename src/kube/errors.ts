@@ -95,3 +95,14 @@ export function describeNoAnswer(err: unknown, timeoutMs: number): string | unde
 export function terminalIfInvalid(err: unknown, what: string): unknown {
   return isInvalid(err) ? new TerminalError(`${what} refused: ${describeError(err)}`, { cause: err }) : err;
 }
+
+/**
+ * A write sent before the one it follows was back, refused by the API because that one had not landed (or failed, or
+ * the object is gone): nothing was written.
+ */
+export class OutOfTurnError extends Error {
+  constructor(what: string, options?: ErrorOptions) {
+    super(`${what} refused: the write it follows has not landed`, options);
+    this.name = 'OutOfTurnError';
+  }
+}

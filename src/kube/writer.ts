@@ -17,12 +17,25 @@ import {
 } from '../api/v1alpha1/index.js';
 import type { EventRecorder, StatusWriter, Transition } from '../ports/writes.js';
 import type { NodeView } from '../detection/index.js';
-import { isConflict, isNotFound, terminalIfInvalid } from './errors.js';
+import { isConflict, isInvalid, isNotFound, OutOfTurnError, terminalIfInvalid } from './errors.js';
 import type { RawObject } from './informer.js';
 import { healthView } from './views.js';
 
 export const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'sandbox-remediator' };
 const mergePatch = () => setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+const jsonPatch = () => setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);
+
+/** A JSON Patch of the status that applies only while its reportId is `after`: each key set whole, or removed (null). */
+function fencedOps(status: Record<string, unknown>, after: string): object[] {
+  return [
+    { op: 'test', path: '/status/reportId', value: after },
+    ...Object.entries(status).map(([key, value]) =>
+      value === null
+        ? { op: 'remove', path: `/status/${key}` }
+        : { op: 'add', path: `/status/${key}`, value },
+    ),
+  ];
+}
 
 /** Writes SandboxHealth objects and the status of both kinds, through /status with merge patches. */
 export class KubeStatusWriter implements StatusWriter {
@@ -58,11 +71,19 @@ export class KubeStatusWriter implements StatusWriter {
   async patchHealthStatus(
     name: string,
     status: Parameters<StatusWriter['patchHealthStatus']>[1],
+    after?: string,
   ): Promise<{ version?: string; status?: SandboxHealthStatus }> {
+    const what = `status patch of sandboxhealth/${name}`;
     try {
       const updated = (await this.custom.patchClusterCustomObjectStatus(
-        { group: GROUP, version: VERSION, plural: 'sandboxhealths', name, body: { status } },
-        mergePatch(),
+        {
+          group: GROUP,
+          version: VERSION,
+          plural: 'sandboxhealths',
+          name,
+          body: after === undefined ? { status } : fencedOps(status, after),
+        },
+        after === undefined ? mergePatch() : jsonPatch(),
       )) as RawObject;
       const view = healthView(updated); // read as the cache reads it, so the two compare alike
       return {
@@ -70,7 +91,10 @@ export class KubeStatusWriter implements StatusWriter {
         ...(view?.status ? { status: view.status } : {}),
       };
     } catch (err) {
-      throw terminalIfInvalid(err, `status patch of sandboxhealth/${name}`);
+      // A failed test (422), or no object to test (404): the write it follows has not landed.
+      if (after !== undefined && (isInvalid(err) || isNotFound(err)))
+        throw new OutOfTurnError(what, { cause: err });
+      throw terminalIfInvalid(err, what);
     }
   }
 

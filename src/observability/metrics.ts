@@ -167,7 +167,13 @@ export class OperatorMetrics {
   });
   readonly healthReportsWaiting = new Gauge({
     name: 'sandbox_remediator_health_reports_waiting',
-    help: 'SandboxHealth reports asked for and waiting for their turn (one write in flight per node, a few in all).',
+    help: 'SandboxHealth reports asked for and waiting for their turn (one write in flight per node, or two when the second is fenced on the first; a few in all).',
+    registers: [this.registry],
+  });
+  readonly fencedHealthReports = new Counter({
+    name: 'sandbox_remediator_health_reports_fenced_total',
+    help: "SandboxHealth reports sent beside their node's write in flight, fenced on its status.reportId, by outcome: landed (right after it) or refused (it arrived first; the node is looked at again once that write is back).",
+    labelNames: ['outcome'] as const,
     registers: [this.registry],
   });
   readonly healthReportWait = new Histogram({

@@ -6,10 +6,15 @@ import type { NodeView } from '../detection/index.js';
 /** Writes the operator's own objects. Implementations patch only what they are given. */
 export interface StatusWriter {
   createHealth(node: NodeView): Promise<void>;
-  /** Resolves with the object's new resourceVersion and status (the API's merge of the patch), as returned. */
+  /**
+   * Resolves with the object's new resourceVersion and status (the API's merge of the patch), as returned. With
+   * `after`, only if the status's reportId still is `after`, tested by the API as it applies the write (a JSON Patch):
+   * each key of `status` is set whole, or removed when null; rejected with OutOfTurnError otherwise.
+   */
   patchHealthStatus(
     name: string,
     status: HealthStatusPatch,
+    after?: string,
   ): Promise<{ version?: string; status?: SandboxHealthStatus }>;
   deleteHealth(name: string): Promise<void>;
   /** Resolves with the policy's new resourceVersion (undefined when it is gone or none was returned). */

@@ -1,15 +1,19 @@
 /**
  * Writes keyed by the object they change, run in the background: at most one in flight per key (a merge patch is
- * computed against the write before it, so two to one object must not cross), at most `concurrency` in all, urgent
- * ones before routine ones, each kind first come first served. A key submitted again while it waits keeps its place
- * (raised to urgent when the new one is); while it is in flight, it is noted, and `settled` tells it was wanted again
- * so that the caller looks afresh once the write is back. What a key's write needs is read when it starts, so a key
- * carries no item: nothing waits here that the caller does not hold anyway.
+ * computed against the write before it, so two to one object must not cross) unless `overlaps` lets a second one go
+ * while the first flies (a write fenced on the one before it, so that it cannot land first), at most `concurrency` in
+ * all, urgent ones before routine ones, each kind first come first served. A key submitted again while it waits keeps
+ * its place (raised to urgent when the new one is); while it is in flight and may not overlap, it is noted, and
+ * `settled` tells it was wanted again so that the caller looks afresh once the write is back. What a key's write needs
+ * is read when it starts, so a key carries no item: nothing waits here that the caller does not hold anyway.
  */
 export class Lanes<K> {
   private readonly urgent = new Set<K>();
   private readonly routine = new Set<K>();
-  private readonly inFlight = new Set<K>();
+  /** Writes in flight, by key: one, or two when the second overlaps the first. */
+  private readonly inFlight = new Map<K, number>();
+  /** Writes in flight, in all. */
+  private running = 0;
   private readonly wanted = new Set<K>();
   private idleWaiters: (() => void)[] = [];
 
@@ -20,12 +24,19 @@ export class Lanes<K> {
       run(key: K): Promise<void>;
       /** The key's write is back (`error`: it failed); `wanted`: it was submitted again meanwhile. */
       settled(key: K, wanted: boolean, error?: unknown): void;
+      /** Whether a write of the key, asked for while its one write is in flight, may go before that one is back. */
+      overlaps?(key: K, urgent: boolean): boolean;
     },
   ) {}
 
-  /** Asks for the key's write; false when it is in flight (noted: `settled` will say it was wanted). */
+  /**
+   * Asks for the key's write; false when it is in flight and may not overlap (noted: `settled` will say it was
+   * wanted).
+   */
   submit(key: K, urgent: boolean): boolean {
-    if (this.inFlight.has(key)) {
+    const flying = this.inFlight.get(key) ?? 0;
+    const queued = this.urgent.has(key) || this.routine.has(key);
+    if (flying > 1 || (flying === 1 && !queued && this.options.overlaps?.(key, urgent) !== true)) {
       this.wanted.add(key);
       return false;
     }
@@ -40,13 +51,18 @@ export class Lanes<K> {
     return this.inFlight.has(key) || this.urgent.has(key) || this.routine.has(key);
   }
 
+  /** Writes of the key in flight. */
+  flying(key: K): number {
+    return this.inFlight.get(key) ?? 0;
+  }
+
   /** Waiting, not yet started. */
   get waiting(): number {
     return this.urgent.size + this.routine.size;
   }
 
   get size(): number {
-    return this.waiting + this.inFlight.size;
+    return this.waiting + this.running;
   }
 
   /** Drops a key that waits (its object is gone); one in flight finishes. */
@@ -83,10 +99,11 @@ export class Lanes<K> {
   }
 
   private pump(): void {
-    while (this.inFlight.size < this.options.concurrency) {
+    while (this.running < this.options.concurrency) {
       const key = this.next();
       if (key === undefined) break;
-      this.inFlight.add(key);
+      this.inFlight.set(key, (this.inFlight.get(key) ?? 0) + 1);
+      this.running++;
       void this.start(key);
     }
     if (this.size === 0) for (const resolve of this.idleWaiters.splice(0)) resolve();
@@ -99,7 +116,10 @@ export class Lanes<K> {
     } catch (err) {
       error = err ?? new Error('a write failed with no error');
     }
-    this.inFlight.delete(key);
+    this.running--;
+    const left = (this.inFlight.get(key) ?? 1) - 1;
+    if (left > 0) this.inFlight.set(key, left);
+    else this.inFlight.delete(key);
     const wanted = this.wanted.delete(key);
     try {
       this.options.settled(key, wanted, error);

@@ -43,6 +43,7 @@ import {
   type NodeView,
   type PodView,
 } from '../../src/detection/index.js';
+import { OutOfTurnError } from '../../src/kube/errors.js';
 import { applyMergePatch } from '../../src/status/merge-patch.js';
 import { explainedByIo } from '../../src/status/health-status.js';
 import { T0 } from './builders.js';
@@ -393,8 +394,9 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   patchHealthStatus(
     name: string,
     status: Parameters<StatusWriter['patchHealthStatus']>[1],
+    after?: string,
   ): Promise<{ version?: string; status?: SandboxHealthStatus }> {
-    this.writes.push(`patch health/${name}`);
+    this.writes.push(after === undefined ? `patch health/${name}` : `patch health/${name} after`);
     const failure = this.failNextHealthPatch.get(name);
     if (failure) {
       this.failNextHealthPatch.delete(name);
@@ -404,14 +406,19 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
     const health = this.vanished.has(name)
       ? undefined
       : (this.undeliveredHealth.get(name) ?? this.healthMap.get(name));
+    if (after !== undefined && health?.status?.reportId !== after)
+      return Promise.reject(new OutOfTurnError(`status patch of sandboxhealth/${name}`));
     if (!health) {
       const gone = Object.assign(new Error(`sandboxhealths "${name}" not found`), { statusCode: 404 });
       return Promise.reject(gone);
     }
+    const patch = JSON.parse(JSON.stringify(status)) as Record<string, unknown>;
     // A new object, as an informer replaces its view: a reconcile holding the old one still sees the old status.
     const updated: HealthObject = {
       ...health,
-      status: applyMergePatch(health.status, JSON.parse(JSON.stringify(status))) as SandboxHealthStatus,
+      status: (after === undefined
+        ? applyMergePatch(health.status, patch)
+        : replaceKeys(health.status, patch)) as SandboxHealthStatus,
     };
     if (this.lagging) this.undeliveredHealth.set(name, updated);
     const version = this.commit(
@@ -427,10 +434,13 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
       status: JSON.parse(JSON.stringify(updated.status)) as SandboxHealthStatus,
     });
   }
+  /** A SandboxHealth as the API holds it (ahead of the cache while lagging). */
+  apiHealth(name: string) {
+    return this.undeliveredHealth.get(name) ?? this.healthMap.get(name);
+  }
   /** A condition of a SandboxHealth as the API holds it (ahead of the cache while lagging). */
   apiHealthCondition(name: string, type: string) {
-    const health = this.undeliveredHealth.get(name) ?? this.healthMap.get(name);
-    return health?.status?.conditions?.find((c) => c.type === type);
+    return this.apiHealth(name)?.status?.conditions?.find((c) => c.type === type);
   }
   /** The SandboxHealth is deleted behind the operator's back, and the watch never shows it (a delete missed). */
   vanishHealth(name: string): void {
@@ -563,4 +573,11 @@ export function mergePatch(target: unknown, patch: unknown): unknown {
     else out.set(key, mergePatch(out.get(key), value));
   }
   return Object.fromEntries(out);
+}
+
+/** A JSON Patch's keys applied to a status, as the apiserver applies `add` (set whole) and `remove` (null). */
+function replaceKeys(status: object | undefined, keys: Record<string, unknown>): object {
+  const kept = Object.entries(status ?? {}).filter(([key]) => !(key in keys));
+  const set = Object.entries(keys).filter(([, value]) => value !== null);
+  return Object.fromEntries([...kept, ...set]);
 }

@@ -294,6 +294,13 @@ export const SandboxHealthStatusSchema = z
     conditions: ConditionsSchema.describe(
       'SandboxCreationDegraded, IoPressureHigh, Cordoned, RolloutsThrottled.',
     ),
+    reportId: z
+      .string()
+      .max(64)
+      .optional()
+      .describe(
+        "Names the operator's latest write of this status. A write sent before the one it follows is back names that one (a JSON Patch test of this field), so the API refuses it rather than let the two land out of order.",
+      ),
   })
   .describe('What the operator knows about the node.');
 export type SandboxHealthStatus = z.infer<typeof SandboxHealthStatusSchema>;

@@ -9,25 +9,41 @@ import { FakeClock } from '../../../src/runtime/clock.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../support/builders.js';
 import { aNode, MemoryCluster, tellOfChanges } from '../../support/memory-cluster.js';
 
-/** Calls of the cluster's write methods that match are held until released; the others go through at once. */
+/**
+ * Calls of the cluster's write methods that match are held until released (or, `answers`, carried out at once and
+ * their answers held); the others go through at once.
+ */
 function holding(cluster: MemoryCluster) {
-  const rules: { method: string; match: (arg: unknown) => boolean; waiting: (() => void)[] }[] = [];
+  type Rule = { method: string; match: (arg: unknown) => boolean; answers: boolean; waiting: (() => void)[] };
+  const rules: Rule[] = [];
   const proxy = new Proxy(cluster, {
     get(target, prop, receiver) {
       const value: unknown = Reflect.get(target, prop, receiver);
       if (typeof value !== 'function') return value;
       return async (...args: unknown[]) => {
         const rule = rules.find((r) => r.method === String(prop) && r.match(args[0]));
-        if (rule) await new Promise<void>((resolve) => rule.waiting.push(resolve));
-        return (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+        const gate = () => new Promise<void>((resolve) => rule!.waiting.push(resolve));
+        if (rule && !rule.answers) await gate();
+        const call = (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+        if (rule?.answers) {
+          const settled = call.then(
+            (v) => ({ v }),
+            (e: unknown) => ({ e }),
+          );
+          await gate();
+          const out = await settled;
+          if ('e' in out) throw out.e;
+          return out.v;
+        }
+        return call;
       };
     },
   });
   return {
     proxy,
-    /** Holds matching calls; returns how to let them go (all of them, now and from then on). */
-    hold(method: string, match: (arg: unknown) => boolean = () => true) {
-      const rule = { method, match, waiting: [] as (() => void)[] };
+    /** Holds matching calls; returns how to let them go (all of them, now and from then on; or the newest alone). */
+    hold(method: string, match: (arg: unknown) => boolean = () => true, answers = false) {
+      const rule: Rule = { method, match, answers, waiting: [] };
       rules.push(rule);
       return {
         held: () => rule.waiting.length,
@@ -35,6 +51,7 @@ function holding(cluster: MemoryCluster) {
           rules.splice(rules.indexOf(rule), 1);
           for (const go of rule.waiting.splice(0)) go();
         },
+        releaseNewest: () => rule.waiting.pop()?.(),
       };
     },
   };
@@ -69,7 +86,10 @@ function world(spec: object = IO_SPEC) {
   const writes = holding(cluster);
   const { proxy } = writes;
   const requeues: { policy: string; after: Requeue }[] = [];
+  /** What each report sent beside its node's write in flight came to: true landed, false refused. */
+  const fenced: boolean[] = [];
   const controllers = buildControllers({
+    hooks: { onFencedReport: (landed) => fenced.push(landed) },
     cache: cluster,
     writer: proxy,
     recorder: cluster,
@@ -89,8 +109,9 @@ function world(spec: object = IO_SPEC) {
     cluster.changed(node);
   };
   const listed = (node: string) => (cluster.health(node)?.status?.stuckPods ?? []).map((p) => p.name);
-  const hold = (method: string, match?: (arg: unknown) => boolean) => writes.hold(method, match);
-  return { cluster, clock, hold, requeues, stuck, listed, ...controllers };
+  const hold = (method: string, match?: (arg: unknown) => boolean, answers?: boolean) =>
+    writes.hold(method, match, answers);
+  return { cluster, clock, hold, requeues, stuck, listed, fenced, ...controllers };
 }
 
 /** The world with maxPodsPerNode 1 for pods labelled io=heavy, and those pods running on n1. */
@@ -171,33 +192,103 @@ describe('PolicyReconciler, pipelined', () => {
     expect(w.cluster.policy('p')!.status).to.include({ degradedNodes: 1 });
   });
 
-  it("writes a node's new stuck pod right after its own report in flight, planned afresh on what that write left", async () => {
+  /** n3 reported, then web-1 stuck on it, its report held: the world, the held report, and the writes since. */
+  async function reportOfWeb1Held(answers = false) {
     const w = world();
     await w.reconciler.reconcile('p');
     await w.reconciler.idle();
-    const report = w.hold('patchHealthStatus', (name) => name === 'n3');
+    w.cluster.takeWrites();
+    const report = w.hold('patchHealthStatus', (name) => name === 'n3', answers);
     w.stuck('web-1', 'n3');
     await w.reconciler.reconcile('p');
     await turn();
     expect(report.held()).to.equal(1);
+    return { w, report };
+  }
 
-    // kubelet fails a second pod on n3 while the first report is under way: asked for, noted, not sent beside it.
+  it("sends a node's new stuck pod beside its own report in flight, fenced on it, and both land in order (issue 29)", async () => {
+    const { w, report } = await reportOfWeb1Held();
+    // kubelet fails a second pod on n3 while the first report is under way: its report goes at once, after the first.
     w.stuck('web-2', 'n3');
-    const requeued = w.requeues.length;
     await w.reconciler.reconcile('p');
     await turn();
-    expect(report.held(), 'one write at a time to one object').to.equal(1);
+    expect(report.held(), 'the second sent before the first is back').to.equal(2);
+    // A third waits: two at most to one object.
+    w.stuck('web-3', 'n3');
+    await w.reconciler.reconcile('p');
+    await turn();
+    expect(report.held()).to.equal(2);
+    w.requeues.length = 0;
+    report.release();
+    await w.reconciler.idle();
+    expect(w.listed('n3'), 'no pass between them').to.have.members(['web-1', 'web-2']);
+    expect(w.cluster.takeWrites().filter((x) => x.includes('health/n3'))).to.deep.equal([
+      'patch health/n3',
+      'patch health/n3 after',
+    ]);
+    expect(w.fenced).to.deep.equal([true]);
+    expect(w.requeues, 'web-3 looked at again at once').to.deep.include({ policy: 'p', after: 0 });
+    await w.reconciler.reconcile('p');
+    await w.reconciler.idle();
+    expect(w.listed('n3')).to.have.members(['web-1', 'web-2', 'web-3']);
+    // Each planned on what the one before it left: no pod's Event twice.
+    expect(w.cluster.takeEvents().filter((e) => e.endsWith('SandboxCreationStuck'))).to.have.members([
+      'Pod/web-1 Warning SandboxCreationStuck',
+      'Pod/web-2 Warning SandboxCreationStuck',
+      'Pod/web-3 Warning SandboxCreationStuck',
+    ]);
+  });
+
+  it('has the API refuse a fenced report that arrives before the one it follows, and looks again once that one is back (issue 29)', async () => {
+    const { w, report } = await reportOfWeb1Held();
+    w.stuck('web-2', 'n3');
+    await w.reconciler.reconcile('p');
+    await turn();
+    expect(report.held()).to.equal(2);
+    // The second reaches the API first: its test of the first one's reportId fails, and nothing of it is written.
+    report.releaseNewest();
+    for (let j = 0; j < 3; j++) await turn();
+    expect(w.cluster.health('n3')?.status?.stuckPods ?? []).to.deep.equal([]);
+    expect(w.fenced).to.deep.equal([false]);
+    w.requeues.length = 0;
     report.release();
     await w.reconciler.idle();
     expect(w.listed('n3')).to.deep.equal(['web-1']);
-    expect(w.requeues.slice(requeued), 'looked at again at once').to.deep.include({ policy: 'p', after: 0 });
-
-    w.cluster.takeEvents();
-    await w.reconciler.reconcile('p'); // the queue's pass
+    expect(w.requeues, 'looked at again at once').to.deep.include({ policy: 'p', after: 0 });
+    await w.reconciler.reconcile('p');
     await w.reconciler.idle();
     expect(w.listed('n3')).to.have.members(['web-1', 'web-2']);
-    // Planned on the status the first write left: web-1's Event is not sent again.
-    expect(w.cluster.takeEvents()).to.deep.equal(['Pod/web-2 Warning SandboxCreationStuck']);
+    expect(w.cluster.takeEvents().filter((e) => e.endsWith('SandboxCreationStuck'))).to.have.members([
+      'Pod/web-1 Warning SandboxCreationStuck',
+      'Pod/web-2 Warning SandboxCreationStuck',
+    ]);
+  });
+
+  it('stands on the later of two reports whose answers come back out of order (issue 29)', async () => {
+    const { w, report } = await reportOfWeb1Held(true);
+    // The watch lags: a pass reads n3's status from what our writes answered.
+    w.cluster.lagging = true;
+    w.stuck('web-2', 'n3');
+    await w.reconciler.reconcile('p');
+    await turn();
+    // Both landed in order at the API; the second's answer comes back first.
+    expect(report.held()).to.equal(2);
+    const apiListed = () => (w.cluster.apiHealth('n3')?.status?.stuckPods ?? []).map((p) => p.name);
+    expect(apiListed()).to.have.members(['web-1', 'web-2']);
+    report.releaseNewest();
+    await turn();
+    report.release();
+    await w.reconciler.idle();
+    w.cluster.takeWrites();
+    w.cluster.changed('n3');
+    await w.reconciler.reconcile('p');
+    await w.reconciler.idle();
+    // Had the first answer been taken for what the API holds, web-2 would be written and told again.
+    expect(w.cluster.takeWrites().filter((x) => x.includes('health/n3'))).to.deep.equal([]);
+    expect(w.cluster.takeEvents().filter((e) => e.endsWith('SandboxCreationStuck'))).to.have.members([
+      'Pod/web-1 Warning SandboxCreationStuck',
+      'Pod/web-2 Warning SandboxCreationStuck',
+    ]);
   });
 
   it("plans no report on a look taken while the node's own report was in flight (found by review of the pipeline)", async () => {
@@ -313,7 +404,7 @@ describe('PolicyReconciler, pipelined', () => {
       for (let j = 0; j < 5; j++) await turn();
     }
     expect(migrated(), 'maxPodsPerNode: 1').to.have.length(1);
-    expect(report.held(), 'the report telling of it still in flight').to.equal(1);
+    expect(report.held(), 'the report telling of it, and one that follows it, still in flight').to.equal(2);
     report.release();
     await w.reconciler.idle();
     expect(migrated()).to.have.length(1);

@@ -140,4 +140,68 @@ describe('Lanes', () => {
       { numRuns: 200 },
     );
   });
+
+  describe('with overlaps (a write fenced on the one in flight)', () => {
+    /** Lanes whose key may overlap while `allow` holds; writes end when the test says, oldest first per key. */
+    function overlapping(concurrency: number, allow: (key: string, urgent: boolean) => boolean) {
+      const ends: { key: string; end: () => void }[] = [];
+      const settled: { key: string; wanted: boolean }[] = [];
+      const lanes = new Lanes<string>({
+        concurrency,
+        run: (key) => new Promise<void>((resolve) => ends.push({ key, end: resolve })),
+        settled: (key, wanted) => settled.push({ key, wanted }),
+        overlaps: allow,
+      });
+      const finish = async (key: string) => {
+        const at = ends.findIndex((e) => e.key === key);
+        if (at < 0) throw new Error(`${key} is not in flight`);
+        ends.splice(at, 1)[0]!.end();
+        await new Promise((resolve) => setImmediate(resolve));
+      };
+      const flying = () => ends.map((e) => e.key);
+      return { lanes, settled, finish, flying };
+    }
+
+    it('sends a second write of a key in flight when overlaps allows it, never a third', async () => {
+      const { lanes, settled, finish, flying } = overlapping(4, (_key, urgent) => urgent);
+      lanes.submit('a', true);
+      expect(lanes.submit('a', false), 'a routine one waits').to.equal(false);
+      expect(flying()).to.deep.equal(['a']);
+      expect(lanes.submit('a', true)).to.equal(true);
+      expect(flying()).to.deep.equal(['a', 'a']);
+      expect(lanes.flying('a')).to.equal(2);
+      expect(lanes.submit('a', true), 'two at most').to.equal(false);
+      expect(flying()).to.deep.equal(['a', 'a']);
+      await finish('a');
+      expect(settled, 'the wanted one is told with the first back').to.deep.equal([
+        { key: 'a', wanted: true },
+      ]);
+      await finish('a');
+      expect(settled).to.deep.equal([
+        { key: 'a', wanted: true },
+        { key: 'a', wanted: false },
+      ]);
+      expect(lanes.size).to.equal(0);
+    });
+
+    it('counts an overlapping write against the concurrency: it waits for a slot, first among the urgent', async () => {
+      const { lanes, finish, flying } = overlapping(2, () => true);
+      lanes.submit('a', false);
+      lanes.submit('b', false);
+      lanes.submit('c', false);
+      expect(lanes.submit('a', true)).to.equal(true);
+      expect(flying()).to.deep.equal(['a', 'b']);
+      await finish('b');
+      expect(flying(), 'the urgent follow-up before c').to.deep.equal(['a', 'a']);
+      await finish('a');
+      expect(flying()).to.deep.equal(['a', 'c']);
+    });
+
+    it('never overlaps without the option', () => {
+      const { lanes, flying } = overlapping(4, () => false);
+      lanes.submit('a', true);
+      expect(lanes.submit('a', true)).to.equal(false);
+      expect(flying()).to.deep.equal(['a']);
+    });
+  });
 });

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
 import type { SandboxHealthStatus } from '../../../src/api/v1alpha1/index.js';
-import { healthPatch } from '../../../src/controllers/reporter.js';
+import { healthPatch } from '../../../src/status/health-patch.js';
 import { applyMergePatch, mergePatchFrom } from '../../../src/status/merge-patch.js';
 import type { HealthStatus } from '../../../src/status/remediation-status.js';
 

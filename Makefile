@@ -148,9 +148,12 @@ SIZES ?= 100,300,1000
 BEFORE ?= 995f66a
 
 .PHONY: bench-scale
-bench-scale: deps tools build ## The operator of BEFORE (995f66a) and of this checkout, one after the other on the same cluster, at SIZES (100,300,1000) kwok nodes x 30 pods and in a storm: sync, memory, idle CPU, LISTs, detection, cordon, eviction, writes, the apiserver's own patch time, with ratios side by side; memory against Node's defaults; a CPU profile of an incident (about 30 min on 2 cores, 27 min on 2026-12-04; not in make bench); then the docs' figures rewritten from bench/results/scale.json
+bench-scale: deps tools build ## The operator of BEFORE (995f66a) and of this checkout, one after the other on the same cluster, at SIZES (100,300,1000) kwok nodes x 30 pods and in a storm: sync, memory, idle CPU, LISTs, detection, cordon, eviction, writes, the apiserver's own patch time, with ratios side by side; memory against Node's defaults; a CPU profile of an incident (about 30 min on 2 cores, 27 min on 2026-12-04; not in make bench); then the docs' figures rewritten from bench/results/scale.json; on a cluster started afresh for it and stopped after (its thousand kwok nodes would be left NotReady)
+	hack/cluster/down.sh
+	hack/cluster/up.sh
 	tsx bench/scale.ts --sizes $(SIZES) --before $(BEFORE) --results scale.json
 	prettier --write --log-level warn bench/results/scale.json
+	hack/cluster/down.sh
 	tsx hack/figures.ts
 
 .PHONY: bench-scale-5000

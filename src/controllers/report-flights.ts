@@ -12,39 +12,55 @@ export interface Flight {
   expected: SandboxHealthStatus;
   /** The results it tells: a write that follows it does not tell them again. */
   told: readonly ActionResult[];
+  /** A later write that followed it landed: so did this one, whatever its own answer says. */
+  proven?: true;
+}
+
+/**
+ * A write back: whether it landed (as answered, or proven by a later one), whether it stands (the latest of its node's
+ * to land), and the earlier writes its landing proves landed.
+ */
+export interface Back {
+  landed: boolean;
+  latest: boolean;
+  proven: readonly Flight[];
 }
 
 /**
  * The Reporter's SandboxHealth writes in flight, by node: one, or two when the second follows the first, fenced on the
  * reportId the first gives the status (ADR 0026), so that the API lands it right after the first or not at all. Each
- * write is named apart from every other this process makes; which landed last is known by its place, as answers can
- * come back out of order.
+ * write is named apart from every other this process makes. Answers can come back out of order: a write that landed
+ * proves the ones it followed landed before it, and an older one answered after it stands for nothing.
  */
 export class ReportFlights {
-  /** Each node's writes in flight, oldest first. */
-  private readonly flights = new Map<string, Flight[]>();
-  /** The latest of a node's writes that landed while another flew (its seq): one older that lands after it stands for nothing. */
-  private readonly newest = new Map<string, number>();
-  /** Nodes where a write was refused for going before the one it follows: looked at again once none is in flight. */
+  /** Per node: writes not yet known to have landed, oldest first; writes not yet back; the latest landed (seq). */
+  private readonly nodes = new Map<string, { open: Flight[]; out: number; newest: number }>();
+  /** Nodes nothing may follow until no write of theirs flies: one was refused, or the node was forgotten. */
   private readonly refused = new Set<string>();
   private readonly prefix = randomBytes(4).toString('hex');
   private sequence = 0;
 
-  /** The node's latest write in flight: a report planned now follows it. */
+  /** The node's latest write not yet known to have landed: a report planned now follows it. */
   latest(node: string): Flight | undefined {
-    return this.flights.get(node)?.at(-1);
+    return this.nodes.get(node)?.open.at(-1);
   }
 
-  /** Whether a report of the node may go now beside its write in flight (one in flight, and none refused since). */
+  /**
+   * Whether a report of the node may go now beside its write in flight: that one is the only one not known to have
+   * landed (it follows it), or none is (the write has landed, and its answer or Events are still on their way).
+   */
   mayFollow(node: string): boolean {
-    return this.flights.get(node)?.length === 1 && !this.refused.has(node);
+    return (this.nodes.get(node)?.open.length ?? 0) <= 1 && !this.refused.has(node);
   }
 
   /** A write of the node under way, leaving `expected` (and its reportId) and telling `told`. */
   fly(node: string, expected: SandboxHealthStatus, told: readonly ActionResult[]): Flight {
     const id = this.nextId();
     const flight = { id, seq: this.sequence, expected: { ...expected, reportId: id }, told };
-    this.flights.set(node, [...(this.flights.get(node) ?? []), flight]);
+    const entry = this.nodes.get(node) ?? { open: [], out: 0, newest: 0 };
+    entry.open.push(flight);
+    entry.out++;
+    this.nodes.set(node, entry);
     return flight;
   }
 
@@ -54,21 +70,21 @@ export class ReportFlights {
     flight.expected = { ...expected, reportId: flight.id };
   }
 
-  /** The write is back (`landed`, or not): whether it is the latest of the node's to land, the one that stands. */
-  back(node: string, flight: Flight, landed: boolean): boolean {
-    const left = (this.flights.get(node) ?? []).filter((f) => f !== flight);
-    const latest = landed && flight.seq > (this.newest.get(node) ?? 0);
-    if (left.length === 0) {
-      this.flights.delete(node);
-      this.newest.delete(node);
-    } else {
-      this.flights.set(node, left);
-      if (latest) this.newest.set(node, flight.seq);
-    }
-    return latest;
+  /** The write is back, `answered` (it landed, as the API answered) or not (it failed, or wrote nothing). */
+  back(node: string, flight: Flight, answered: boolean): Back {
+    const landed = answered || flight.proven === true;
+    const entry = this.nodes.get(node);
+    if (!entry) return { landed, latest: landed, proven: [] };
+    const latest = landed && flight.seq > entry.newest;
+    const proven = landed ? entry.open.filter((f) => f.seq < flight.seq) : [];
+    for (const f of proven) f.proven = true;
+    entry.open = entry.open.filter((f) => f !== flight && !proven.includes(f));
+    if (latest) entry.newest = flight.seq;
+    if (--entry.out === 0) this.nodes.delete(node);
+    return { landed, latest, proven };
   }
 
-  /** The API refused the node's write for arriving before the one it follows. */
+  /** Nothing follows the node's writes in flight: one was refused for arriving first, or the node is gone. */
   refuse(node: string): void {
     this.refused.add(node);
   }

@@ -52,6 +52,21 @@ export class ReportLedger {
     else delete entry.untold;
   }
 
+  /**
+   * A report of the node landed before one we already took to have landed after it (its answer came back later): its
+   * results are told; the looks stay as they are, as the later report holds what it wrote.
+   */
+  toldBy(node: string, told: readonly ActionResult[]): void {
+    const entry = this.nodes.get(node);
+    if (!entry?.untold) return;
+    const held = new Set(told);
+    const left = entry.untold.filter((result) => !held.has(result));
+    if (left.length === entry.untold.length) return;
+    entry.changed = ++this.sequence;
+    if (left.length > 0) entry.untold = left;
+    else delete entry.untold;
+  }
+
   /** The node is gone (and no write of it is in flight): what was done on it has no report to go to. */
   forget(node: string): void {
     this.nodes.delete(node);

@@ -19,6 +19,7 @@ import {
   desiredHealthStatus,
   remediationTransitions,
   sameBlocks,
+  type ActionResult,
   type HealthStatus,
   type RemediationStatusInput,
 } from '../status/remediation-status.js';
@@ -28,6 +29,7 @@ import type { PolicyMemory } from './policy-memory.js';
 import { ReportFlights, type Flight } from './report-flights.js';
 import type { ReportLedger } from './report-ledger.js';
 import type { StatusOverlay } from './status-overlay.js';
+import { tell } from './report-events.js';
 import { StuckEventBudget } from './stuck-event-budget.js';
 
 interface PlannedReport {
@@ -71,9 +73,10 @@ export interface ReporterDeps {
  * Writes each node's SandboxHealth, in the background, apart from the passes that ask for it: a pass submits a node
  * and goes on, and the report is planned again when its write starts, from what its policy's memory holds of the node
  * (its latest observation, the remediation its last carried-out decision left) and the results no report holds yet
- * (the ledger's, whichever policy did them), so it is never older than what it replaces. One write in flight per node (Lanes), writeConcurrency in all, urgent ones
- * (news an SRE or the next decision waits for) before routine ones (counts); then the Events of its transitions. A
- * node submitted while its write is in flight is looked at again once it is back. It owns each node's stuck-pod Event
+ * (the ledger's, whichever policy did them), so it is never older than what it replaces. Urgent ones (news an SRE or
+ * the next decision waits for) before routine ones (counts), writeConcurrency in all (Lanes); then the Events of its
+ * transitions. One write in flight per node, and an urgent one beside it, fenced on it (ReportFlights, ADR 0026); a
+ * node submitted while it may not go is looked at again once its write is back. It owns each node's stuck-pod Event
  * budget.
  */
 export class Reporter {
@@ -157,8 +160,10 @@ export class Reporter {
     this.deps.ledger.forget(node);
     // A write in flight still lands: it notes nothing in the ledger, where a node made again under the name may have
     // results of its own by then.
-    if (this.lanes.busy(node)) this.gone.add(node);
-    else this.owners.delete(node);
+    if (this.lanes.busy(node)) {
+      this.gone.add(node);
+      this.flights.refuse(node); // nothing follows a write of the node that was
+    } else this.owners.delete(node);
   }
 
   /**
@@ -179,22 +184,28 @@ export class Reporter {
     const planned = this.plan(owner.policy, owner.memory, node);
     if (!planned) return;
     const landed = await this.write(planned, owner.memory);
-    // Refused for going before the write it follows: the node is looked at again once that one is back.
-    if (!landed) return;
+    if (!landed) {
+      // Refused for going before the write it follows: the node is looked at again once that one is back, and its
+      // news has waited since it was first asked for.
+      const current = this.owners.get(node);
+      if (current) current.since = Math.min(current.since ?? since, since);
+      return;
+    }
     const { transitions, overtook } = landed;
     // A pass's look at the node read the status from before this write: look again, at once.
     if (overtook) this.deps.requeue(owner.policy, 0);
     this.deps.hooks?.onReport?.(this.deps.clock.now() - since, planned.urgent);
-    for (const transition of transitions) await this.record(owner.policy, node, transition);
+    for (const transition of transitions) await tell(this.deps, owner.policy, node, transition);
     // Stuck pods a decision may now evict, their Events told first.
     if (planned.explains && !overtook) this.deps.requeue(owner.policy, 0);
   }
 
   private settled(node: string, settledWanted: boolean, error: unknown): void {
     const none = this.lanes.flying(node) === 0;
+    const gone = this.gone.has(node);
     if (none) this.gone.delete(node);
     // A refused write's news is looked at again, as if asked for meanwhile, once the write it followed is back too.
-    const wanted = (none && this.flights.lookAgain(node)) || settledWanted;
+    const wanted = (none && this.flights.lookAgain(node) && !gone) || settledWanted;
     const owner = this.owners.get(node);
     if (!this.lanes.busy(node)) this.owners.delete(node);
     if (!owner) return;
@@ -278,47 +289,70 @@ export class Reporter {
     report: PlannedReport,
     memory: PolicyMemory,
   ): Promise<{ transitions: Transition[]; overtook: boolean } | undefined> {
-    const { writer } = this.deps;
     const { observation, input, desired, previous, after } = report;
     const { node } = observation;
-    if (!observation.exists && !after) await writer.createHealth(node);
-    if (Object.keys(report.patch).length === 0) {
-      observation.exists = true;
-      return { transitions: [], overtook: false };
-    }
+    // In flight from here, before any wait: a report asked for meanwhile follows it.
     const expected = applyMergePatch(previous, report.patch) as SandboxHealthStatus;
     const flight = this.flights.fly(node.name, expected, input.results);
-    let written: Awaited<ReturnType<StatusWriter['patchHealthStatus']>>;
+    let written: Awaited<ReturnType<StatusWriter['patchHealthStatus']>> | undefined;
+    let failure: Error | undefined;
     try {
-      written = await this.send(report, flight);
+      if (!observation.exists && !after) await this.deps.writer.createHealth(node);
+      if (Object.keys(report.patch).length > 0) written = await this.send(report, flight);
     } catch (err) {
-      this.flights.back(node.name, flight, false);
-      if (!(err instanceof OutOfTurnError)) throw err;
+      failure = err instanceof Error ? err : new Error(`a write failed: ${String(err)}`);
+    }
+    const back = this.flights.back(node.name, flight, failure === undefined && written !== undefined);
+    if (failure !== undefined && !back.landed) {
+      if (!(failure instanceof OutOfTurnError)) throw failure;
       this.flights.refuse(node.name);
       this.deps.hooks?.onFencedReport?.(false);
       return undefined;
     }
-    if (after) this.deps.hooks?.onFencedReport?.(true);
-    // What the API holds now, as it answered (its merge of our patch, nested fields included): the next pass need not
-    // read the node again to know it, and stands on it until the watch shows it. An answer that cannot be read stands
-    // in for nothing: the node waits for the watch. A write of ours that followed this one and landed first holds it.
-    const state = memory.state(node.name);
-    if (this.flights.back(node.name, flight, true)) {
-      observation.exists = true;
-      observation.previous = written.status ?? flight.expected;
-      this.deps.overlay.wroteHealth(node.name, written.version, written.status);
+    if (!back.landed) {
+      observation.exists = true; // created, with nothing to write
+      return { transitions: [], overtook: false };
     }
-    // Its results are told now, in the same turn as the status that holds them (others may have come meanwhile): the
-    // facts count each once. The look it was planned from holds what landed; a look taken while it was in flight
-    // read the status from before it (stale, by the ledger's count): look again.
-    if (!this.gone.has(node.name)) this.deps.ledger.landedWith(node.name, input.results);
-    observation.reportsLanded = this.deps.ledger.landed(node.name);
-    const overtook = state.observation !== undefined && state.observation !== observation;
-    if (overtook) memory.markDirty(node.name);
-    delete state.facts;
+    if (after && written) this.deps.hooks?.onFencedReport?.(true);
+    const told = [...input.results, ...back.proven.flatMap((f) => f.told)];
+    let overtook = false;
+    if (back.latest && written) overtook = this.stand(memory, observation, written, flight, told);
+    // Answered after a later write that holds it, or failed as the API answered it and yet landed (a later write that
+    // followed it did): its results are told, its Events too, and nothing else of it stands.
+    else if (!this.gone.has(node.name)) this.deps.ledger.toldBy(node.name, told);
     const stuck = detectionTransitions(node, previous, desired, this.stuckEvents.left(node.name));
     this.stuckEvents.spend(node.name, stuck);
     return { transitions: [...stuck, ...remediationTransitions(input, desired)], overtook };
+  }
+
+  /**
+   * The node's latest write landed: what the API holds now, as it answered (its merge of our patch, nested fields
+   * included), so that the next pass need not read the node again to know it, and stands on it until the watch shows
+   * it (an answer that cannot be read stands in for nothing: the node waits for the watch). Returns whether a pass
+   * looked at the node while it was in flight (that look is stale now).
+   */
+  private stand(
+    memory: PolicyMemory,
+    observation: NodeObservation,
+    written: Awaited<ReturnType<StatusWriter['patchHealthStatus']>>,
+    flight: Flight,
+    told: readonly ActionResult[],
+  ): boolean {
+    const name = observation.node.name;
+    const state = memory.state(name);
+    observation.exists = true;
+    observation.previous = written.status ?? flight.expected;
+    this.deps.overlay.wroteHealth(name, written.version, written.status);
+    // Its results are told now, in the same turn as the status that holds them (others may have come meanwhile; and
+    // those of the writes it followed, which its landing proves landed): the facts count each once. The look it was
+    // planned from holds what landed; a look taken while it was in flight read the status from before it (stale, by
+    // the ledger's count): look again.
+    if (!this.gone.has(name)) this.deps.ledger.landedWith(name, told);
+    observation.reportsLanded = this.deps.ledger.landed(name);
+    const overtook = state.observation !== undefined && state.observation !== observation;
+    if (overtook) memory.markDirty(name);
+    delete state.facts;
+    return overtook;
   }
 
   /**
@@ -351,36 +385,4 @@ export class Reporter {
       return writer.patchHealthStatus(name, flight.expected);
     }
   }
-
-  /** Records one transition as an Event; the ones an SRE follows are logged too. */
-  private async record(policy: string, node: string, transition: Transition): Promise<void> {
-    const { logger, recorder } = this.deps;
-    if (FOLLOWED.has(transition.reason) || transition.reason.endsWith('Recovered')) {
-      logger.info(
-        transition.reason === 'SandboxCreationStuck' ? 'Detected stuck Pod' : 'Changed Node state',
-        {
-          policy,
-          node,
-          ...(transition.target.kind === 'Pod'
-            ? { pod: `${transition.target.namespace}/${transition.target.name}` }
-            : {}),
-          reason: transition.reason,
-          message: transition.message,
-        },
-      );
-    }
-    try {
-      await recorder.record(transition);
-    } catch (err) {
-      // The status holds what happened; a lost Event is logged, not retried (the transition will not repeat).
-      logger.warn('Failed to record an Event', {
-        policy,
-        node,
-        reason: transition.reason,
-        error: err instanceof Error ? err.message : String(err),
-      });
-    }
-  }
 }
-
-const FOLLOWED = new Set(['SandboxCreationStuck', 'SandboxCreationDegraded', 'IoPressureHigh']);

@@ -97,6 +97,20 @@ export function terminalIfInvalid(err: unknown, what: string): unknown {
 }
 
 /**
+ * A JSON Patch the apiserver could not apply to the object as stored (a `test` that failed, a path that is not
+ * there): 422 naming no field. A body the schema refuses names its fields ("... is invalid: status.x: ..."), and an
+ * admission policy's refusal names the policy; neither is this.
+ */
+export function isPatchNotApplicable(err: unknown): boolean {
+  const status = apiStatus(err);
+  return (
+    status?.code === 422 &&
+    !status.message.includes(' is invalid: ') &&
+    !status.message.includes('ValidatingAdmissionPolicy')
+  );
+}
+
+/**
  * A write sent before the one it follows was back, refused by the API because that one had not landed (or failed, or
  * the object is gone): nothing was written.
  */

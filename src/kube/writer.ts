@@ -17,7 +17,7 @@ import {
 } from '../api/v1alpha1/index.js';
 import type { EventRecorder, StatusWriter, Transition } from '../ports/writes.js';
 import type { NodeView } from '../detection/index.js';
-import { isConflict, isInvalid, isNotFound, OutOfTurnError, terminalIfInvalid } from './errors.js';
+import { isConflict, isNotFound, isPatchNotApplicable, OutOfTurnError, terminalIfInvalid } from './errors.js';
 import type { RawObject } from './informer.js';
 import { healthView } from './views.js';
 
@@ -25,7 +25,10 @@ export const MANAGED_BY = { 'app.kubernetes.io/managed-by': 'sandbox-remediator'
 const mergePatch = () => setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 const jsonPatch = () => setHeaderOptions('Content-Type', PatchStrategy.JsonPatch);
 
-/** A JSON Patch of the status that applies only while its reportId is `after`: each key set whole, or removed (null). */
+/**
+ * A JSON Patch of the status that applies only while its reportId is `after`: each key set whole, or removed (null).
+ * The keys are the status's own field names (letters only), so the paths need no escaping.
+ */
 function fencedOps(status: Record<string, unknown>, after: string): object[] {
   return [
     { op: 'test', path: '/status/reportId', value: after },
@@ -37,7 +40,10 @@ function fencedOps(status: Record<string, unknown>, after: string): object[] {
   ];
 }
 
-/** Writes SandboxHealth objects and the status of both kinds, through /status with merge patches. */
+/**
+ * Writes SandboxHealth objects and the status of both kinds, through /status with merge patches; a SandboxHealth
+ * status write that follows one in flight, as a JSON Patch fenced on that one's reportId.
+ */
 export class KubeStatusWriter implements StatusWriter {
   private readonly custom: CustomObjectsApi;
   constructor(kc: KubeConfig) {
@@ -91,8 +97,9 @@ export class KubeStatusWriter implements StatusWriter {
         ...(view?.status ? { status: view.status } : {}),
       };
     } catch (err) {
-      // A failed test (422), or no object to test (404): the write it follows has not landed.
-      if (after !== undefined && (isInvalid(err) || isNotFound(err)))
+      // A failed test, or no object to test: the write it follows has not landed (a body refused for what it says is
+      // refused as a merge patch would be).
+      if (after !== undefined && (isPatchNotApplicable(err) || isNotFound(err)))
         throw new OutOfTurnError(what, { cause: err });
       throw terminalIfInvalid(err, what);
     }

@@ -3,6 +3,7 @@
 import { expect } from 'chai';
 import { OutOfTurnError } from '../../src/kube/errors.js';
 import { KubeStatusWriter } from '../../src/kube/writer.js';
+import { TerminalError } from '../../src/runtime/controller.js';
 import { Cleanup, kubeConfig, kubectl, uniqueName } from '../support/cluster.js';
 import { applyCrds } from '../support/operator-process.js';
 
@@ -82,6 +83,27 @@ describe('SandboxHealth status writes on the real apiserver', function () {
     });
     expect(refused).to.be.instanceOf(OutOfTurnError);
     expect(await stored(name)).to.include({ stuckPodCount: 2, reportId: 'b' });
+  });
+
+  it('tells a follower the schema refuses apart from one out of turn: refused for what it says, as a merge patch would be', async () => {
+    const name = await aHealth();
+    const w = writer();
+    await w.patchHealthStatus(name, { stuckPodCount: 1, reportId: 'a' });
+    let refused: unknown;
+    await w.patchHealthStatus(name, { stuckPodCount: -1, reportId: 'b' }, 'a').catch((err: unknown) => {
+      refused = err;
+    });
+    expect(refused).to.be.instanceOf(TerminalError);
+    expect(refused).to.not.be.instanceOf(OutOfTurnError);
+    // A key it removes that is not there: the API cannot apply it either, and nothing of it is written.
+    refused = undefined;
+    await w
+      .patchHealthStatus(name, { lastAction: null, stuckPodCount: 3, reportId: 'c' }, 'a')
+      .catch((err: unknown) => {
+        refused = err;
+      });
+    expect(refused).to.be.instanceOf(OutOfTurnError);
+    expect(await stored(name)).to.include({ stuckPodCount: 1, reportId: 'a' });
   });
 
   it('refuses a write that follows one on an object that is gone', async () => {

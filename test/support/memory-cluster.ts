@@ -413,6 +413,9 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
       return Promise.reject(gone);
     }
     const patch = JSON.parse(JSON.stringify(status)) as Record<string, unknown>;
+    // As the apiserver answers a JSON Patch that removes what is not there.
+    if (after !== undefined && Object.entries(patch).some(([k, v]) => v === null && !(k in health.status!)))
+      return Promise.reject(new OutOfTurnError(`status patch of sandboxhealth/${name}`));
     // A new object, as an informer replaces its view: a reconcile holding the old one still sees the old status.
     const updated: HealthObject = {
       ...health,

@@ -92,7 +92,7 @@ function world(spec: object = IO_SPEC) {
     hooks: { onFencedReport: (landed) => fenced.push(landed) },
     cache: cluster,
     writer: proxy,
-    recorder: cluster,
+    recorder: proxy,
     actuators: { real: proxy, dryRun: new DryRunActuator() },
     workloads: proxy,
     clock,
@@ -288,6 +288,52 @@ describe('PolicyReconciler, pipelined', () => {
     expect(w.cluster.takeEvents().filter((e) => e.endsWith('SandboxCreationStuck'))).to.have.members([
       'Pod/web-1 Warning SandboxCreationStuck',
       'Pod/web-2 Warning SandboxCreationStuck',
+    ]);
+  });
+
+  it("sends a node's new stuck pod while its landed report's Events are still being told (found by review)", async () => {
+    const w = world();
+    await w.reconciler.reconcile('p');
+    await w.reconciler.idle();
+    const events = w.hold('record', (t) => (t as { target: { name: string } }).target.name === 'web-1');
+    w.stuck('web-1', 'n3');
+    await w.reconciler.reconcile('p');
+    for (let j = 0; j < 3; j++) await turn();
+    expect(w.listed('n3')).to.deep.equal(['web-1']);
+    expect(events.held(), 'the first report landed, its Event under way').to.equal(1);
+    w.stuck('web-2', 'n3');
+    await w.reconciler.reconcile('p');
+    for (let j = 0; j < 3; j++) await turn();
+    expect(w.listed('n3'), 'not behind the Event').to.have.members(['web-1', 'web-2']);
+    events.release();
+    await w.reconciler.idle();
+    expect(w.cluster.takeEvents().filter((e) => e.endsWith('SandboxCreationStuck'))).to.have.members([
+      'Pod/web-1 Warning SandboxCreationStuck',
+      'Pod/web-2 Warning SandboxCreationStuck',
+    ]);
+  });
+
+  it('sends the next report at once, unfenced, once a later write proved an earlier one whose answer is still out (found by review)', async () => {
+    const { w, report } = await reportOfWeb1Held(true);
+    w.stuck('web-2', 'n3');
+    await w.reconciler.reconcile('p');
+    await turn();
+    expect(report.held()).to.equal(2);
+    report.releaseNewest(); // the second's answer: it landed, so the first did
+    for (let j = 0; j < 3; j++) await turn();
+    // web-3: planned on the second's answer, and not fenced on the first (the API holds the second's reportId).
+    w.stuck('web-3', 'n3');
+    await w.reconciler.reconcile('p');
+    for (let j = 0; j < 3; j++) await turn();
+    const apiListed = (w.cluster.apiHealth('n3')?.status?.stuckPods ?? []).map((p) => p.name);
+    expect(apiListed, 'before the first answer is back').to.have.members(['web-1', 'web-2', 'web-3']);
+    report.release();
+    await w.reconciler.idle();
+    expect(w.fenced, 'none refused').to.deep.equal([true]);
+    expect(w.cluster.takeEvents().filter((e) => e.endsWith('SandboxCreationStuck'))).to.have.members([
+      'Pod/web-1 Warning SandboxCreationStuck',
+      'Pod/web-2 Warning SandboxCreationStuck',
+      'Pod/web-3 Warning SandboxCreationStuck',
     ]);
   });
 

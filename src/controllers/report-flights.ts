@@ -14,6 +14,9 @@ export interface Flight {
   told: readonly ActionResult[];
   /** A later write that followed it landed: so did this one, whatever its own answer says. */
   proven?: true;
+  /** Resolves once it is back: whether it landed (as answered, or proven by a later one). */
+  outcome: Promise<boolean>;
+  settle(landed: boolean): void;
 }
 
 /**
@@ -56,7 +59,9 @@ export class ReportFlights {
   /** A write of the node under way, leaving `expected` (and its reportId) and telling `told`. */
   fly(node: string, expected: SandboxHealthStatus, told: readonly ActionResult[]): Flight {
     const id = this.nextId();
-    const flight = { id, seq: this.sequence, expected: { ...expected, reportId: id }, told };
+    let settle: (landed: boolean) => void = () => undefined;
+    const outcome = new Promise<boolean>((resolve) => (settle = resolve));
+    const flight = { id, seq: this.sequence, expected: { ...expected, reportId: id }, told, outcome, settle };
     const entry = this.nodes.get(node) ?? { open: [], out: 0, newest: 0 };
     entry.open.push(flight);
     entry.out++;
@@ -70,9 +75,18 @@ export class ReportFlights {
     flight.expected = { ...expected, reportId: flight.id };
   }
 
+  /**
+   * The write that followed `flight` and is still open: when `flight` failed with no answer to say whether the API
+   * applied it, that one's landing would prove it did.
+   */
+  follower(node: string, flight: Flight): Flight | undefined {
+    return this.nodes.get(node)?.open.find((f) => f.seq > flight.seq);
+  }
+
   /** The write is back, `answered` (it landed, as the API answered) or not (it failed, or wrote nothing). */
   back(node: string, flight: Flight, answered: boolean): Back {
     const landed = answered || flight.proven === true;
+    flight.settle(landed);
     const entry = this.nodes.get(node);
     if (!entry) return { landed, latest: landed, proven: [] };
     const latest = landed && flight.seq > entry.newest;

@@ -86,6 +86,8 @@ export class Reporter {
     string,
     { policy: string; memory: PolicyMemory; since: number | undefined }
   >();
+  /** Since when the news of a node whose report was refused out of turn has waited: its next report's wait. */
+  private readonly refusedSince = new Map<string, number>();
   /** Nodes deleted while their write was in flight: its landing is not noted in the ledger. */
   private readonly gone = new Set<string>();
   private readonly flights = new ReportFlights();
@@ -117,11 +119,10 @@ export class Reporter {
     const urgent = this.urgency(policy, memory, node);
     if (urgent === undefined || (options.urgentOnly && !urgent)) return false;
     const owner = this.owners.get(node);
-    this.owners.set(node, {
-      policy,
-      memory,
-      since: (owner?.policy === policy ? owner.since : undefined) ?? this.deps.clock.now(),
-    });
+    const refusedSince = this.refusedSince.get(node);
+    this.refusedSince.delete(node);
+    const since = (owner?.policy === policy ? owner.since : undefined) ?? this.deps.clock.now();
+    this.owners.set(node, { policy, memory, since: Math.min(since, refusedSince ?? since) });
     this.lanes.submit(node, urgent);
     return true;
   }
@@ -156,6 +157,7 @@ export class Reporter {
   /** A node is gone: its Event budget goes with it, and a report still waiting. */
   forgetNode(node: string): void {
     this.stuckEvents.forget(node);
+    this.refusedSince.delete(node);
     this.lanes.drop(node);
     this.deps.ledger.forget(node);
     // A write in flight still lands: it notes nothing in the ledger, where a node made again under the name may have
@@ -187,8 +189,7 @@ export class Reporter {
     if (!landed) {
       // Refused for going before the write it follows: the node is looked at again once that one is back, and its
       // news has waited since it was first asked for.
-      const current = this.owners.get(node);
-      if (current) current.since = Math.min(current.since ?? since, since);
+      this.refusedSince.set(node, since);
       return;
     }
     const { transitions, overtook } = landed;
@@ -301,6 +302,11 @@ export class Reporter {
       if (Object.keys(report.patch).length > 0) written = await this.send(report, flight);
     } catch (err) {
       failure = err instanceof Error ? err : new Error(`a write failed: ${String(err)}`);
+      // Failed with no word on whether the API applied it (a timeout, a reset): a write that followed it and lands
+      // proves it did. Wait for that one's outcome, which marks it.
+      const follower =
+        failure instanceof OutOfTurnError ? undefined : this.flights.follower(node.name, flight);
+      if (follower) await follower.outcome;
     }
     const back = this.flights.back(node.name, flight, failure === undefined && written !== undefined);
     if (failure !== undefined && !back.landed) {

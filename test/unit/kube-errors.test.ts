@@ -7,6 +7,7 @@ import {
   isGone,
   isInvalid,
   isNotFound,
+  isPatchNotApplicable,
   isTooManyRequests,
 } from '../../src/kube/errors.js';
 
@@ -26,6 +27,25 @@ describe('kube/errors', () => {
     });
     expect(apiStatus(status(404, { message: 'gone fishing' }))?.message).to.equal('gone fishing');
     expect(apiStatus(status(500, 'not json'))).to.deep.equal({ code: 500, message: 'HTTP 500' });
+  });
+
+  it('tells a JSON Patch the API could not apply from a body it refuses for what it says', () => {
+    // As kube-apiserver answers a failed `test` (and a `remove` of a key that is not there).
+    const notApplied = { kind: 'Status', status: 'Failure', reason: 'Invalid', code: 422, details: {} };
+    expect(
+      isPatchNotApplicable(
+        status(422, {
+          ...notApplied,
+          message: 'the server rejected our request due to an error in our request',
+        }),
+      ),
+    ).to.equal(true);
+    const schema =
+      'SandboxHealth.sandbox.remediator.io "n1" is invalid: status.stuckPodCount: Invalid value: -1: should be greater than or equal to 0';
+    expect(isPatchNotApplicable(status(422, { ...notApplied, message: schema }))).to.equal(false);
+    const denial = "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: no";
+    expect(isPatchNotApplicable(status(422, { ...notApplied, message: denial }))).to.equal(false);
+    expect(isPatchNotApplicable(status(404, { message: 'not found' }))).to.equal(false);
   });
 
   it('classifies by code', () => {

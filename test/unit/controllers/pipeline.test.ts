@@ -14,7 +14,12 @@ import { aNode, MemoryCluster, tellOfChanges } from '../../support/memory-cluste
  * their answers held); the others go through at once.
  */
 function holding(cluster: MemoryCluster) {
-  type Rule = { method: string; match: (arg: unknown) => boolean; answers: boolean; waiting: (() => void)[] };
+  type Rule = {
+    method: string;
+    match: (arg: unknown) => boolean;
+    answers: boolean;
+    waiting: ((error?: Error) => void)[];
+  };
   const rules: Rule[] = [];
   const proxy = new Proxy(cluster, {
     get(target, prop, receiver) {
@@ -22,7 +27,7 @@ function holding(cluster: MemoryCluster) {
       if (typeof value !== 'function') return value;
       return async (...args: unknown[]) => {
         const rule = rules.find((r) => r.method === String(prop) && r.match(args[0]));
-        const gate = () => new Promise<void>((resolve) => rule!.waiting.push(resolve));
+        const gate = () => new Promise<Error | undefined>((resolve) => rule!.waiting.push(resolve));
         if (rule && !rule.answers) await gate();
         const call = (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
         if (rule?.answers) {
@@ -30,7 +35,9 @@ function holding(cluster: MemoryCluster) {
             (v) => ({ v }),
             (e: unknown) => ({ e }),
           );
-          await gate();
+          // An answer let go with an error is lost on its way back: the API applied the call all the same.
+          const lost = await gate();
+          if (lost) throw lost;
           const out = await settled;
           if ('e' in out) throw out.e;
           return out.v;
@@ -51,7 +58,8 @@ function holding(cluster: MemoryCluster) {
           rules.splice(rules.indexOf(rule), 1);
           for (const go of rule.waiting.splice(0)) go();
         },
-        releaseNewest: () => rule.waiting.pop()?.(),
+        releaseNewest: (error?: Error) => rule.waiting.pop()?.(error),
+        releaseOldest: (error?: Error) => rule.waiting.shift()?.(error),
       };
     },
   };
@@ -88,8 +96,13 @@ function world(spec: object = IO_SPEC) {
   const requeues: { policy: string; after: Requeue }[] = [];
   /** What each report sent beside its node's write in flight came to: true landed, false refused. */
   const fenced: boolean[] = [];
+  /** How long each report waited, from asked for to written (ms). */
+  const waits: number[] = [];
   const controllers = buildControllers({
-    hooks: { onFencedReport: (landed) => fenced.push(landed) },
+    hooks: {
+      onFencedReport: (landed) => fenced.push(landed),
+      onReport: (waitedMs) => waits.push(waitedMs),
+    },
     cache: cluster,
     writer: proxy,
     recorder: proxy,
@@ -111,7 +124,7 @@ function world(spec: object = IO_SPEC) {
   const listed = (node: string) => (cluster.health(node)?.status?.stuckPods ?? []).map((p) => p.name);
   const hold = (method: string, match?: (arg: unknown) => boolean, answers?: boolean) =>
     writes.hold(method, match, answers);
-  return { cluster, clock, hold, requeues, stuck, listed, fenced, ...controllers };
+  return { cluster, clock, hold, requeues, stuck, listed, fenced, waits, ...controllers };
 }
 
 /** The world with maxPodsPerNode 1 for pods labelled io=heavy, and those pods running on n1. */
@@ -250,6 +263,7 @@ describe('PolicyReconciler, pipelined', () => {
     for (let j = 0; j < 3; j++) await turn();
     expect(w.cluster.health('n3')?.status?.stuckPods ?? []).to.deep.equal([]);
     expect(w.fenced).to.deep.equal([false]);
+    w.clock.advance(1_500);
     w.requeues.length = 0;
     report.release();
     await w.reconciler.idle();
@@ -258,6 +272,30 @@ describe('PolicyReconciler, pipelined', () => {
     await w.reconciler.reconcile('p');
     await w.reconciler.idle();
     expect(w.listed('n3')).to.have.members(['web-1', 'web-2']);
+    expect(w.cluster.takeEvents().filter((e) => e.endsWith('SandboxCreationStuck'))).to.have.members([
+      'Pod/web-1 Warning SandboxCreationStuck',
+      'Pod/web-2 Warning SandboxCreationStuck',
+    ]);
+    // web-2's news waited from its first asking, through the refusal: not from the look after it.
+    expect(w.waits.at(-1), "web-2's report's wait (ms)").to.be.at.least(1_500);
+  });
+
+  it('takes a write whose answer was lost as landed once the write that followed it lands (found by review)', async () => {
+    const { w, report } = await reportOfWeb1Held(true);
+    w.stuck('web-2', 'n3');
+    await w.reconciler.reconcile('p');
+    await turn();
+    expect(report.held()).to.equal(2);
+    // The first write's answer is lost on its way back (a reset): the API applied it, and the second lands after it.
+    report.releaseOldest(new Error('socket hang up'));
+    for (let j = 0; j < 3; j++) await turn();
+    report.release();
+    await w.reconciler.idle();
+    expect(w.fenced).to.deep.equal([true]);
+    expect(
+      w.requeues.filter((r) => r.after === 'backoff'),
+      'no failure to back off from',
+    ).to.deep.equal([]);
     expect(w.cluster.takeEvents().filter((e) => e.endsWith('SandboxCreationStuck'))).to.have.members([
       'Pod/web-1 Warning SandboxCreationStuck',
       'Pod/web-2 Warning SandboxCreationStuck',
@@ -305,6 +343,7 @@ describe('PolicyReconciler, pipelined', () => {
     await w.reconciler.reconcile('p');
     for (let j = 0; j < 3; j++) await turn();
     expect(w.listed('n3'), 'not behind the Event').to.have.members(['web-1', 'web-2']);
+    expect(w.fenced, 'unfenced: the write before it had landed').to.deep.equal([]);
     events.release();
     await w.reconciler.idle();
     expect(w.cluster.takeEvents().filter((e) => e.endsWith('SandboxCreationStuck'))).to.have.members([

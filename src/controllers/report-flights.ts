@@ -88,7 +88,7 @@ export class ReportFlights {
     const landed = answered || flight.proven === true;
     flight.settle(landed);
     const entry = this.nodes.get(node);
-    if (!entry) return { landed, latest: landed, proven: [] };
+    if (!entry) return { landed, latest: landed, proven: [] }; // never: flown, it is there until its last write is back
     const latest = landed && flight.seq > entry.newest;
     const proven = landed ? entry.open.filter((f) => f.seq < flight.seq) : [];
     for (const f of proven) f.proven = true;

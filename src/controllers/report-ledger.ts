@@ -46,10 +46,7 @@ export class ReportLedger {
   landedWith(node: string, told: readonly ActionResult[]): void {
     const entry = this.entry(node);
     entry.landed = entry.changed = ++this.sequence;
-    const held = new Set(told);
-    const left = entry.untold?.filter((result) => !held.has(result)) ?? [];
-    if (left.length > 0) entry.untold = left;
-    else delete entry.untold;
+    untell(entry, told);
   }
 
   /**
@@ -58,13 +55,7 @@ export class ReportLedger {
    */
   toldBy(node: string, told: readonly ActionResult[]): void {
     const entry = this.nodes.get(node);
-    if (!entry?.untold) return;
-    const held = new Set(told);
-    const left = entry.untold.filter((result) => !held.has(result));
-    if (left.length === entry.untold.length) return;
-    entry.changed = ++this.sequence;
-    if (left.length > 0) entry.untold = left;
-    else delete entry.untold;
+    if (entry && untell(entry, told)) entry.changed = ++this.sequence;
   }
 
   /** The node is gone (and no write of it is in flight): what was done on it has no report to go to. */
@@ -77,4 +68,14 @@ export class ReportLedger {
     if (!entry) this.nodes.set(node, (entry = { landed: 0, changed: 0 }));
     return entry;
   }
+}
+
+/** Drops the results `told` from what the entry has still to tell; whether any was there. */
+function untell(entry: { untold?: ActionResult[] }, told: readonly ActionResult[]): boolean {
+  const held = new Set(told);
+  const untold = entry.untold ?? [];
+  const left = untold.filter((result) => !held.has(result));
+  if (left.length > 0) entry.untold = left;
+  else delete entry.untold;
+  return left.length < untold.length;
 }

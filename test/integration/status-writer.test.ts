@@ -30,6 +30,12 @@ describe('SandboxHealth status writes on the real apiserver', function () {
     cleanup.add(() => kubectl(['delete', 'sandboxhealth', name, '--ignore-not-found']));
     return name;
   }
+  /** What a write that must fail failed with (undefined when it did not). */
+  const refusal = (write: Promise<unknown>) =>
+    write.then(
+      () => undefined,
+      (err: unknown) => err,
+    );
   const stored = async (name: string) => {
     const got = await kubectl(['get', 'sandboxhealth', name, '-o', 'json']);
     return (JSON.parse(got.stdout) as { status?: Record<string, unknown> }).status ?? {};
@@ -77,10 +83,7 @@ describe('SandboxHealth status writes on the real apiserver', function () {
     expect(second.status?.ioReading?.psiSomeAvg10Percent).to.equal(70);
 
     // Claims to follow a, which b followed: refused, and nothing of it written.
-    let refused: unknown;
-    await w.patchHealthStatus(name, { stuckPodCount: 9, reportId: 'c' }, 'a').catch((err: unknown) => {
-      refused = err;
-    });
+    const refused = await refusal(w.patchHealthStatus(name, { stuckPodCount: 9, reportId: 'c' }, 'a'));
     expect(refused).to.be.instanceOf(OutOfTurnError);
     expect(await stored(name)).to.include({ stuckPodCount: 2, reportId: 'b' });
   });
@@ -89,19 +92,13 @@ describe('SandboxHealth status writes on the real apiserver', function () {
     const name = await aHealth();
     const w = writer();
     await w.patchHealthStatus(name, { stuckPodCount: 1, reportId: 'a' });
-    let refused: unknown;
-    await w.patchHealthStatus(name, { stuckPodCount: -1, reportId: 'b' }, 'a').catch((err: unknown) => {
-      refused = err;
-    });
+    let refused = await refusal(w.patchHealthStatus(name, { stuckPodCount: -1, reportId: 'b' }, 'a'));
     expect(refused).to.be.instanceOf(TerminalError);
     expect(refused).to.not.be.instanceOf(OutOfTurnError);
     // A key it removes that is not there: the API cannot apply it either, and nothing of it is written.
-    refused = undefined;
-    await w
-      .patchHealthStatus(name, { lastAction: null, stuckPodCount: 3, reportId: 'c' }, 'a')
-      .catch((err: unknown) => {
-        refused = err;
-      });
+    refused = await refusal(
+      w.patchHealthStatus(name, { lastAction: null, stuckPodCount: 3, reportId: 'c' }, 'a'),
+    );
     expect(refused).to.be.instanceOf(OutOfTurnError);
     expect(await stored(name)).to.include({ stuckPodCount: 1, reportId: 'a' });
   });
@@ -111,10 +108,7 @@ describe('SandboxHealth status writes on the real apiserver', function () {
     const w = writer();
     await w.patchHealthStatus(name, { stuckPodCount: 1, reportId: 'a' });
     expect((await kubectl(['delete', 'sandboxhealth', name])).code).to.equal(0);
-    let refused: unknown;
-    await w.patchHealthStatus(name, { stuckPodCount: 2, reportId: 'b' }, 'a').catch((err: unknown) => {
-      refused = err;
-    });
+    const refused = await refusal(w.patchHealthStatus(name, { stuckPodCount: 2, reportId: 'b' }, 'a'));
     expect(refused).to.be.instanceOf(OutOfTurnError);
   });
 

@@ -219,6 +219,14 @@ describe('PolicyReconciler, pipelined', () => {
     return { w, report };
   }
 
+  /** web-2 stuck on n3 too: its report goes at once, beside web-1's, both held. */
+  async function web2Beside(w: ReturnType<typeof world>, report: { held(): number }) {
+    w.stuck('web-2', 'n3');
+    await w.reconciler.reconcile('p');
+    await turn();
+    expect(report.held()).to.equal(2);
+  }
+
   it("sends a node's new stuck pod beside its own report in flight, fenced on it, and both land in order (issue 29)", async () => {
     const { w, report } = await reportOfWeb1Held();
     // kubelet fails a second pod on n3 while the first report is under way: its report goes at once, after the first.
@@ -254,10 +262,7 @@ describe('PolicyReconciler, pipelined', () => {
 
   it('has the API refuse a fenced report that arrives before the one it follows, and looks again once that one is back (issue 29)', async () => {
     const { w, report } = await reportOfWeb1Held();
-    w.stuck('web-2', 'n3');
-    await w.reconciler.reconcile('p');
-    await turn();
-    expect(report.held()).to.equal(2);
+    await web2Beside(w, report);
     // The second reaches the API first: its test of the first one's reportId fails, and nothing of it is written.
     report.releaseNewest();
     for (let j = 0; j < 3; j++) await turn();
@@ -282,10 +287,7 @@ describe('PolicyReconciler, pipelined', () => {
 
   it('takes a write whose answer was lost as landed once the write that followed it lands (found by review)', async () => {
     const { w, report } = await reportOfWeb1Held(true);
-    w.stuck('web-2', 'n3');
-    await w.reconciler.reconcile('p');
-    await turn();
-    expect(report.held()).to.equal(2);
+    await web2Beside(w, report);
     // The first write's answer is lost on its way back (a reset): the API applied it, and the second lands after it.
     report.releaseOldest(new Error('socket hang up'));
     for (let j = 0; j < 3; j++) await turn();
@@ -306,11 +308,8 @@ describe('PolicyReconciler, pipelined', () => {
     const { w, report } = await reportOfWeb1Held(true);
     // The watch lags: a pass reads n3's status from what our writes answered.
     w.cluster.lagging = true;
-    w.stuck('web-2', 'n3');
-    await w.reconciler.reconcile('p');
-    await turn();
-    // Both landed in order at the API; the second's answer comes back first.
-    expect(report.held()).to.equal(2);
+    // Both land in order at the API; the second's answer comes back first.
+    await web2Beside(w, report);
     const apiListed = () => (w.cluster.apiHealth('n3')?.status?.stuckPods ?? []).map((p) => p.name);
     expect(apiListed()).to.have.members(['web-1', 'web-2']);
     report.releaseNewest();
@@ -354,10 +353,7 @@ describe('PolicyReconciler, pipelined', () => {
 
   it('sends the next report at once, unfenced, once a later write proved an earlier one whose answer is still out (found by review)', async () => {
     const { w, report } = await reportOfWeb1Held(true);
-    w.stuck('web-2', 'n3');
-    await w.reconciler.reconcile('p');
-    await turn();
-    expect(report.held()).to.equal(2);
+    await web2Beside(w, report);
     report.releaseNewest(); // the second's answer: it landed, so the first did
     for (let j = 0; j < 3; j++) await turn();
     // web-3: planned on the second's answer, and not fenced on the first (the API holds the second's reportId).

@@ -104,12 +104,16 @@ export const IntOrPercentSchema = z
 export type IntOrPercent = z.infer<typeof IntOrPercentSchema>;
 
 /**
- * Resolves an int-or-percent against a total, rounding a percentage down (the cautious direction for a
- * limit on how much may be taken away).
+ * Resolves an int-or-percent limit against a total. A percentage is rounded down (the cautious direction for a limit
+ * on how much may be taken away), but a percentage above 0% of at least one allows one, as NodeHealthCheck's
+ * minHealthy does for small clusters: 20% of 4 nodes is 1, not 0, else one degraded node of four is a storm and
+ * nothing is ever fenced there. 0% allows none.
  */
 export function resolveIntOrPercent(value: IntOrPercent, total: number): number {
   if (typeof value === 'number') return value;
-  return Math.floor((Number.parseInt(value, 10) * total) / 100);
+  const percent = Number.parseInt(value, 10);
+  const rounded = Math.floor((percent * total) / 100);
+  return percent > 0 && total > 0 ? Math.max(1, rounded) : rounded;
 }
 
 /** Whether labels satisfy a label selector (ANDed matchLabels and matchExpressions). Empty matches all. */

@@ -226,7 +226,7 @@ export const RemediationSpecSchema = z
 export const SafetySpecSchema = z
   .strictObject({
     maxUnhealthyNodes: IntOrPercentSchema.default('20%').describe(
-      'Storm limit: when more selected nodes than this (a count, or a percentage of selected nodes rounded down) are degraded, nothing new is cordoned, tainted or evicted.',
+      'Storm limit: when more selected nodes than this are degraded, nothing new is cordoned, tainted or evicted. A count, or a percentage of the selected nodes rounded down; a percentage above 0% allows at least one node, so that the one degraded node of a small cluster is fenced (20% of 4 nodes is 1). minSchedulableNodes still guards the capacity left.',
     ),
     minSchedulableNodes: z
       .int()

@@ -4,6 +4,7 @@ import {
   labelValueProblem,
   qualifiedNameProblem,
   resolveIntOrPercent,
+  type IntOrPercent,
   selectorProblems,
   validateSandboxPolicySpec,
 } from '../../../src/api/v1alpha1/index.js';
@@ -395,11 +396,21 @@ describe('names and values', () => {
     expect(labelValueProblem('x'.repeat(64))).to.be.a('string');
   });
 
-  it('resolves int-or-percent against a total, rounding percentages down', () => {
-    expect(resolveIntOrPercent(3, 10)).to.equal(3);
-    expect(resolveIntOrPercent('20%', 10)).to.equal(2);
-    expect(resolveIntOrPercent('20%', 4)).to.equal(0);
-    expect(resolveIntOrPercent('100%', 7)).to.equal(7);
+  it('resolves int-or-percent against a total, rounding percentages down but allowing one node above 0%', () => {
+    const rows: [IntOrPercent, number, number][] = [
+      [3, 10, 3],
+      [0, 10, 0],
+      ['20%', 10, 2],
+      ['29%', 10, 2],
+      ['20%', 4, 1], // one degraded node of four is not a storm
+      ['1%', 1, 1],
+      ['20%', 0, 0],
+      ['0%', 4, 0],
+      ['0%', 1000, 0],
+      ['100%', 7, 7],
+    ];
+    for (const [value, total, expected] of rows)
+      expect(resolveIntOrPercent(value, total), `${value} of ${total}`).to.equal(expected);
   });
 });
 

@@ -211,7 +211,13 @@ function stopDaemon(node: string): void {
   rmSync(pidFile(node), { force: true });
 }
 
-async function start(node: string, message: string, intervalSeconds: number, maxDurationSeconds: number) {
+async function start(
+  node: string,
+  message: string,
+  intervalSeconds: number,
+  maxDurationSeconds: number,
+  events = true,
+) {
   const kc = kubeConfig();
   const core = kc.makeApiClient(CoreV1Api);
   const objects = KubernetesObjectApi.makeApiClient(kc);
@@ -226,6 +232,10 @@ async function start(node: string, message: string, intervalSeconds: number, max
   );
   await annotateNode(objects, node, JSON.stringify({ since: new Date().toISOString(), message }));
   stopDaemon(node);
+  if (!events) {
+    console.log(`incident started on node/${node}: new pods there stay ContainerCreating; no events`);
+    return;
+  }
   mkdirSync(join(CLUSTER_DIR, 'pids'), { recursive: true });
   mkdirSync(join(CLUSTER_DIR, 'logs'), { recursive: true });
   const logged = existsSync(logFile(node)) ? statSync(logFile(node)).size : 0;
@@ -353,13 +363,27 @@ async function status() {
  * Creates the Event on its first occurrence (replaced if the name is taken); a repeat is a patch of its count and time,
  * as kubelet's recorder sends it, with no read first, and an Event whose create was lost is created then.
  */
-async function postEvent(core: CoreV1Api, event: CoreV1Event, count: number): Promise<void> {
+/**
+ * Request options that make a call as the kubelet of `node` makes it: its user and group (impersonated by the
+ * admin's kubeconfig), so that config/events/admission-policy.yaml, which lets only a node write its kubelet's
+ * sandbox failures, lets these through as it would the real kubelet's.
+ */
+function asKubeletOf(node: string) {
+  return setHeaderOptions(
+    'Impersonate-Group',
+    'system:nodes',
+    setHeaderOptions('Impersonate-User', `system:node:${node}`),
+  );
+}
+
+async function postEvent(core: CoreV1Api, event: CoreV1Event, count: number, node: string): Promise<void> {
   const name = event.metadata.name ?? '';
   const namespace = event.metadata.namespace ?? '';
+  const asKubelet = asKubeletOf(node);
   const create = () =>
-    core.createNamespacedEvent({ namespace, body: event }).catch(async (err: unknown) => {
+    core.createNamespacedEvent({ namespace, body: event }, asKubelet).catch(async (err: unknown) => {
       if (!isConflict(err)) throw err;
-      await core.replaceNamespacedEvent({ name, namespace, body: event });
+      await core.replaceNamespacedEvent({ name, namespace, body: event }, asKubelet);
     });
   if (count === 1) {
     await create();
@@ -368,7 +392,7 @@ async function postEvent(core: CoreV1Api, event: CoreV1Event, count: number): Pr
   try {
     await core.patchNamespacedEvent(
       { name, namespace, body: { count, lastTimestamp: event.lastTimestamp } },
-      setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      setHeaderOptions('Content-Type', PatchStrategy.MergePatch, asKubelet),
     );
   } catch (err) {
     if (!isNotFound(err)) throw err;
@@ -443,7 +467,7 @@ async function daemon(node: string, template: string, intervalSeconds: number, m
           lastTimestamp: new Date(),
         };
         try {
-          await postEvent(core, event, record.count);
+          await postEvent(core, event, record.count, node);
         } catch (err) {
           // One pod's failed post holds back none of the others; its next attempt posts again.
           console.error(`${new Date().toISOString()} ${name}: ${describeError(err)}`);
@@ -485,8 +509,15 @@ program
   )
   .option('--interval-seconds <n>', 'seconds between repeated events per pod', positiveInt, 10)
   .option('--max-duration-seconds <n>', 'the event daemon stops by itself after this long', positiveInt, 3600)
-  .action(async (o: { node: string; message: string; intervalSeconds: number; maxDurationSeconds: number }) =>
-    start(o.node, o.message, o.intervalSeconds, o.maxDurationSeconds),
+  .option('--no-events', 'hold the pods only: post no Event (a test posts its own)')
+  .action(
+    async (o: {
+      node: string;
+      message: string;
+      intervalSeconds: number;
+      maxDurationSeconds: number;
+      events: boolean;
+    }) => start(o.node, o.message, o.intervalSeconds, o.maxDurationSeconds, o.events),
   );
 program
   .command('stop')

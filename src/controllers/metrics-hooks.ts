@@ -29,6 +29,9 @@ export class MetricsHooks {
       onBlocked: (guard) => {
         metrics.actionsBlocked.inc({ guard });
       },
+      onIgnoredEvent: (reason) => {
+        metrics.ignoredEvents.inc({ reason });
+      },
       onPass: ({ full, observed, deferred }) => {
         const pass = full ? 'full' : 'incremental';
         metrics.passes.inc({ pass });

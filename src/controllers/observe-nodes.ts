@@ -23,6 +23,7 @@ import { conditionStatus } from '../status/conditions.js';
 import { desiredDetectionStatus } from '../status/health-status.js';
 import { forEachLimit } from '../runtime/limit.js';
 import { resolveAttribution } from './culprits.js';
+import type { IgnoredEvents } from './ignored-events.js';
 import { ioState } from './observe.js';
 import type { NodeObservation, PolicyMemory } from './policy-memory.js';
 import type { ReportLedger } from './report-ledger.js';
@@ -37,6 +38,8 @@ export interface ObserveDeps {
   overlay: StatusOverlay;
   workloads?: WorkloadReader | undefined;
   logger: Logger;
+  /** Tells of the failure Events detection did not count (not written by the kubelet of the pod's node). */
+  ignoredEvents?: IgnoredEvents | undefined;
 }
 
 export interface ObserveRequest {
@@ -68,6 +71,7 @@ export async function observeNodes(
     stuckThresholdSeconds: spec.detection.stuckThresholdSeconds,
     now,
   });
+  deps.ignoredEvents?.note(stuck);
   const findings = detectNodeFindings(stuck, request.nodes, spec.detection.minStuckPods);
   const drafts: Draft[] = [];
   const unsettled: string[] = [];

@@ -22,6 +22,7 @@ import type { ActionLog } from './action-log.js';
 import { carryOut } from './carry-out.js';
 import type { Evictor } from './evictor.js';
 import { Failures } from './failures.js';
+import type { IgnoredEvents } from './ignored-events.js';
 import type { NodeConditions } from './node-conditions.js';
 import type { NodePatchDeps } from './node-changes.js';
 import { observeNode } from './observe.js';
@@ -84,6 +85,7 @@ export interface PolicyReconcilerDeps extends NodePatchDeps {
   ledger: ReportLedger;
   recorder: EventRecorder;
   conditions: NodeConditions;
+  ignoredEvents: IgnoredEvents;
   /** Look at a policy again after this long (0: at once), or after the queue's backoff: see ControllerDeps. */
   requeue(policy: string, after: Requeue): void;
 }

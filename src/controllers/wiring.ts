@@ -9,6 +9,7 @@ import type { Requeue } from './pass.js';
 import type { IoSource } from '../signals/types.js';
 import { ActionLog, type ActionHooks } from './action-log.js';
 import { Evictor } from './evictor.js';
+import { IgnoredEvents, type IgnoredEventHooks } from './ignored-events.js';
 import { NodeConditions, type NodeConditionHooks } from './node-conditions.js';
 import { NodeLeases } from './node-leases.js';
 import { OrphanSweeper } from './orphan-sweeper.js';
@@ -21,7 +22,12 @@ import { RolloutThrottler } from './rollout-throttler.js';
 import { StatusOverlay } from './status-overlay.js';
 
 /** What the operator's metrics hear of the controllers. */
-export type ControllerHooks = PassHooks & ActionHooks & PacerHooks & ReporterHooks & NodeConditionHooks;
+export type ControllerHooks = PassHooks &
+  ActionHooks &
+  PacerHooks &
+  ReporterHooks &
+  NodeConditionHooks &
+  IgnoredEventHooks;
 
 /** The adapters the controllers are built on: the cluster (or a test's memory of one), and how to act on it. */
 export interface ControllerDeps {
@@ -149,6 +155,7 @@ export function buildControllers(deps: ControllerDeps): Controllers {
       requeue,
     }),
     conditions,
+    ignoredEvents: new IgnoredEvents(logger, hooks),
     requeue,
   });
   const sweeper = new OrphanSweeper({

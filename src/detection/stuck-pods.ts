@@ -14,6 +14,34 @@ export const STUCK_WAITING_REASONS: ReadonlySet<string> = new Set([
   'RunContainerError',
 ]);
 
+/** Why a failure Event about a pod does not count: it does not say it was written by the kubelet of the pod's node. */
+export type IgnoredEventReason = 'NotKubelet' | 'OtherNode';
+
+/** A failure Event about a stuck pod that detection did not count, and who it says wrote it. */
+export interface IgnoredEvent {
+  uid: string;
+  reason: IgnoredEventReason;
+  reportingController: string;
+  reportingInstance: string;
+}
+
+/** The component name kubelet writes its Events with (source.component, reportingComponent). */
+export const KUBELET_COMPONENT = 'kubelet';
+
+/**
+ * Why an Event about a pod on `nodeName` is not the word of that node's kubelet, or undefined when it is. A sandbox
+ * failure is believed only from the kubelet that tried to create the sandbox: anyone who may create Events in a
+ * namespace could otherwise mark its pods stuck for an IO cause, and have the node cordoned and other teams' pods
+ * moved. The claim is only as good as the admission policy that checks it against the requester (config/events).
+ */
+export function ignoredEventReason(
+  event: Pick<EventView, 'reportingController' | 'reportingInstance'>,
+  nodeName: string,
+): IgnoredEventReason | undefined {
+  if (event.reportingController !== KUBELET_COMPONENT) return 'NotKubelet';
+  return event.reportingInstance === nodeName ? undefined : 'OtherNode';
+}
+
 export interface StuckPod {
   pod: PodView;
   nodeName: string;
@@ -26,6 +54,8 @@ export interface StuckPod {
   failureCount: number;
   lastFailureTime?: Date;
   lastMessage?: string;
+  /** Failure Events about the pod that were not counted (ignoredEventReason); absent when there were none. */
+  ignoredEvents?: IgnoredEvent[];
 }
 
 export interface StuckPodOptions {
@@ -141,8 +171,15 @@ export function detectStuckPods(
 
     let latest: EventView | undefined;
     let failureCount = 0;
+    const ignored: IgnoredEvent[] = [];
     for (const event of failureEvents.get(pod.uid) ?? []) {
       if (!isEventAbout(event, pod)) continue;
+      const reason = ignoredEventReason(event, pod.nodeName);
+      if (reason) {
+        const { uid, reportingController, reportingInstance } = event;
+        ignored.push({ uid, reason, reportingController, reportingInstance });
+        continue;
+      }
       // Bounded: the status publishes it as an integer, and the sum of a few odd counts could overflow to Infinity.
       failureCount = Math.min(Number.MAX_SAFE_INTEGER, failureCount + occurrences(event));
       if (!latest || event.lastTime > latest.lastTime) latest = event;
@@ -162,6 +199,7 @@ export function detectStuckPods(
       entry.lastFailureTime = latest.lastTime;
       entry.lastMessage = latest.message;
     }
+    if (ignored.length > 0) entry.ignoredEvents = ignored;
     stuck.push(entry);
   }
   return stuck;

@@ -50,8 +50,19 @@ export interface EventView {
   involvedUid?: string;
   /** Occurrences folded into this Event (count, or series.count). */
   count: number;
-  /** Latest occurrence (lastTimestamp, series.lastObservedTime or eventTime). */
+  /**
+   * Latest occurrence (lastTimestamp, series.lastObservedTime or eventTime); one dated after the Event was seen is
+   * taken at the time it was seen, so a date in the future cannot make an Event the latest for ever.
+   */
   lastTime: Date;
+  /**
+   * Who the Event says wrote it: source.component and source.host (core/v1), else reportingComponent and
+   * reportingInstance (events.k8s.io/v1's reportingController and reportingInstance); '' when it names none. Only
+   * an Event of the kubelet of the pod's own node counts (isWrittenByKubeletOf); the admission policy
+   * config/events makes the claim true.
+   */
+  reportingController: string;
+  reportingInstance: string;
 }
 
 export interface NodeView {

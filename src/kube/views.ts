@@ -134,13 +134,19 @@ export function eventOccurrences(raw: RawObject): { count: number; lastTime: Dat
   };
 }
 
+/** The first non-empty string of these, or '' (an Event's older field first, as the API mirrors the newer into it). */
+const firstNamed = (...values: unknown[]): string =>
+  values.find((v): v is string => typeof v === 'string' && v !== '') ?? '';
+
 /**
  * Only sandbox-failure events about a pod they can name are kept; everything else the selector let through is
  * dropped here. Dropped too: an Event whose involvedObject is in another namespace than the Event itself (kubelet
  * writes a pod's Events in its namespace; the apiserver checks this only for Events without an eventTime), so that no
- * one can report failures of another namespace's pods. The message is kept to the head detection reads.
+ * one can report failures of another namespace's pods. The message is kept to the head detection reads. An Event
+ * dated after `seenAt` (when the cache received it) is taken at that time: a date in 2099 would otherwise be the
+ * latest failure of its pod for ever. Who wrote it is read as config/events/admission-policy.yaml reads it.
  */
-export function eventView(raw: RawObject): EventView | undefined {
+export function eventView(raw: RawObject, seenAt: Date = new Date()): EventView | undefined {
   const meta = obj(raw.metadata);
   const involved = obj(raw.involvedObject);
   const involvedNamespace = str(involved.namespace) ?? '';
@@ -158,7 +164,10 @@ export function eventView(raw: RawObject): EventView | undefined {
     involvedNamespace,
     involvedName,
     ...eventOccurrences(raw),
+    reportingController: firstNamed(obj(raw.source).component, raw.reportingComponent),
+    reportingInstance: firstNamed(obj(raw.source).host, raw.reportingInstance),
   };
+  if (view.lastTime > seenAt) view.lastTime = seenAt;
   if (involvedUid) view.involvedUid = involvedUid;
   return isSandboxFailureEvent(view) && podUidOf(view) !== undefined ? view : undefined;
 }

@@ -51,6 +51,12 @@ export class OperatorMetrics {
     labelNames: ['action', 'result', 'dry_run'] as const,
     registers: [this.registry],
   });
+  readonly ignoredEvents = new Counter({
+    name: 'sandbox_remediator_failure_events_ignored_total',
+    help: 'Failure Events about stuck pods not counted, by reason: NotKubelet (another component wrote it) or OtherNode (the kubelet of another node, or none).',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
   readonly actionsBlocked = new Counter({
     name: 'sandbox_remediator_actions_blocked_total',
     help: 'Actions newly held back, by the guard that held them (StormLimit, EvictionRate, DisruptionBudget, ...).',

@@ -110,6 +110,9 @@ describe('a flood of FailedCreatePodSandBox Events', function () {
             headers: {
               ...(tls.headers as Record<string, string> | undefined),
               'content-type': 'application/json',
+              // As the kubelet of the node it names (config/events/admission-policy.yaml), as the injector posts.
+              'impersonate-user': `system:node:${event.source?.host ?? ''}`,
+              'impersonate-group': 'system:nodes',
             },
           },
           (res) => {

@@ -98,18 +98,29 @@ class EventBuilder {
     involvedName: 'pod',
     count: 1,
     lastTime: T0,
+    reportingController: 'kubelet',
+    reportingInstance: '',
   };
 
+  /** About this pod, written by the kubelet of its node (as writtenBy says otherwise). */
   about(pod: PodView): this {
     this.event.involvedNamespace = pod.namespace;
     this.event.involvedName = pod.name;
     this.event.involvedUid = pod.uid;
+    this.event.reportingInstance = pod.nodeName ?? '';
     return this;
   }
   aboutNameOnly(pod: PodView): this {
     this.event.involvedNamespace = pod.namespace;
     this.event.involvedName = pod.name;
+    this.event.reportingInstance = pod.nodeName ?? '';
     delete this.event.involvedUid;
+    return this;
+  }
+  /** Who the Event says wrote it (source.component and source.host). */
+  writtenBy(component: string, host: string): this {
+    this.event.reportingController = component;
+    this.event.reportingInstance = host;
     return this;
   }
   withReason(reason: string): this {

@@ -211,6 +211,8 @@ export function remediatingInput(
           involvedUid: POD_UID,
           count: 37,
           lastTime: secondsAfter(T0, 598),
+          reportingController: 'kubelet',
+          reportingInstance: 'n1',
         },
       ],
     ]),

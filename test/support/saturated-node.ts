@@ -13,7 +13,8 @@ export class SaturatedNode {
     readonly name: string,
     private readonly cleanup: Cleanup,
   ) {}
-  async start(): Promise<void> {
+  /** incidentArgs go to `hack/cluster/incident start` (--message, --no-events). */
+  async start(incidentArgs: string[] = []): Promise<void> {
     const dir = await this.proc.create();
     this.cleanup.add(() => this.proc.remove());
     this.agent.start(this.name, [`--proc-root=${dir}`, '--interval-seconds=1', '--heartbeat-seconds=3']);
@@ -21,7 +22,10 @@ export class SaturatedNode {
     // Both started before it returns (hack incident start waits for its daemon): their start-up is CPU a test or a
     // bench's incident would otherwise share with the operator it measures. Both settled before failing: an incident
     // still starting must register its stop in the cleanup first.
-    const settled = await Promise.allSettled([this.agent.started(), startIncident(this.cleanup, this.name)]);
+    const settled = await Promise.allSettled([
+      this.agent.started(),
+      startIncident(this.cleanup, this.name, incidentArgs),
+    ]);
     for (const outcome of settled) if (outcome.status === 'rejected') throw outcome.reason;
   }
   pressure(which: 'load' | 'idle'): Promise<void> {

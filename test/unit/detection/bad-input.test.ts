@@ -228,6 +228,8 @@ describe('detection on bad input', () => {
         involvedUid: fc.option(uid, { nil: undefined }),
         count: fc.oneof(fc.integer(), fc.double()),
         lastTime: date,
+        reportingController: fc.constantFrom('kubelet', 'Kubelet', 'kubelet ', 'kwok', ''),
+        reportingInstance: nodeName,
       })
       .map(({ involvedUid, ...e }) => (involvedUid === undefined ? e : { ...e, involvedUid }));
 
@@ -254,7 +256,17 @@ describe('detection on bad input', () => {
               ]);
               expect(source && podUidOf(source)).to.equal(s.pod.uid);
               expect(source && isSandboxFailureEvent(source)).to.equal(true);
+              expect(source?.reportingController, 'written by the kubelet').to.equal('kubelet');
+              expect(source?.reportingInstance, "of the pod's own node").to.equal(s.pod.nodeName);
             }
+            for (const s of stuck)
+              for (const ignored of s.ignoredEvents ?? []) {
+                const { reportingController, reportingInstance } = ignored;
+                expect(
+                  reportingController !== 'kubelet' || reportingInstance !== s.pod.nodeName,
+                  'only an Event of another author is ignored',
+                ).to.equal(true);
+              }
             const findings = detectNodeFindings(stuck, NODES, minStuckPods);
             expect([...findings.keys()].sort()).to.deep.equal([...NODES].sort());
             for (const [node, finding] of findings) {

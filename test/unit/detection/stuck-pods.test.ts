@@ -145,4 +145,75 @@ describe('detectStuckPods', () => {
     expect(events.size).to.equal(0);
     expect(detectStuckPods([pod], events, at(200))[0]?.cause).to.equal('Unknown');
   });
+
+  describe("counts only the word of the kubelet of the pod's own node", () => {
+    const rows: {
+      name: string;
+      writtenBy: [string, string];
+      counted: boolean;
+      reason?: 'NotKubelet' | 'OtherNode';
+    }[] = [
+      { name: "the kubelet of the pod's node", writtenBy: ['kubelet', 'n1'], counted: true },
+      {
+        name: 'the kubelet of another node',
+        writtenBy: ['kubelet', 'n2'],
+        counted: false,
+        reason: 'OtherNode',
+      },
+      {
+        name: 'a kubelet that names no node',
+        writtenBy: ['kubelet', ''],
+        counted: false,
+        reason: 'OtherNode',
+      },
+      {
+        name: 'another component on the node',
+        writtenBy: ['kwok', 'n1'],
+        counted: false,
+        reason: 'NotKubelet',
+      },
+      { name: 'a near-miss of the name', writtenBy: ['Kubelet', 'n1'], counted: false, reason: 'NotKubelet' },
+      { name: 'no one', writtenBy: ['', ''], counted: false, reason: 'NotKubelet' },
+    ];
+    for (const row of rows)
+      it(`${row.counted ? 'counts' : 'ignores'} an Event written by ${row.name}`, () => {
+        const pod = aPod().named('web-1').onNode('n1').waitingSince(T0).build();
+        const event = anEvent()
+          .about(pod)
+          .saying(nameReservedMessage(pod))
+          .writtenBy(...row.writtenBy)
+          .build();
+        const [stuck] = detectStuckPods([pod], indexFailureEvents([event]), at(200));
+        expect(stuck?.cause).to.equal(row.counted ? 'NameReserved' : 'Unknown');
+        expect(stuck?.failureCount).to.equal(row.counted ? 1 : 0);
+        expect(stuck?.ignoredEvents).to.deep.equal(
+          row.reason
+            ? [
+                {
+                  uid: event.uid,
+                  reason: row.reason,
+                  reportingController: row.writtenBy[0],
+                  reportingInstance: row.writtenBy[1],
+                },
+              ]
+            : undefined,
+        );
+      });
+
+    it("takes the latest of the kubelet's Events, however late a forged one is dated", () => {
+      const pod = aPod().named('web-1').onNode('n1').waitingSince(T0).build();
+      const events = indexFailureEvents([
+        anEvent().about(pod).saying(nameReservedMessage(pod)).at(secondsAfter(T0, 130)).build(),
+        anEvent()
+          .about(pod)
+          .saying('failed to setup network for sandbox: failed to allocate for range 0')
+          .writtenBy('kubelet', 'n2')
+          .at(new Date('2099-01-01T00:00:00Z'))
+          .build(),
+      ]);
+      const [stuck] = detectStuckPods([pod], events, at(200));
+      expect(stuck).to.include({ cause: 'NameReserved', failureCount: 1 });
+      expect(stuck?.ignoredEvents?.map((e) => e.reason)).to.deep.equal(['OtherNode']);
+    });
+  });
 });

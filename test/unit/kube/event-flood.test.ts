@@ -55,7 +55,11 @@ const rawNode = (name: string): RawObject => ({
   status: { conditions: [{ type: 'Ready', status: 'True' }] },
 });
 let serial = 0;
-const rawEvent = (pod: Pick<PodSpec, 'name' | 'uid'>, message = IO_MESSAGE): RawObject => ({
+/** kubelet's Event about a pod, from the pod's node (any node, for a pod the cache never holds). */
+const rawEvent = (
+  pod: Pick<PodSpec, 'name' | 'uid'> & { node?: string },
+  message = IO_MESSAGE,
+): RawObject => ({
   apiVersion: 'v1',
   kind: 'Event',
   metadata: {
@@ -68,6 +72,7 @@ const rawEvent = (pod: Pick<PodSpec, 'name' | 'uid'>, message = IO_MESSAGE): Raw
   reason: 'FailedCreatePodSandBox',
   type: 'Warning',
   message,
+  source: { component: 'kubelet', host: pod.node ?? 'n0' },
   count: 1,
   lastTimestamp: new Date(T0.getTime() + serial).toISOString(),
 });

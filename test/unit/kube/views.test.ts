@@ -29,17 +29,22 @@ function rawEvent(change: (e: Record<string, unknown>) => void = () => undefined
     reason: 'FailedCreatePodSandBox',
     type: 'Warning',
     message: IO_MESSAGE,
+    source: { component: 'kubelet', host: 'n1' },
+    reportingComponent: 'kubelet',
+    reportingInstance: 'n1',
     count: 3,
     lastTimestamp: '2026-11-30T10:05:00Z',
   };
   change(event);
   return event;
 }
+/** When the cache received the Event in these tests. */
+const SEEN = new Date('2026-11-30T11:00:00Z');
 const involved = (e: Record<string, unknown>) => e.involvedObject as Record<string, unknown>;
 
 describe('eventView on odd Events', () => {
   it('keeps a kubelet Event as it is', () => {
-    expect(eventView(rawEvent())).to.deep.equal({
+    expect(eventView(rawEvent(), SEEN)).to.deep.equal({
       uid: 'e1',
       type: 'Warning',
       reason: 'FailedCreatePodSandBox',
@@ -50,8 +55,51 @@ describe('eventView on odd Events', () => {
       involvedUid: UID,
       count: 3,
       lastTime: new Date('2026-11-30T10:05:00Z'),
+      reportingController: 'kubelet',
+      reportingInstance: 'n1',
     });
   });
+
+  // Read as config/events/admission-policy.yaml reads it: source first, else the reporting fields.
+  const authors: { name: string; change: (e: Record<string, unknown>) => void; author: [string, string] }[] =
+    [
+      { name: 'source, as kubelet writes it', change: () => undefined, author: ['kubelet', 'n1'] },
+      {
+        name: 'the reporting fields when there is no source (events.k8s.io/v1)',
+        change: (e) => delete e.source,
+        author: ['kubelet', 'n1'],
+      },
+      {
+        name: 'source over reporting fields that name another',
+        change: (e) => {
+          e.reportingComponent = 'tenant';
+          e.reportingInstance = 'n2';
+        },
+        author: ['kubelet', 'n1'],
+      },
+      {
+        name: 'the reporting fields over an empty source',
+        change: (e) => {
+          e.source = { component: '', host: '' };
+          e.reportingInstance = 'n2';
+        },
+        author: ['kubelet', 'n2'],
+      },
+      {
+        name: 'nothing when neither names anyone',
+        change: (e) => {
+          e.source = { component: 7, host: null };
+          delete e.reportingComponent;
+          delete e.reportingInstance;
+        },
+        author: ['', ''],
+      },
+    ];
+  for (const { name, change, author } of authors)
+    it(`reads who wrote it from ${name}`, () => {
+      const view = eventView(rawEvent(change), SEEN);
+      expect([view?.reportingController, view?.reportingInstance]).to.deep.equal(author);
+    });
 
   const dropped: { name: string; change: (e: Record<string, unknown>) => void }[] = [
     { name: 'no involvedObject', change: (e) => delete e.involvedObject },
@@ -179,9 +227,19 @@ describe('eventView on odd Events', () => {
       time: '2026-11-30T10:00:00.000Z',
     },
     {
-      name: 'a far-future time the API can hold',
+      name: 'the time it was seen when it is dated later',
+      change: (e) => (e.lastTimestamp = '2099-01-01T00:00:00Z'),
+      time: SEEN.toISOString(),
+    },
+    {
+      name: 'the time it was seen for a far-future time the API can hold',
       change: (e) => (e.lastTimestamp = '9999-12-31T23:59:59Z'),
-      time: '9999-12-31T23:59:59.000Z',
+      time: SEEN.toISOString(),
+    },
+    {
+      name: 'its own time when that is the time it was seen',
+      change: (e) => (e.lastTimestamp = SEEN.toISOString()),
+      time: SEEN.toISOString(),
     },
     {
       name: 'a far-past time',
@@ -196,7 +254,7 @@ describe('eventView on odd Events', () => {
   ];
   for (const { name, change, time } of times) {
     it(`takes as the last time ${name}`, () => {
-      expect(eventView(rawEvent(change))?.lastTime.toISOString()).to.equal(time);
+      expect(eventView(rawEvent(change), SEEN)?.lastTime.toISOString()).to.equal(time);
     });
   }
 

@@ -1,0 +1,243 @@
+// Issue 40: in a cluster many teams share, a tenant with rights only in its own namespace cannot drive the operator.
+// Each test acts as the tenant does (`kubectl --as`, a Role in one namespace: test/support/tenant.ts).
+import { expect } from 'chai';
+import { join } from 'node:path';
+import { FAST_IO } from '../support/proc-root.js';
+import { Cleanup, createNodes, eventually, kubectl, uniqueName } from '../support/cluster.js';
+import { deniedBy } from '../support/admission.js';
+import { REPO_ROOT } from '../support/manifests.js';
+import { useOperator } from '../support/operator-process.js';
+import type { RawObject } from '../../src/kube/informer.js';
+import { nodeView } from '../../src/kube/views.js';
+import { applyPolicy, getHealth } from '../support/resources.js';
+import { SaturatedNode } from '../support/saturated-node.js';
+import { Tenant } from '../support/tenant.js';
+import { readNode } from '../support/workloads.js';
+
+const EVENTS_POLICY = 'sandbox-remediator-kubelet-events';
+const IO_MESSAGE =
+  'Failed to create pod sandbox: rpc error: code = DeadlineExceeded desc = context deadline exceeded';
+
+const log = (msg: string) => {
+  console.error(`      [tenant] ${msg}`);
+};
+
+/** A FailedCreatePodSandBox Event about a pod, claiming to be written by `component` on `host`. */
+function failureEvent(
+  pod: { name: string; namespace: string; uid: string },
+  author: { component: string; host: string },
+  options: { name?: string; lastTimestamp?: string } = {},
+) {
+  const now = new Date().toISOString();
+  return {
+    apiVersion: 'v1',
+    kind: 'Event',
+    metadata: { name: options.name ?? uniqueName(`${pod.name}.e`), namespace: pod.namespace },
+    involvedObject: { apiVersion: 'v1', kind: 'Pod', ...pod },
+    reason: 'FailedCreatePodSandBox',
+    type: 'Warning',
+    message: IO_MESSAGE,
+    source: author,
+    count: 1,
+    firstTimestamp: now,
+    lastTimestamp: options.lastTimestamp ?? now,
+  };
+}
+
+/** Creates an object as the kubelet of `node` does: its user and group. */
+const asKubeletOf = (node: string, object: unknown) =>
+  kubectl(
+    ['create', '-f', '-', `--as=system:node:${node}`, '--as-group=system:nodes'],
+    JSON.stringify(object),
+  );
+
+async function applyEventsPolicy(on: boolean): Promise<void> {
+  const result = await kubectl([
+    on ? 'apply' : 'delete',
+    '-k',
+    join(REPO_ROOT, 'config/events'),
+    ...(on ? [] : ['--ignore-not-found']),
+  ]);
+  expect(result.code, result.stderr).to.equal(0);
+}
+
+describe('a tenant cannot drive the operator', function () {
+  const cleanup = new Cleanup();
+  afterEach(() => cleanup.run());
+
+  describe("config/events: only the kubelet of a pod's node writes its sandbox failures", function () {
+    after(() => applyEventsPolicy(false));
+
+    it("refuses a tenant's and another node's, in both Event APIs, and lets the node's own and others' Events through", async function () {
+      this.timeout(90_000);
+      await applyEventsPolicy(true);
+      const tenant = await Tenant.create(cleanup);
+      const pod = { name: 'web-0', namespace: tenant.namespace, uid: '0b1c6a52-3f0e-4c8e-9a43-0d6c2b8f4e11' };
+      const forged = failureEvent(pod, { component: 'kubelet', host: 'kwok-node-0' });
+      // Policies load asynchronously: the first refusal may take a moment.
+      const refused = await eventually(
+        "the tenant's forged Event refused",
+        async () => {
+          const result = await tenant.create({
+            ...forged,
+            metadata: { ...forged.metadata, name: uniqueName('f') },
+          });
+          return result.code !== 0 ? result.stderr : undefined;
+        },
+        { timeoutMs: 30_000, intervalMs: 500 },
+      );
+      expect(refused).to.include(
+        deniedBy(
+          EVENTS_POLICY,
+          `only system:node:kwok-node-0 may write FailedCreatePodSandBox Events about pods as the kubelet of kwok-node-0, not ${tenant.user}`,
+        ),
+      );
+      // The same through events.k8s.io/v1, converted to core/v1 and checked by the same rule.
+      const newApi = await tenant.create({
+        apiVersion: 'events.k8s.io/v1',
+        kind: 'Event',
+        metadata: { name: uniqueName('web-0.n'), namespace: tenant.namespace },
+        regarding: { apiVersion: 'v1', kind: 'Pod', ...pod },
+        reason: 'FailedCreatePodSandBox',
+        type: 'Warning',
+        note: IO_MESSAGE,
+        eventTime: new Date().toISOString().replace('Z', '000Z'),
+        action: 'CreatePodSandbox',
+        reportingController: 'kubelet',
+        reportingInstance: 'kwok-node-0',
+      });
+      expect(newApi.code).to.not.equal(0);
+      expect(newApi.stderr).to.include(deniedBy(EVENTS_POLICY, 'only system:node:kwok-node-0 may write'));
+      // Failed, the other reason the operator reads, and a kubelet that names no node.
+      const failed = await tenant.create({
+        ...failureEvent(pod, { component: 'kubelet', host: 'kwok-node-0' }),
+        reason: 'Failed',
+      });
+      expect(failed.stderr).to.include(
+        deniedBy(EVENTS_POLICY, 'only system:node:kwok-node-0 may write Failed'),
+      );
+      const nameless = await tenant.create(failureEvent(pod, { component: 'kubelet', host: '' }));
+      expect(nameless.stderr).to.include(
+        deniedBy(EVENTS_POLICY, 'an Event written as the kubelet must name its node'),
+      );
+      // Another node's kubelet may not speak for this one.
+      const otherNode = await asKubeletOf(
+        'kwok-node-1',
+        failureEvent(pod, { component: 'kubelet', host: 'kwok-node-0' }),
+      );
+      expect(otherNode.stderr).to.include(
+        deniedBy(
+          EVENTS_POLICY,
+          'only system:node:kwok-node-0 may write FailedCreatePodSandBox Events about pods as the kubelet of kwok-node-0, not system:node:kwok-node-1',
+        ),
+      );
+      // Let through: the node's own kubelet, and the tenant's Events that do not claim to be the kubelet's (the
+      // operator does not count them) or have another reason.
+      const own = await asKubeletOf(
+        'kwok-node-0',
+        failureEvent(pod, { component: 'kubelet', host: 'kwok-node-0' }),
+      );
+      expect(own.code, own.stderr).to.equal(0);
+      const itsOwnTool = await tenant.create(
+        failureEvent(pod, { component: 'tenant-bot', host: 'kwok-node-0' }),
+      );
+      expect(itsOwnTool.code, itsOwnTool.stderr).to.equal(0);
+      const otherReason = await tenant.create({
+        ...forged,
+        reason: 'Scheduled',
+        metadata: { ...forged.metadata, name: uniqueName('s') },
+      });
+      expect(otherReason.code, otherReason.stderr).to.equal(0);
+    });
+  });
+
+  describe('with the operator running', function () {
+    const operator = useOperator([], { serviceAccount: 'tenant' });
+
+    it("ignores Events the kubelet of the pod's node did not write when the policy is absent, and fences with the default limits once that kubelet reports", async function () {
+      this.timeout(180_000);
+      await applyEventsPolicy(false);
+      const tenant = await Tenant.create(cleanup);
+      // Four nodes and the default safety limits: 20% of 4 allows the one saturated node to be fenced.
+      const { pool, names } = await createNodes(cleanup, 4);
+      const sickName = names[0]!;
+      const policy = uniqueName('it-tenant');
+      await applyPolicy(cleanup, policy, {
+        nodeSelector: { matchLabels: { 'sandbox.remediator.io/test-pool': pool } },
+        detection: { stuckThresholdSeconds: 3 },
+        ioPressure: FAST_IO,
+      });
+      const sick = new SaturatedNode(sickName, cleanup);
+      await sick.start(['--no-events']);
+      await sick.pressure('load');
+      const created = await tenant.create({
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name: 'mine' },
+        spec: { nodeName: sickName, containers: [{ name: 'app', image: 'registry.local/app:1' }] },
+      });
+      expect(created.code, created.stderr).to.equal(0);
+      const uid = (JSON.parse(created.stdout) as { metadata: { uid: string } }).metadata.uid;
+      const pod = { name: 'mine', namespace: tenant.namespace, uid };
+      // The tenant's forgeries: another node's kubelet, dated far ahead so it would be the latest for ever, and its
+      // own tool on the right node.
+      for (const author of [
+        { component: 'kubelet', host: names[1]! },
+        { component: 'tenant-bot', host: sickName },
+      ]) {
+        const posted = await tenant.create(
+          failureEvent(pod, author, { lastTimestamp: '2099-01-01T00:00:00Z' }),
+        );
+        expect(posted.code, posted.stderr).to.equal(0);
+      }
+      const listed = await eventually('the pod listed as stuck, its cause unknown', async () => {
+        const stuck = (await getHealth(sickName))?.stuckPods?.find((p) => p.uid === uid);
+        return stuck;
+      });
+      expect(listed).to.include({ cause: 'Unknown', failureCount: 0 });
+      const metrics = async () => (await operator.get('/metrics', operator.metricsPort)).text;
+      const ignored = await eventually('both forgeries counted', async () => {
+        const text = await metrics();
+        const count = (reason: string) =>
+          Number(
+            new RegExp(`sandbox_remediator_failure_events_ignored_total\\{reason="${reason}"\\} (\\d+)`).exec(
+              text,
+            )?.[1] ?? 0,
+          );
+        return count('OtherNode') >= 1 && count('NotKubelet') >= 1
+          ? [count('OtherNode'), count('NotKubelet')]
+          : undefined;
+      });
+      log(`ignored Events counted: OtherNode ${ignored[0]}, NotKubelet ${ignored[1]}`);
+      // A few passes later: still counted once, logged once, and nothing done to the node.
+      await new Promise((resolve) => setTimeout(resolve, 4_000));
+      const warnings = operator.logs.filter(
+        (l) =>
+          l.message === 'Ignored failure Events about a Pod not written by the kubelet of its Node' &&
+          l.pod === `${tenant.namespace}/mine`,
+      );
+      expect(warnings, 'logged once for the pod').to.have.length(1);
+      expect((await readNode(sickName)).spec?.unschedulable, 'cordoned on forged Events').to.not.equal(true);
+      // No verdict on the Node for NodeHealthCheck to act on, and no IO cause on record.
+      expect(nodeView((await readNode(sickName)) as unknown as RawObject)?.ownCondition).to.equal(undefined);
+      expect((await getHealth(sickName))?.causes?.map((c) => c.cause)).to.deep.equal(['Unknown']);
+
+      // The kubelet of that node reports the same failure: now the operator acts, within the default limits.
+      const genuine = await asKubeletOf(
+        sickName,
+        failureEvent(pod, { component: 'kubelet', host: sickName }),
+      );
+      expect(genuine.code, genuine.stderr).to.equal(0);
+      await eventually(
+        'the saturated node cordoned',
+        async () => (await readNode(sickName)).spec?.unschedulable === true,
+        { timeoutMs: 60_000 },
+      );
+      const health = await getHealth(sickName);
+      expect(health?.stuckPods?.find((p) => p.uid === uid)).to.include({
+        cause: 'DeadlineExceeded',
+        failureCount: 1,
+      });
+    });
+  });
+});

@@ -24,6 +24,7 @@ import { desiredDetectionStatus } from '../status/health-status.js';
 import { forEachLimit } from '../runtime/limit.js';
 import { resolveAttribution } from './culprits.js';
 import type { IgnoredEvents } from './ignored-events.js';
+import { matchesTerms } from '../policy/node-affinity.js';
 import { ioState } from './observe.js';
 import type { NodeObservation, PolicyMemory } from './policy-memory.js';
 import type { ReportLedger } from './report-ledger.js';
@@ -103,7 +104,41 @@ export async function observeNodes(
   });
   const observations = drafts.map((draft) => finish(request, draft));
   await readIoHeavyPods(deps, request, observations);
+  await forEachLimit(observations, LIVE_READS, (o) => resolveClaims(deps, request.policy, o));
   return { observations, unsettled };
+}
+
+/**
+ * Which claims of the node's pods that may move are bound to the node: those whose volume admits no other node the
+ * cache knows (a local PersistentVolume). Read only for those pods; one that cannot be read stays unresolved, and the
+ * pod is not moved (guardData).
+ */
+async function resolveClaims(deps: ObserveDeps, policy: string, observation: NodeObservation): Promise<void> {
+  const reader = deps.workloads;
+  const node = observation.node.name;
+  if (!reader || !observation.ioHeavyPods.some((p) => (p.data?.claims.length ?? 0) > 0)) return;
+  const others = [...deps.cache.nodes()].filter((n) => n.name !== node);
+  observation.ioHeavyPods = await Promise.all(
+    observation.ioHeavyPods.map(async (pod) => {
+      const data = pod.data;
+      if (!data || data.claims.length === 0 || data.nodeBoundClaims) return pod;
+      try {
+        const placements = await reader.claimPlacements(pod.namespace, data.claims);
+        const nodeBoundClaims = placements
+          .filter((p) => p.nodeTerms && !others.some((n) => matchesTerms(p.nodeTerms, n)))
+          .map((p) => p.claim);
+        return { ...pod, data: { ...data, nodeBoundClaims } };
+      } catch (err) {
+        deps.logger.warn('Failed to read where the claims of a Pod are bound', {
+          policy,
+          node,
+          pod: `${pod.namespace}/${pod.name}`,
+          error: describeError(err),
+        });
+        return pod;
+      }
+    }),
+  );
 }
 
 /** The attributed device's busy time in the reading it came with (the busiest disk's where the source lists none). */

@@ -33,6 +33,7 @@ const candidate = (pod: MeasuredPod): CandidatePod => {
   if (pod.mirror) c.mirror = true;
   if (isNoMigrate(pod)) c.noMigrate = true;
   if (pod.sharePercent !== undefined) c.sharePercent = pod.sharePercent;
+  if (pod.data) c.data = pod.data;
   return c;
 };
 

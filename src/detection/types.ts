@@ -19,6 +19,22 @@ export interface ContainerView {
   reason?: string;
 }
 
+/**
+ * What a running pod keeps on its node, read from its spec by the live read of running pods (the cache of Pending
+ * pods keeps none of it): what moving the pod would lose, or whether it could start elsewhere at all.
+ */
+export interface PodData {
+  /** Volumes whose data lives on the node: an emptyDir not backed by memory, a hostPath, a generic ephemeral volume. */
+  localVolumes: string[];
+  /** The PersistentVolumeClaims it mounts. */
+  claims: string[];
+  /** Of those, the ones bound to a PersistentVolume with node affinity (a local volume); absent until resolved. */
+  nodeBoundClaims?: string[];
+  /** spec.priority and spec.priorityClassName, when set. */
+  priority?: number;
+  priorityClassName?: string;
+}
+
 export interface PodView {
   uid: string;
   namespace: string;
@@ -37,6 +53,8 @@ export interface PodView {
   mirror?: boolean;
   /** Name of the controlling owner (a ReplicaSet for a Deployment's pods). */
   controllerName?: string;
+  /** Running pods read live only: what it keeps on its node. */
+  data?: PodData;
 }
 
 export interface EventView {

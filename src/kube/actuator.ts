@@ -24,13 +24,13 @@ import {
   type LabelSelector,
   type NodeConditionValue,
 } from '../api/v1alpha1/index.js';
-import type { WorkloadReader } from '../ports/cluster.js';
+import type { ClaimPlacement, WorkloadReader } from '../ports/cluster.js';
 import type { PodView } from '../detection/index.js';
 import type { PodRef } from '../policy/actions.js';
 import { NODE_LEASE_NAMESPACE, nodeLeaseName } from '../policy/node-lease.js';
 import { describeError, isInvalid, isNotFound, isTooManyRequests, terminalIfInvalid } from './errors.js';
 import type { RawObject } from './informer.js';
-import { podView } from './views.js';
+import { podData, podView } from './views.js';
 
 const FIELD_MANAGER = 'sandbox-remediator';
 const mergePatch = () => setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
@@ -245,7 +245,24 @@ export class KubeWorkloadReader implements WorkloadReader {
     });
     return list.items.flatMap((pod) => {
       const view = podView(pod as unknown as RawObject);
-      return view && !view.deleting ? [view] : [];
+      return view && !view.deleting ? [{ ...view, data: podData(pod as unknown as RawObject) }] : [];
     });
+  }
+
+  async claimPlacements(namespace: string, claims: readonly string[]): Promise<ClaimPlacement[]> {
+    const placements: ClaimPlacement[] = [];
+    for (const name of claims) {
+      const claim = await this.core.readNamespacedPersistentVolumeClaim({ name, namespace });
+      const volume = claim.spec?.volumeName;
+      // A running pod's claim is bound; one that is not holds no volume anywhere.
+      if (!volume) {
+        placements.push({ claim: name });
+        continue;
+      }
+      const pv = await this.core.readPersistentVolume({ name: volume });
+      const terms = pv.spec?.nodeAffinity?.required?.nodeSelectorTerms;
+      placements.push(terms ? { claim: name, nodeTerms: terms } : { claim: name });
+    }
+    return placements;
   }
 }

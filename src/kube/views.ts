@@ -18,6 +18,7 @@ import {
   type EventView,
   type GatedPodView,
   type NodeView,
+  type PodData,
   type PodView,
 } from '../detection/index.js';
 import type { HealthObject, PolicyObject } from '../ports/cluster.js';
@@ -90,6 +91,29 @@ export function podView(raw: RawObject): PodView | undefined {
   const scheduledAt = toDate(scheduled?.lastTransitionTime);
   if (scheduledAt) view.scheduledAt = scheduledAt;
   return view;
+}
+
+/**
+ * What a running pod keeps on its node (the live read of running pods only): volumes whose data stays on the node
+ * (an emptyDir not in memory, a hostPath, a generic ephemeral volume: its claim goes with the pod), the claims it
+ * mounts (which of them are bound to the node is another read: WorkloadReader.nodeBoundClaims), its priority.
+ */
+export function podData(raw: RawObject): PodData {
+  const spec = obj(raw.spec);
+  const data: PodData = { localVolumes: [], claims: [] };
+  for (const volume of arr(spec.volumes)) {
+    const name = str(volume.name) ?? '';
+    const emptyDir = isJson(volume.emptyDir) ? volume.emptyDir : undefined;
+    if (isJson(volume.hostPath) || isJson(volume.ephemeral) || (emptyDir && emptyDir.medium !== 'Memory'))
+      data.localVolumes.push(name);
+    const claim = str(obj(volume.persistentVolumeClaim).claimName);
+    if (claim) data.claims.push(claim);
+  }
+  const priority = num(spec.priority);
+  if (priority !== undefined) data.priority = priority;
+  const priorityClassName = str(spec.priorityClassName);
+  if (priorityClassName) data.priorityClassName = priorityClassName;
+  return data;
 }
 
 // What an Event's involvedObject must look like to name a pod at all: a namespace is a DNS-1123 label and a pod's

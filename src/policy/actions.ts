@@ -28,6 +28,14 @@ export type Guard =
   | 'NoMigrateLabel'
   /** Migration only: a pod of kube-system or of the operator's own namespace. */
   | 'ProtectedNamespace'
+  /** Migration only: its emptyDir, hostPath or ephemeral volume's data would be lost (evictLocalStoragePods). */
+  | 'LocalStorage'
+  /** Migration only: its PersistentVolume is bound to the node: it could not start anywhere else. */
+  | 'NodeBoundVolume'
+  /** Migration only: a system-critical priority (evictSystemCriticalPods). */
+  | 'SystemCritical'
+  /** Migration only: what the pod keeps on the node was not read, so moving it is not verified to lose nothing. */
+  | 'PodDataUnknown'
   /** Not decided here: the Eviction API answered 429 for a PodDisruptionBudget. */
   | 'DisruptionBudget'
   /** Not decided here: the apiserver refused the change for what it is (400/422); not retried as it is. */

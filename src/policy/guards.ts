@@ -1,6 +1,6 @@
 // PURE: every guard the policy decides before acting (the apiserver's own refusals, DisruptionBudget and RefusedByApi,
 // come later): each says what holds an action and why, or undefined when nothing does.
-import type { ActionKind, NodeStamps } from '../api/v1alpha1/index.js';
+import type { ActionKind, MigrateWorkloads, NodeStamps } from '../api/v1alpha1/index.js';
 import { isEviction } from './actions.js';
 import { isFenced } from './fences.js';
 import {
@@ -127,6 +127,53 @@ export function guardMigration(pass: RemediationPass, pod: CandidatePod): Hold |
     return { guard: 'NoMigrateLabel', message: 'labelled sandbox.remediator.io/no-migrate=true' };
   if (pod.namespace === 'kube-system' || pod.namespace === pass.input.operatorNamespace)
     return { guard: 'ProtectedNamespace', message: `pods of ${pod.namespace} are never migrated` };
+  return guardData(pass.input.spec.remediation.migrateWorkloads, pod);
+}
+
+/** The priority from which Kubernetes calls a pod system-critical (scheduling.SystemCriticalPriority). */
+export const SYSTEM_CRITICAL_PRIORITY = 2_000_000_000;
+const SYSTEM_CRITICAL_CLASSES: ReadonlySet<string> = new Set([
+  'system-cluster-critical',
+  'system-node-critical',
+]);
+
+/**
+ * Why moving a running pod would lose its data or strand it, as kubectl drain and the descheduler's default evictor
+ * judge it, or undefined. A stuck pod never started: it holds no data, and this guard is not asked of it.
+ */
+export function guardData(
+  migrate: Pick<MigrateWorkloads, 'evictLocalStoragePods' | 'evictSystemCriticalPods'> | undefined,
+  pod: Pick<CandidatePod, 'data'>,
+): Hold | undefined {
+  const { data } = pod;
+  if (!data)
+    return {
+      guard: 'PodDataUnknown',
+      message: 'its volumes were not read: moving it is not known to lose nothing',
+    };
+  if (data.nodeBoundClaims === undefined && data.claims.length > 0)
+    return {
+      guard: 'PodDataUnknown',
+      message: `where its claims ${data.claims.join(', ')} are bound was not read`,
+    };
+  if (data.nodeBoundClaims && data.nodeBoundClaims.length > 0)
+    return {
+      guard: 'NodeBoundVolume',
+      message: `its PersistentVolumeClaim ${data.nodeBoundClaims.join(', ')} is bound to a volume on this node: it could not start elsewhere`,
+    };
+  if (data.localVolumes.length > 0 && !migrate?.evictLocalStoragePods)
+    return {
+      guard: 'LocalStorage',
+      message: `its local storage (${data.localVolumes.join(', ')}) would be lost; migrateWorkloads.evictLocalStoragePods allows it`,
+    };
+  const critical =
+    (data.priority ?? 0) >= SYSTEM_CRITICAL_PRIORITY ||
+    (data.priorityClassName !== undefined && SYSTEM_CRITICAL_CLASSES.has(data.priorityClassName));
+  if (critical && !migrate?.evictSystemCriticalPods)
+    return {
+      guard: 'SystemCritical',
+      message: `a system-critical pod (${data.priorityClassName ?? `priority ${data.priority}`}); migrateWorkloads.evictSystemCriticalPods allows it`,
+    };
   return undefined;
 }
 

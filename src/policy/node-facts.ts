@@ -1,6 +1,7 @@
 // PURE: what decideRemediation reads of a policy's nodes, and what it returns.
 import type { IoCause, NodeStamps, SandboxPolicySpec, Taint } from '../api/v1alpha1/index.js';
 import type { Action, BlockedAction, Guard, PodRef } from './actions.js';
+import type { PodData } from '../detection/index.js';
 import type { NodeLeaseView } from './node-lease.js';
 
 export interface CandidatePod extends PodRef {
@@ -11,6 +12,8 @@ export interface CandidatePod extends PodRef {
   noMigrate?: boolean;
   /** Its measured share of the saturated device's IO (migrateWorkloads.by measuredIo). */
   sharePercent?: number;
+  /** A running pod's: what it keeps on the node (guardData); absent for a stuck pod, and when it was not read. */
+  data?: PodData;
   /**
    * A stuck pod the node's SandboxHealth, as stored, does not list with an IO cause yet: not evicted before a report
    * says why (the report is written first, the eviction decided on the pass after it).

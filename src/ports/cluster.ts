@@ -7,7 +7,14 @@ import type {
   SandboxPolicyStatus,
 } from '../api/v1alpha1/index.js';
 import type { WorkloadView, EventView, GatedPodView, NodeView, PodView } from '../detection/index.js';
+import type { NodeSelectorTerm } from '../policy/node-affinity.js';
 import type { NodeLeaseView } from '../policy/node-lease.js';
+
+/** A PersistentVolumeClaim and the nodes its volume admits (nodeAffinity.required's terms; absent: every node). */
+export interface ClaimPlacement {
+  claim: string;
+  nodeTerms?: NodeSelectorTerm[];
+}
 
 /** What read-your-writes fences compare; a NodeLease by the node's name. */
 export type VersionedKind = 'Node' | 'SandboxHealth' | 'SandboxPolicy' | 'NodeLease' | RolloutKind;
@@ -81,7 +88,13 @@ export type Change =
 
 /** Live reads the cache does not keep: running pods are not cached (only Pending ones are). */
 export interface WorkloadReader {
+  /** Running pods on a node that a selector picks, each with what it keeps on the node (data; its claims unresolved). */
   runningPodsOn(node: string, selector: LabelSelector): Promise<PodView[]>;
+  /**
+   * Where each of a namespace's claims may be used: the node affinity of the PersistentVolume it is bound to (absent:
+   * anywhere, or not bound).
+   */
+  claimPlacements(namespace: string, claims: readonly string[]): Promise<ClaimPlacement[]>;
 }
 
 /** The cache as the Manager runs it: started, synced before any work, watched, stopped. */

@@ -238,6 +238,9 @@ describe('config/: manifests and least-privilege RBAC on the real cluster', func
       ),
     ).to.equal('no');
     expect(await can('sandbox-remediator-operator', 'get', 'secrets')).to.equal('no');
+    expect(await can('sandbox-remediator-operator', 'get', 'persistentvolumeclaims')).to.equal('yes');
+    expect(await can('sandbox-remediator-operator', 'list', 'persistentvolumeclaims')).to.equal('no');
+    expect(await can('sandbox-remediator-operator', 'get', 'persistentvolumes')).to.equal('yes');
     expect(
       await can(
         'sandbox-remediator-agent',

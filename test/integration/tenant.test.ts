@@ -12,7 +12,7 @@ import { nodeView } from '../../src/kube/views.js';
 import { applyPolicy, getHealth } from '../support/resources.js';
 import { SaturatedNode } from '../support/saturated-node.js';
 import { Tenant } from '../support/tenant.js';
-import { readNode } from '../support/workloads.js';
+import { eventsWithReason, podsOf, readNode, waitForRunning } from '../support/workloads.js';
 
 const EVENTS_POLICY = 'sandbox-remediator-kubelet-events';
 const IO_MESSAGE =
@@ -238,6 +238,144 @@ describe('a tenant cannot drive the operator', function () {
         cause: 'DeadlineExceeded',
         failureCount: 1,
       });
+    });
+
+    it('moves a plain IO-heavy pod, and leaves one with an emptyDir or a volume bound to the node, saying why', async function () {
+      this.timeout(180_000);
+      const tenant = await Tenant.create(cleanup);
+      const { pool, names } = await createNodes(cleanup, 2);
+      const [sickName, spare] = names as [string, string];
+      // A local PersistentVolume on the sick node (an admin's, as volumes are), claimed by the tenant.
+      const pv = uniqueName('it-local');
+      const created = await kubectl(
+        ['create', '-f', '-'],
+        JSON.stringify({
+          apiVersion: 'v1',
+          kind: 'PersistentVolume',
+          metadata: { name: pv },
+          spec: {
+            capacity: { storage: '1Gi' },
+            accessModes: ['ReadWriteOnce'],
+            storageClassName: 'it-local',
+            local: { path: '/mnt/disks/db' },
+            claimRef: { namespace: tenant.namespace, name: 'db-data' },
+            nodeAffinity: {
+              required: {
+                nodeSelectorTerms: [
+                  {
+                    matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: [sickName] }],
+                  },
+                ],
+              },
+            },
+          },
+        }),
+      );
+      expect(created.code, created.stderr).to.equal(0);
+      cleanup.add(() => kubectl(['delete', 'pv', pv, '--wait=false']));
+      const claim = await tenant.create({
+        apiVersion: 'v1',
+        kind: 'PersistentVolumeClaim',
+        metadata: { name: 'db-data' },
+        spec: {
+          accessModes: ['ReadWriteOnce'],
+          storageClassName: 'it-local',
+          volumeName: pv,
+          resources: { requests: { storage: '1Gi' } },
+        },
+      });
+      expect(claim.code, claim.stderr).to.equal(0);
+      const policy = uniqueName('it-data');
+      await applyPolicy(cleanup, policy, {
+        nodeSelector: { matchLabels: { 'sandbox.remediator.io/test-pool': pool } },
+        detection: { stuckThresholdSeconds: 3 },
+        ioPressure: FAST_IO,
+        remediation: {
+          migrateWorkloads: { podSelector: { matchLabels: { io: 'heavy' } }, maxPodsPerNode: 3 },
+        },
+        safety: { maxUnhealthyNodes: 1, cooldownSeconds: 5, maxEvictionsPerMinute: 20 },
+      });
+      const deployment = (name: string, labels: Record<string, string>, volumes: object[] = []) =>
+        tenant.create({
+          apiVersion: 'apps/v1',
+          kind: 'Deployment',
+          metadata: { name },
+          spec: {
+            replicas: 1,
+            selector: { matchLabels: { app: name } },
+            template: {
+              metadata: { labels: { app: name, ...labels } },
+              spec: {
+                nodeSelector: { 'sandbox.remediator.io/test-pool': pool },
+                affinity: {
+                  nodeAffinity: {
+                    preferredDuringSchedulingIgnoredDuringExecution: [
+                      {
+                        weight: 100,
+                        preference: {
+                          matchExpressions: [
+                            { key: 'kubernetes.io/hostname', operator: 'In', values: [sickName] },
+                          ],
+                        },
+                      },
+                    ],
+                  },
+                },
+                terminationGracePeriodSeconds: 0,
+                volumes,
+                containers: [
+                  {
+                    name: 'app',
+                    image: 'registry.local/app:1',
+                    volumeMounts: volumes.map((v) => ({
+                      name: (v as { name: string }).name,
+                      mountPath: '/data',
+                    })),
+                  },
+                ],
+              },
+            },
+          },
+        });
+      for (const made of [
+        await deployment('web', { io: 'heavy' }),
+        await deployment('cache', { io: 'heavy' }, [{ name: 'scratch', emptyDir: {} }]),
+        await deployment('db', { io: 'heavy' }, [
+          { name: 'data', persistentVolumeClaim: { claimName: 'db-data' } },
+        ]),
+      ])
+        expect(made.code, made.stderr).to.equal(0);
+      for (const app of ['web', 'cache', 'db']) {
+        const [running] = await waitForRunning(tenant.namespace, app, 1);
+        expect(running?.spec?.nodeName, `${app} on the sick node`).to.equal(sickName);
+      }
+      const sick = new SaturatedNode(sickName, cleanup);
+      await sick.start();
+      expect((await deployment('stuck', {})).code).to.equal(0);
+      await sick.pressure('load');
+      await eventually(
+        'the plain pod migrated',
+        async () => (await eventsWithReason('MigratedIoHeavyPod', tenant.namespace)).length >= 1,
+        { timeoutMs: 60_000 },
+      );
+      // Each held by its own guard, named by the pod (a Deployment's pod: <app>-<hash>-<id>).
+      const blocked = await eventually('the other two held, each named', async () => {
+        const held = ((await getHealth(sickName))?.blocked ?? []).filter((b) => b.kind === 'Migrate');
+        const byApp = held.map((b) => `${/\/(cache|db)-/.exec(b.target)?.[1] ?? b.target} ${b.guard}`);
+        return byApp.length >= 2 ? byApp.sort() : undefined;
+      });
+      expect(blocked).to.deep.equal(['cache LocalStorage', 'db NodeBoundVolume']);
+      const messages = (await eventsWithReason('RemediationBlocked', 'default', sickName)).map(
+        (e) => e.message,
+      );
+      expect(messages.some((m) => m.includes('LocalStorage') && m.includes('scratch'))).to.equal(true);
+      expect(messages.some((m) => m.includes('NodeBoundVolume') && m.includes('db-data'))).to.equal(true);
+      await new Promise((r) => setTimeout(r, 4_000));
+      const where = async (app: string) => (await podsOf(tenant.namespace, app)).map((p) => p.spec?.nodeName);
+      expect(await where('web'), 'the plain pod moved').to.deep.equal([spare]);
+      expect(await where('cache'), 'the emptyDir pod stayed').to.deep.equal([sickName]);
+      expect(await where('db'), 'the pod on the local volume stayed').to.deep.equal([sickName]);
+      expect(await eventsWithReason('MigratedIoHeavyPod', tenant.namespace)).to.have.length(1);
     });
   });
 });

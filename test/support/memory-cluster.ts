@@ -1,5 +1,6 @@
 // An in-memory ClusterCache + StatusWriter + EventRecorder for reconcile tests: the writer applies what it
 // is given to the same store the cache reads, and records every call.
+import type { NodeSelectorTerm } from '../../src/policy/node-affinity.js';
 import type {
   Actuator,
   EvictionOutcome,
@@ -270,9 +271,22 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   watchesHealthy() {
     return this.watching;
   }
+  /** As the real reader: every running pod with what it keeps on the node (none, unless a test gave it some). */
   runningPodsOn(node: string, selector: LabelSelector) {
     return Promise.resolve(
-      this.running.filter((p) => p.nodeName === node && matchesSelector(selector, p.labels)),
+      this.running
+        .filter((p) => p.nodeName === node && matchesSelector(selector, p.labels))
+        .map((p) => ({ ...p, data: p.data ?? { localVolumes: [], claims: [] } })),
+    );
+  }
+  /** The node affinity of the volume each claim is bound to, by namespace/claim (absent: any node). */
+  readonly claimTerms = new Map<string, NodeSelectorTerm[]>();
+  claimPlacements(namespace: string, claims: readonly string[]) {
+    return Promise.resolve(
+      claims.map((claim) => {
+        const nodeTerms = this.claimTerms.get(`${namespace}/${claim}`);
+        return nodeTerms ? { claim, nodeTerms } : { claim };
+      }),
     );
   }
   /** Applies to the cache what the API already has (a watch catching up). */

@@ -6,7 +6,7 @@ import { Cleanup, createNamespace, kubectl, uniqueName, type CommandResult } fro
 const ROLE_RULES = [
   {
     apiGroups: [''],
-    resources: ['pods', 'events'],
+    resources: ['pods', 'events', 'persistentvolumeclaims'],
     verbs: ['create', 'get', 'list', 'watch', 'update', 'patch', 'delete'],
   },
   {

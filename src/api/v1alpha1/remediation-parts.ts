@@ -34,3 +34,46 @@ export const EscalationSchema = z
     ),
   })
   .describe('Escalation past this operator: off when absent.');
+
+export const MigrateWorkloadsSchema = z
+  .strictObject({
+    by: z
+      .enum(['labels', 'measuredIo'])
+      .default('labels')
+      .describe(
+        "labels: move the running pods podSelector selects. measuredIo: move the pods the node's reading measures as culprits (the agent's cgroup counters, or Prometheus' cAdvisor series: a share of the saturated device's IO of at least minSharePercent, held for ioPressure.sustainSeconds); podSelector, if given, restricts which may move.",
+      ),
+    podSelector: LabelSelectorSchema.optional().describe(
+      'Selects the IO-heavy pods to move off a saturated node (by labels: required), or the pods that may be moved (by measuredIo: optional). Must not be empty: an empty selector would select every pod.',
+    ),
+    minSharePercent: z
+      .int()
+      .min(1)
+      .max(100)
+      .default(25)
+      .describe(
+        "by measuredIo: a pod is a culprit with at least this share of the saturated device's bytes or operations.",
+      ),
+    maxPodsPerNode: z
+      .int()
+      .min(1)
+      .max(1_000)
+      .default(2)
+      .describe('At most this many selected pods are evicted from one node per remediation.'),
+    evictLocalStoragePods: z
+      .boolean()
+      .default(false)
+      .describe(
+        "Also move pods with local storage (an emptyDir not backed by memory, a hostPath, a generic ephemeral volume), whose data stays behind and is lost, as the descheduler's evictLocalStoragePods and kubectl drain's --delete-emptydir-data do. Off: such a pod is never moved, and the block says which volumes hold it. A pod whose PersistentVolume is bound to the node (a local volume) is never moved: it could not start anywhere else.",
+      ),
+    evictSystemCriticalPods: z
+      .boolean()
+      .default(false)
+      .describe(
+        'Also move pods of a system-critical priority (system-cluster-critical, system-node-critical, or a priority of 2000000000 and more). Off: such a pod is never moved.',
+      ),
+  })
+  .describe(
+    "Moves IO-heavy running pods off a saturated node through the Eviction API: those selected by label, or those measured as doing its IO. Never DaemonSet, static or bare pods, pods labelled sandbox.remediator.io/no-migrate=true, pods in kube-system or the operator's namespace, pods a PodDisruptionBudget protects, pods whose data would be lost or that could not start elsewhere (see evictLocalStoragePods), or system-critical pods (see evictSystemCriticalPods). Stuck pods never started, hold no data, and are evicted whatever their volumes.",
+  );
+export type MigrateWorkloads = z.infer<typeof MigrateWorkloadsSchema>;

@@ -1,10 +1,20 @@
 import { z } from 'zod';
 import { ConditionsSchema, IntOrPercentSchema, LabelSelectorSchema } from './meta.js';
 import { KNOWN_IO_CONDITIONS } from './node-condition.js';
-import { EscalationSchema, MAX_EVICTIONS_PER_MINUTE, PacePodStartsSchema } from './remediation-parts.js';
+import {
+  EscalationSchema,
+  MAX_EVICTIONS_PER_MINUTE,
+  MigrateWorkloadsSchema,
+  PacePodStartsSchema,
+} from './remediation-parts.js';
 import { ROLLOUT_KINDS } from './stamps.js';
 
-export { MAX_EVICTIONS_PER_MINUTE, PacePodStartsSchema } from './remediation-parts.js';
+export {
+  MAX_EVICTIONS_PER_MINUTE,
+  MigrateWorkloadsSchema,
+  PacePodStartsSchema,
+  type MigrateWorkloads,
+} from './remediation-parts.js';
 
 /** Nodes listed in status.overlappingNodes; status.overlappingNodeCount has the full count. */
 export const MAX_LISTED_OVERLAPS = 100;
@@ -135,36 +145,6 @@ export const TaintSpecSchema = z
       ),
   })
   .describe('A taint to add to an IO-saturated node, removed again on recovery.');
-
-export const MigrateWorkloadsSchema = z
-  .strictObject({
-    by: z
-      .enum(['labels', 'measuredIo'])
-      .default('labels')
-      .describe(
-        "labels: move the running pods podSelector selects. measuredIo: move the pods the node's reading measures as culprits (the agent's cgroup counters, or Prometheus' cAdvisor series: a share of the saturated device's IO of at least minSharePercent, held for ioPressure.sustainSeconds); podSelector, if given, restricts which may move.",
-      ),
-    podSelector: LabelSelectorSchema.optional().describe(
-      'Selects the IO-heavy pods to move off a saturated node (by labels: required), or the pods that may be moved (by measuredIo: optional). Must not be empty: an empty selector would select every pod.',
-    ),
-    minSharePercent: z
-      .int()
-      .min(1)
-      .max(100)
-      .default(25)
-      .describe(
-        "by measuredIo: a pod is a culprit with at least this share of the saturated device's bytes or operations.",
-      ),
-    maxPodsPerNode: z
-      .int()
-      .min(1)
-      .max(1_000)
-      .default(2)
-      .describe('At most this many selected pods are evicted from one node per remediation.'),
-  })
-  .describe(
-    "Moves IO-heavy pods off a saturated node through the Eviction API: those selected by label, or those measured as doing its IO. Never DaemonSet, static or bare pods, pods labelled sandbox.remediator.io/no-migrate=true, pods in kube-system or the operator's namespace, or pods a PodDisruptionBudget protects.",
-  );
 
 export const ThrottleRolloutsSchema = z
   .strictObject({

@@ -4,7 +4,7 @@ import fc from 'fast-check';
 import { MAX_FAILURE_MESSAGE_CHARS } from '../../../src/detection/index.js';
 import type { RawObject } from '../../../src/kube/informer.js';
 import { nodeChange } from '../../../src/controllers/node-changes.js';
-import { eventView, healthView, nodeLeaseView, nodeView, podView } from '../../../src/kube/views.js';
+import { eventView, healthView, nodeLeaseView, nodeView, podData, podView } from '../../../src/kube/views.js';
 
 const UID = '0b1c6a52-3f0e-4c8e-9a43-0d6c2b8f4e11';
 const IO_MESSAGE =
@@ -435,5 +435,38 @@ describe('nodeLeaseView', () => {
   it('keeps no lease but node-<node>, and leaves out what a lease does not say', () => {
     expect(nodeLeaseView(raw('sandbox-remediator-operator', { holderIdentity: 'x' }))).to.equal(undefined);
     expect(nodeLeaseView(raw('node-n1', {}))).to.deep.equal({ node: 'n1', uid: 'u1' });
+  });
+});
+
+describe('podData: what a running pod keeps on its node', () => {
+  it('reads local volumes, claims and priority, and not memory-backed or remote volumes', () => {
+    const pod: RawObject = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      spec: {
+        priority: 2_000_000_000,
+        priorityClassName: 'system-cluster-critical',
+        volumes: [
+          { name: 'scratch', emptyDir: {} },
+          { name: 'shm', emptyDir: { medium: 'Memory' } },
+          { name: 'logs', hostPath: { path: '/var/log' } },
+          { name: 'tmp', ephemeral: { volumeClaimTemplate: { spec: {} } } },
+          { name: 'data', persistentVolumeClaim: { claimName: 'db-data' } },
+          { name: 'config', configMap: { name: 'app' } },
+          { name: 'token', projected: { sources: [] } },
+          'not a volume',
+        ],
+      },
+    };
+    expect(podData(pod)).to.deep.equal({
+      localVolumes: ['scratch', 'logs', 'tmp'],
+      claims: ['db-data'],
+      priority: 2_000_000_000,
+      priorityClassName: 'system-cluster-critical',
+    });
+  });
+
+  it('reads nothing of a pod with no spec', () => {
+    expect(podData({ apiVersion: 'v1', kind: 'Pod' })).to.deep.equal({ localVolumes: [], claims: [] });
   });
 });

@@ -9,6 +9,7 @@ import {
   type SandboxPolicySpecInput,
   type Taint,
 } from '../../../src/api/v1alpha1/index.js';
+import type { PodData } from '../../../src/detection/index.js';
 import type { Action, BlockedAction } from '../../../src/policy/actions.js';
 import type {
   CandidatePod,
@@ -31,6 +32,8 @@ const pod = (name: string, controllerKind = 'ReplicaSet'): CandidatePod => ({
   controllerKind,
 });
 const barePod = (name: string): CandidatePod => ({ namespace: 'default', name, uid: `uid-${name}` });
+/** A running pod that keeps nothing on its node. */
+const NO_DATA: PodData = { localVolumes: [], claims: [], nodeBoundClaims: [] };
 const mirrorPod = (name: string): CandidatePod => ({ ...pod(name, 'Node'), mirror: true });
 
 /** NodeFacts that read like prose: aNodeFacts('n1').degradedByIo().ioHigh().withStuckPods(pod('a')). */
@@ -67,8 +70,9 @@ class NodeFactsBuilder {
     this.facts.ioStuckPods = pods;
     return this;
   }
+  /** Running pods that may move, read as the live read reads them: with no data on the node unless they say so. */
   withIoHeavyPods(...pods: CandidatePod[]): this {
-    this.facts.ioHeavyPods = pods;
+    this.facts.ioHeavyPods = pods.map((p) => (p.data ? p : { ...p, data: NO_DATA }));
     return this;
   }
   /** Who the reading's attribution says does the IO. */
@@ -734,6 +738,65 @@ describe('decideRemediation', () => {
         ],
         stampsAfter: { n1: STAMPED_LONG_AGO },
       },
+      {
+        name: 'never moves a culprit whose data would be lost, that could not start elsewhere, or system-critical; a stuck pod whatever its volumes',
+        spec: { remediation: { migrateWorkloads: { ...MEASURED, maxPodsPerNode: 10 } } },
+        nodes: [
+          sick('n1', { ...pod('stuck'), data: { localVolumes: ['scratch'], claims: [] } })
+            .ours()
+            .cause('Pod')
+            .withIoHeavyPods(
+              culprit('cache', 60, { data: { localVolumes: ['scratch'], claims: [] } }),
+              culprit('db', 50, { data: { localVolumes: [], claims: ['data'], nodeBoundClaims: ['data'] } }),
+              culprit('dns', 40, {
+                data: { localVolumes: [], claims: [], priorityClassName: 'system-cluster-critical' },
+              }),
+              culprit('agent', 35, { data: { localVolumes: [], claims: [], priority: 2_000_001_000 } }),
+              culprit('unread', 30, { data: { localVolumes: [], claims: ['logs'] } }),
+              culprit('web', 26, { data: { localVolumes: [], claims: ['shared'], nodeBoundClaims: [] } }),
+            ),
+          healthy('h1'),
+        ],
+        actions: [evict('stuck'), measured('web')],
+        blocked: [
+          'Migrate pod/default/cache on n1 LocalStorage',
+          'Migrate pod/default/db on n1 NodeBoundVolume',
+          'Migrate pod/default/dns on n1 SystemCritical',
+          'Migrate pod/default/agent on n1 SystemCritical',
+          'Migrate pod/default/unread on n1 PodDataUnknown',
+        ],
+        stampsAfter: { n1: STAMPED_LONG_AGO },
+      },
+      {
+        name: 'moves local storage and system-critical pods when the policy allows it, never one bound to the node',
+        spec: {
+          remediation: {
+            migrateWorkloads: {
+              ...MEASURED,
+              maxPodsPerNode: 10,
+              evictLocalStoragePods: true,
+              evictSystemCriticalPods: true,
+            },
+          },
+        },
+        nodes: [
+          aNodeFacts('n1')
+            .ioHigh()
+            .ours()
+            .cause('Pod')
+            .withIoHeavyPods(
+              culprit('cache', 60, { data: { localVolumes: ['scratch'], claims: [] } }),
+              culprit('db', 50, { data: { localVolumes: [], claims: ['data'], nodeBoundClaims: ['data'] } }),
+              culprit('dns', 40, {
+                data: { localVolumes: [], claims: [], priorityClassName: 'system-node-critical' },
+              }),
+            ),
+          healthy('h1'),
+        ],
+        actions: [measured('cache'), measured('dns')],
+        blocked: ['Migrate pod/default/db on n1 NodeBoundVolume'],
+        stampsAfter: { n1: STAMPED_LONG_AGO },
+      },
     ]);
 
     it("never moves a pod of the operator's own namespace", () => {
@@ -1170,7 +1233,7 @@ describe('decideRemediation properties', () => {
       io: n.io,
       ioCause: 'Unknown',
       ioStuckPods: n.stuck.map((p, i) => candidate(`${name}-stuck-${i}`, p)),
-      ioHeavyPods: n.heavy.map((p, i) => candidate(`${name}-heavy-${i}`, p)),
+      ioHeavyPods: n.heavy.map((p, i) => ({ ...candidate(`${name}-heavy-${i}`, p), data: NO_DATA })),
       migrated: n.migrated,
     };
     if (n.stamps) {

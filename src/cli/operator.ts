@@ -13,6 +13,7 @@ import { registerPacingWebhook } from '../kube/webhook-config.js';
 import { KubeEventRecorder, KubeStatusWriter } from '../kube/writer.js';
 import { Fence } from '../runtime/fence.js';
 import { SourceFactory } from '../signals/factory.js';
+import { secretReader } from '../kube/secrets.js';
 import { KubeLeaseStore, LeaderElector } from '../kube/leader-election.js';
 import { bindRefusal, closeServers, untilStopSignal, type Listener } from './process.js';
 import { KubeconfigError, loadKubeConfig, serverOf, type KubeConfig } from '../kube/client.js';
@@ -129,6 +130,7 @@ function composeManager(
   const sources = new SourceFactory({
     cache,
     fetchKubeletSummary: kubeletSummaryFetcher(kc),
+    readSecret: secretReader(kc, flags.operatorNamespace),
     // Once per transition per node (the source remembers), so a node that stays unreadable is not a log flood.
     onSourceError: (node, err) => {
       logger.warn('Failed to read the kubelet Summary API', { node, error: describeError(err) });

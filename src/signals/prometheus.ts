@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { IoReadingStatus } from '../api/v1alpha1/index.js';
 import { describeError } from '../kube/errors.js';
 import { MAX_RESPONSE_BYTES, readBounded } from '../runtime/bounded-read.js';
+import { httpGet, type HttpGet } from './http-get.js';
 import { firstIssue, parseJson } from './answer.js';
 import { isQuiet } from './material-change.js';
 import {
@@ -18,40 +19,68 @@ export interface PrometheusSettings {
   nodeLabel: string;
   nodeLabelRegex: string;
   queryTimeoutSeconds: number;
+  /** Label matchers added to every node_exporter series read (spec: seriesSelector). */
+  seriesSelector?: string | undefined;
+  /** Label matchers added to every cAdvisor series read (spec: cadvisorSeriesSelector). */
+  cadvisorSeriesSelector?: string | undefined;
 }
+
+/** What a query is sent with: a CA to trust (PEM) for https, a bearer token; read anew before each poll. */
+export interface PrometheusCredentials {
+  ca?: string;
+  bearerToken?: string;
+}
+
+/** The matchers of a selector without its braces or a trailing comma: `job="x"` from `{job="x",}`. */
+export const matchersOf = (selector: string | undefined): string =>
+  (selector ?? '').trim().replace(/^\{/, '').replace(/\}$/, '').trim().replace(/,$/, '');
+
+/** A series selector: the metric's own matchers and the policy's. */
+const series = (name: string, ...matchers: string[]) => {
+  const all = matchers.filter((m) => m !== '');
+  return all.length === 0 ? name : `${name}{${all.join(',')}}`;
+};
 
 /** The block devices node_exporter reports that are not disks. */
 const NOT_A_DISK = 'device!~"^(loop|ram|zram|sr|fd).*"';
 
 /** node_exporter series, as rates over the last minute, in percent where they are shares of time. */
-export const QUERIES = {
-  psiSomeAvg10Percent: 'rate(node_pressure_io_waiting_seconds_total[1m]) * 100',
-  psiFullAvg10Percent: 'rate(node_pressure_io_stalled_seconds_total[1m]) * 100',
-  diskBusyPercent: `max without (device) (rate(node_disk_io_time_seconds_total{${NOT_A_DISK}}[1m])) * 100`,
-  blockedProcesses: 'node_procs_blocked',
-} as const;
+export function nodeQueries(selector?: string) {
+  const only = matchersOf(selector);
+  return {
+    psiSomeAvg10Percent: `rate(${series('node_pressure_io_waiting_seconds_total', only)}[1m]) * 100`,
+    psiFullAvg10Percent: `rate(${series('node_pressure_io_stalled_seconds_total', only)}[1m]) * 100`,
+    diskBusyPercent: `max without (device) (rate(${series('node_disk_io_time_seconds_total', NOT_A_DISK, only)}[1m])) * 100`,
+    blockedProcesses: series('node_procs_blocked', only),
+  } as const;
+}
+export const QUERIES = nodeQueries();
 
 type Field = keyof typeof QUERIES;
 
 // Attribution, asked only while a node is not quiet. cAdvisor (kubelet's /metrics/cadvisor) says /dev/sda where
 // node_exporter says sda. Its two byte families are the same blkio counters (fs_*, blkio_device_usage; a scrape
 // config may drop either), tagged alike: a max, never a sum, takes one, and the pod's cgroup over its sandbox's.
-const POD_COUNTERS: Record<PodMeasure, string> = {
-  readBytes: 'container_fs_reads_bytes_total{pod!=""}',
-  writeBytes: 'container_fs_writes_bytes_total{pod!=""}',
-  readOps: 'container_fs_reads_total{pod!=""}',
-  writeOps: 'container_fs_writes_total{pod!=""}',
-};
-const blkio = (operation: string) => `container_blkio_device_usage_total{pod!="",operation="${operation}"}`;
-const DEVICE_COUNTERS: Record<DeviceMeasure, string> = {
-  busy: `node_disk_io_time_seconds_total{${NOT_A_DISK}}`,
-  readBytes: `node_disk_read_bytes_total{${NOT_A_DISK}}`,
-  writeBytes: `node_disk_written_bytes_total{${NOT_A_DISK}}`,
-  readOps: `node_disk_reads_completed_total{${NOT_A_DISK}}`,
-  writeOps: `node_disk_writes_completed_total{${NOT_A_DISK}}`,
-};
+const podCounters = (only: string): Record<PodMeasure, string> => ({
+  readBytes: series('container_fs_reads_bytes_total', 'pod!=""', only),
+  writeBytes: series('container_fs_writes_bytes_total', 'pod!=""', only),
+  readOps: series('container_fs_reads_total', 'pod!=""', only),
+  writeOps: series('container_fs_writes_total', 'pod!=""', only),
+});
+const blkio = (operation: string, only: string) =>
+  series('container_blkio_device_usage_total', 'pod!=""', `operation="${operation}"`, only);
+const deviceCounters = (only: string): Record<DeviceMeasure, string> => ({
+  busy: series('node_disk_io_time_seconds_total', NOT_A_DISK, only),
+  readBytes: series('node_disk_read_bytes_total', NOT_A_DISK, only),
+  writeBytes: series('node_disk_written_bytes_total', NOT_A_DISK, only),
+  readOps: series('node_disk_reads_completed_total', NOT_A_DISK, only),
+  writeOps: series('node_disk_writes_completed_total', NOT_A_DISK, only),
+});
+const POD_COUNTERS = podCounters('');
+const DEVICE_COUNTERS = deviceCounters('');
 /** Every pod series cAdvisor has: how many pods it measured, whether they did IO in the minute or not. */
-const POD_SERIES = '{__name__=~"container_(fs_(reads|writes)_bytes|blkio_device_usage)_total",pod!=""}';
+const podSeries = (only: string) =>
+  series('', '__name__=~"container_(fs_(reads|writes)_bytes|blkio_device_usage)_total"', 'pod!=""', only);
 
 /** Each counter as a one-minute rate with a `measure` label saying which it is: one query answers for all. */
 const tagged = (counters: Record<string, string>) =>
@@ -62,14 +91,19 @@ const tagged = (counters: Record<string, string>) =>
 /**
  * The two attribution queries, grouped by the node label n (undefined when n is no label name to group by). Pods:
  * per container (container="" is the pod's own cgroup), only what moved, so that a large cluster's answer stays
- * small, and how many pods were measured per node. Devices: each disk's busy time and IO.
+ * small, and how many pods were measured per node. Devices: each disk's busy time and IO. The policy's selectors
+ * narrow the cAdvisor and the node_exporter series.
  */
-export function attributionQueries(n: string): { pods: string; devices: string } | undefined {
+export function attributionQueries(
+  n: string,
+  selectors: { node?: string | undefined; cadvisor?: string | undefined } = {},
+): { pods: string; devices: string } | undefined {
   if (!/^[a-zA-Z_][a-zA-Z0-9_]*$/.test(n)) return undefined;
-  const counted = `count by (${n}) (count by (${n}, namespace, pod) (${POD_SERIES}))`;
+  const pods = matchersOf(selectors.cadvisor);
+  const counted = `count by (${n}) (count by (${n}, namespace, pod) (${podSeries(pods)}))`;
   return {
-    pods: `(max by (${n}, namespace, pod, container, device, measure) (${tagged(POD_COUNTERS)} or ${tagged({ readBytes: blkio('Read'), writeBytes: blkio('Write') })}) > 0) or label_replace(${counted}, "measure", "pods", "", "")`,
-    devices: `max by (${n}, device, measure) (${tagged(DEVICE_COUNTERS)})`,
+    pods: `(max by (${n}, namespace, pod, container, device, measure) (${tagged(podCounters(pods))} or ${tagged({ readBytes: blkio('Read', pods), writeBytes: blkio('Write', pods) })}) > 0) or label_replace(${counted}, "measure", "pods", "", "")`,
+    devices: `max by (${n}, device, measure) (${tagged(deviceCounters(matchersOf(selectors.node)))})`,
   };
 }
 
@@ -113,13 +147,19 @@ export class PrometheusSource implements IoSource {
   private problems = new Map<string, SourceProblem>();
   private readonly nodeRegex: RegExp;
 
+  private readonly queries: ReturnType<typeof nodeQueries>;
+  private credentials: PrometheusCredentials = {};
+
   constructor(
     private readonly settings: PrometheusSettings,
-    private readonly fetchFn: typeof fetch = fetch,
+    private readonly get: HttpGet = httpGet,
     private readonly now: () => Date = () => new Date(),
     private readonly maxResponseBytes = MAX_RESPONSE_BYTES,
+    /** Reads the CA and the token the policy names (none by default). */
+    private readonly readCredentials: () => Promise<PrometheusCredentials> = () => Promise.resolve({}),
   ) {
     this.nodeRegex = new RegExp(settings.nodeLabelRegex);
+    this.queries = nodeQueries(settings.seriesSelector);
   }
 
   private nodeOf(metric: Record<string, string>): string | undefined {
@@ -131,8 +171,11 @@ export class PrometheusSource implements IoSource {
     const url = new URL('/api/v1/query', this.settings.url);
     url.searchParams.set('query', promql);
     // The signal also ends the body: a server that sends its headers and then trickles is cut off all the same.
-    const res = await this.fetchFn(url, {
+    const { ca, bearerToken } = this.credentials;
+    const res = await this.get(url, {
       signal: AbortSignal.timeout(this.settings.queryTimeoutSeconds * 1000),
+      headers: bearerToken === undefined ? {} : { authorization: `Bearer ${bearerToken}` },
+      ...(ca === undefined ? {} : { ca }),
     });
     const text = res.body
       ? (await readBounded(res.body, this.maxResponseBytes, 'the Prometheus answer')).toString('utf8')
@@ -158,8 +201,9 @@ export class PrometheusSource implements IoSource {
     const observedTime = this.now().toISOString();
     let results: (readonly [Field, Vector])[];
     try {
+      this.credentials = await this.readCredentials();
       results = await Promise.all(
-        (Object.entries(QUERIES) as [Field, string][]).map(
+        (Object.entries(this.queries) as [Field, string][]).map(
           async ([field, q]) => [field, await this.query(q)] as const,
         ),
       );
@@ -200,7 +244,10 @@ export class PrometheusSource implements IoSource {
   /** Adds who does the IO to the readings of nodes that are not quiet; a failed query leaves them without. */
   private async attribute(readings: Map<string, IoReadingStatus>): Promise<void> {
     const pressed = new Set([...readings].filter(([, r]) => !isQuiet(r)).map(([node]) => node));
-    const q = attributionQueries(this.settings.nodeLabel);
+    const q = attributionQueries(this.settings.nodeLabel, {
+      node: this.settings.seriesSelector,
+      cadvisor: this.settings.cadvisorSeriesSelector,
+    });
     if (pressed.size === 0 || !q) return;
     const answers = await Promise.all([this.query(q.pods), this.query(q.devices)]).catch(() => undefined);
     if (!answers) return; // the attribution is unknown; the readings stand

@@ -238,6 +238,13 @@ describe('config/: manifests and least-privilege RBAC on the real cluster', func
       ),
     ).to.equal('no');
     expect(await can('sandbox-remediator-operator', 'get', 'secrets')).to.equal('no');
+    // Only the one Secret a policy's Prometheus credentials may be kept in, in its own namespace.
+    const ns = '--namespace=sandbox-remediator-system';
+    expect(
+      await can('sandbox-remediator-operator', 'get', 'secrets/sandbox-remediator-prometheus', ns),
+    ).to.equal('yes');
+    expect(await can('sandbox-remediator-operator', 'get', 'secrets/another', ns)).to.equal('no');
+    expect(await can('sandbox-remediator-operator', 'list', 'secrets', ns)).to.equal('no');
     expect(await can('sandbox-remediator-operator', 'get', 'persistentvolumeclaims')).to.equal('yes');
     expect(await can('sandbox-remediator-operator', 'list', 'persistentvolumeclaims')).to.equal('no');
     expect(await can('sandbox-remediator-operator', 'get', 'persistentvolumes')).to.equal('yes');

@@ -1,10 +1,14 @@
 // Issue 40: in a cluster many teams share, a tenant with rights only in its own namespace cannot drive the operator.
 // Each test acts as the tenant does (`kubectl --as`, a Role in one namespace: test/support/tenant.ts).
 import { expect } from 'chai';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { FAST_IO } from '../support/proc-root.js';
 import { Cleanup, createNodes, eventually, kubectl, uniqueName } from '../support/cluster.js';
 import { deniedBy } from '../support/admission.js';
+import { AuthProxy } from '../support/auth-proxy.js';
+import { Monitoring } from '../support/monitoring.js';
 import { REPO_ROOT } from '../support/manifests.js';
 import { useOperator } from '../support/operator-process.js';
 import type { RawObject } from '../../src/kube/informer.js';
@@ -376,6 +380,89 @@ describe('a tenant cannot drive the operator', function () {
       expect(await where('cache'), 'the emptyDir pod stayed').to.deep.equal([sickName]);
       expect(await where('db'), 'the pod on the local volume stayed').to.deep.equal([sickName]);
       expect(await eventsWithReason('MigratedIoHeavyPod', tenant.namespace)).to.have.length(1);
+    });
+
+    it('reads Prometheus only through its token and CA, and no series of another job', async function () {
+      this.timeout(180_000);
+      const { pool, names } = await createNodes(cleanup, 2);
+      const [exported, faked] = names as [string, string];
+      // A tenant's own exporter, scraped with its labels honoured, claims the other node is saturated: PSI growing a
+      // second a second.
+      const started = Date.now();
+      const fake = createServer((_req, res) => {
+        const seconds = ((Date.now() - started) / 1000).toFixed(3);
+        res.end(
+          [
+            `node_pressure_io_waiting_seconds_total{node="${faked}"} ${seconds}`,
+            `node_pressure_io_stalled_seconds_total{node="${faked}"} ${seconds}`,
+            `node_procs_blocked{node="${faked}"} 500`,
+            '',
+          ].join('\n'),
+        );
+      });
+      await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
+      cleanup.add(() => new Promise((resolve) => fake.close(resolve)));
+      const monitoring = new Monitoring();
+      cleanup.add(() => monitoring.stop());
+      await monitoring.start(exported, { tenant: `127.0.0.1:${(fake.address() as AddressInfo).port}` });
+      const proxy = new AuthProxy(monitoring.prometheusUrl);
+      await proxy.start();
+      cleanup.add(() => proxy.stop());
+      const secret = {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: 'sandbox-remediator-prometheus', namespace: 'sandbox-remediator-system' },
+        stringData: { 'ca.crt': proxy.ca, token: `${proxy.token}\n` },
+      };
+      const applied = await kubectl(['apply', '-f', '-'], JSON.stringify(secret));
+      expect(applied.code, applied.stderr).to.equal(0);
+      cleanup.add(() =>
+        kubectl(['delete', 'secret', '-n', 'sandbox-remediator-system', 'sandbox-remediator-prometheus']),
+      );
+      const policy = uniqueName('it-prom');
+      const spec = (seriesSelector?: string) => ({
+        nodeSelector: { matchLabels: { 'sandbox.remediator.io/test-pool': pool } },
+        ioPressure: {
+          ...FAST_IO,
+          source: 'prometheus',
+          prometheus: {
+            url: proxy.url,
+            nodeLabel: 'node',
+            nodeLabelRegex: '^(.+)$',
+            ...(seriesSelector ? { seriesSelector } : {}),
+            ca: { secret: { name: 'sandbox-remediator-prometheus', key: 'ca.crt' } },
+            bearerToken: { secret: { name: 'sandbox-remediator-prometheus', key: 'token' } },
+          },
+        },
+      });
+      await applyPolicy(cleanup, policy, spec('{job="node"}'));
+      const psi = async (node: string) => (await getHealth(node))?.ioReading?.psiSomeAvg10Percent;
+      await eventually(
+        "node_exporter's node read through the token and the CA",
+        async () => (await psi(exported)) !== undefined,
+        {
+          timeoutMs: 90_000,
+          intervalMs: 1000,
+        },
+      );
+      // Long enough for the fake series to have two samples, and for a pass to have read them if it would.
+      await new Promise((r) => setTimeout(r, 8_000));
+      const health = await getHealth(faked);
+      expect(health?.ioReading, "the tenant's series not read").to.equal(undefined);
+      expect(health?.ioPressure?.observation).to.equal('Unknown');
+      expect(proxy.answered.get(401) ?? 0, 'every query carried the token').to.equal(0);
+      expect(proxy.answered.get(200) ?? 0).to.be.above(0);
+      // The same policy without the selector believes the tenant: the guard above is what kept it out.
+      await applyPolicy(cleanup, policy, spec());
+      const believed = await eventually(
+        'the faked series read without the selector',
+        async () => {
+          const value = await psi(faked);
+          return value !== undefined && value > 10 ? value : undefined;
+        },
+        { timeoutMs: 60_000, intervalMs: 1000 },
+      );
+      log(`without seriesSelector the tenant's series read as PSI ${believed}%`);
     });
   });
 });

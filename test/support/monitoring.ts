@@ -40,7 +40,11 @@ export class Monitoring {
   prometheusUrl = '';
   nodeExporterUrl = '';
 
-  async start(nodeName: string): Promise<void> {
+  /**
+   * node_exporter's series as the node `nodeName`'s, under the job `node`. `extraTargets`: more scrape jobs, as a
+   * cluster where a tenant can shape labels has them (job name -> target, its labels honoured).
+   */
+  async start(nodeName: string, extraTargets: Record<string, string> = {}): Promise<void> {
     this.dir = await mkdtemp(join(tmpdir(), 'prom-'));
     const exporterPort = await freePort();
     const prometheusPort = await freePort();
@@ -70,6 +74,12 @@ export class Monitoring {
         '    static_configs:',
         `      - targets: ['127.0.0.1:${exporterPort}']`,
         `        labels: { node: '${nodeName}' }`,
+        ...Object.entries(extraTargets).flatMap(([job, target]) => [
+          `  - job_name: ${job}`,
+          '    honor_labels: true',
+          '    static_configs:',
+          `      - targets: ['${target}']`,
+        ]),
       ].join('\n'),
     );
     this.children.push(

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ConditionsSchema, IntOrPercentSchema, LabelSelectorSchema } from './meta.js';
-import { KNOWN_IO_CONDITIONS } from './node-condition.js';
+import { NodeConditionSourceSchema, PrometheusSourceSchema } from './io-sources.js';
 import {
   EscalationSchema,
   MAX_EVICTIONS_PER_MINUTE,
@@ -17,6 +17,14 @@ export {
 } from './remediation-parts.js';
 
 /** Nodes listed in status.overlappingNodes; status.overlappingNodeCount has the full count. */
+export {
+  CredentialSourceSchema,
+  NodeConditionSourceSchema,
+  PrometheusSourceSchema,
+  SERIES_SELECTOR,
+  type CredentialSource,
+} from './io-sources.js';
+
 export const MAX_LISTED_OVERLAPS = 100;
 
 const seconds = (min: number, max: number) => z.int().min(min).max(max);
@@ -68,39 +76,6 @@ export const IoThresholdsSchema = z
   .describe(
     'A node is under IO pressure when ANY known reading reaches its threshold; unknown readings never count.',
   );
-
-export const PrometheusSourceSchema = z
-  .strictObject({
-    url: z
-      .string()
-      .min(1)
-      .describe('Base URL of the Prometheus HTTP API, e.g. http://prometheus.monitoring:9090.'),
-    nodeLabel: z
-      .string()
-      .min(1)
-      .default('instance')
-      .describe('The series label whose value names the node (after nodeLabelRegex is applied).'),
-    nodeLabelRegex: z
-      .string()
-      .default('^([^:]+)(:\\d+)?$')
-      .describe(
-        'Regular expression applied to the nodeLabel value; its first capture group is the node name.',
-      ),
-    queryTimeoutSeconds: seconds(1, 60).default(5).describe('Timeout of one PromQL query.'),
-  })
-  .describe('Where and how to query node_exporter metrics; required when source is prometheus.');
-
-export const NodeConditionSourceSchema = z
-  .strictObject({
-    type: z
-      .string()
-      .min(1)
-      .default('IoPressure')
-      .describe(
-        `The node condition type that someone else (e.g. node-problem-detector) sets True under IO pressure. Known types: ${KNOWN_IO_CONDITIONS.join(', ')} (the last two reserved by Kubernetes for its PSI conditions, KEP-5394).`,
-      ),
-  })
-  .describe('Which node condition reports IO pressure; used when source is nodeCondition.');
 
 export const IoPressureSpecSchema = z
   .strictObject({

@@ -108,6 +108,20 @@ function crossFieldFindings(spec: SandboxPolicySpec): Finding[] {
     if (bad) problems.push({ field: 'spec.ioPressure.prometheus.url', message: bad });
     const badRegex = regexProblem(io.prometheus.nodeLabelRegex);
     if (badRegex) problems.push({ field: 'spec.ioPressure.prometheus.nodeLabelRegex', message: badRegex });
+    for (const name of ['ca', 'bearerToken'] as const) {
+      const credential = io.prometheus[name];
+      if (credential && (credential.file === undefined) === (credential.secret === undefined))
+        problems.push({
+          field: `spec.ioPressure.prometheus.${name}`,
+          message: 'must name exactly one of file and secret',
+        });
+    }
+    if (io.prometheus.ca && !io.prometheus.url.startsWith('https:'))
+      problems.push({
+        field: 'spec.ioPressure.prometheus.ca',
+        message: 'is for an https url; the url is not one',
+        alsoRead: ['spec.ioPressure.prometheus.url'],
+      });
   }
   if (
     io.source === 'nodeCondition' &&

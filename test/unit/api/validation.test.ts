@@ -112,6 +112,37 @@ describe('validateSandboxPolicySpec', () => {
       fields: ['spec.ioPressure.prometheus.nodeLabelRegex'],
     },
     {
+      name: 'a series selector that is not label matchers (PromQL of its own)',
+      spec: {
+        ioPressure: {
+          source: 'prometheus',
+          prometheus: { url: 'http://p:9090', seriesSelector: '{job="node"} or vector(100)' },
+        },
+      },
+      fields: ['spec.ioPressure.prometheus.seriesSelector'],
+    },
+    {
+      name: 'a credential from both a file and a Secret, and one from neither',
+      spec: {
+        ioPressure: {
+          source: 'prometheus',
+          prometheus: {
+            url: 'https://p:9090',
+            ca: { file: '/ca.pem', secret: { name: 's', key: 'ca.crt' } },
+            bearerToken: {},
+          },
+        },
+      },
+      fields: ['spec.ioPressure.prometheus.ca', 'spec.ioPressure.prometheus.bearerToken'],
+    },
+    {
+      name: 'a CA for a url that is not https',
+      spec: {
+        ioPressure: { source: 'prometheus', prometheus: { url: 'http://p:9090', ca: { file: '/ca.pem' } } },
+      },
+      fields: ['spec.ioPressure.prometheus.ca'],
+    },
+    {
       name: 'a node condition that is not about IO',
       spec: { ioPressure: { source: 'nodeCondition', nodeCondition: { type: 'Ready' } } },
       fields: ['spec.ioPressure.nodeCondition.type'],

@@ -3,6 +3,7 @@ import {
   detectNodeFindings,
   detectStuckPods,
   nextStuckAt,
+  rolloutOf,
   type NodeFindings,
   type NodeView,
 } from '../detection/index.js';
@@ -104,8 +105,53 @@ export async function observeNodes(
   });
   const observations = drafts.map((draft) => finish(request, draft));
   await readIoHeavyPods(deps, request, observations);
-  await forEachLimit(observations, LIVE_READS, (o) => resolveClaims(deps, request.policy, o));
+  await forEachLimit(observations, LIVE_READS, async (o) => {
+    await resolveClaims(deps, request.policy, o);
+    await readRunningRollouts(deps, request, o, memory);
+  });
   return { observations, unsettled };
+}
+
+/** How long the rollouts running on a node are taken as read: a rollout's pods move in minutes, not seconds. */
+const RUNNING_ROLLOUTS_TTL_MS = 15_000;
+
+/**
+ * Which rollouts run a pod on a saturated node, for a policy that throttles rollouts: such a rollout's new pods may
+ * land there (rollout-throttler). A live read (the cache keeps only Pending pods), at most once per
+ * RUNNING_ROLLOUTS_TTL_MS per node; a failed read leaves it unknown, and no rollout is held for running there.
+ */
+async function readRunningRollouts(
+  deps: ObserveDeps,
+  request: ObserveRequest,
+  observation: NodeObservation,
+  memory: PolicyMemory,
+): Promise<void> {
+  const state = memory.state(observation.node.name);
+  if (
+    !request.spec.remediation.throttleRollouts ||
+    observation.io?.condition.status !== 'True' ||
+    !deps.workloads
+  ) {
+    delete state.rollouts;
+    return;
+  }
+  const now = request.now.getTime();
+  if (!state.rollouts || now - state.rollouts.at >= RUNNING_ROLLOUTS_TTL_MS) {
+    try {
+      const pods = await deps.workloads.runningPodsOn(observation.node.name, {});
+      const keys = new Set(pods.flatMap((p) => rolloutOf(p)?.key ?? []));
+      state.rollouts = { at: now, keys };
+    } catch (err) {
+      deps.logger.warn('Failed to list the pods of a node to find the rollouts that run there', {
+        policy: request.policy,
+        node: observation.node.name,
+        error: describeError(err),
+      });
+      delete state.rollouts;
+      return;
+    }
+  }
+  observation.runningRollouts = state.rollouts.keys;
 }
 
 /**

@@ -1,6 +1,13 @@
 // PURE: the facts decideRollouts reads, from the cached rollouts of every kind and what this pass found on the nodes.
-import type { RolloutStamps } from '../api/v1alpha1/index.js';
-import { rolloutOf, workloadKey, type PodView, type WorkloadView } from '../detection/index.js';
+import type { NodeStamps, RolloutStamps } from '../api/v1alpha1/index.js';
+import {
+  rolloutOf,
+  workloadKey,
+  type NodeView,
+  type PodView,
+  type WorkloadView,
+} from '../detection/index.js';
+import { mayLandOn, type NodeLike, type Placement, type Toleration } from '../policy/node-affinity.js';
 import { isFrozenByDryRun } from '../policy/actions.js';
 import type { RolloutFacts } from '../policy/rollouts.js';
 
@@ -20,11 +27,82 @@ export function saturatedNodes(
   );
 }
 
+/** A saturated node as a pod's placement reads it, fenced as it will be once this pass is done. */
+export type SaturatedNode = NodeLike & { unschedulable: boolean };
+
+/**
+ * The saturated nodes as placements read them: labels, and the fence this pass leaves (our cordon and taint as the
+ * decision's stamps say, anyone else's as the node has them).
+ */
+export function saturatedPlacements(
+  observations: readonly { node: NodeView }[],
+  saturated: ReadonlySet<string>,
+  stampsAfter: (node: string) => NodeStamps | undefined,
+): SaturatedNode[] {
+  return observations
+    .filter((o) => saturated.has(o.node.name))
+    .map(({ node }) => {
+      const stamps = stampsAfter(node.name);
+      const taints =
+        stamps?.taint && !node.taints.some((t) => t.key === stamps.taint?.key)
+          ? [...node.taints, stamps.taint]
+          : node.taints;
+      return {
+        name: node.name,
+        labels: node.labels,
+        taints,
+        unschedulable: node.unschedulable || stamps?.cordoned === true,
+      };
+    });
+}
+
+/**
+ * The tolerations the DaemonSet controller gives every pod it makes (besides the template's): a cordon, and the
+ * node conditions' NoSchedule taints, never keep a DaemonSet's pod off a node.
+ */
+const DAEMONSET_TOLERATIONS: readonly Toleration[] = [
+  'node.kubernetes.io/unschedulable',
+  'node.kubernetes.io/not-ready',
+  'node.kubernetes.io/unreachable',
+  'node.kubernetes.io/disk-pressure',
+  'node.kubernetes.io/memory-pressure',
+  'node.kubernetes.io/pid-pressure',
+  'node.kubernetes.io/network-unavailable',
+].map((key) => ({ key, operator: 'Exists' }));
+
+/**
+ * The saturated nodes a rollout's new pods could land on: those it has pods stuck on; those it runs pods on that are
+ * not fenced against its pods; for a DaemonSet, those its pods cover (it tolerates a cordon). A rollout that reaches
+ * none is never held, nor counted against maxConcurrentRollouts.
+ */
+export function reachedNodes(
+  w: Pick<WorkloadView, 'kind' | 'placement'>,
+  key: string,
+  feeds: ReadonlySet<string>,
+  nodes: readonly SaturatedNode[],
+  runningOn: (node: string) => ReadonlySet<string> | undefined,
+): string[] {
+  const placement: Placement =
+    w.kind === 'DaemonSet'
+      ? { ...w.placement, tolerations: [...(w.placement?.tolerations ?? []), ...DAEMONSET_TOLERATIONS] }
+      : (w.placement ?? {});
+  const reached = new Set(feeds);
+  for (const node of nodes) {
+    const runsThere = w.kind === 'DaemonSet' || runningOn(node.name)?.has(key) === true;
+    if (runsThere && mayLandOn(placement, node)) reached.add(node.name);
+  }
+  return [...reached].sort();
+}
+
 export interface ObserveRolloutsInput {
   /** Rollouts of every kind in the policy's scope. */
   workloads: Iterable<WorkloadView>;
   /** Pods stuck from an IO cause, by the saturated node they are stuck on. */
   stuckOnSaturated: ReadonlyMap<string, readonly PodView[]>;
+  /** The saturated nodes, fenced as this pass leaves them. */
+  saturated: readonly SaturatedNode[];
+  /** The rollouts running a pod on each saturated node (undefined: not read). */
+  runningOn: (node: string) => ReadonlySet<string> | undefined;
   /** In a dry run, the holds it would have made (nothing was written to the workloads), by workloadKey. */
   simulated: ReadonlyMap<string, RolloutStamps>;
   dryRun: boolean;
@@ -38,6 +116,9 @@ export interface ObserveRolloutsInput {
  * Deployment's default progressDeadlineSeconds, past which a Deployment holds none either.
  */
 export const SETTLE_DEADLINE_MS = 600_000;
+
+/** A hands-off-until further ahead than this counts as this far. */
+export const MAX_HANDS_OFF_MS = 86_400_000;
 
 /**
  * A rollout feeds a node when a pod of it, at its current revision where the kind tells one (StatefulSet,
@@ -70,10 +151,13 @@ export function observeRollouts(input: ObserveRolloutsInput): RolloutFacts[] {
       rollingOut: w.rollingOut && !stalled,
       startedAt,
       feeds: [...feeds].sort(),
+      reaches: reachedNodes(w, key, feeds, input.saturated, input.runningOn),
     };
     const stamps = w.stamps ?? simulated;
     if (stamps) f.stamps = stamps;
-    if (w.handsOffUntil) f.handsOffUntil = w.handsOffUntil;
+    // Hands off for a day at most: an annotation anyone can write must not keep a rollout out of the limit for ever.
+    if (w.handsOffUntil)
+      f.handsOffUntil = new Date(Math.min(w.handsOffUntil.getTime(), input.now.getTime() + MAX_HANDS_OFF_MS));
     if (isFrozenByDryRun(input.dryRun, w.stamps)) f.frozen = true;
     facts.push(f);
   }

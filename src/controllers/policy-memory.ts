@@ -31,6 +31,11 @@ export interface NodeObservation {
   cause?: IoCauseDecision | undefined;
   /** Its medik8s lease (node-<node> in medik8s-leases), when there is one. */
   lease?: NodeLeaseView | undefined;
+  /**
+   * The rollouts (workloadKey) that run a pod on the node: read only for a saturated node of a policy that throttles
+   * rollouts; absent when not read (a rollout is then held there only for its stuck pods).
+   */
+  runningRollouts?: ReadonlySet<string> | undefined;
   /** The node's resourceVersion when observed: a change decided on this view is made on this version or not at all. */
   version: string | undefined;
   /** When the node's state changes with time alone (a pod crossing the threshold, sustain, recovery, a reading going stale). */
@@ -78,6 +83,8 @@ export interface NodeState {
    * (a culprit must be one for sustainSeconds before it moves), gone with the attribution.
    */
   culprits?: Map<string, number>;
+  /** The rollouts (workloadKey) with a pod running on the node, and when that was read (ms): a live read, kept a while. */
+  rollouts?: { at: number; keys: ReadonlySet<string> };
 }
 
 /** A node change the apiserver refused for what it is (400/422): not sent again as it is. */

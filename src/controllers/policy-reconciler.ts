@@ -281,9 +281,9 @@ export class PolicyReconciler {
           })
         : undefined;
     const evictions = evictor.plan(remediation?.actions ?? []);
-    const saturated = saturatedNodes(observations, (node) =>
-      remediation ? remediation.stampsAfter.get(node) !== undefined : facts.get(node)?.stamps !== undefined,
-    );
+    const stampsAfter = (node: string) =>
+      remediation ? remediation.stampsAfter.get(node) : facts.get(node)?.stamps;
+    const saturated = saturatedNodes(observations, (node) => stampsAfter(node) !== undefined);
     return {
       observations,
       facts,
@@ -298,6 +298,7 @@ export class PolicyReconciler {
         now,
         observations,
         saturated,
+        stampsAfter,
         cacheReady: cache.watchesHealthy() && seen.unsettled === 0,
       }),
       pacing: this.deps.pacer.plan({

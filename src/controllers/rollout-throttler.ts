@@ -1,6 +1,7 @@
 import type { Actuator } from '../actuation/actuator.js';
 import {
   matchesSelector,
+  type NodeStamps,
   type RolloutStamps,
   type SandboxPolicySpec,
   type SandboxPolicyStatus,
@@ -14,7 +15,7 @@ import { DRY_RUN_PREFIX, ROLLOUT_WORDS } from '../status/remediation-status.js';
 import type { ActionLog } from './action-log.js';
 import type { Failures } from './failures.js';
 import type { NodeObservation } from './observe-nodes.js';
-import { observeRollouts } from './observe-rollouts.js';
+import { observeRollouts, saturatedPlacements } from './observe-rollouts.js';
 import { workloadChange } from './rollout-changes.js';
 
 export type ThrottledRollout = NonNullable<SandboxPolicyStatus['throttledRollouts']>[number];
@@ -45,6 +46,8 @@ export interface RolloutPlanInput {
   observations: readonly NodeObservation[];
   /** Nodes whose IO pressure is proven (IoPressureHigh) or that are under the policy's remediation. */
   saturated: ReadonlySet<string>;
+  /** Our stamps on each node once this pass's decision is done: the fence a rollout's new pods meet there. */
+  stampsAfter: (node: string) => NodeStamps | undefined;
   cacheReady: boolean;
 }
 
@@ -98,9 +101,12 @@ export class RolloutThrottler {
           o.node.name,
           o.findings.stuckPods.filter((p) => isIoCause(p.cause)).map((p) => p.pod),
         );
+    const runningOn = new Map(input.observations.map((o) => [o.node.name, o.runningRollouts]));
     const rollouts = observeRollouts({
       workloads: candidates,
       stuckOnSaturated,
+      saturated: saturatedPlacements(input.observations, input.saturated, input.stampsAfter),
+      runningOn: (node) => runningOn.get(node),
       simulated,
       dryRun,
       startedAt: (d) => this.rolloutStart(d, now),
@@ -168,8 +174,8 @@ export class RolloutThrottler {
   }
 
   private inScope(d: WorkloadView, spec: SandboxPolicySpec): boolean {
-    if (d.namespace === 'kube-system' || d.namespace === this.deps.operatorNamespace || d.ownComponent)
-      return false;
+    // The operator's own namespace, not a label: any workload can carry app.kubernetes.io/name=sandbox-remediator.
+    if (d.namespace === 'kube-system' || d.namespace === this.deps.operatorNamespace) return false;
     const selector = spec.remediation.throttleRollouts?.namespaceSelector;
     if (!selector) return true;
     const labels = this.deps.cache.namespaceLabels(d.namespace);

@@ -1,3 +1,4 @@
+import type { Placement } from '../policy/node-affinity.js';
 import type {
   HeldStrategy,
   NodeStamps,
@@ -139,8 +140,8 @@ export interface WorkloadView {
   stamps?: RolloutStamps;
   /** StatefulSet and DaemonSet we hold: what the hold replaced. */
   held?: HeldStrategy;
-  /** Part of sandbox-remediator itself (labelled app.kubernetes.io/name: sandbox-remediator, as the agent's DaemonSet): never throttled. */
-  ownComponent?: true;
+  /** Where its pods may be scheduled: its pod template's nodeSelector, required node affinity and tolerations. */
+  placement?: Placement;
   /** The user resumed one we paused: hands off until then. */
   handsOffUntil?: Date;
 }

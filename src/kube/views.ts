@@ -22,6 +22,7 @@ import {
   type PodView,
 } from '../detection/index.js';
 import type { HealthObject, PolicyObject } from '../ports/cluster.js';
+import type { NodeSelectorRequirement, Placement, Toleration } from '../policy/node-affinity.js';
 import { leaseNode, type NodeLeaseView } from '../policy/node-lease.js';
 import type { RawObject } from './informer.js';
 import { AGENT_FIELD_MANAGER } from './reading-publisher.js';
@@ -115,6 +116,39 @@ export function podData(raw: RawObject): PodData {
   if (priorityClassName) data.priorityClassName = priorityClassName;
   return data;
 }
+
+/**
+ * Where a pod spec may be scheduled, as node-affinity.ts reads it: its nodeSelector, its required node affinity's
+ * terms and its tolerations; undefined when it sets none of them (any node without a NoSchedule taint).
+ */
+export function placementOf(spec: Json): Placement | undefined {
+  const placement: Placement = {};
+  const selector = labels(spec.nodeSelector);
+  if (Object.keys(selector).length > 0) placement.nodeSelector = selector;
+  const required = obj(obj(obj(spec.affinity).nodeAffinity).requiredDuringSchedulingIgnoredDuringExecution);
+  if (Array.isArray(required.nodeSelectorTerms))
+    placement.requiredTerms = arr(required.nodeSelectorTerms).map((t) => ({
+      matchExpressions: requirements(t.matchExpressions),
+      matchFields: requirements(t.matchFields),
+    }));
+  const tolerations = arr(spec.tolerations).map((t) => {
+    const toleration: Toleration = {};
+    for (const field of ['key', 'operator', 'value', 'effect'] as const) {
+      const value = str(t[field]);
+      if (value !== undefined) toleration[field] = value;
+    }
+    return toleration;
+  });
+  if (tolerations.length > 0) placement.tolerations = tolerations;
+  return Object.keys(placement).length > 0 ? placement : undefined;
+}
+
+const requirements = (v: unknown): NodeSelectorRequirement[] =>
+  arr(v).map((r) => ({
+    key: str(r.key) ?? '',
+    operator: str(r.operator) ?? '',
+    values: Array.isArray(r.values) ? r.values.filter((x): x is string => typeof x === 'string') : [],
+  }));
 
 // What an Event's involvedObject must look like to name a pod at all: a namespace is a DNS-1123 label and a pod's
 // name a DNS-1123 subdomain (an Event is not checked for either); a uid is a UUID (36 characters; 128 leaves room).

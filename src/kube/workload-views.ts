@@ -10,7 +10,7 @@ import {
 } from '../api/v1alpha1/index.js';
 import type { WorkloadView } from '../detection/index.js';
 import type { RawObject } from './informer.js';
-import { arr, labels, numOr, obj, str, toDate, type Json } from './views.js';
+import { arr, labels, numOr, obj, placementOf, str, toDate, type Json } from './views.js';
 
 /** The DaemonSet controller's record of its template's generation; its pods carry it as pod-template-generation. */
 const DAEMONSET_TEMPLATE_GENERATION = 'deprecated.daemonset.template.generation';
@@ -41,7 +41,8 @@ function base(
   if (held) view.held = held;
   const handsOff = toDate(annotations[ROLLOUT_STAMP.handsOffUntil]);
   if (handsOff) view.handsOffUntil = handsOff;
-  if (labels(meta.labels)['app.kubernetes.io/name'] === 'sandbox-remediator') view.ownComponent = true;
+  const placement = placementOf(obj(obj(obj(raw.spec).template).spec));
+  if (placement) view.placement = placement;
   return { view, annotations };
 }
 
@@ -59,7 +60,8 @@ const partitionOf = (strategy: UpdateStrategy): number => numOr(obj(strategy.rol
  */
 function isDeploymentRollingOut(status: Json, generation: number, replicas: number): boolean {
   const progressing = arr(status.conditions).find((c) => c.type === 'Progressing');
-  if (progressing?.status === 'False' && progressing.reason === 'ProgressDeadlineExceeded') return false;
+  // Past its own progress deadline (Progressing=False, ProgressDeadlineExceeded): it waits for its owner.
+  if (progressing?.status === 'False') return false;
   const updated = numOr(status.updatedReplicas, 0);
   return (
     numOr(status.observedGeneration, 0) < generation ||

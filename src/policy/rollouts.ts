@@ -23,6 +23,11 @@ export interface RolloutFacts {
   handsOffUntil?: Date;
   /** Saturated nodes (IO pressure proven, cordoned or not) where its pods are stuck from an IO cause. */
   feeds: readonly string[];
+  /**
+   * Saturated nodes its new pods could land on (feeds among them): it has pods stuck there, runs pods there and the
+   * node is not fenced against them, or is a DaemonSet whose pods cover the node. None: it is never held nor counted.
+   */
+  reaches: readonly string[];
   /** Paused by a real run, seen by a dry run: held exactly as it is (a dry run cannot resume it). */
   frozen?: boolean;
 }
@@ -86,7 +91,8 @@ interface RolloutPass {
 
 /**
  * While the policy's nodes are under pressure: pause what feeds a saturated node, and let at most
- * maxConcurrentRollouts progress, queueing the rest in the order they started. When the pressure is gone,
+ * maxConcurrentRollouts of those that could land on one progress, queueing the rest in the order they started;
+ * rollouts that could land on none are never held nor counted. When the pressure is gone,
  * resume everything we paused. One its owner paused is never touched; one we paused that the user resumed
  * is let go and left alone for cooldownSeconds.
  */
@@ -176,11 +182,18 @@ function pauseFeeders(pass: RolloutPass): void {
     );
 }
 
-/** A paused feeder whose pods no longer feed a saturated node may go on, within the limit below. */
+/**
+ * A paused feeder whose pods no longer feed a saturated node may go on, within the limit below; one of ours that
+ * reaches no saturated node at all goes on at once (rollouts elsewhere are never held).
+ */
 function requeueFormerFeeders(pass: RolloutPass): void {
-  for (const { d, reason } of [...pass.pausedNow.values()])
-    if (reason === 'FeedsSaturatedNode' && d.feeds.length === 0 && pass.ours.has(rolloutTarget(d)))
+  for (const { d, reason } of [...pass.pausedNow.values()]) {
+    if (!pass.ours.has(rolloutTarget(d))) continue;
+    if (d.reaches.length === 0)
+      resume(pass, d, 'ReachesNoSaturatedNode', 'Resumed: its pods can land on no IO-saturated node.');
+    else if (reason === 'FeedsSaturatedNode' && d.feeds.length === 0)
       pass.pausedNow.set(rolloutTarget(d), { d, reason: 'RolloutQueued' });
+  }
 }
 
 /**
@@ -189,8 +202,9 @@ function requeueFormerFeeders(pass: RolloutPass): void {
  */
 function queueBeyondLimit(pass: RolloutPass, limit: number): number {
   const { rollouts, now } = pass.input;
+  // Only rollouts whose new pods could land on a saturated node count; the rest roll out as they please.
   const progressing = rollouts
-    .filter((d) => d.rollingOut && !d.paused && !pass.pausedNow.has(rolloutTarget(d)))
+    .filter((d) => d.reaches.length > 0 && d.rollingOut && !d.paused && !pass.pausedNow.has(rolloutTarget(d)))
     .sort(byStart);
   let room = limit - progressing.length;
   for (const d of progressing.slice(limit).reverse()) {

@@ -279,6 +279,34 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
         .map((p) => ({ ...p, data: p.data ?? { localVolumes: [], claims: [] } })),
     );
   }
+  /**
+   * A running pod of a rollout on a node (n1 by default), owned as its kind owns pods: a Deployment's through a
+   * ReplicaSet with a pod-template-hash, a StatefulSet's or DaemonSet's directly. Such a rollout's new pods may land there.
+   */
+  runsOn(kind: 'Deployment' | 'StatefulSet' | 'DaemonSet', key: string, node = 'n1'): this {
+    const [namespace = '', name = ''] = key.split('/');
+    const pod = {
+      uid: `uid-running-${name}-${node}`,
+      namespace,
+      name: `${name}-running-${node}`,
+      nodeName: node,
+      phase: 'Running',
+      createdAt: new Date(0),
+      deleting: false,
+      containers: [{ name: 'app', init: false, state: 'running' as const }],
+    };
+    this.running.push(
+      kind === 'Deployment'
+        ? {
+            ...pod,
+            labels: { 'pod-template-hash': 'h1' },
+            controllerKind: 'ReplicaSet',
+            controllerName: `${name}-h1`,
+          }
+        : { ...pod, labels: {}, controllerKind: kind, controllerName: name },
+    );
+    return this;
+  }
   /** The node affinity of the volume each claim is bound to, by namespace/claim (absent: any node). */
   readonly claimTerms = new Map<string, NodeSelectorTerm[]>();
   claimPlacements(namespace: string, claims: readonly string[]) {

@@ -1,5 +1,12 @@
 import { expect } from 'chai';
-import { observeRollouts, SETTLE_DEADLINE_MS } from '../../../src/controllers/observe-rollouts.js';
+import {
+  observeRollouts,
+  MAX_HANDS_OFF_MS,
+  reachedNodes,
+  SETTLE_DEADLINE_MS,
+  type SaturatedNode,
+} from '../../../src/controllers/observe-rollouts.js';
+import type { Placement } from '../../../src/policy/node-affinity.js';
 import { deploymentOf, type PodView } from '../../../src/detection/index.js';
 import { aPod, aRollingDeployment, T0 } from '../../support/builders.js';
 
@@ -37,6 +44,8 @@ describe('observeRollouts', () => {
       dryRun: true,
       startedAt: (d) => d.createdAt,
       now: T0,
+      saturated: [],
+      runningOn: () => undefined,
     });
     expect(facts.map((f) => [f.name, f.feeds, f.paused, f.stamps?.reason])).to.deep.equal([
       ['web', ['n1', 'n2'], false, undefined],
@@ -55,6 +64,8 @@ describe('observeRollouts', () => {
       dryRun: false,
       startedAt: (d) => d.createdAt,
       now: T0,
+      saturated: [],
+      runningOn: () => undefined,
     });
     expect(facts[0]).to.include({ paused: false });
     expect(facts[0]!.stamps).to.equal(undefined);
@@ -70,6 +81,8 @@ describe('observeRollouts', () => {
         dryRun: false,
         startedAt: () => T0,
         now: new Date(T0.getTime() + ms),
+        saturated: [],
+        runningOn: () => undefined,
       }).map((f) => f.rollingOut);
     expect(at(SETTLE_DEADLINE_MS)).to.deep.equal([true, true]);
     expect(at(SETTLE_DEADLINE_MS + 1), 'a pod that never becomes ready takes no slot').to.deep.equal([
@@ -77,4 +90,107 @@ describe('observeRollouts', () => {
       true,
     ]);
   });
+});
+
+describe('observeRollouts: hands off', () => {
+  it('takes a hands-off-until further ahead than a day as a day', () => {
+    const handsOff = (until: Date) =>
+      observeRollouts({
+        workloads: [view('web', { handsOffUntil: until })],
+        stuckOnSaturated: new Map(),
+        simulated: new Map(),
+        dryRun: false,
+        startedAt: () => T0,
+        now: T0,
+        saturated: [],
+        runningOn: () => undefined,
+      })[0]!.handsOffUntil;
+    const hour = new Date(T0.getTime() + 3_600_000);
+    expect(handsOff(hour)).to.deep.equal(hour);
+    expect(handsOff(new Date('2099-01-01T00:00:00Z'))).to.deep.equal(
+      new Date(T0.getTime() + MAX_HANDS_OFF_MS),
+    );
+  });
+});
+
+describe("reachedNodes: the saturated nodes a rollout's new pods could land on", () => {
+  const node = (name: string, fence: Partial<SaturatedNode> = {}): SaturatedNode => ({
+    name,
+    labels: { 'kubernetes.io/hostname': name, disk: 'ssd' },
+    taints: [],
+    unschedulable: false,
+    ...fence,
+  });
+  const ourTaint = { key: 'sandbox.remediator.io/io-pressure', value: 'true', effect: 'NoSchedule' };
+  const rows: {
+    name: string;
+    kind?: 'Deployment' | 'DaemonSet';
+    placement?: Placement;
+    feeds?: string[];
+    nodes: SaturatedNode[];
+    running?: Record<string, string[]>;
+    reaches: string[];
+  }[] = [
+    { name: 'stuck there', feeds: ['n1'], nodes: [node('n1', { unschedulable: true })], reaches: ['n1'] },
+    { name: 'running there, unfenced', nodes: [node('n1')], running: { n1: ['web'] }, reaches: ['n1'] },
+    {
+      name: 'running there, cordoned',
+      nodes: [node('n1', { unschedulable: true })],
+      running: { n1: ['web'] },
+      reaches: [],
+    },
+    {
+      name: 'running there, tainted',
+      nodes: [node('n1', { taints: [ourTaint] })],
+      running: { n1: ['web'] },
+      reaches: [],
+    },
+    {
+      name: 'running there, tainted, tolerated',
+      placement: { tolerations: [{ key: 'sandbox.remediator.io/io-pressure', operator: 'Exists' }] },
+      nodes: [node('n1', { taints: [ourTaint] })],
+      running: { n1: ['web'] },
+      reaches: ['n1'],
+    },
+    { name: 'running elsewhere only', nodes: [node('n1')], running: { n1: ['other'] }, reaches: [] },
+    { name: 'where running was not read', nodes: [node('n1')], reaches: [] },
+    {
+      name: 'a DaemonSet covering a cordoned node',
+      kind: 'DaemonSet',
+      nodes: [node('n1', { unschedulable: true })],
+      reaches: ['n1'],
+    },
+    {
+      name: 'a DaemonSet whose selector leaves the node out',
+      kind: 'DaemonSet',
+      placement: { nodeSelector: { disk: 'hdd' } },
+      nodes: [node('n1')],
+      reaches: [],
+    },
+    {
+      name: 'a DaemonSet that does not tolerate our taint',
+      kind: 'DaemonSet',
+      nodes: [node('n1', { taints: [ourTaint] }), node('n2')],
+      reaches: ['n2'],
+    },
+  ];
+  for (const row of rows)
+    it(`${row.reaches.length > 0 ? 'reaches' : 'does not reach'} a node: ${row.name}`, () => {
+      const kind = row.kind ?? 'Deployment';
+      const key = `${kind}/shop/web`;
+      const running = new Map(
+        Object.entries(row.running ?? {}).map(([n, names]) => [
+          n,
+          new Set(names.map((x) => `${kind}/shop/${x}`)),
+        ]),
+      );
+      const reached = reachedNodes(
+        { kind, ...(row.placement ? { placement: row.placement } : {}) },
+        key,
+        new Set(row.feeds ?? []),
+        row.nodes,
+        (n) => running.get(n),
+      );
+      expect(reached).to.deep.equal(row.reaches);
+    });
 });

@@ -164,6 +164,7 @@ describe('PolicyReconciler pacing and rollouts', () => {
     for (const name of ['a', 'b', 'c']) {
       cluster.deploymentMap.set(`shop/${name}`, rolling(name, 2));
       cluster.changeDeployment(`shop/${name}`, (d) => d); // a version in the cache
+      cluster.runsOn('Deployment', `shop/${name}`); // on the saturated n1: its new pods may land there
     }
     // c is paused first (the newest queue); while that patch is under way, the user pauses b.
     cluster.beforeNextDeploymentPatch = () => {
@@ -180,9 +181,10 @@ describe('PolicyReconciler pacing and rollouts', () => {
   });
 
   it('keeps a queued rollout waiting when the pause that was to make room for it is refused (found by make demo)', async () => {
+    // No cordon: n1 stays open to both rollouts' new pods (a cordoned node would take none of `queued`'s).
     const { cluster, reconciler } = world({
       ioPressure: IO,
-      remediation: { throttleRollouts: { maxConcurrentRollouts: 1 } },
+      remediation: { cordon: false, throttleRollouts: { maxConcurrentRollouts: 1 } },
       safety: { maxUnhealthyNodes: 1 },
     });
     // `queued` waits in our queue; `feeder` rolls out, and its new pod is stuck on the saturated n1.
@@ -197,7 +199,10 @@ describe('PolicyReconciler pacing and rollouts', () => {
       createdAt: T0,
       rollingOut: true,
     });
-    for (const key of ['shop/queued', 'shop/feeder']) cluster.changeDeployment(key, (d) => d);
+    for (const key of ['shop/queued', 'shop/feeder']) {
+      cluster.changeDeployment(key, (d) => d);
+      cluster.runsOn('Deployment', key);
+    }
     const stuck = {
       ...aPod().named('feeder-abc-1', 'shop').onNode('n1').waitingSince(T0).build(),
       controllerKind: 'ReplicaSet',
@@ -291,6 +296,7 @@ describe('PolicyReconciler pacing and rollouts', () => {
         aRollingDeployment(name, { createdAt: name === 'old' ? T0 : secondsAfter(T0, 60) }),
       );
       cluster.changeDeployment(`shop/${name}`, (d) => d);
+      cluster.runsOn('Deployment', `shop/${name}`);
     }
     let release: () => void = () => undefined;
     const held = new Promise<void>((resolve) => {

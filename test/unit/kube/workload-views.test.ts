@@ -2,7 +2,12 @@
 import { expect } from 'chai';
 import { replaceWith } from '../../../src/controllers/rollout-changes.js';
 import { rolloutOf } from '../../../src/detection/index.js';
-import { argoRolloutView, daemonSetView, statefulSetView } from '../../../src/kube/workload-views.js';
+import {
+  argoRolloutView,
+  daemonSetView,
+  deploymentView,
+  statefulSetView,
+} from '../../../src/kube/workload-views.js';
 
 const meta = (annotations: Record<string, string> = {}) => ({
   namespace: 'shop',
@@ -193,5 +198,55 @@ describe('workload views', () => {
     ).to.deep.equal({
       rollingUpdate: { partition: 0, maxUnavailable: null },
     });
+  });
+
+  it('reads a Deployment past its own progress deadline as not rolling out, whatever the reason given', () => {
+    const deployment = (progressing: object | undefined) =>
+      deploymentView({
+        kind: 'Deployment',
+        metadata: meta(),
+        spec: { replicas: 3 },
+        status: {
+          observedGeneration: 4,
+          replicas: 4,
+          updatedReplicas: 1,
+          availableReplicas: 3,
+          conditions: progressing ? [{ type: 'Progressing', ...progressing }] : [],
+        },
+      } as never)!;
+    expect(deployment(undefined).rollingOut).to.equal(true);
+    expect(deployment({ status: 'True', reason: 'ReplicaSetUpdated' }).rollingOut).to.equal(true);
+    expect(deployment({ status: 'False', reason: 'ProgressDeadlineExceeded' }).rollingOut).to.equal(false);
+    expect(deployment({ status: 'False', reason: 'SomethingElse' }).rollingOut).to.equal(false);
+  });
+
+  it("reads where a workload's pods may go from its template, and no exemption from its labels", () => {
+    const view = deploymentView({
+      kind: 'Deployment',
+      metadata: { ...meta(), labels: { 'app.kubernetes.io/name': 'sandbox-remediator' } },
+      spec: {
+        template: {
+          spec: {
+            nodeSelector: { disk: 'ssd' },
+            affinity: {
+              nodeAffinity: {
+                requiredDuringSchedulingIgnoredDuringExecution: {
+                  nodeSelectorTerms: [{ matchExpressions: [{ key: 'zone', operator: 'In', values: ['a'] }] }],
+                },
+              },
+            },
+            tolerations: [{ key: 'dedicated', operator: 'Exists', effect: 'NoSchedule' }],
+          },
+        },
+      },
+    } as never)!;
+    expect(view.placement).to.deep.equal({
+      nodeSelector: { disk: 'ssd' },
+      requiredTerms: [
+        { matchExpressions: [{ key: 'zone', operator: 'In', values: ['a'] }], matchFields: [] },
+      ],
+      tolerations: [{ key: 'dedicated', operator: 'Exists', effect: 'NoSchedule' }],
+    });
+    expect(view).to.not.have.property('ownComponent');
   });
 });

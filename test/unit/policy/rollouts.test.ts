@@ -10,7 +10,9 @@ import {
 const NOW = new Date('2026-11-30T12:00:00Z');
 const ago = (s: number) => new Date(NOW.getTime() - s * 1000);
 
+/** A Deployment whose new pods could land on the saturated node n1 (and wherever it feeds), unless told otherwise. */
 function deployment(name: string, overrides: Partial<RolloutFacts> = {}): RolloutFacts {
+  const feeds = overrides.feeds ?? [];
   return {
     kind: 'Deployment',
     namespace: 'shop',
@@ -18,10 +20,13 @@ function deployment(name: string, overrides: Partial<RolloutFacts> = {}): Rollou
     paused: false,
     rollingOut: true,
     startedAt: ago(60),
-    feeds: [],
+    feeds,
+    reaches: [...new Set(['n1', ...feeds])].sort(),
     ...overrides,
   };
 }
+/** Its new pods can land on no saturated node. */
+const elsewhere: Partial<RolloutFacts> = { reaches: [] };
 const ours = (reason: RolloutStamps['reason'], startedAt = ago(60)): Partial<RolloutFacts> => ({
   paused: true,
   stamps: { policy: 'p', since: ago(30), reason, startedAt },
@@ -159,6 +164,27 @@ describe('decideRollouts', () => {
       paused: ['b RolloutQueued'],
     },
     {
+      name: 'never holds nor counts a rollout whose pods can land on no saturated node',
+      rollouts: [
+        deployment('elsewhere-old', { ...elsewhere, startedAt: ago(300) }),
+        deployment('web', { startedAt: ago(90) }),
+        deployment('b', { startedAt: ago(10) }),
+        deployment('elsewhere-new', { ...elsewhere, startedAt: ago(5) }),
+      ],
+      actions: ['PauseRollout b RolloutQueued'],
+      paused: ['b RolloutQueued'],
+    },
+    {
+      name: 'resumes one it queued at once when its pods can no longer land on a saturated node',
+      rollouts: [
+        deployment('web', { startedAt: ago(90) }),
+        deployment('b', { ...ours('RolloutQueued'), ...elsewhere }),
+        deployment('c', { ...ours('FeedsSaturatedNode'), ...elsewhere }),
+      ],
+      actions: ['ResumeRollout b ReachesNoSaturatedNode', 'ResumeRollout c ReachesNoSaturatedNode'],
+      paused: [],
+    },
+    {
       name: 'CacheNotSynced: pauses and resumes nothing, and reports what it holds',
       rollouts: [deployment('web', { feeds: ['n1'] }), deployment('b', { ...ours('RolloutQueued') })],
       input: { cacheReady: false, pressure: false },
@@ -192,6 +218,7 @@ describe('decideRollouts', () => {
         nil: undefined,
       }),
       feeds: fc.boolean(),
+      reaches: fc.boolean(),
       startedAgo: fc.integer({ min: 0, max: 600 }),
     });
     fc.assert(
@@ -206,6 +233,8 @@ describe('decideRollouts', () => {
               rollingOut: f.rollingOut,
               startedAt: ago(f.startedAgo),
               feeds: f.feeds ? ['n1'] : [],
+              // A rollout stuck on a node reaches it.
+              reaches: f.feeds || f.reaches ? ['n1'] : [],
               ...(f.ours
                 ? { stamps: { policy: 'p', since: ago(1), reason: f.ours, startedAt: ago(f.startedAgo) } }
                 : {}),
@@ -240,11 +269,21 @@ describe('decideRollouts', () => {
           const resumed = new Set(
             decision.actions.filter((a) => a.kind === 'ResumeRollout').map((a) => a.target),
           );
+          // A rollout whose pods can land on no saturated node is never held, and held no longer once it is ours.
+          for (const d of deployments.filter((x) => x.reaches.length === 0)) {
+            const t = `deployment/${d.namespace}/${d.name}`;
+            expect(pausedAfter.has(t), `${t} held`).to.equal(false);
+            expect(decision.actions.some((a) => a.kind === 'PauseRollout' && a.target === t)).to.equal(false);
+          }
           const progressing = deployments.filter((d) => {
             const t = `deployment/${d.namespace}/${d.name}`;
-            return d.rollingOut && ((!d.paused && !pausedAfter.has(t)) || resumed.has(t));
+            return (
+              d.reaches.length > 0 && d.rollingOut && ((!d.paused && !pausedAfter.has(t)) || resumed.has(t))
+            );
           });
-          const progressingBefore = deployments.filter((d) => d.rollingOut && !d.paused).length;
+          const progressingBefore = deployments.filter(
+            (d) => d.reaches.length > 0 && d.rollingOut && !d.paused,
+          ).length;
           // Resuming never takes the count over the limit (the user's own unpaused rollouts may already be over it).
           if (pressure && resumed.size > 0) expect(progressing.length).to.be.at.most(max);
           if (pressure) expect(progressing.length).to.be.at.most(Math.max(max, progressingBefore));

@@ -275,7 +275,7 @@ export class Manager {
     const { logger, metrics, cache, fence } = this.options;
     const webhook = new WebhookServing(options, {
       // A standby gates nothing: only the leader decides, on the policies it reconciles.
-      decide: (namespace) =>
+      decide: (namespace, placement) =>
         fence.mayAct()
           ? pacingFor(
               namespace,
@@ -285,6 +285,7 @@ export class Manager {
                 .pacing()
                 .sort((a, b) => Number(b.gating) - Number(a.gating) || a.name.localeCompare(b.name)),
               this.operatorNamespace,
+              placement,
             )
           : undefined,
       onDecision: ({ gated, dryRun }) => {

@@ -78,17 +78,19 @@ export class Pacer {
     spec: SandboxPolicySpec;
     status: SandboxPolicyStatus | undefined;
     dryRun: boolean;
-    pressure: boolean;
+    /** The policy's IoPressureHigh nodes, fenced as this pass leaves them (none: no pressure). */
+    saturated: PacingPolicy['saturated'];
     now: Date;
   }): PacingPlan {
     const { policy, spec, now } = input;
     const pace = spec.remediation.throttleRollouts?.pacePodStarts;
-    const pressure = pace !== undefined && input.pressure;
+    const pressure = pace !== undefined && input.saturated.length > 0;
     const publication: PacingPolicy | undefined = pace && {
       name: policy,
       namespaceSelector: pace.namespaceSelector,
       gating: pressure && !input.dryRun && !spec.safety.paused,
       dryRun: input.dryRun || spec.safety.paused,
+      saturated: input.saturated,
     };
     const kept = rateLog(input.status?.recentGateReleases, now, [], MAX_EVICTIONS_PER_MINUTE);
     // Ours only: those of a policy that is gone or invalid are lifted by the orphan sweep.

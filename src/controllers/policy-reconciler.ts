@@ -43,7 +43,7 @@ import type { PolicyMemories, PolicyMemory, RemediationParts } from './policy-me
 import type { ReportLedger } from './report-ledger.js';
 import { sameStatus } from '../status/health-patch.js';
 import type { Reporter } from './reporter.js';
-import { saturatedNodes } from './observe-rollouts.js';
+import { saturatedNodes, saturatedPlacements } from './observe-rollouts.js';
 import type { RolloutThrottler } from './rollout-throttler.js';
 import type { StatusOverlay } from './status-overlay.js';
 
@@ -306,7 +306,11 @@ export class PolicyReconciler {
         spec,
         status: policy.status,
         dryRun,
-        pressure: observations.some((o) => o.io?.condition.status === 'True'),
+        saturated: saturatedPlacements(
+          observations,
+          new Set(observations.filter((o) => o.io?.condition.status === 'True').map((o) => o.node.name)),
+          stampsAfter,
+        ),
         now,
       }),
     };

@@ -332,6 +332,19 @@ export function namespaceView(raw: RawObject): { name: string; labels: Record<st
   return name ? { name, labels: labels(meta.labels) } : undefined;
 }
 
+/**
+ * When a pod was gated: the webhook gates a pod as it is created, so its gated-at is within a second or two of the
+ * pod's creationTimestamp (whole seconds). One further off was not written by the webhook (a pod created with our gate
+ * and annotation while the webhook was not asked), and would let the pod jump the queue: its creation time stands.
+ */
+function gatedAt(annotated: Date | undefined, created: Date | undefined): Date {
+  if (!created) return annotated ?? new Date(0);
+  return annotated && Math.abs(annotated.getTime() - created.getTime()) <= GATED_AT_SLACK_MS
+    ? annotated
+    : created;
+}
+const GATED_AT_SLACK_MS = 2_000;
+
 /** Only pods carrying our pacing gate are kept. */
 export function gatedPodView(raw: RawObject): GatedPodView | undefined {
   const meta = obj(raw.metadata);
@@ -349,7 +362,7 @@ export function gatedPodView(raw: RawObject): GatedPodView | undefined {
     name,
     uid,
     gates,
-    gatedAt: toDate(annotations[PACING_STAMP.since]) ?? toDate(meta.creationTimestamp) ?? new Date(0),
+    gatedAt: gatedAt(toDate(annotations[PACING_STAMP.since]), toDate(meta.creationTimestamp)),
   };
   const policy = annotations[PACING_STAMP.policy];
   if (policy) view.policy = policy;

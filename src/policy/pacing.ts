@@ -1,6 +1,7 @@
 // PURE: which new pods the webhook gates, and which gated pods the operator releases when. A gate we set never
 // strands a pod: it is lifted at the set rate, at once when the pressure is gone, and anyway after maxGateSeconds.
 import { matchesSelector, type LabelSelector } from '../api/v1alpha1/index.js';
+import { mayLandOn, type NodeLike, type Placement } from './node-affinity.js';
 import { budgetLeft, nextFreeAt } from './rate-window.js';
 
 /** What the webhook knows of a policy that paces pod starts. */
@@ -10,6 +11,8 @@ export interface PacingPolicy {
   /** Some node of the policy is IoPressureHigh, and the policy is neither paused nor a dry run. */
   gating: boolean;
   dryRun: boolean;
+  /** Its IoPressureHigh nodes, fenced as they stand: a new pod is gated only if it could land on one of them. */
+  saturated: readonly (NodeLike & { unschedulable: boolean })[];
 }
 
 /** Never paced, whatever a selector says. */
@@ -24,11 +27,17 @@ export function pacingFor(
   namespaceLabels: Readonly<Record<string, string>> | undefined,
   policies: readonly PacingPolicy[],
   operatorNamespace: string | undefined,
+  placement: Placement = {},
 ): PacingPolicy | undefined {
   if (UNPACED_NAMESPACES.has(namespace) || namespace === operatorNamespace || !namespaceLabels)
     return undefined;
+  // A pod whose nodeSelector, affinity or tolerations keep it off every saturated, unfenced node is never gated: its
+  // start does not touch a saturated disk.
   return policies.find(
-    (p) => (p.gating || p.dryRun) && matchesSelector(p.namespaceSelector, namespaceLabels),
+    (p) =>
+      (p.gating || p.dryRun) &&
+      matchesSelector(p.namespaceSelector, namespaceLabels) &&
+      p.saturated.some((node) => mayLandOn(placement, node)),
   );
 }
 
@@ -77,7 +86,8 @@ export function decideGateReleases<P extends GatedPod>(input: ReleaseInput<P>): 
     else waiting.push(pod);
   }
   const budget = budgetLeft(input.maxPodStartsPerMinute, input.recentReleases, now);
-  const paced = waiting.splice(0, budget);
+  const paced = byNamespaceInTurn(waiting).slice(0, budget);
+  waiting.splice(0, waiting.length, ...waiting.filter((p) => !paced.includes(p)));
   for (const pod of paced) releases.push({ pod, reason: 'Paced' });
   const candidates: number[] = [];
   if (waiting.length > 0) {
@@ -88,4 +98,24 @@ export function decideGateReleases<P extends GatedPod>(input: ReleaseInput<P>): 
   }
   const next = Math.min(...candidates);
   return Number.isFinite(next) ? { releases, nextAt: new Date(next) } : { releases };
+}
+
+/**
+ * Pods in the order the rate releases them: namespaces take turns, each its oldest first, the namespace with the
+ * oldest pod first; so one namespace creating pods in bulk cannot use up maxPodStartsPerMinute for all the others.
+ */
+export function byNamespaceInTurn<P extends GatedPod>(oldestFirst: readonly P[]): P[] {
+  const queues = new Map<string, P[]>();
+  for (const pod of oldestFirst) {
+    const queue = queues.get(pod.namespace);
+    if (queue) queue.push(pod);
+    else queues.set(pod.namespace, [pod]);
+  }
+  const order: P[] = [];
+  for (let round = 0; order.length < oldestFirst.length; round++)
+    for (const queue of queues.values()) {
+      const pod = queue[round];
+      if (pod) order.push(pod);
+    }
+  return order;
 }

@@ -3,8 +3,9 @@
 // them current), so an answer takes microseconds and never waits on the API.
 import { createServer, type Server } from 'node:https';
 import { PACING_GATE, PACING_STAMP } from '../api/v1alpha1/index.js';
-import { isJson } from '../kube/views.js';
+import { isJson, placementOf } from '../kube/views.js';
 import { listen } from '../observability/server.js';
+import type { Placement } from '../policy/node-affinity.js';
 import type { PacingPolicy } from '../policy/pacing.js';
 import type { ServingCert } from './certs.js';
 
@@ -17,8 +18,8 @@ export const MAX_CONNECTIONS = 64;
 export const REQUEST_TIMEOUT_MS = 10_000;
 
 export interface WebhookDeps {
-  /** Which policy, if any, gates a new pod in this namespace now. */
-  decide(namespace: string): PacingPolicy | undefined;
+  /** Which policy, if any, gates a new pod in this namespace now, with this placement (pacingFor). */
+  decide(namespace: string, placement: Placement): PacingPolicy | undefined;
   onDecision?(decision: { policy: string; namespace: string; gated: boolean; dryRun: boolean }): void;
   logger: { warn(message: string, fields?: Record<string, unknown>): void };
 }
@@ -34,16 +35,20 @@ export interface AdmissionRequest {
   };
 }
 
-/** The JSON patch that gates a pod, or undefined when it must not be gated (bound already, or gated by us). */
+/**
+ * The JSON patch that gates a pod, or undefined when it must not be gated (bound already). A pod that comes with our
+ * gate has our annotations written over all the same: a gated-at its creator chose would let it jump the queue.
+ */
 export function gatePatch(request: AdmissionRequest, policy: string, now: Date): object[] | undefined {
   const pod = request.object;
   if (!pod || pod.spec?.nodeName) return undefined; // a pod bound past the scheduler cannot carry gates
   const gates = pod.spec?.schedulingGates;
-  if (gates?.some((g) => g.name === PACING_GATE)) return undefined;
   const escape = (key: string) => key.replace(/~/g, '~0').replace(/\//g, '~1');
-  const patch: object[] = gates
-    ? [{ op: 'add', path: '/spec/schedulingGates/-', value: { name: PACING_GATE } }]
-    : [{ op: 'add', path: '/spec/schedulingGates', value: [{ name: PACING_GATE }] }];
+  const patch: object[] = gates?.some((g) => g.name === PACING_GATE)
+    ? []
+    : gates
+      ? [{ op: 'add', path: '/spec/schedulingGates/-', value: { name: PACING_GATE } }]
+      : [{ op: 'add', path: '/spec/schedulingGates', value: [{ name: PACING_GATE }] }];
   const stamps = { [PACING_STAMP.policy]: policy, [PACING_STAMP.since]: now.toISOString() };
   if (pod.metadata?.annotations) {
     for (const [key, value] of Object.entries(stamps))
@@ -91,7 +96,10 @@ export function review(request: AdmissionRequest, deps: WebhookDeps, now: Date):
   const response: Record<string, unknown> = { uid: request.uid ?? '', allowed: true };
   const namespace = typeof request.namespace === 'string' ? request.namespace : '';
   if (isPodCreate(request)) {
-    const policy = deps.decide(namespace);
+    const policy = deps.decide(
+      namespace,
+      placementOf(isJson(request.object?.spec) ? request.object.spec : {}) ?? {},
+    );
     if (policy) {
       // A dry run decides the same, and changes nothing.
       const patch = gatePatch(request, policy.name, now);

@@ -4,7 +4,15 @@ import fc from 'fast-check';
 import { MAX_FAILURE_MESSAGE_CHARS } from '../../../src/detection/index.js';
 import type { RawObject } from '../../../src/kube/informer.js';
 import { nodeChange } from '../../../src/controllers/node-changes.js';
-import { eventView, healthView, nodeLeaseView, nodeView, podData, podView } from '../../../src/kube/views.js';
+import {
+  eventView,
+  gatedPodView,
+  healthView,
+  nodeLeaseView,
+  nodeView,
+  podData,
+  podView,
+} from '../../../src/kube/views.js';
 
 const UID = '0b1c6a52-3f0e-4c8e-9a43-0d6c2b8f4e11';
 const IO_MESSAGE =
@@ -469,4 +477,47 @@ describe('podData: what a running pod keeps on its node', () => {
   it('reads nothing of a pod with no spec', () => {
     expect(podData({ apiVersion: 'v1', kind: 'Pod' })).to.deep.equal({ localVolumes: [], claims: [] });
   });
+});
+
+describe('gatedPodView: when a pod was gated', () => {
+  const gated = (annotations: Record<string, string>) =>
+    gatedPodView({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: {
+        name: 'p',
+        namespace: 'shop',
+        uid: 'u',
+        creationTimestamp: '2026-12-01T10:00:00Z',
+        annotations,
+      },
+      spec: { schedulingGates: [{ name: 'sandbox.remediator.io/paced' }] },
+    } as unknown as RawObject)?.gatedAt.toISOString();
+  const rows: [string, Record<string, string>, string][] = [
+    [
+      "the webhook's stamp",
+      { 'sandbox.remediator.io/gated-at': '2026-12-01T10:00:00.480Z' },
+      '2026-12-01T10:00:00.480Z',
+    ],
+    [
+      'a stamp a moment before the whole second',
+      { 'sandbox.remediator.io/gated-at': '2026-12-01T09:59:59.900Z' },
+      '2026-12-01T09:59:59.900Z',
+    ],
+    [
+      'a forged stamp long before creation',
+      { 'sandbox.remediator.io/gated-at': '2000-01-01T00:00:00Z' },
+      '2026-12-01T10:00:00.000Z',
+    ],
+    [
+      'a forged stamp after creation',
+      { 'sandbox.remediator.io/gated-at': '2026-12-01T11:00:00Z' },
+      '2026-12-01T10:00:00.000Z',
+    ],
+    ['no stamp', {}, '2026-12-01T10:00:00.000Z'],
+  ];
+  for (const [name, annotations, expected] of rows)
+    it(`takes ${expected} for ${name}`, () => {
+      expect(gated(annotations)).to.equal(expected);
+    });
 });

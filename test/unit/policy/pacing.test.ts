@@ -1,5 +1,7 @@
 import { expect } from 'chai';
+import type { Placement } from '../../../src/policy/node-affinity.js';
 import {
+  byNamespaceInTurn,
   decideGateReleases,
   pacingFor,
   type GatedPod,
@@ -18,13 +20,69 @@ const names = (d: ReturnType<typeof decideGateReleases>) =>
   d.releases.map((r) => `${r.pod.name} ${r.reason}`);
 
 describe('pacingFor', () => {
+  const saturated = (
+    fence: { unschedulable?: boolean; taints?: { key: string; effect: string }[] } = {},
+  ) => ({
+    name: 'n1',
+    labels: { 'kubernetes.io/hostname': 'n1', zone: 'a' },
+    taints: fence.taints ?? [],
+    unschedulable: fence.unschedulable ?? false,
+  });
   const policy = (name: string, overrides: Partial<PacingPolicy> = {}): PacingPolicy => ({
     name,
     namespaceSelector: { matchLabels: { pacing: 'on' } },
     gating: true,
     dryRun: false,
+    saturated: [saturated()],
     ...overrides,
   });
+  const rows: { name: string; placement: Placement; nodes: PacingPolicy['saturated']; gated: boolean }[] = [
+    { name: 'any pod, an open saturated node', placement: {}, nodes: [saturated()], gated: true },
+    { name: 'no saturated node', placement: {}, nodes: [], gated: false },
+    {
+      name: 'a cordoned saturated node',
+      placement: {},
+      nodes: [saturated({ unschedulable: true })],
+      gated: false,
+    },
+    {
+      name: 'a tainted saturated node',
+      placement: {},
+      nodes: [saturated({ taints: [{ key: 'sandbox.remediator.io/io-pressure', effect: 'NoSchedule' }] })],
+      gated: false,
+    },
+    {
+      name: 'a pod that tolerates the taint',
+      placement: { tolerations: [{ key: 'sandbox.remediator.io/io-pressure', operator: 'Exists' }] },
+      nodes: [saturated({ taints: [{ key: 'sandbox.remediator.io/io-pressure', effect: 'NoSchedule' }] })],
+      gated: true,
+    },
+    {
+      name: 'a nodeSelector for another zone',
+      placement: { nodeSelector: { zone: 'b' } },
+      nodes: [saturated()],
+      gated: false,
+    },
+    {
+      name: 'required affinity for another node',
+      placement: {
+        requiredTerms: [{ matchFields: [{ key: 'metadata.name', operator: 'In', values: ['n2'] }] }],
+      },
+      nodes: [saturated()],
+      gated: false,
+    },
+  ];
+  for (const row of rows)
+    it(`${row.gated ? 'gates' : 'admits ungated'} ${row.name}`, () => {
+      const found = pacingFor(
+        'shop',
+        { pacing: 'on' },
+        [policy('a', { saturated: row.nodes })],
+        'ops',
+        row.placement,
+      );
+      expect(found?.name).to.equal(row.gated ? 'a' : undefined);
+    });
   it('picks the first policy whose selector takes the namespace', () => {
     expect(pacingFor('shop', { pacing: 'on' }, [policy('a'), policy('b')], 'ops')?.name).to.equal('a');
     expect(pacingFor('shop', { pacing: 'off' }, [policy('a')], 'ops')).to.equal(undefined);
@@ -48,6 +106,28 @@ describe('pacingFor', () => {
 
 describe('decideGateReleases', () => {
   const base = { maxPodStartsPerMinute: 2, maxGateSeconds: 600, now: NOW };
+  it('takes namespaces in turn, so one namespace cannot use up the rate', () => {
+    const inNs = (namespace: string, name: string, secondsAgo: number): GatedPod => ({
+      ...pod(name, secondsAgo),
+      namespace,
+    });
+    const bulk = [1, 2, 3, 4].map((i) => inNs('bulk', `b${i}`, 100 - i));
+    const d = decideGateReleases({
+      ...base,
+      maxPodStartsPerMinute: 3,
+      pressure: true,
+      gated: [...bulk, inNs('shop', 's1', 50), inNs('api', 'a1', 10)],
+      recentReleases: [],
+    });
+    expect(names(d)).to.deep.equal(['b1 Paced', 's1 Paced', 'a1 Paced']);
+    expect(byNamespaceInTurn([...bulk, inNs('shop', 's1', 50)]).map((p) => p.name)).to.deep.equal([
+      'b1',
+      's1',
+      'b2',
+      'b3',
+      'b4',
+    ]);
+  });
   it('lifts at most maxPodStartsPerMinute, oldest first, and says when the next may go', () => {
     const d = decideGateReleases({
       ...base,

@@ -20,8 +20,11 @@ const decoded = (answer: object) => {
       : undefined,
   };
 };
-const deps = (gating: boolean, decisions: unknown[] = []) => ({
-  decide: () => ({ name: 'p', namespaceSelector: {}, gating, dryRun: !gating }),
+const deps = (gating: boolean, decisions: unknown[] = [], placements: unknown[] = []) => ({
+  decide: (_namespace: string, placement: unknown) => {
+    placements.push(placement);
+    return { name: 'p', namespaceSelector: {}, gating, dryRun: !gating, saturated: [] };
+  },
   onDecision: (d: unknown) => decisions.push(d),
   logger: { warn: () => undefined },
 });
@@ -52,15 +55,34 @@ describe('pacing webhook', () => {
       { op: 'add', path: '/metadata/annotations/sandbox.remediator.io~1gated-at', value: NOW.toISOString() },
     ]);
   });
-  it('leaves alone pods bound past the scheduler, pods gated already, and anything but CREATE', () => {
+  it('writes its own stamps over those a pod comes with, so a forged gated-at cannot jump the queue', () => {
+    const forged = {
+      metadata: {
+        annotations: {
+          'sandbox.remediator.io/gated-at': '2000-01-01T00:00:00Z',
+          'sandbox.remediator.io/gated-by': 'fast',
+        },
+      },
+      spec: { schedulingGates: [{ name: 'sandbox.remediator.io/paced' }] },
+    };
+    expect(gatePatch(request(forged).request, 'p', NOW)).to.deep.equal([
+      { op: 'add', path: '/metadata/annotations/sandbox.remediator.io~1gated-by', value: 'p' },
+      { op: 'add', path: '/metadata/annotations/sandbox.remediator.io~1gated-at', value: NOW.toISOString() },
+    ]);
+  });
+  it('asks with where the pod may be scheduled', () => {
+    const placements: unknown[] = [];
+    review(
+      request({ spec: { nodeSelector: { zone: 'b' }, tolerations: [{ operator: 'Exists' }] } }).request,
+      deps(true, [], placements),
+      NOW,
+    );
+    expect(placements).to.deep.equal([
+      { nodeSelector: { zone: 'b' }, tolerations: [{ operator: 'Exists' }] },
+    ]);
+  });
+  it('leaves alone pods bound past the scheduler, and anything but CREATE', () => {
     expect(gatePatch(request({ spec: { nodeName: 'n1' } }).request, 'p', NOW)).to.equal(undefined);
-    expect(
-      gatePatch(
-        request({ spec: { schedulingGates: [{ name: 'sandbox.remediator.io/paced' }] } }).request,
-        'p',
-        NOW,
-      ),
-    ).to.equal(undefined);
     expect(decoded(review(request({ spec: {} }, 'UPDATE').request, deps(true), NOW)).patch).to.equal(
       undefined,
     );

@@ -20,7 +20,7 @@ export function nodeChange(
   stampsAfter: NodeStamps | undefined,
   resourceVersion: string | undefined,
 ): NodeChange {
-  const change: NodeChange = { node: node.name, annotations: stampAnnotations(stampsAfter) };
+  const change: NodeChange = { node: node.name, annotations: stampAnnotations(stampsAfter, node.uid) };
   if (resourceVersion) change.resourceVersion = resourceVersion;
   let taints = [...node.taints];
   let taintsChanged = false;

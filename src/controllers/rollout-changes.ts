@@ -79,12 +79,15 @@ export function workloadChange(
   if (action.kind === 'PauseRollout') {
     const { spec, held } = hold(w);
     change.spec = spec;
-    change.annotations = { ...rolloutStampAnnotations(action.stamps), ...heldStrategyAnnotations(held) };
+    change.annotations = {
+      ...rolloutStampAnnotations(action.stamps, w.uid),
+      ...heldStrategyAnnotations(held),
+    };
     return change;
   }
   const handsOff = action.kind === 'ReleaseRollout' ? action.handsOffUntil : undefined;
   change.annotations = {
-    ...rolloutStampAnnotations(undefined, handsOff),
+    ...rolloutStampAnnotations(undefined, w.uid, handsOff),
     ...heldStrategyAnnotations(undefined),
   };
   const spec = action.kind === 'ResumeRollout' ? release(w) : undefined;

@@ -264,7 +264,7 @@ export function nodeView(raw: RawObject): NodeView | undefined {
   };
   const runtime = str(obj(status.nodeInfo).containerRuntimeVersion);
   if (runtime) view.runtimeVersion = runtime;
-  const stamps = readStamps(labels(meta.annotations));
+  const stamps = readStamps(labels(meta.annotations), view.uid);
   if (stamps) view.stamps = stamps;
   const own = arr(status.conditions).find((c) => c.type === NODE_CONDITION_TYPE);
   if (own) view.ownCondition = ownCondition(own);

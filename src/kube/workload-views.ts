@@ -35,7 +35,7 @@ function base(
     createdAt: toDate(meta.creationTimestamp) ?? new Date(0),
     rollingOut: false,
   };
-  const stamps = readRolloutStamps(annotations);
+  const stamps = readRolloutStamps(annotations, view.uid);
   if (stamps) view.stamps = stamps;
   const held = stamps && readHeldStrategy(annotations);
   if (held) view.held = held;

@@ -36,6 +36,8 @@ export type Guard =
   | 'SystemCritical'
   /** Migration only: what the pod keeps on the node was not read, so moving it is not verified to lose nothing. */
   | 'PodDataUnknown'
+  /** Undo only: another fence stands on the node (a NodeMaintenance, a taint added after ours). */
+  | 'OtherFence'
   /** Not decided here: the Eviction API answered 429 for a PodDisruptionBudget. */
   | 'DisruptionBudget'
   /** Not decided here: the apiserver refused the change for what it is (400/422); not retried as it is. */

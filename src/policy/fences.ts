@@ -23,3 +23,22 @@ export function isFenced(facts: NodeFacts, spec: SandboxPolicySpec): boolean {
 /** New pods can land on the node: Ready and not fenced. */
 export const isSchedulable = (facts: NodeFacts, spec: SandboxPolicySpec): boolean =>
   facts.ready && !isFenced(facts, spec);
+
+/** The taint node-maintenance-operator puts on a node it drains (a NodeMaintenance). */
+export const NODE_MAINTENANCE_TAINT = 'medik8s.io/drain';
+
+/**
+ * Other managers' fencing taints: NoSchedule or NoExecute, not ours (our key, `ours`), and not the node lifecycle's
+ * own (node.kubernetes.io/*: a cordon's unschedulable taint, not-ready, the pressure conditions), which come and go
+ * with the node's state.
+ */
+export function foreignFencingTaints(
+  taints: readonly { key: string; effect: string }[],
+  ours: string | undefined,
+): string[] {
+  return taints
+    .filter(
+      (t) => FENCING_EFFECTS.has(t.effect) && t.key !== ours && !t.key.startsWith('node.kubernetes.io/'),
+    )
+    .map((t) => t.key);
+}

@@ -2,7 +2,7 @@
 // come later): each says what holds an action and why, or undefined when nothing does.
 import type { ActionKind, MigrateWorkloads, NodeStamps } from '../api/v1alpha1/index.js';
 import { isEviction } from './actions.js';
-import { isFenced } from './fences.js';
+import { foreignFencingTaints, isFenced, NODE_MAINTENANCE_TAINT } from './fences.js';
 import {
   heldUntil,
   holderName,
@@ -62,6 +62,36 @@ export function guardNodeLease(pass: RemediationPass, facts: NodeFacts): Hold | 
   const { lease } = facts;
   const { policy, now } = pass.input;
   return lease && isHeldByOther(lease, leaseHolder(policy), now) ? leaseHeldBy(facts.name, lease) : undefined;
+}
+
+/**
+ * What holds an undo while another fence stands on the node, so that a person's or another operator's work is not
+ * undone by ours: the medik8s lease held by another (NodeHealthCheck, node-maintenance-operator), a NodeMaintenance
+ * (its drain taint), or a fencing taint another manager added after our fence (stamps.taintsBefore; unknown on stamps
+ * written before it was kept, and then only the first two are seen). Our cordon and theirs look the same on a Node;
+ * uncordoning would end theirs too.
+ */
+export function guardOtherFence(
+  pass: RemediationPass,
+  facts: NodeFacts,
+  stamps: NodeStamps,
+): Hold | undefined {
+  const held = guardNodeLease(pass, facts);
+  if (held) return { ...held, message: `${held.message}; the undo waits` };
+  const foreign = foreignFencingTaints(facts.taints, stamps.taint?.key);
+  if (foreign.includes(NODE_MAINTENANCE_TAINT))
+    return {
+      guard: 'OtherFence',
+      message: `a NodeMaintenance drains the node (taint ${NODE_MAINTENANCE_TAINT}): the undo waits until it ends`,
+    };
+  const before = stamps.taintsBefore;
+  const added = before ? foreign.filter((key) => !before.includes(key)) : [];
+  if (added.length > 0)
+    return {
+      guard: 'OtherFence',
+      message: `taint ${added.join(', ')} was added after our fence, by another manager: the undo waits while it stands (kubectl sandbox release hands the node over)`,
+    };
+  return undefined;
 }
 
 /** More nodes unhealthy than maxUnhealthyNodes allows: a storm. */

@@ -2,11 +2,12 @@
 // needs and records what it decides, or what held it, in the pass.
 import type { ActionKind, NodeStamps, SandboxPolicySpec, Taint } from '../api/v1alpha1/index.js';
 import { revertedByOthers as reverted, undoActions, type Eviction } from './actions.js';
-import { FENCING_EFFECTS, isFenced, isSchedulable } from './fences.js';
+import { FENCING_EFFECTS, foreignFencingTaints, isFenced, isSchedulable } from './fences.js';
 import {
   FROZEN,
   guardEvictionRate,
   guardEvictionReserve,
+  guardOtherFence,
   guardMigration,
   guardMinSchedulable,
   guardNode,
@@ -68,7 +69,10 @@ export function letGoOfRevertedStamps(pass: RemediationPass, facts: NodeFacts, s
 export function undoOnRecovery(pass: RemediationPass, facts: NodeFacts, stamps: NodeStamps): void {
   if (!pass.input.spec.remediation.undoOnRecovery) return;
   const kind: ActionKind = stamps.cordoned ? 'Uncordon' : 'Untaint';
-  const hold = guardNode(pass, facts, kind) ?? guardRemediationCooldown(pass, stamps);
+  const hold =
+    guardNode(pass, facts, kind) ??
+    guardRemediationCooldown(pass, stamps) ??
+    guardOtherFence(pass, facts, stamps);
   if (hold) {
     blockNode(pass, facts, kind, hold);
     return;
@@ -145,7 +149,14 @@ function placeFence(
   const { name } = facts;
   const target = nodeTarget(name);
   const reason = `Sandbox creation stuck from IO${spec.remediation.requireIoPressure ? ' under verified IO pressure' : ''} (${facts.ioStuckPods.length} pod(s)).`;
-  let stamps = facts.stamps ?? { policy, since: now, reason, cordoned: false };
+  let stamps = facts.stamps ?? {
+    policy,
+    since: now,
+    reason,
+    cordoned: false,
+    // What fenced it before us, so that a fence another manager adds later holds our undo (guardOtherFence).
+    taintsBefore: foreignFencingTaints(facts.taints, fence.taint?.key),
+  };
   if (fence.cordon) {
     stamps = { ...stamps, cordoned: true };
     pass.actions.push({

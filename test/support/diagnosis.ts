@@ -150,7 +150,7 @@ export function aNode(
     taints: unschedulable ? [{ key: 'node.kubernetes.io/unschedulable', effect: 'NoSchedule' }] : [],
     conditions: [{ type: 'Ready', status: 'True' }],
   };
-  const stamps = readStamps(annotations);
+  const stamps = readStamps(annotations, view.uid);
   if (stamps) view.stamps = stamps;
   return { view, annotations };
 }

@@ -245,7 +245,7 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
         conflict(`deployment/${key} was changed since resourceVersion ${change.resourceVersion}`),
       );
     const annotations = new Map(
-      Object.entries(rolloutStampAnnotations(d.stamps, d.handsOffUntil)).filter(
+      Object.entries(rolloutStampAnnotations(d.stamps, d.uid, d.handsOffUntil)).filter(
         (e): e is [string, string] => e[1] !== null,
       ),
     );
@@ -255,7 +255,7 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
     }
     const paused = change.spec && 'paused' in change.spec ? change.spec.paused === true : d.paused;
     const updated: WorkloadView = { ...d, paused };
-    const stamps = readRolloutStamps(Object.fromEntries(annotations));
+    const stamps = readRolloutStamps(Object.fromEntries(annotations), d.uid);
     if (stamps) updated.stamps = stamps;
     else delete updated.stamps;
     const handsOff = annotations.get(ROLLOUT_STAMP.handsOffUntil);
@@ -365,7 +365,9 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
         conflict(`node/${change.node} was changed since resourceVersion ${change.resourceVersion}`),
       );
     const annotations = new Map(
-      Object.entries(stampAnnotations(node.stamps)).filter((e): e is [string, string] => e[1] !== null),
+      Object.entries(stampAnnotations(node.stamps, node.uid)).filter(
+        (e): e is [string, string] => e[1] !== null,
+      ),
     );
     for (const [k, v] of Object.entries(change.annotations)) {
       if (v === null) annotations.delete(k);
@@ -376,7 +378,7 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
       unschedulable: change.unschedulable ?? node.unschedulable,
       taints: change.taints ?? node.taints,
     };
-    const stamps = readStamps(Object.fromEntries(annotations));
+    const stamps = readStamps(Object.fromEntries(annotations), node.uid);
     if (stamps) updated.stamps = stamps;
     else delete updated.stamps;
     return Promise.resolve(this.commit(`Node/${change.node}`, () => this.nodeMap.set(change.node, updated)));

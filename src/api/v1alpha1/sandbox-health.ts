@@ -228,7 +228,7 @@ export const BlockedActionSchema = z
     guard: z
       .string()
       .describe(
-        'The guard that holds it: StormLimit, MinSchedulableNodes, EvictionRate, Cooldown, Paused, DryRun, NodeNotReady, ControlPlaneNode, NodeLease (another holder has the medik8s lease of the node), CacheNotSynced, NodeStillSchedulable, NoController, DaemonSetPod, MirrorPod, NoMigrateLabel, ProtectedNamespace, LocalStorage, NodeBoundVolume, SystemCritical, PodDataUnknown, DisruptionBudget or RefusedByApi.',
+        'The guard that holds it: StormLimit, MinSchedulableNodes, EvictionRate, Cooldown, Paused, DryRun, NodeNotReady, ControlPlaneNode, NodeLease (another holder has the medik8s lease of the node), CacheNotSynced, NodeStillSchedulable, NoController, DaemonSetPod, MirrorPod, NoMigrateLabel, ProtectedNamespace, LocalStorage, NodeBoundVolume, SystemCritical, PodDataUnknown, OtherFence (an undo waits for another fence: a NodeMaintenance, a taint added after ours), DisruptionBudget or RefusedByApi.',
       ),
     message: z.string().max(1024).describe('Why, with the numbers.'),
     since: time().describe('Since when it has been blocked.'),

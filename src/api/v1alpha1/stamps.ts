@@ -10,6 +10,10 @@ export const STAMP = {
   reason: `${KEY_PREFIX}remediation-reason`,
   cordoned: `${KEY_PREFIX}cordoned`,
   taint: `${KEY_PREFIX}taint`,
+  /** The uid of the Node the stamps were written on: copied onto another object, they are not ours there. */
+  uid: `${KEY_PREFIX}remediated-uid`,
+  /** The keys of other managers' fencing taints (NoSchedule, NoExecute) on the node when we fenced it. */
+  taintsBefore: `${KEY_PREFIX}taints-before`,
 } as const;
 
 export interface Taint {
@@ -26,6 +30,11 @@ export interface NodeStamps {
   cordoned: boolean;
   /** The taint we added. */
   taint?: Taint;
+  /**
+   * Other managers' fencing taint keys on the node when we first fenced it; a fencing taint not among them was added
+   * after our fence, by someone else, and our undo waits while it stands. Absent on stamps written before it was kept.
+   */
+  taintsBefore?: string[];
 }
 
 export function formatTaint(taint: Taint): string {
@@ -42,10 +51,20 @@ export function parseTaint(text: string): Taint | undefined {
 export const sameTaint = (a: Taint, b: Taint) =>
   a.key === b.key && (a.value ?? '') === (b.value ?? '') && a.effect === b.effect;
 
+/**
+ * Whether stamps name this object: they name its uid, or (written before uids were stamped) none. Stamps that name
+ * another uid were copied from another object, with a manifest or a backup, and are not ours.
+ */
+const stampedOn = (stampedUid: string | undefined, uid: string): boolean =>
+  stampedUid === undefined || stampedUid === uid;
+
 /** Our stamps from a Node's annotations, or undefined when the node carries none (it is not ours). */
-export function readStamps(annotations: Readonly<Record<string, string>>): NodeStamps | undefined {
+export function readStamps(
+  annotations: Readonly<Record<string, string>>,
+  uid: string,
+): NodeStamps | undefined {
   const policy = annotations[STAMP.policy];
-  if (!policy) return undefined;
+  if (!policy || !stampedOn(annotations[STAMP.uid], uid)) return undefined;
   const since = new Date(annotations[STAMP.since] ?? '');
   const stamps: NodeStamps = {
     policy,
@@ -57,11 +76,13 @@ export function readStamps(annotations: Readonly<Record<string, string>>): NodeS
   const taintText = annotations[STAMP.taint];
   const taint = taintText ? parseTaint(taintText) : undefined;
   if (taint) stamps.taint = taint;
+  const before = annotations[STAMP.taintsBefore];
+  if (before !== undefined) stamps.taintsBefore = before === '' ? [] : before.split(',');
   return stamps;
 }
 
-/** The annotation values that record `stamps`; null removes a key (merge-patch semantics). */
-export function stampAnnotations(stamps: NodeStamps | undefined): Record<string, string | null> {
+/** The annotation values that record `stamps` on the object `uid`; null removes a key (merge-patch semantics). */
+export function stampAnnotations(stamps: NodeStamps | undefined, uid: string): Record<string, string | null> {
   if (!stamps) return Object.fromEntries(Object.values(STAMP).map((key) => [key, null]));
   return {
     [STAMP.policy]: stamps.policy,
@@ -69,6 +90,8 @@ export function stampAnnotations(stamps: NodeStamps | undefined): Record<string,
     [STAMP.reason]: stamps.reason.slice(0, 1024),
     [STAMP.cordoned]: stamps.cordoned ? 'true' : null,
     [STAMP.taint]: stamps.taint ? formatTaint(stamps.taint) : null,
+    [STAMP.uid]: uid,
+    [STAMP.taintsBefore]: stamps.taintsBefore ? stamps.taintsBefore.join(',') : null,
   };
 }
 
@@ -84,6 +107,8 @@ export const ROLLOUT_STAMP = {
   heldPartition: `${KEY_PREFIX}held-partition`,
   /** Not a claim: the user resumed one we paused, and we keep our hands off until then. */
   handsOffUntil: `${KEY_PREFIX}hands-off-until`,
+  /** The uid of the object the stamps were written on (see STAMP.uid). */
+  uid: `${KEY_PREFIX}paused-uid`,
 } as const;
 
 /** A StatefulSet's or DaemonSet's spec.updateStrategy, as the API has it. */
@@ -149,9 +174,12 @@ const dateOr = (text: string | undefined, fallback: Date) => {
 };
 
 /** Our pause stamps from a rollout's annotations, or undefined when we did not pause it. */
-export function readRolloutStamps(annotations: Readonly<Record<string, string>>): RolloutStamps | undefined {
+export function readRolloutStamps(
+  annotations: Readonly<Record<string, string>>,
+  uid: string,
+): RolloutStamps | undefined {
   const policy = annotations[ROLLOUT_STAMP.policy];
-  if (!policy) return undefined;
+  if (!policy || !stampedOn(annotations[ROLLOUT_STAMP.uid], uid)) return undefined;
   const reason = annotations[ROLLOUT_STAMP.reason];
   const since = dateOr(annotations[ROLLOUT_STAMP.since], new Date(0));
   return {
@@ -162,9 +190,10 @@ export function readRolloutStamps(annotations: Readonly<Record<string, string>>)
   };
 }
 
-/** The annotations recording `stamps` (null removes), and optionally a hands-off time. */
+/** The annotations recording `stamps` on the object `uid` (null removes), and optionally a hands-off time. */
 export function rolloutStampAnnotations(
   stamps: RolloutStamps | undefined,
+  uid: string,
   handsOffUntil?: Date,
 ): Record<string, string | null> {
   const marks: Record<string, string | null> = stamps
@@ -173,12 +202,14 @@ export function rolloutStampAnnotations(
         [ROLLOUT_STAMP.since]: stamps.since.toISOString(),
         [ROLLOUT_STAMP.reason]: stamps.reason,
         [ROLLOUT_STAMP.startedAt]: stamps.startedAt.toISOString(),
+        [ROLLOUT_STAMP.uid]: uid,
       }
     : {
         [ROLLOUT_STAMP.policy]: null,
         [ROLLOUT_STAMP.since]: null,
         [ROLLOUT_STAMP.reason]: null,
         [ROLLOUT_STAMP.startedAt]: null,
+        [ROLLOUT_STAMP.uid]: null,
       };
   if (handsOffUntil) marks[ROLLOUT_STAMP.handsOffUntil] = handsOffUntil.toISOString();
   return marks;

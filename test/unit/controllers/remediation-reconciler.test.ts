@@ -149,6 +149,7 @@ describe('PolicyReconciler remediation', () => {
     expect(n1.stamps).to.deep.equal({
       policy: 'p',
       since: START,
+      taintsBefore: [],
       reason: `${IO_REASON} (2 pod(s)).`,
       cordoned: true,
     });

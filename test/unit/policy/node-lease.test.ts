@@ -296,7 +296,7 @@ describe('the NodeLease guard', () => {
     expect(decision.blocked.map((b) => `${b.kind} ${b.guard}`)).to.deep.equal(['Evict NodeLease']);
   });
 
-  it('still undoes what is ours on recovery while another holder has the node', () => {
+  it('waits to undo what is ours on recovery while another holder has the node (its maintenance may be under way)', () => {
     const recovered = facts({
       unschedulable: true,
       stamps,
@@ -307,7 +307,11 @@ describe('the NodeLease guard', () => {
       quietSince: at(-600),
     });
     const decision = decide(recovered);
-    expect(decision.actions.map((a) => `${a.kind} ${a.reason}`)).to.deep.equal(['Uncordon Recovered']);
-    expect(decision.blocked).to.deep.equal([]);
+    expect(decision.actions).to.deep.equal([]);
+    expect(decision.blocked.map((b) => `${b.kind} ${b.guard}`)).to.deep.equal(['Uncordon NodeLease']);
+    expect(decision.blocked[0]?.message).to.match(/the undo waits$/);
+    const { lease: _lease, ...withoutLease } = recovered;
+    const released = decide(withoutLease);
+    expect(released.actions.map((a) => `${a.kind} ${a.reason}`)).to.deep.equal(['Uncordon Recovered']);
   });
 });

@@ -307,6 +307,7 @@ describe('decideRemediation', () => {
       expect(decision.stampsAfter.get('n1')).to.deep.equal({
         policy: 'p',
         since: NOW,
+        taintsBefore: [],
         reason: 'Sandbox creation stuck from IO under verified IO pressure (2 pod(s)).',
         cordoned: true,
       });
@@ -1001,6 +1002,9 @@ describe('decideRemediation', () => {
   });
 
   describe('undo after recovery', () => {
+    const DRAIN: Taint = { key: 'medik8s.io/drain', effect: 'NoSchedule' };
+    const DEDICATED: Taint = { key: 'dedicated', value: 'db', effect: 'NoSchedule' };
+    const UPGRADE: Taint = { key: 'upgrade', effect: 'NoExecute' };
     const recoveredOurs = (stamps: Partial<NodeStamps> = {}) => aNodeFacts('n1').ours(stamps).recovered();
     runTable([
       {
@@ -1036,6 +1040,47 @@ describe('decideRemediation', () => {
         name: 'Cooldown: undoes once cooldownSeconds have passed since the remediation',
         nodes: [recoveredOurs({ since: ago(300) }), healthy('h1')],
         actions: ['Uncordon node/n1 Recovered'],
+      },
+      {
+        name: 'OtherFence: waits while a NodeMaintenance drains the node',
+        nodes: [recoveredOurs({ taintsBefore: [] }).tainted(DRAIN), healthy('h1')],
+        actions: [],
+        blocked: ['Uncordon node/n1 OtherFence'],
+        stampsAfter: { n1: STAMPED_LONG_AGO },
+      },
+      {
+        name: 'OtherFence: waits while a taint another manager added after our fence stands',
+        nodes: [
+          recoveredOurs({ taintsBefore: ['dedicated'] })
+            .tainted(DEDICATED)
+            .tainted(UPGRADE),
+          healthy('h1'),
+        ],
+        actions: [],
+        blocked: ['Uncordon node/n1 OtherFence'],
+        stampsAfter: { n1: STAMPED_LONG_AGO },
+      },
+      {
+        name: "OtherFence: undoes over a taint that was there before our fence, a PreferNoSchedule, and the lifecycle's",
+        nodes: [
+          recoveredOurs({ taintsBefore: ['dedicated'] })
+            .tainted(DEDICATED)
+            .tainted({ key: 'upgrade', effect: 'PreferNoSchedule' })
+            .tainted({ key: 'node.kubernetes.io/unschedulable', effect: 'NoSchedule' }),
+          healthy('h1'),
+        ],
+        actions: ['Uncordon node/n1 Recovered'],
+      },
+      {
+        name: 'OtherFence: stamps written before the taints were kept wait only for a NodeMaintenance',
+        nodes: [
+          recoveredOurs().tainted(UPGRADE),
+          aNodeFacts('n2').ours().recovered().tainted(DRAIN),
+          healthy('h1'),
+        ],
+        actions: ['Uncordon node/n1 Recovered'],
+        blocked: ['Uncordon node/n2 OtherFence'],
+        stampsAfter: { n2: STAMPED_LONG_AGO },
       },
       ...(['High', 'Rising', 'Recovering', 'Unknown'] as const).map((io) => ({
         name: `holds while IO is ${io}`,

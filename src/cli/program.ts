@@ -22,6 +22,7 @@ export async function parseWithCommander(argv: string[]): Promise<void> {
   addDiagnose(program);
   addClassify(program);
   addCleanup(program);
+  addRelease(program);
   addCrds(program);
   await program.parseAsync(argv);
 }
@@ -271,6 +272,41 @@ function addCleanup(program: Command): void {
     .action(async (flags: CleanupFlags) => {
       const { runCleanupCommand } = await import('./cleanup.js');
       process.exitCode = await runCleanupCommand(flags);
+    });
+}
+
+function addRelease(program: Command): void {
+  program
+    .command('release')
+    .description(
+      'Take over a node or a rollout the operator holds: drop its claim (our sandbox.remediator.io/ stamps) and leave the object exactly as it is (cordoned, tainted, paused, held at its partition), so that the operator never undoes it; you end it when you are done. For maintenance on a node the operator cordoned, or a rollout you want held longer',
+    )
+    .argument(
+      '<target>',
+      'a node (NAME or node/NAME), or a rollout: deployment|statefulset|daemonset|rollout/NAMESPACE/NAME',
+    )
+    .addOption(kubeconfigOption())
+    .option('--context <name>', 'the kubeconfig context to use (default: its current-context)')
+    .addHelpText(
+      'after',
+      [
+        '',
+        'It needs your own rights to patch the object. An Event on it (RemediationReleased) says who holds it now. A node',
+        'labelled sandbox.remediator.io/exclude=true is released the same way by the operator itself.',
+        '',
+        'Exit status: 0 when released, or when the operator holds nothing there; 1 when it failed; 2 for a usage mistake.',
+        'Examples:',
+        '  kubectl sandbox release worker-7                 keep worker-7 cordoned for your maintenance',
+        '  kubectl sandbox release deployment/shop/web      keep shop/web paused; resume it yourself',
+      ].join('\n'),
+    )
+    .showHelpAfterError(false)
+    .exitOverride((err) => {
+      process.exit(err.exitCode === 0 ? 0 : 2);
+    })
+    .action(async (target: string, flags: { kubeconfig?: string; context?: string }) => {
+      const { runRelease } = await import('./release.js');
+      process.exitCode = await runRelease(target, flags);
     });
 }
 

@@ -159,6 +159,7 @@ export function observeRollouts(input: ObserveRolloutsInput): RolloutFacts[] {
     if (w.handsOffUntil)
       f.handsOffUntil = new Date(Math.min(w.handsOffUntil.getTime(), input.now.getTime() + MAX_HANDS_OFF_MS));
     if (isFrozenByDryRun(input.dryRun, w.stamps)) f.frozen = true;
+    if (w.settling) f.settling = true;
     facts.push(f);
   }
   return facts;

@@ -1,6 +1,7 @@
 import type { Actuator } from '../actuation/actuator.js';
 import type { Logger } from '../observability/log.js';
-import { workloadKey } from '../detection/index.js';
+import { EXCLUDE_LABEL, formatTaint, type NodeStamps } from '../api/v1alpha1/index.js';
+import { workloadKey, type NodeView } from '../detection/index.js';
 import { isFrozenByDryRun, undoActions } from '../policy/actions.js';
 import { rolloutTarget } from '../policy/rollouts.js';
 import type { ClusterCache } from '../ports/cluster.js';
@@ -152,6 +153,11 @@ export class OrphanSweeper {
         result = 'unsettled';
         continue;
       }
+      if (node.labels[EXCLUDE_LABEL] === 'true') {
+        if (!(await this.releaseExcluded(node, stamps, version, failures)) && result === 'complete')
+          result = 'incomplete';
+        continue;
+      }
       const message = `No valid SandboxPolicy owns the node any more (${stamping ? `policy ${stamps.policy} no longer selects it` : `policy ${stamps.policy} is gone`}); undoing what it did.`;
       const actions = undoActions(node.name, stamps, 'PolicyGone', message);
       try {
@@ -175,6 +181,37 @@ export class OrphanSweeper {
       }
     }
     return result;
+  }
+
+  /**
+   * A node labelled sandbox.remediator.io/exclude=true is handed over, not undone: our stamps are dropped and its
+   * cordon and taint stay as they are (whoever set the label may be about to work on it), as `release` does by hand.
+   */
+  private async releaseExcluded(
+    node: NodeView,
+    stamps: NodeStamps,
+    version: string | undefined,
+    failures: Failures,
+  ): Promise<boolean> {
+    const { expectations, actuator, recorder, logger } = this.deps;
+    try {
+      expectations.expect(
+        `Node/${node.name}`,
+        await actuator.patchNode(nodeChange(node, [], undefined, version)),
+      );
+    } catch (err) {
+      failures.add(`release of node/${node.name}`, err);
+      return false;
+    }
+    const message = `Released: the node is labelled ${EXCLUDE_LABEL}=true. The claim of policy ${stamps.policy} is dropped and the node left as it is (${[stamps.cordoned && node.unschedulable ? 'cordoned' : '', stamps.taint ? `tainted ${formatTaint(stamps.taint)}` : ''].filter(Boolean).join(', ') || 'unfenced'}): the operator will not undo it.`;
+    logger.info('Released Node', { node: node.name, policy: stamps.policy, reason: 'Excluded' });
+    await recorder.record({
+      target: { kind: 'Node', name: node.name, uid: node.uid },
+      type: 'Normal',
+      reason: 'RemediationReleased',
+      message,
+    });
+    return true;
   }
 
   /**

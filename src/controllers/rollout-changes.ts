@@ -1,6 +1,6 @@
 // PURE: the one patch that carries out a rollout action on each kind, the hold and its record together, so that a
 // kill -9 between holding and recording cannot happen: a Deployment or Argo Rollout is paused by spec.paused, a
-// StatefulSet frozen by a partition at its replicas, a DaemonSet switched to OnDelete; a release puts back exactly what
+// StatefulSet frozen by a partition where its rollout stands, a DaemonSet switched to OnDelete; a release puts back exactly what
 // the hold replaced (the partition it had, the DaemonSet's whole strategy), and nothing else.
 import type { WorkloadChange } from '../actuation/actuator.js';
 import {
@@ -27,6 +27,19 @@ export function replaceWith(current: Json, wanted: Json): Json {
   return patch;
 }
 
+/**
+ * Where a StatefulSet is frozen: ordinals at or above the partition run the update revision, and a pod recreated
+ * there comes back at it, one below at the current revision. So the hold sets it at the lowest ordinal already updated
+ * (the controller updates from the top down), never below its owner's partition: a pod of the rollout recreated during
+ * the hold (evicted, by us too, or lost with its node) keeps its owner's change, and no pod that was not yet updated
+ * is. At the replica count, as before, no updated pod would keep it.
+ */
+export function heldPartition(w: Pick<WorkloadView, 'replicas' | 'updatedReplicas' | 'strategy'>): number {
+  const replicas = w.replicas ?? 1;
+  const owners = Number(w.strategy?.rollingUpdate?.partition ?? 0);
+  return Math.max(Number.isInteger(owners) ? owners : 0, replicas - (w.updatedReplicas ?? 0));
+}
+
 /** How a kind is held: the spec patch, and for a StatefulSet or DaemonSet the strategy it replaces. */
 function hold(w: WorkloadView): { spec: Json; held?: HeldStrategy } {
   const strategy: UpdateStrategy = w.strategy ?? {};
@@ -35,9 +48,10 @@ function hold(w: WorkloadView): { spec: Json; held?: HeldStrategy } {
     case 'Rollout':
       return { spec: { paused: true } };
     case 'StatefulSet': {
-      // Ordinals at or above the partition are updated: at the replica count, none is.
-      const partition = w.replicas ?? 1;
-      return { spec: { updateStrategy: { rollingUpdate: { partition } } }, held: { strategy, partition } };
+      return {
+        spec: { updateStrategy: { rollingUpdate: { partition: heldPartition(w) } } },
+        held: { strategy, partition: heldPartition(w) },
+      };
     }
     case 'DaemonSet':
       return { spec: { updateStrategy: { type: 'OnDelete', rollingUpdate: null } }, held: { strategy } };

@@ -130,6 +130,11 @@ export interface WorkloadView {
   /** StatefulSet: spec.replicas (a partition there holds every pod). */
   replicas?: number;
   /**
+   * StatefulSet: pods running the update revision, as the controller has counted them for this generation (0 while
+   * it has not seen it). It updates from the highest ordinal down, so these are the top ordinals.
+   */
+  updatedReplicas?: number;
+  /**
    * The revision an updated pod carries, so that a stuck pod is known to be this rollout's: a StatefulSet's
    * status.updateRevision (its pods' controller-revision-hash), a DaemonSet's template generation (its pods'
    * pod-template-generation, the DaemonSet controller's other test of an updated pod), a Rollout's

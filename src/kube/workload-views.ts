@@ -99,6 +99,8 @@ export function statefulSetView(raw: RawObject): WorkloadView | undefined {
   const partition = partitionOf(strategy);
   view.strategy = strategy;
   view.replicas = replicas;
+  const observed = numOr(status.observedGeneration, 0) >= view.generation;
+  view.updatedReplicas = observed ? Math.min(replicas, Math.max(0, numOr(status.updatedReplicas, 0))) : 0;
   const revision = str(status.updateRevision);
   if (revision) view.revision = revision;
   view.paused = view.stamps

@@ -30,6 +30,11 @@ export interface RolloutFacts {
   reaches: readonly string[];
   /** Paused by a real run, seen by a dry run: held exactly as it is (a dry run cannot resume it). */
   frozen?: boolean;
+  /**
+   * A StatefulSet or DaemonSet with no pod left to update, only waiting for updated pods to become ready: a hold would
+   * change nothing, so none is made (it still holds a slot for the progress deadline).
+   */
+  settling?: boolean;
 }
 
 export interface RolloutInput {
@@ -162,9 +167,9 @@ function pause(pass: RolloutPass, d: RolloutFacts, reason: PauseReason, message:
   pass.pausedNow.set(rolloutTarget(d), { d, reason });
 }
 
-/** Neither ours, nor paused by the user, nor left alone after the user resumed it. */
+/** Neither ours, nor paused by the user, nor left alone after the user resumed it, and with pods left to update. */
 const isFreeToPause = (d: RolloutFacts, now: Date) =>
-  !d.stamps && !d.paused && !(d.handsOffUntil && now < d.handsOffUntil);
+  !d.stamps && !d.paused && !d.settling && !(d.handsOffUntil && now < d.handsOffUntil);
 
 function resumeAll(pass: RolloutPass, why: string): void {
   for (const d of [...pass.ours.values()].sort(byStart)) resume(pass, d, 'PressureGone', `Resumed: ${why}.`);

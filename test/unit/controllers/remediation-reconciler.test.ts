@@ -976,6 +976,30 @@ describe('PolicyReconciler releasing what no policy owns', () => {
     expect(cluster.takeWrites().filter((w) => w.startsWith('patch node/'))).to.deep.equal([]);
   });
 
+  it('hands an excluded node over as it is: drops the stamps, keeps its cordon and taint, and says so', async () => {
+    const excluded = {
+      ...stampedBy('p'),
+      labels: { pool: 'mine', 'sandbox.remediator.io/exclude': 'true' },
+    };
+    const { cluster, reconciler, sweeper } = world(
+      { ...policySpec(), nodeSelector: { matchLabels: { pool: 'mine' } } },
+      { nodes: [aNode('n1', { pool: 'mine' }), excluded] },
+    );
+    await sweeper.sweep();
+    await reconciler.reconcile('p');
+    const orphan = cluster.nodeMap.get('orphan')!;
+    expect(orphan.stamps, 'no claim of ours').to.equal(undefined);
+    expect(orphan.unschedulable, 'still cordoned').to.equal(true);
+    expect(orphan.taints.map((t) => t.key)).to.deep.equal(['sandbox.remediator.io/io-pressure']);
+    expect(cluster.takeEvents()).to.include('Node/orphan Normal RemediationReleased');
+    cluster.takeWrites();
+    await sweeper.sweep();
+    expect(
+      cluster.takeWrites().filter((w) => w.startsWith('patch node/')),
+      'once',
+    ).to.deep.equal([]);
+  });
+
   it('leaves the stamps of a policy that still exists but is invalid (frozen), and acts on nothing before the watches are healthy', async () => {
     const { cluster, reconciler, sweeper } = world(
       { ...policySpec(), nodeSelector: { matchLabels: { pool: 'mine' } } },

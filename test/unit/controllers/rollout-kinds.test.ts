@@ -3,6 +3,7 @@
 // back exactly, left alone when its owner changes it meanwhile, and counted together against maxConcurrentRollouts.
 import { expect } from 'chai';
 import type { SandboxPolicySpecInput } from '../../../src/api/v1alpha1/index.js';
+import { heldPartition } from '../../../src/controllers/rollout-changes.js';
 import type { RawObject } from '../../../src/kube/informer.js';
 import { aPod, anEvent, nameReservedMessage, T0 } from '../../support/builders.js';
 import { aNode, MemoryCluster } from '../../support/memory-cluster.js';
@@ -129,19 +130,19 @@ describe('PolicyReconciler rollouts of every kind', () => {
     ],
     ['no update strategy at all', undefined],
   ] as const)
-    it(`freezes a StatefulSet feeding a saturated node at its replicas, and restores ${title} exactly`, async () => {
+    it(`freezes a StatefulSet feeding a saturated node where its rollout stands (db-2 updated: partition 2), and restores ${title} exactly`, async () => {
       const { cluster, passes, recover } = world();
       const key = cluster.putWorkload(statefulSet('db', strategy));
       stuckOn(cluster, ofStatefulSet('db-2', 'db', 'db-new'));
       await passes(2);
       expect(strategyOf(cluster, key)).to.deep.include({
-        rollingUpdate: { ...(strategy?.rollingUpdate ?? {}), partition: 3 },
+        rollingUpdate: { ...(strategy?.rollingUpdate ?? {}), partition: 2 },
       });
       expect(annotationsOf(cluster, key)).to.include({
         'sandbox.remediator.io/paused-by': 'p',
         'sandbox.remediator.io/pause-reason': 'FeedsSaturatedNode',
         'sandbox.remediator.io/held-update-strategy': JSON.stringify(strategy ?? {}),
-        'sandbox.remediator.io/held-partition': '3',
+        'sandbox.remediator.io/held-partition': '2',
       });
       expect(cluster.policy('p')!.status!.throttledRollouts?.[0]).to.include({
         kind: 'StatefulSet',
@@ -172,7 +173,7 @@ describe('PolicyReconciler rollouts of every kind', () => {
         labels: { 'controller-revision-hash': `${owner}-new` },
       });
     await passes(2);
-    expect(annotationsOf(cluster, key)).to.have.property('sandbox.remediator.io/held-partition', '3');
+    expect(annotationsOf(cluster, key)).to.have.property('sandbox.remediator.io/held-partition', '2');
     // Its owner wants the rollout to go on: partition 1, while we hold it.
     const raw = structuredClone(cluster.rawWorkloads.get(key)!);
     (raw.spec as { updateStrategy: unknown }).updateStrategy = {
@@ -214,7 +215,7 @@ describe('PolicyReconciler rollouts of every kind', () => {
     const raw = structuredClone(cluster.rawWorkloads.get(key)!);
     const strategy = (raw.spec as { updateStrategy: { rollingUpdate: Record<string, unknown> } })
       .updateStrategy;
-    expect(strategy.rollingUpdate.partition, 'held').to.equal(3);
+    expect(strategy.rollingUpdate.partition, 'held where the rollout stands').to.equal(2);
     strategy.rollingUpdate.maxUnavailable = 2; // its owner, while we hold it
     cluster.putWorkload(raw);
     await passes(1);
@@ -332,8 +333,8 @@ describe('PolicyReconciler rollouts of every kind', () => {
     expect(cluster.deploymentMap.get('shop/web')!.paused, 'the Deployment waits').to.equal(true);
     expect(
       (strategyOf(cluster, sts) as { rollingUpdate?: { partition?: number } }).rollingUpdate?.partition,
-      'the StatefulSet waits',
-    ).to.equal(3);
+      'the StatefulSet waits, where its rollout stands',
+    ).to.equal(2);
     expect(strategyOf(cluster, ds), 'the oldest, the DaemonSet, goes on').to.deep.include({
       type: 'RollingUpdate',
     });
@@ -399,5 +400,34 @@ describe('PolicyReconciler rollouts of every kind', () => {
     expect(cluster.takeEvents().filter((e) => e.includes('RolloutPaused'))).to.deep.equal([
       'StatefulSet/db Normal RolloutPaused',
     ]);
+  });
+
+  it("never freezes a StatefulSet below its owner's partition, and holds none with nothing left to update", async () => {
+    const { cluster, passes } = world();
+    // Its owner updates only ordinals 2 and up; ordinal 2 is done: nothing is left, and only readiness is awaited.
+    const done = statefulSet('done', { type: 'RollingUpdate', rollingUpdate: { partition: 2 } });
+    const doneKey = cluster.putWorkload(done);
+    stuckOn(cluster, ofStatefulSet('done-2', 'done', 'done-new'));
+    // Its owner updates ordinals 1 and up; none is updated yet: frozen at 3, never below 1.
+    const fresh = statefulSet('fresh', { type: 'RollingUpdate', rollingUpdate: { partition: 1 } });
+    (fresh.status as { updatedReplicas: number }).updatedReplicas = 0;
+    const freshKey = cluster.putWorkload(fresh);
+    stuckOn(cluster, ofStatefulSet('fresh-2', 'fresh', 'fresh-new'));
+    await passes(2);
+    expect(
+      cluster.patchedWorkloads.map((p) => p.key),
+      'nothing left to update: not held',
+    ).to.not.include(doneKey);
+    expect(
+      (strategyOf(cluster, freshKey) as { rollingUpdate?: { partition?: number } }).rollingUpdate?.partition,
+    ).to.equal(3);
+    expect(
+      heldPartition({
+        replicas: 5,
+        updatedReplicas: 4,
+        strategy: { type: 'RollingUpdate', rollingUpdate: { partition: 3 } },
+      }),
+      "never below its owner's",
+    ).to.equal(3);
   });
 });

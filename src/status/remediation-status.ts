@@ -219,6 +219,11 @@ export function remediationTransitions(input: RemediationStatusInput, desired: H
   const nodeRef = { kind: 'Node' as const, name: node.name, uid: node.uid };
   const prefix = dryRun ? DRY_RUN_PREFIX : '';
   const transitions: Transition[] = [];
+  // The fence says how a person takes it over: their own cordon on top of ours changes nothing the operator can see.
+  const takeOver = (action: { kind: string }, node: string) =>
+    action.kind === 'Cordon' || action.kind === 'Taint'
+      ? ` It is undone on recovery; to keep the node fenced for your own work, take it over: kubectl sandbox release ${node}.`
+      : '';
   for (const result of input.results) {
     const { action } = result;
     const target = isEviction(action)
@@ -238,7 +243,10 @@ export function remediationTransitions(input: RemediationStatusInput, desired: H
         type: 'Normal',
         reason: ACTION_WORDS[action.kind].event,
         // As it was done: a policy made again under the name may tell its namesake's, in the other mode.
-        message: `${(result.simulated ?? dryRun) ? DRY_RUN_PREFIX : ''}${action.message}`,
+        message:
+          (result.simulated ?? dryRun)
+            ? `${DRY_RUN_PREFIX}${action.message}`
+            : `${action.message}${takeOver(action, nodeRef.name)}`,
       });
     } else {
       transitions.push({

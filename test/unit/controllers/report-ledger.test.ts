@@ -73,7 +73,11 @@ describe('actionRecord', () => {
       const messages = remediationTransitions(input(dryRun), { blocked: [] } as unknown as HealthStatus).map(
         (t) => t.message,
       );
-      expect(messages).to.deep.equal([`${DRY_RUN_PREFIX}cordoned`, 'cordoned']);
+      // A real cordon says how a person takes the node over; a simulated one does not.
+      expect(messages).to.deep.equal([
+        `${DRY_RUN_PREFIX}cordoned`,
+        'cordoned It is undone on recovery; to keep the node fenced for your own work, take it over: kubectl sandbox release n1.',
+      ]);
     }
   });
 });

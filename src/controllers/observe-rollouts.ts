@@ -164,3 +164,24 @@ export function observeRollouts(input: ObserveRolloutsInput): RolloutFacts[] {
   }
   return facts;
 }
+
+/**
+ * A StatefulSet as the hold must see it: its stuck pods at the update revision are updated whatever its status says
+ * yet (the controller counts a pod it made a moment later), so updatedReplicas is at least what the lowest of their
+ * ordinals implies (it updates from the top down). Without it, a hold on a status one step behind would set the
+ * partition above the pod that fed it, and that pod, recreated, would come back at the old revision.
+ */
+export function withStuckUpdates(w: WorkloadView, stuck: Iterable<PodView>): WorkloadView {
+  if (w.kind !== 'StatefulSet' || w.revision === undefined) return w;
+  const key = workloadKey(w);
+  let lowest = Infinity;
+  for (const pod of stuck) {
+    const owner = rolloutOf(pod);
+    const ordinal = Number(pod.name.slice(w.name.length + 1));
+    if (owner?.key === key && owner.revision === w.revision && pod.name.startsWith(`${w.name}-`))
+      if (Number.isInteger(ordinal) && ordinal >= 0) lowest = Math.min(lowest, ordinal);
+  }
+  const replicas = w.replicas ?? 1;
+  if (!Number.isFinite(lowest) || lowest >= replicas) return w;
+  return { ...w, updatedReplicas: Math.max(w.updatedReplicas ?? 0, replicas - lowest) };
+}

@@ -15,7 +15,7 @@ import { DRY_RUN_PREFIX, ROLLOUT_WORDS } from '../status/remediation-status.js';
 import type { ActionLog } from './action-log.js';
 import type { Failures } from './failures.js';
 import type { NodeObservation } from './observe-nodes.js';
-import { observeRollouts, saturatedPlacements } from './observe-rollouts.js';
+import { observeRollouts, saturatedPlacements, withStuckUpdates } from './observe-rollouts.js';
 import { workloadChange } from './rollout-changes.js';
 
 export type ThrottledRollout = NonNullable<SandboxPolicyStatus['throttledRollouts']>[number];
@@ -122,9 +122,10 @@ export class RolloutThrottler {
       paused: spec.safety.paused,
       cooldownSeconds: spec.safety.cooldownSeconds,
     });
+    const stuck = [...stuckOnSaturated.values()].flat();
     return {
       decision,
-      byTarget: new Map(candidates.map((w) => [rolloutTarget(w), w])),
+      byTarget: new Map(candidates.map((w) => [rolloutTarget(w), withStuckUpdates(w, stuck)])),
       versions,
       simulated,
       dryRun,

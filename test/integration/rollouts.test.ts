@@ -205,12 +205,14 @@ describe('rollout throttling on the real cluster', function () {
     const {
       namespace,
       pool: p,
+      sick,
       proc,
     } = await pool({
       remediation: { throttleRollouts: { maxConcurrentRollouts: 1 } },
     });
     const names = ['a', 'b', 'c'];
-    for (const name of names) await createRolloutDeployment(cleanup, namespace, name, p);
+    // Their pods prefer the saturated node: only rollouts whose new pods could land there count (issue 40).
+    for (const name of names) await createRolloutDeployment(cleanup, namespace, name, p, sick);
     for (const name of names)
       await eventually(`${name} available`, async () => isComplete(await readDeployment(namespace, name)), {
         timeoutMs: 60_000,
@@ -244,13 +246,14 @@ describe('rollout throttling on the real cluster', function () {
     const {
       namespace,
       pool: p,
+      sick,
       proc,
       policy,
     } = await pool({
       remediation: { throttleRollouts: { maxConcurrentRollouts: 1 } },
       safety: { maxUnhealthyNodes: 1, cooldownSeconds: 5, dryRun: true },
     });
-    for (const name of ['a', 'b']) await createRolloutDeployment(cleanup, namespace, name, p);
+    for (const name of ['a', 'b']) await createRolloutDeployment(cleanup, namespace, name, p, sick);
     for (const name of ['a', 'b'])
       await eventually(`${name} available`, async () => isComplete(await readDeployment(namespace, name)), {
         timeoutMs: 60_000,

@@ -4,6 +4,7 @@ import {
   MAX_HANDS_OFF_MS,
   reachedNodes,
   SETTLE_DEADLINE_MS,
+  withStuckUpdates,
   type SaturatedNode,
 } from '../../../src/controllers/observe-rollouts.js';
 import type { Placement } from '../../../src/policy/node-affinity.js';
@@ -192,5 +193,26 @@ describe("reachedNodes: the saturated nodes a rollout's new pods could land on",
         (n) => running.get(n),
       );
       expect(reached).to.deep.equal(row.reaches);
+    });
+});
+
+describe('withStuckUpdates: a StatefulSet as its hold sees it', () => {
+  const sts = view('db', { kind: 'StatefulSet', replicas: 5, updatedReplicas: 1, revision: 'new' });
+  const podOf = (ordinal: number, revision: string, owner = 'db'): PodView => ({
+    ...aPod().named(`${owner}-${ordinal}`, 'shop').onNode('n1').build(),
+    labels: { 'controller-revision-hash': revision },
+    controllerKind: 'StatefulSet',
+    controllerName: owner,
+  });
+  const rows: { name: string; stuck: PodView[]; updated: number | undefined }[] = [
+    { name: 'no stuck pod', stuck: [], updated: 1 },
+    { name: 'its status already counts the stuck pod', stuck: [podOf(4, 'new')], updated: 1 },
+    { name: 'a stuck pod its status does not count yet', stuck: [podOf(3, 'new')], updated: 2 },
+    { name: 'a stuck pod at the old revision', stuck: [podOf(2, 'old')], updated: 1 },
+    { name: "another StatefulSet's pod", stuck: [podOf(2, 'new', 'cache')], updated: 1 },
+  ];
+  for (const row of rows)
+    it(`counts ${row.updated} updated with ${row.name}`, () => {
+      expect(withStuckUpdates(sts, row.stuck).updatedReplicas).to.equal(row.updated);
     });
 });

@@ -246,8 +246,9 @@ describe('rollout throttling of StatefulSets and DaemonSets on the real cluster'
   it('leaves alone a StatefulSet and a DaemonSet whose owner changed the strategy mid-hold, and restores neither', async function () {
     this.timeout(300_000);
     const { namespace, recover } = await setUp();
+    // Not the partition our hold set (1, where the rollout stood): its owner holds the whole set.
     const theirs = {
-      sts: { type: 'RollingUpdate', rollingUpdate: { partition: 1 } },
+      sts: { type: 'RollingUpdate', rollingUpdate: { partition: 2 } },
       ds: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 2, maxSurge: 0 } },
     };
     const patch = (kind: string, name: string, strategy: object) =>

@@ -1,11 +1,20 @@
 // Issue 40: in a cluster many teams share, a tenant with rights only in its own namespace cannot drive the operator.
 // Each test acts as the tenant does (`kubectl --as`, a Role in one namespace: test/support/tenant.ts).
 import { expect } from 'chai';
+import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { FAST_IO } from '../support/proc-root.js';
-import { Cleanup, createNodes, eventually, kubectl, uniqueName } from '../support/cluster.js';
+import {
+  api,
+  Cleanup,
+  createNodes,
+  eventually,
+  KUBECONFIG,
+  kubectl,
+  uniqueName,
+} from '../support/cluster.js';
 import { deniedBy } from '../support/admission.js';
 import { AuthProxy } from '../support/auth-proxy.js';
 import { Monitoring } from '../support/monitoring.js';
@@ -16,7 +25,7 @@ import { nodeView } from '../../src/kube/views.js';
 import { applyPolicy, getHealth } from '../support/resources.js';
 import { SaturatedNode } from '../support/saturated-node.js';
 import { Tenant } from '../support/tenant.js';
-import { eventsWithReason, podsOf, readNode, waitForRunning } from '../support/workloads.js';
+import { eventsWithReason, podsOf, readNode, stampsOf, waitForRunning } from '../support/workloads.js';
 
 const EVENTS_POLICY = 'sandbox-remediator-kubelet-events';
 const IO_MESSAGE =
@@ -464,5 +473,199 @@ describe('a tenant cannot drive the operator', function () {
       );
       log(`without seriesSelector the tenant's series read as PSI ${believed}%`);
     });
+
+    it("holds the rollout that feeds the saturated node, and lets another team's rollouts on healthy nodes run to the end", async function () {
+      this.timeout(180_000);
+      const feeding = await Tenant.create(cleanup);
+      const other = await Tenant.create(cleanup);
+      const { pool, names } = await createNodes(cleanup, 3);
+      const sickName = names[0]!;
+      await applyPolicy(cleanup, uniqueName('it-scope'), {
+        nodeSelector: { matchLabels: { 'sandbox.remediator.io/test-pool': pool } },
+        detection: { stuckThresholdSeconds: 3 },
+        ioPressure: FAST_IO,
+        remediation: { evictStuckPods: false, throttleRollouts: { maxConcurrentRollouts: 1 } },
+        safety: { maxUnhealthyNodes: 1, cooldownSeconds: 5 },
+      });
+      const sick = new SaturatedNode(sickName, cleanup);
+      await sick.start();
+      await sick.pressure('load');
+      const deployment = (name: string, affinity: object, minReadySeconds = 0, replicas = 1) => ({
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { name },
+        spec: {
+          replicas,
+          minReadySeconds,
+          selector: { matchLabels: { app: name } },
+          template: {
+            metadata: { labels: { app: name } },
+            spec: {
+              nodeSelector: { 'sandbox.remediator.io/test-pool': pool },
+              affinity: {
+                nodeAffinity: {
+                  requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [affinity] },
+                },
+              },
+              terminationGracePeriodSeconds: 0,
+              containers: [{ name: 'app', image: 'registry.local/app:1' }],
+            },
+          },
+        },
+      });
+      const onSick = {
+        matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'In', values: [sickName] }],
+      };
+      const offSick = {
+        matchExpressions: [{ key: 'kubernetes.io/hostname', operator: 'NotIn', values: [sickName] }],
+      };
+      expect((await feeding.create(deployment('web', onSick))).code).to.equal(0);
+      await eventually(
+        'the rollout feeding the saturated node held',
+        async () =>
+          (await api().apps.readNamespacedDeployment({ name: 'web', namespace: feeding.namespace })).spec
+            ?.paused === true,
+        { timeoutMs: 60_000 },
+      );
+      // The other team rolls out two Deployments on the healthy nodes, each for 15 s (minReadySeconds): with
+      // maxConcurrentRollouts 1 the operator used to queue one of them.
+      for (const name of ['api', 'worker'])
+        expect((await other.create(deployment(name, offSick, 15, 2))).code).to.equal(0);
+      const done = async (name: string) => {
+        const d = await api().apps.readNamespacedDeployment({ name, namespace: other.namespace });
+        return (d.status?.availableReplicas ?? 0) === 2 && (d.status?.updatedReplicas ?? 0) === 2;
+      };
+      await eventually(
+        'both rolled out to the end',
+        async () => (await done('api')) && (await done('worker')),
+        {
+          timeoutMs: 90_000,
+          intervalMs: 1000,
+        },
+      );
+      expect(await eventsWithReason('RolloutPaused', other.namespace), 'never held nor queued').to.deep.equal(
+        [],
+      );
+      const web = await api().apps.readNamespacedDeployment({ name: 'web', namespace: feeding.namespace });
+      expect(web.spec?.paused, 'the feeder still held').to.equal(true);
+    });
+
+    it('hands over a node and a Deployment released by hand, and an excluded node, and undoes only the rest on recovery', async function () {
+      this.timeout(240_000);
+      const tenant = await Tenant.create(cleanup);
+      const { pool, names } = await createNodes(cleanup, 5);
+      const [released, excluded, control] = names as [string, string, string];
+      await applyPolicy(cleanup, uniqueName('it-handover'), {
+        nodeSelector: { matchLabels: { 'sandbox.remediator.io/test-pool': pool } },
+        detection: { stuckThresholdSeconds: 3 },
+        ioPressure: FAST_IO,
+        remediation: { evictStuckPods: false, throttleRollouts: { maxConcurrentRollouts: 5 } },
+        safety: { maxUnhealthyNodes: 3, cooldownSeconds: 5 },
+      });
+      const sick = [released, excluded, control].map((n) => new SaturatedNode(n, cleanup));
+      for (const node of sick) await node.start();
+      for (const node of sick) await node.pressure('load');
+      // A stuck pod on each: the tenant's Deployment on the first (held as it feeds it), bare pods on the others.
+      expect(
+        (
+          await tenant.create({
+            apiVersion: 'apps/v1',
+            kind: 'Deployment',
+            metadata: { name: 'web' },
+            spec: {
+              replicas: 1,
+              selector: { matchLabels: { app: 'web' } },
+              template: {
+                metadata: { labels: { app: 'web' } },
+                spec: {
+                  nodeSelector: { 'kubernetes.io/hostname': released },
+                  containers: [{ name: 'app', image: 'registry.local/app:1' }],
+                },
+              },
+            },
+          })
+        ).code,
+      ).to.equal(0);
+      for (const node of [excluded, control])
+        expect(
+          (
+            await tenant.create({
+              apiVersion: 'v1',
+              kind: 'Pod',
+              metadata: { name: `bare-${node.slice(-2)}` },
+              spec: { nodeName: node, containers: [{ name: 'app', image: 'registry.local/app:1' }] },
+            })
+          ).code,
+        ).to.equal(0);
+      const stamped = async (node: string) =>
+        stampsOf(await readNode(node))['sandbox.remediator.io/remediated-by'];
+      await eventually(
+        'all three cordoned by us, and web held',
+        async () => {
+          const nodes = await Promise.all([released, excluded, control].map(stamped));
+          const web = await api().apps.readNamespacedDeployment({ name: 'web', namespace: tenant.namespace });
+          return (
+            nodes.every(Boolean) &&
+            web.metadata?.annotations?.['sandbox.remediator.io/paused-by'] !== undefined
+          );
+        },
+        { timeoutMs: 90_000 },
+      );
+      const cordonEvent = (await eventsWithReason('Cordoned', 'default', released)).map((e) => e.message);
+      expect(cordonEvent.join('\n'), 'the cordon says how to take it over').to.include(
+        `kubectl sandbox release ${released}`,
+      );
+
+      // A person takes over the first node and the Deployment; another labels the second node excluded.
+      for (const target of [released, `deployment/${tenant.namespace}/web`]) {
+        const run = await releaseCli(target);
+        expect(run.code, run.stderr).to.equal(0);
+        expect(run.stdout).to.match(/^Released /);
+      }
+      expect(
+        (await kubectl(['label', 'node', excluded, 'sandbox.remediator.io/exclude=true'])).code,
+      ).to.equal(0);
+      await eventually('the excluded node released', async () => (await stamped(excluded)) === undefined);
+
+      // Recovery: the control node is undone, the others are left as their new owners have them.
+      for (const node of sick) await node.end();
+      await eventually(
+        'the control node uncordoned on recovery',
+        async () => (await readNode(control)).spec?.unschedulable !== true,
+        {
+          timeoutMs: 90_000,
+        },
+      );
+      await new Promise((r) => setTimeout(r, 3_000));
+      for (const node of [released, excluded]) {
+        const n = await readNode(node);
+        expect(n.spec?.unschedulable, `${node} still cordoned`).to.equal(true);
+        expect(stampsOf(n), `${node} carries none of our stamps`).to.deep.equal({});
+        expect(await eventsWithReason('RemediationReleased', 'default', node)).to.have.length(1);
+      }
+      const web = await api().apps.readNamespacedDeployment({ name: 'web', namespace: tenant.namespace });
+      expect(web.spec?.paused, 'the released Deployment still paused').to.equal(true);
+      expect(await eventsWithReason('RolloutResumed', tenant.namespace)).to.deep.equal([]);
+      expect(await eventsWithReason('RemediationReleased', tenant.namespace)).to.have.length(1);
+    });
   });
 });
+
+/** `sandbox-remediator release TARGET` through tsx, as a person runs it with their own kubeconfig. */
+async function releaseCli(target: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const tsx = join(REPO_ROOT, 'node_modules', 'tsx', 'dist', 'esm', 'index.mjs');
+  const child = spawn(
+    process.execPath,
+    ['--import', tsx, join(REPO_ROOT, 'src', 'main.ts'), 'release', target, `--kubeconfig=${KUBECONFIG}`],
+    {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, NODE_V8_COVERAGE: '' },
+    },
+  );
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  return { code, stdout, stderr };
+}

@@ -123,6 +123,16 @@ describe('pod-start pacing through the webhook on the real cluster', function ()
     expect(created[0]!.metadata?.annotations?.['sandbox.remediator.io/gated-by']).to.equal(policy);
     const elsewhere = await core.createNamespacedPod({ namespace: other, body: pod('not-opted-in') });
     expect(gated(elsewhere), 'a namespace not selected').to.equal(false);
+    // Issue 40: a pod that can land on no saturated node starts ungated, in a paced namespace too.
+    const healthyOnly: V1Pod = {
+      metadata: { name: 'healthy-node-only' },
+      spec: {
+        nodeSelector: { 'kubernetes.io/hostname': names[1]! },
+        containers: [{ name: 'app', image: 'registry.local/app:1' }],
+      },
+    };
+    const kept = await core.createNamespacedPod({ namespace: paced, body: healthyOnly });
+    expect(gated(kept), 'a pod its nodeSelector keeps off the saturated node').to.equal(false);
 
     // A release is seen by a list, so its time is known only between two: after the list before it was sent
     // (`after`) and before the list that shows it returned (`by`).

@@ -19,7 +19,7 @@ SHARDS=${SHARDS:-2}
 # Roughly the seconds each file takes on a 2-core machine (from make test's per-test times, 2026-12-01); only the
 # balance matters; a file not listed counts 60.
 declare -A SECONDS_OF=(
-  [event-flood]=270 [faults]=235 [demo]=170 [scale]=150 [io-faults]=150 [rollouts]=200 [rollout-kinds]=150 [remediation]=120
+  [event-flood]=270 [faults]=235 [demo]=170 [scale]=150 [io-faults]=120 [rollouts]=200 [rollout-kinds]=150 [remediation]=120
   [leader-election]=100 [pacing]=90 [diagnose]=90 [policy-fuzz]=80 [io-pressure]=110 [cluster]=60
   [startup-mistakes]=60 [operator]=60 [monitoring-config]=60 [rbac]=60 [startup]=45 [workloads]=45
   [kubelet-summary]=40 [culprit]=70 [incident]=30 [crds]=30 [install-crds]=30 [agent-admission]=30 [image]=60

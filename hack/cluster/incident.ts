@@ -360,10 +360,6 @@ async function status() {
 }
 
 /**
- * Creates the Event on its first occurrence (replaced if the name is taken); a repeat is a patch of its count and time,
- * as kubelet's recorder sends it, with no read first, and an Event whose create was lost is created then.
- */
-/**
  * Request options that make a call as the kubelet of `node` makes it: its user and group (impersonated by the
  * admin's kubeconfig), so that config/events/admission-policy.yaml, which lets only a node write its kubelet's
  * sandbox failures, lets these through as it would the real kubelet's.
@@ -376,6 +372,10 @@ function asKubeletOf(node: string) {
   );
 }
 
+/**
+ * Creates the Event on its first occurrence (replaced if the name is taken); a repeat is a patch of its count and time,
+ * as kubelet's recorder sends it, with no read first, and an Event whose create was lost is created then.
+ */
 async function postEvent(core: CoreV1Api, event: CoreV1Event, count: number, node: string): Promise<void> {
   const name = event.metadata.name ?? '';
   const namespace = event.metadata.namespace ?? '';

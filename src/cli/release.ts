@@ -118,8 +118,9 @@ export async function runRelease(
           target.kind === 'Node'
             ? await releaseNode(target.name, reads, writer)
             : await releaseWorkload(target, reads, writer);
-        if (!released) {
-          out.write(`${label} carries no claim of sandbox-remediator: nothing to release.\n`);
+        if (typeof released === 'string') {
+          // After a 409 too: the operator may have undone its claim meanwhile; say what the object is now.
+          out.write(`${label} carries no claim of sandbox-remediator: nothing to release. ${released}\n`);
           return 0;
         }
         const message = `Released by hand (sandbox-remediator release): the operator's claim is dropped. ${released.leftAs}`;
@@ -148,16 +149,16 @@ interface Released {
     | { kind: RolloutKind; namespace: string; name: string; uid: string };
 }
 
-/** Drops our stamps from a node; false when it carries none. */
+/** Drops our stamps from a node; when it carries none, what it is now. */
 async function releaseNode(
   name: string,
   reads: KubeCleanupReads,
   writer: KubeCleanupWriter,
-): Promise<Released | false> {
+): Promise<Released | string> {
   const found = await reads.node(name);
   if (!found) throw new Error('no such node');
   const { view, version } = found;
-  if (!view.stamps) return false;
+  if (!view.stamps) return `It is ${view.unschedulable ? 'cordoned' : 'schedulable'}.`;
   await writer.patchNode({
     node: name,
     ...(version ? { resourceVersion: version } : {}),
@@ -170,11 +171,11 @@ async function releaseWorkload(
   target: { kind: RolloutKind; namespace: string; name: string },
   reads: KubeCleanupReads,
   writer: KubeCleanupWriter,
-): Promise<Released | false> {
+): Promise<Released | string> {
   const found = await reads.workload(target.kind, target.namespace, target.name);
   if (!found) throw new Error(`no such ${target.kind}`);
   const { view, version } = found;
-  if (!view.stamps) return false;
+  if (!view.stamps) return `It is ${view.paused ? 'held' : 'not held'}.`;
   await writer.patchWorkload({
     ...target,
     ...(version ? { resourceVersion: version } : {}),

@@ -38,12 +38,10 @@ export class IgnoredEvents {
           ),
           reasons: [...new Set(fresh.map((e) => e.reason))],
         });
-      const uids = told ?? new Set<string>();
-      for (const event of fresh) {
-        uids.add(event.uid);
-        this.hooks.onIgnoredEvent?.(event.reason);
-      }
-      this.told.set(pod.uid, uids);
+      for (const event of fresh) this.hooks.onIgnoredEvent?.(event.reason);
+      // Only the Events the pod has now: one deleted goes (the cache holds at most 24 a pod), so a pod stuck for days
+      // whose Events come and go keeps no more than that.
+      this.told.set(pod.uid, new Set(ignoredEvents.map((e) => e.uid)));
     }
   }
 }

@@ -3,7 +3,6 @@ import {
   detectNodeFindings,
   detectStuckPods,
   nextStuckAt,
-  rolloutOf,
   type NodeFindings,
   type NodeView,
 } from '../detection/index.js';
@@ -25,7 +24,7 @@ import { desiredDetectionStatus } from '../status/health-status.js';
 import { forEachLimit } from '../runtime/limit.js';
 import { resolveAttribution } from './culprits.js';
 import type { IgnoredEvents } from './ignored-events.js';
-import { matchesTerms } from '../policy/node-affinity.js';
+import { readRunningRollouts, resolveClaims } from './observe-live.js';
 import { ioState } from './observe.js';
 import type { NodeObservation, PolicyMemory } from './policy-memory.js';
 import type { ReportLedger } from './report-ledger.js';
@@ -106,85 +105,10 @@ export async function observeNodes(
   const observations = drafts.map((draft) => finish(request, draft));
   await readIoHeavyPods(deps, request, observations);
   await forEachLimit(observations, LIVE_READS, async (o) => {
-    await resolveClaims(deps, request.policy, o);
+    await resolveClaims(deps, request.policy, o, memory);
     await readRunningRollouts(deps, request, o, memory);
   });
   return { observations, unsettled };
-}
-
-/** How long the rollouts running on a node are taken as read: a rollout's pods move in minutes, not seconds. */
-const RUNNING_ROLLOUTS_TTL_MS = 15_000;
-
-/**
- * Which rollouts run a pod on a saturated node, for a policy that throttles rollouts: such a rollout's new pods may
- * land there (rollout-throttler). A live read (the cache keeps only Pending pods), at most once per
- * RUNNING_ROLLOUTS_TTL_MS per node; a failed read leaves it unknown, and no rollout is held for running there.
- */
-async function readRunningRollouts(
-  deps: ObserveDeps,
-  request: ObserveRequest,
-  observation: NodeObservation,
-  memory: PolicyMemory,
-): Promise<void> {
-  const state = memory.state(observation.node.name);
-  if (
-    !request.spec.remediation.throttleRollouts ||
-    observation.io?.condition.status !== 'True' ||
-    !deps.workloads
-  ) {
-    delete state.rollouts;
-    return;
-  }
-  const now = request.now.getTime();
-  if (!state.rollouts || now - state.rollouts.at >= RUNNING_ROLLOUTS_TTL_MS) {
-    try {
-      const pods = await deps.workloads.runningPodsOn(observation.node.name, {});
-      const keys = new Set(pods.flatMap((p) => rolloutOf(p)?.key ?? []));
-      state.rollouts = { at: now, keys };
-    } catch (err) {
-      deps.logger.warn('Failed to list the pods of a node to find the rollouts that run there', {
-        policy: request.policy,
-        node: observation.node.name,
-        error: describeError(err),
-      });
-      delete state.rollouts;
-      return;
-    }
-  }
-  observation.runningRollouts = state.rollouts.keys;
-}
-
-/**
- * Which claims of the node's pods that may move are bound to the node: those whose volume admits no other node the
- * cache knows (a local PersistentVolume). Read only for those pods; one that cannot be read stays unresolved, and the
- * pod is not moved (guardData).
- */
-async function resolveClaims(deps: ObserveDeps, policy: string, observation: NodeObservation): Promise<void> {
-  const reader = deps.workloads;
-  const node = observation.node.name;
-  if (!reader || !observation.ioHeavyPods.some((p) => (p.data?.claims.length ?? 0) > 0)) return;
-  const others = [...deps.cache.nodes()].filter((n) => n.name !== node);
-  observation.ioHeavyPods = await Promise.all(
-    observation.ioHeavyPods.map(async (pod) => {
-      const data = pod.data;
-      if (!data || data.claims.length === 0 || data.nodeBoundClaims) return pod;
-      try {
-        const placements = await reader.claimPlacements(pod.namespace, data.claims);
-        const nodeBoundClaims = placements
-          .filter((p) => p.nodeTerms && !others.some((n) => matchesTerms(p.nodeTerms, n)))
-          .map((p) => p.claim);
-        return { ...pod, data: { ...data, nodeBoundClaims } };
-      } catch (err) {
-        deps.logger.warn('Failed to read where the claims of a Pod are bound', {
-          policy,
-          node,
-          pod: `${pod.namespace}/${pod.name}`,
-          error: describeError(err),
-        });
-        return pod;
-      }
-    }),
-  );
 }
 
 /** The attributed device's busy time in the reading it came with (the busiest disk's where the source lists none). */

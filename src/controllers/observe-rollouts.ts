@@ -117,7 +117,7 @@ export interface ObserveRolloutsInput {
  */
 export const SETTLE_DEADLINE_MS = 600_000;
 
-/** A hands-off-until further ahead than this counts as this far. */
+/** A hands-off-until further ahead than this is not ours (we write cooldownSeconds ahead, a day at most). */
 export const MAX_HANDS_OFF_MS = 86_400_000;
 
 /**
@@ -153,13 +153,20 @@ export function observeRollouts(input: ObserveRolloutsInput): RolloutFacts[] {
       feeds: [...feeds].sort(),
       reaches: reachedNodes(w, key, feeds, input.saturated, input.runningOn),
     };
+    // A saturated node whose running pods could not be read: whether it runs there is not known (holds stand).
+    if (w.kind !== 'DaemonSet' && input.saturated.some((n) => input.runningOn(n.name) === undefined))
+      f.reachUnknown = true;
+    if (w.stalled) f.stalled = true;
     const stamps = w.stamps ?? simulated;
     if (stamps) f.stamps = stamps;
-    // Hands off for a day at most: an annotation anyone can write must not keep a rollout out of the limit for ever.
-    if (w.handsOffUntil)
-      f.handsOffUntil = new Date(Math.min(w.handsOffUntil.getTime(), input.now.getTime() + MAX_HANDS_OFF_MS));
+    // Hands off for a day at most. We write it cooldownSeconds (a day at most) ahead: one further ahead was written by
+    // someone else, and is not believed at all (capping it, looked at anew each pass, would never end).
+    if (w.handsOffUntil && w.handsOffUntil.getTime() <= input.now.getTime() + MAX_HANDS_OFF_MS)
+      f.handsOffUntil = w.handsOffUntil;
     if (isFrozenByDryRun(input.dryRun, w.stamps)) f.frozen = true;
-    if (w.settling) f.settling = true;
+    // A StatefulSet with nothing left to update: its hold would change nothing. (A DaemonSet's still switches it to
+    // OnDelete, as before: the pod it would replace next is the node's.)
+    if (w.settling && w.kind === 'StatefulSet') f.settling = true;
     facts.push(f);
   }
   return facts;

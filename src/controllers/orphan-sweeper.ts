@@ -3,6 +3,9 @@ import type { Logger } from '../observability/log.js';
 import { EXCLUDE_LABEL, formatTaint, type NodeStamps } from '../api/v1alpha1/index.js';
 import { workloadKey, type NodeView } from '../detection/index.js';
 import { isFrozenByDryRun, undoActions } from '../policy/actions.js';
+import { otherFence } from '../policy/guards.js';
+import { leaseHolder } from '../policy/node-lease.js';
+import { BoundedMap } from '../runtime/bounded-map.js';
 import { rolloutTarget } from '../policy/rollouts.js';
 import type { ClusterCache } from '../ports/cluster.js';
 import type { EventRecorder, StatusWriter } from '../ports/writes.js';
@@ -53,6 +56,10 @@ export interface SweeperDeps {
  */
 export class OrphanSweeper {
   private swept: { signature: string | undefined; until: number } = { signature: undefined, until: 0 };
+  /** Undos waiting for another fence, logged once each (the sweep comes back every minute or so). */
+  private readonly waiting = new OnceLog((node, why) => {
+    this.deps.logger.info('Undo of a Node waits for another fence', { node, why });
+  });
 
   constructor(private readonly deps: SweeperDeps) {}
 
@@ -158,6 +165,20 @@ export class OrphanSweeper {
           result = 'incomplete';
         continue;
       }
+      // Another fence on the node (a NodeMaintenance, another holder's lease, a taint added after ours): its undo
+      // would end theirs too; it waits, as the undo on recovery does.
+      const lease = cache.nodeLease(node.name);
+      const waits = otherFence(
+        { ...node, ...(lease ? { lease } : {}) },
+        stamps,
+        leaseHolder(stamps.policy),
+        new Date(this.deps.clock.now()),
+      );
+      if (waits) {
+        this.waiting.note(node.name, waits.message);
+        if (result === 'complete') result = 'incomplete';
+        continue;
+      }
       const message = `No valid SandboxPolicy owns the node any more (${stamping ? `policy ${stamps.policy} no longer selects it` : `policy ${stamps.policy} is gone`}); undoing what it did.`;
       const actions = undoActions(node.name, stamps, 'PolicyGone', message);
       try {
@@ -256,5 +277,16 @@ export class OrphanSweeper {
       });
     }
     return settled;
+  }
+}
+
+/** Says each (key, message) once while it stays the same; bounded. */
+class OnceLog {
+  private readonly said = new BoundedMap<string, string>(1_000);
+  constructor(private readonly say: (key: string, message: string) => void) {}
+  note(key: string, message: string): void {
+    if (this.said.get(key) === message) return;
+    this.said.set(key, message);
+    this.say(key, message);
   }
 }

@@ -5,6 +5,7 @@ import {
   type SandboxPolicyStatus,
 } from '../api/v1alpha1/index.js';
 import type { GatedPodView } from '../detection/index.js';
+import { BoundedMap } from '../runtime/bounded-map.js';
 import type { Clock } from '../runtime/clock.js';
 import type { Logger } from '../observability/log.js';
 import {
@@ -60,6 +61,8 @@ export interface PacerHooks {
  */
 export class Pacer {
   private readonly announced = new Set<string>();
+  /** Per policy, the namespace its last paced release went to: the turn goes on from there. */
+  private readonly lastNamespace = new BoundedMap<string, string>(1_000);
 
   constructor(
     private readonly deps: {
@@ -108,6 +111,7 @@ export class Pacer {
             ...limits,
             recentReleases: kept.map((t) => new Date(t)),
             now,
+            lastNamespace: this.lastNamespace.get(policy),
           });
     const paced = decision?.releases.filter((r) => r.reason === 'Paced').length ?? 0;
     return { policy, publication, gated, decision, paced, kept, ...limits };
@@ -150,7 +154,10 @@ export class Pacer {
     for (const { pod, reason } of plan.decision.releases) {
       if (reason === 'Paced' && !reserved) continue;
       if (!(await this.lift(pod, failures))) continue;
-      if (reason === 'Paced') lifted.push(new Date(this.deps.clock.now()));
+      if (reason === 'Paced') {
+        lifted.push(new Date(this.deps.clock.now()));
+        this.lastNamespace.set(plan.policy, pod.namespace);
+      }
       released++;
       const waited = (now.getTime() - pod.gatedAt.getTime()) / 1000;
       this.deps.hooks?.onGateReleased?.(waited, reason);

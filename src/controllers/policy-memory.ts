@@ -83,6 +83,8 @@ export interface NodeState {
    * (a culprit must be one for sustainSeconds before it moves), gone with the attribution.
    */
   culprits?: Map<string, number>;
+  /** Of its candidates to move, by pod UID, the claims bound to the node (read once per pod while a candidate). */
+  claims?: ReadonlyMap<string, string[]>;
   /** The rollouts (workloadKey) with a pod running on the node, and when that was read (ms): a live read, kept a while. */
   rollouts?: { at: number; keys: ReadonlySet<string> };
 }

@@ -77,7 +77,7 @@ export interface EventView {
   /**
    * Who the Event says wrote it: source.component and source.host (core/v1), else reportingComponent and
    * reportingInstance (events.k8s.io/v1's reportingController and reportingInstance); '' when it names none. Only
-   * an Event of the kubelet of the pod's own node counts (isWrittenByKubeletOf); the admission policy
+   * an Event of the kubelet of the pod's own node counts (ignoredEventReason); the admission policy
    * config/events makes the claim true.
    */
   reportingController: string;
@@ -141,6 +141,8 @@ export interface WorkloadView {
    * status.currentPodHash (its pods' rollouts-pod-template-hash). Deployments: none, any pod of it counts.
    */
   revision?: string;
+  /** A Deployment past its own progress deadline (Progressing=False): rolling out, but holding no slot. */
+  stalled?: true;
   /** Our pause stamps; absent: we did not pause it. */
   stamps?: RolloutStamps;
   /** StatefulSet and DaemonSet we hold: what the hold replaced. */

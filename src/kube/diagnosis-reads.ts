@@ -4,7 +4,12 @@
 import { AppsV1Api, CoreV1Api, CustomObjectsApi } from '@kubernetes/client-node';
 import { GROUP, KEY_PREFIX, ROLLOUT_KINDS, VERSION } from '../api/v1alpha1/index.js';
 import type { HealthObject, PolicyObject } from '../ports/cluster.js';
-import type { WorkloadView, EventView, GatedPodView } from '../detection/index.js';
+import {
+  ignoredEventReason,
+  type WorkloadView,
+  type EventView,
+  type GatedPodView,
+} from '../detection/index.js';
 import type {
   ClusterOverviewInput,
   DiagnosedNode,
@@ -47,7 +52,7 @@ export async function readNodeDiagnosisInput(
   const found = health !== undefined || node !== undefined;
   const [policy, failureEvents, nodeEvents, heldRollouts, gatedPods] = await Promise.all([
     policyName ? reads.policy(policyName) : undefined,
-    reads.failureEvents(stuck),
+    reads.failureEvents(nodeName, stuck),
     found ? reads.nodeEvents(nodeName) : [],
     found ? reads.heldRollouts() : [],
     found ? reads.gatedPods() : [],
@@ -165,8 +170,12 @@ class Reads {
     });
   }
 
-  /** The latest FailedCreatePodSandBox Event of each pod (by name and reason: not every sender sets the uid). */
+  /**
+   * The latest FailedCreatePodSandBox Event of each pod (by name and reason: not every sender sets the uid), of those
+   * the kubelet of its node wrote, as the operator counts them (ignoredEventReason): a forged one is not shown.
+   */
   async failureEvents(
+    nodeName: string,
     pods: readonly { namespace: string; name: string; uid: string }[],
   ): Promise<Map<string, EventView>> {
     const latest = new Map<string, EventView>();
@@ -181,6 +190,7 @@ class Reads {
           const event = eventView(raw(item));
           // An Event of an earlier pod of the same name names another uid.
           if (!event || (event.involvedUid !== undefined && event.involvedUid !== pod.uid)) continue;
+          if (ignoredEventReason(event, nodeName)) continue;
           const known = latest.get(pod.uid);
           if (!known || event.lastTime > known.lastTime) latest.set(pod.uid, event);
         }

@@ -97,7 +97,7 @@ export function podView(raw: RawObject): PodView | undefined {
 /**
  * What a running pod keeps on its node (the live read of running pods only): volumes whose data stays on the node
  * (an emptyDir not in memory, a hostPath, a generic ephemeral volume: its claim goes with the pod), the claims it
- * mounts (which of them are bound to the node is another read: WorkloadReader.nodeBoundClaims), its priority.
+ * mounts (which of them are bound to the node is another read: WorkloadReader.claimPlacements), its priority.
  */
 export function podData(raw: RawObject): PodData {
   const spec = obj(raw.spec);

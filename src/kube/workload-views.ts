@@ -55,13 +55,11 @@ const partitionOf = (strategy: UpdateStrategy): number => numOr(obj(strategy.rol
 
 /**
  * Rolling out: the controller has not seen this spec yet, not every replica runs it, old replicas are left, or the
- * new ones are not yet available while the controller still reports progress. Not: a rollout past its progress
- * deadline (it holds no slot), or a finished one whose pods merely crash (NewReplicaSetAvailable).
+ * new ones are not yet available while the controller still reports progress. Not: a finished one whose pods merely
+ * crash (NewReplicaSetAvailable). One past its progress deadline still rolls out (it is `stalled`: no slot).
  */
 function isDeploymentRollingOut(status: Json, generation: number, replicas: number): boolean {
   const progressing = arr(status.conditions).find((c) => c.type === 'Progressing');
-  // Past its own progress deadline (Progressing=False, ProgressDeadlineExceeded): it waits for its owner.
-  if (progressing?.status === 'False') return false;
   const updated = numOr(status.updatedReplicas, 0);
   return (
     numOr(status.observedGeneration, 0) < generation ||
@@ -77,12 +75,17 @@ export function deploymentView(raw: RawObject): WorkloadView | undefined {
   const { view } = found;
   const spec = obj(raw.spec);
   view.paused = spec.paused === true;
-  view.rollingOut = isDeploymentRollingOut(obj(raw.status), view.generation, numOr(spec.replicas, 1));
+  const status = obj(raw.status);
+  view.rollingOut = isDeploymentRollingOut(status, view.generation, numOr(spec.replicas, 1));
+  // Past its own progress deadline: it holds no slot, but still rolls out (its owner's progressDeadlineSeconds must
+  // not let it past a hold while it feeds a saturated node).
+  const progressing = arr(status.conditions).find((c) => c.type === 'Progressing');
+  if (view.rollingOut && progressing?.status === 'False') view.stalled = true;
   return view;
 }
 
 /**
- * A StatefulSet is held by a partition at its replica count: no pod is updated. Ours stands while the partition is
+ * A StatefulSet is held by a partition where its rollout stands (rollout-changes.ts heldPartition). Ours stands while the partition is
  * the one we set (its owner changing it lets it go); one its owner holds (OnDelete, or a partition at or above its
  * replicas) is never touched. It rolls out while fewer pods run the update revision than its owner's partition asks
  * (the one before our hold), or the update revision is not yet everyone's and pods are not all ready (settling).

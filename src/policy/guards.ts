@@ -76,9 +76,22 @@ export function guardOtherFence(
   facts: NodeFacts,
   stamps: NodeStamps,
 ): Hold | undefined {
-  const held = guardNodeLease(pass, facts);
-  if (held) return { ...held, message: `${held.message}; the undo waits` };
-  const foreign = foreignFencingTaints(facts.taints, stamps.taint?.key);
+  return otherFence(facts, stamps, leaseHolder(pass.input.policy), pass.input.now);
+}
+
+/** guardOtherFence for one node, outside a pass (the orphan sweep's undo): `holder` is our lease holder's name. */
+export function otherFence(
+  node: Pick<NodeFacts, 'name' | 'taints' | 'lease'>,
+  stamps: NodeStamps,
+  holder: string,
+  now: Date,
+): Hold | undefined {
+  const { lease } = node;
+  if (lease && isHeldByOther(lease, holder, now)) {
+    const held = leaseHeldBy(node.name, lease);
+    return { ...held, message: `${held.message}; the undo waits` };
+  }
+  const foreign = foreignFencingTaints(node.taints, stamps.taint?.key);
   if (foreign.includes(NODE_MAINTENANCE_TAINT))
     return {
       guard: 'OtherFence',

@@ -60,6 +60,8 @@ export interface ReleaseInput<P extends GatedPod = GatedPod> {
   /** When gates were lifted recently (only the last 60 s count). */
   recentReleases: readonly Date[];
   now: Date;
+  /** The namespace the last paced release went to: the turn goes on from the next one, pass after pass. */
+  lastNamespace?: string | undefined;
 }
 
 export interface ReleaseDecision<P extends GatedPod = GatedPod> {
@@ -86,7 +88,7 @@ export function decideGateReleases<P extends GatedPod>(input: ReleaseInput<P>): 
     else waiting.push(pod);
   }
   const budget = budgetLeft(input.maxPodStartsPerMinute, input.recentReleases, now);
-  const paced = byNamespaceInTurn(waiting).slice(0, budget);
+  const paced = byNamespaceInTurn(waiting, input.lastNamespace).slice(0, budget);
   waiting.splice(0, waiting.length, ...waiting.filter((p) => !paced.includes(p)));
   for (const pod of paced) releases.push({ pod, reason: 'Paced' });
   const candidates: number[] = [];
@@ -102,18 +104,24 @@ export function decideGateReleases<P extends GatedPod>(input: ReleaseInput<P>): 
 
 /**
  * Pods in the order the rate releases them: namespaces take turns, each its oldest first, the namespace with the
- * oldest pod first; so one namespace creating pods in bulk cannot use up maxPodStartsPerMinute for all the others.
+ * oldest pod first, or the one after `after` (the last released to: a pass that may lift one gate goes on with the
+ * next namespace); so one namespace creating pods in bulk cannot use up maxPodStartsPerMinute for all the others.
  */
-export function byNamespaceInTurn<P extends GatedPod>(oldestFirst: readonly P[]): P[] {
-  const queues = new Map<string, P[]>();
+export function byNamespaceInTurn<P extends GatedPod>(oldestFirst: readonly P[], after?: string): P[] {
+  const byNamespace = new Map<string, P[]>();
   for (const pod of oldestFirst) {
-    const queue = queues.get(pod.namespace);
+    const queue = byNamespace.get(pod.namespace);
     if (queue) queue.push(pod);
-    else queues.set(pod.namespace, [pod]);
+    else byNamespace.set(pod.namespace, [pod]);
   }
+  const namespaces = [...byNamespace.keys()];
+  const next = after === undefined ? 0 : namespaces.indexOf(after) + 1;
+  const queues = [...namespaces.slice(next), ...namespaces.slice(0, next)].map(
+    (n) => byNamespace.get(n) ?? [],
+  );
   const order: P[] = [];
   for (let round = 0; order.length < oldestFirst.length; round++)
-    for (const queue of queues.values()) {
+    for (const queue of queues) {
       const pod = queue[round];
       if (pod) order.push(pod);
     }

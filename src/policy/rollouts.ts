@@ -30,9 +30,13 @@ export interface RolloutFacts {
   reaches: readonly string[];
   /** Paused by a real run, seen by a dry run: held exactly as it is (a dry run cannot resume it). */
   frozen?: boolean;
+  /** Whether it runs pods on some saturated node could not be read: one of ours is not let go on that ground. */
+  reachUnknown?: boolean;
+  /** Past its own progress deadline (Progressing=False): it holds no slot, but is still held if it feeds a node. */
+  stalled?: boolean;
   /**
-   * A StatefulSet or DaemonSet with no pod left to update, only waiting for updated pods to become ready: a hold would
-   * change nothing, so none is made (it still holds a slot for the progress deadline).
+   * A StatefulSet with no pod left to update, only waiting for updated pods to become ready: a hold would change
+   * nothing, so none is made (it still holds a slot for the progress deadline).
    */
   settling?: boolean;
 }
@@ -194,7 +198,7 @@ function pauseFeeders(pass: RolloutPass): void {
 function requeueFormerFeeders(pass: RolloutPass): void {
   for (const { d, reason } of [...pass.pausedNow.values()]) {
     if (!pass.ours.has(rolloutTarget(d))) continue;
-    if (d.reaches.length === 0)
+    if (d.reaches.length === 0 && !d.reachUnknown)
       resume(pass, d, 'ReachesNoSaturatedNode', 'Resumed: its pods can land on no IO-saturated node.');
     else if (reason === 'FeedsSaturatedNode' && d.feeds.length === 0)
       pass.pausedNow.set(rolloutTarget(d), { d, reason: 'RolloutQueued' });
@@ -209,7 +213,14 @@ function queueBeyondLimit(pass: RolloutPass, limit: number): number {
   const { rollouts, now } = pass.input;
   // Only rollouts whose new pods could land on a saturated node count; the rest roll out as they please.
   const progressing = rollouts
-    .filter((d) => d.reaches.length > 0 && d.rollingOut && !d.paused && !pass.pausedNow.has(rolloutTarget(d)))
+    .filter(
+      (d) =>
+        d.reaches.length > 0 &&
+        d.rollingOut &&
+        !d.stalled &&
+        !d.paused &&
+        !pass.pausedNow.has(rolloutTarget(d)),
+    )
     .sort(byStart);
   let room = limit - progressing.length;
   for (const d of progressing.slice(limit).reverse()) {

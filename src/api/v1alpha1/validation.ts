@@ -103,26 +103,8 @@ function crossFieldFindings(spec: SandboxPolicySpec): Finding[] {
       alsoRead: ['spec.ioPressure.source'],
     });
   }
-  if (io.prometheus) {
-    const bad = urlProblem(io.prometheus.url);
-    if (bad) problems.push({ field: 'spec.ioPressure.prometheus.url', message: bad });
-    const badRegex = regexProblem(io.prometheus.nodeLabelRegex);
-    if (badRegex) problems.push({ field: 'spec.ioPressure.prometheus.nodeLabelRegex', message: badRegex });
-    for (const name of ['ca', 'bearerToken'] as const) {
-      const credential = io.prometheus[name];
-      if (credential && (credential.file === undefined) === (credential.secret === undefined))
-        problems.push({
-          field: `spec.ioPressure.prometheus.${name}`,
-          message: 'must name exactly one of file and secret',
-        });
-    }
-    if (io.prometheus.ca && !io.prometheus.url.startsWith('https:'))
-      problems.push({
-        field: 'spec.ioPressure.prometheus.ca',
-        message: 'is for an https url; the url is not one',
-        alsoRead: ['spec.ioPressure.prometheus.url'],
-      });
-  }
+  if (io.prometheus) problems.push(...prometheusFindings(io.prometheus));
+
   if (
     io.source === 'nodeCondition' &&
     (NOT_IO_CONDITIONS as readonly string[]).includes(io.nodeCondition.type)
@@ -306,4 +288,36 @@ export function validateSandboxPolicySpec(raw: unknown): PolicyValidation {
     if (![field, ...alsoRead].some(touchesDropped)) problems.push({ field, message });
   }
   return { valid: false, problems };
+}
+
+/** What the Prometheus source's settings cannot be, that the schema cannot say. */
+function prometheusFindings(
+  prometheus: NonNullable<SandboxPolicySpec['ioPressure']['prometheus']>,
+): Finding[] {
+  const problems: Finding[] = [];
+  const bad = urlProblem(prometheus.url);
+  if (bad) problems.push({ field: 'spec.ioPressure.prometheus.url', message: bad });
+  const badRegex = regexProblem(prometheus.nodeLabelRegex);
+  if (badRegex) problems.push({ field: 'spec.ioPressure.prometheus.nodeLabelRegex', message: badRegex });
+  for (const name of ['ca', 'bearerToken'] as const) {
+    const credential = prometheus[name];
+    if (credential && (credential.file === undefined) === (credential.secret === undefined))
+      problems.push({
+        field: `spec.ioPressure.prometheus.${name}`,
+        message: 'must name exactly one of file and secret',
+      });
+  }
+  if (prometheus.bearerToken && !prometheus.url.startsWith('https:'))
+    problems.push({
+      field: 'spec.ioPressure.prometheus.bearerToken',
+      message: 'would be sent in clear text: the url is not https',
+      alsoRead: ['spec.ioPressure.prometheus.url'],
+    });
+  if (prometheus.ca && !prometheus.url.startsWith('https:'))
+    problems.push({
+      field: 'spec.ioPressure.prometheus.ca',
+      message: 'is for an https url; the url is not one',
+      alsoRead: ['spec.ioPressure.prometheus.url'],
+    });
+  return problems;
 }

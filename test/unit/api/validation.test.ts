@@ -136,6 +136,16 @@ describe('validateSandboxPolicySpec', () => {
       fields: ['spec.ioPressure.prometheus.ca', 'spec.ioPressure.prometheus.bearerToken'],
     },
     {
+      name: 'a bearer token for a url that is not https (sent in clear text)',
+      spec: {
+        ioPressure: {
+          source: 'prometheus',
+          prometheus: { url: 'http://p:9090', bearerToken: { file: '/token' } },
+        },
+      },
+      fields: ['spec.ioPressure.prometheus.bearerToken'],
+    },
+    {
       name: 'a CA for a url that is not https',
       spec: {
         ioPressure: { source: 'prometheus', prometheus: { url: 'http://p:9090', ca: { file: '/ca.pem' } } },

@@ -94,7 +94,7 @@ describe('observeRollouts', () => {
 });
 
 describe('observeRollouts: hands off', () => {
-  it('takes a hands-off-until further ahead than a day as a day', () => {
+  it('believes a hands-off-until only up to a day ahead: one further was not written by us, and is ignored', () => {
     const handsOff = (until: Date) =>
       observeRollouts({
         workloads: [view('web', { handsOffUntil: until })],
@@ -108,9 +108,10 @@ describe('observeRollouts: hands off', () => {
       })[0]!.handsOffUntil;
     const hour = new Date(T0.getTime() + 3_600_000);
     expect(handsOff(hour)).to.deep.equal(hour);
-    expect(handsOff(new Date('2099-01-01T00:00:00Z'))).to.deep.equal(
-      new Date(T0.getTime() + MAX_HANDS_OFF_MS),
-    );
+    const day = new Date(T0.getTime() + MAX_HANDS_OFF_MS);
+    expect(handsOff(day)).to.deep.equal(day);
+    expect(handsOff(new Date(day.getTime() + 1))).to.equal(undefined);
+    expect(handsOff(new Date('2099-01-01T00:00:00Z'))).to.equal(undefined);
   });
 });
 

@@ -976,6 +976,27 @@ describe('PolicyReconciler releasing what no policy owns', () => {
     expect(cluster.takeWrites().filter((w) => w.startsWith('patch node/'))).to.deep.equal([]);
   });
 
+  it('waits to undo on a node whose policy is gone while a NodeMaintenance drains it, and undoes once it ends', async () => {
+    const drained = stampedBy('deleted-policy');
+    const maintained = {
+      ...drained,
+      taints: [...drained.taints, { key: 'medik8s.io/drain', effect: 'NoSchedule' }],
+      stamps: { ...drained.stamps, taintsBefore: [] },
+    };
+    const { cluster, sweeper } = world(
+      { ...policySpec(), nodeSelector: { matchLabels: { pool: 'mine' } } },
+      { nodes: [aNode('n1', { pool: 'mine' }), maintained] },
+    );
+    await sweeper.sweep();
+    expect(cluster.nodeMap.get('orphan')!.unschedulable, 'not uncordoned under maintenance').to.equal(true);
+    expect(cluster.nodeMap.get('orphan')!.stamps?.policy).to.equal('deleted-policy');
+    // The maintenance ends: its taint goes, and the sweep undoes ours.
+    cluster.nodeMap.set('orphan', { ...cluster.nodeMap.get('orphan')!, taints: drained.taints });
+    await sweeper.sweep();
+    expect(cluster.nodeMap.get('orphan')!.unschedulable).to.equal(false);
+    expect(cluster.nodeMap.get('orphan')!.stamps).to.equal(undefined);
+  });
+
   it('hands an excluded node over as it is: drops the stamps, keeps its cordon and taint, and says so', async () => {
     const excluded = {
       ...stampedBy('p'),

@@ -200,7 +200,7 @@ describe('workload views', () => {
     });
   });
 
-  it('reads a Deployment past its own progress deadline as not rolling out, whatever the reason given', () => {
+  it('reads a Deployment past its own progress deadline as stalled, whatever the reason given: rolling out, no slot', () => {
     const deployment = (progressing: object | undefined) =>
       deploymentView({
         kind: 'Deployment',
@@ -214,10 +214,14 @@ describe('workload views', () => {
           conditions: progressing ? [{ type: 'Progressing', ...progressing }] : [],
         },
       } as never)!;
-    expect(deployment(undefined).rollingOut).to.equal(true);
-    expect(deployment({ status: 'True', reason: 'ReplicaSetUpdated' }).rollingOut).to.equal(true);
-    expect(deployment({ status: 'False', reason: 'ProgressDeadlineExceeded' }).rollingOut).to.equal(false);
-    expect(deployment({ status: 'False', reason: 'SomethingElse' }).rollingOut).to.equal(false);
+    const read = (progressing: object | undefined) => {
+      const view = deployment(progressing);
+      return [view.rollingOut, view.stalled ?? false];
+    };
+    expect(read(undefined)).to.deep.equal([true, false]);
+    expect(read({ status: 'True', reason: 'ReplicaSetUpdated' })).to.deep.equal([true, false]);
+    expect(read({ status: 'False', reason: 'ProgressDeadlineExceeded' })).to.deep.equal([true, true]);
+    expect(read({ status: 'False', reason: 'SomethingElse' })).to.deep.equal([true, true]);
   });
 
   it("reads where a workload's pods may go from its template, and no exemption from its labels", () => {

@@ -120,6 +120,24 @@ describe('decideGateReleases', () => {
       recentReleases: [],
     });
     expect(names(d)).to.deep.equal(['b1 Paced', 's1 Paced', 'a1 Paced']);
+    // One gate a pass: the turn goes on from the namespace last released to, pass after pass.
+    const onePerPass = (lastNamespace?: string) =>
+      names(
+        decideGateReleases({
+          ...base,
+          maxPodStartsPerMinute: 1,
+          pressure: true,
+          gated: [...bulk, inNs('shop', 's1', 50), inNs('api', 'a1', 10)],
+          recentReleases: [],
+          ...(lastNamespace ? { lastNamespace } : {}),
+        }),
+      );
+    expect([onePerPass(), onePerPass('bulk'), onePerPass('shop'), onePerPass('api')]).to.deep.equal([
+      ['b1 Paced'],
+      ['s1 Paced'],
+      ['a1 Paced'],
+      ['b1 Paced'],
+    ]);
     expect(byNamespaceInTurn([...bulk, inNs('shop', 's1', 50)]).map((p) => p.name)).to.deep.equal([
       'b1',
       's1',

@@ -175,6 +175,25 @@ describe('decideRollouts', () => {
       paused: ['b RolloutQueued'],
     },
     {
+      name: 'holds a stalled rollout that feeds the node, and gives a stalled one no slot',
+      rollouts: [
+        deployment('stalled-feeder', { feeds: ['n1'], stalled: true, startedAt: ago(300) }),
+        deployment('stalled', { stalled: true, startedAt: ago(200) }),
+        deployment('web', { startedAt: ago(90) }),
+      ],
+      actions: ['PauseRollout stalled-feeder FeedsSaturatedNode'],
+      paused: ['stalled-feeder FeedsSaturatedNode'],
+    },
+    {
+      name: 'keeps what it holds when whether its pods run on a saturated node could not be read',
+      rollouts: [
+        deployment('web', { startedAt: ago(90) }),
+        deployment('b', { ...ours('RolloutQueued'), ...elsewhere, reachUnknown: true }),
+      ],
+      actions: [],
+      paused: ['b RolloutQueued'],
+    },
+    {
       name: 'resumes one it queued at once when its pods can no longer land on a saturated node',
       rollouts: [
         deployment('web', { startedAt: ago(90) }),

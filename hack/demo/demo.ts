@@ -799,10 +799,17 @@ async function main(): Promise<void> {
         healthLine,
       );
       await nameCulprit();
-      // maxConcurrentRollouts 1: while the node is under pressure, one of the two rollouts waits, paused.
-      await waitFor('a rollout held paused by the operator', 60, async () =>
-        (await Promise.all(ROLLOUTS.map(readDeployment))).some(pausedByUs),
-      );
+      // A rollout whose new pod is stuck on the saturated node is held there; it is let go once its pods can no longer
+      // land on the node (the node fenced, its stuck pod evicted): a hold reaches only what feeds the saturated disk.
+      await waitFor('a rollout held by the operator', 60, async () => {
+        const held = (await Promise.all(ROLLOUTS.map(readDeployment))).some(pausedByUs);
+        const told = await core().listNamespacedEvent({
+          namespace: NAMESPACE,
+          fieldSelector: 'reason=RolloutPaused',
+        });
+        return held || told.items.length > 0;
+      });
+      show(['get', 'events', '-n', NAMESPACE, '--field-selector', 'reason=RolloutPaused']);
       show([
         'get',
         'deployments',

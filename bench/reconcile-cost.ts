@@ -10,7 +10,7 @@
 //
 //   npx tsx bench/reconcile-cost.ts [--nodes 1000] [--pods-per-node 30] [--rounds 50] [--before 974be47]
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { DryRunActuator } from '../src/actuation/actuator.js';
@@ -127,7 +127,7 @@ async function beforeTree(dir: string): Promise<Tree> {
   const clock = new OldClock(secondsAfter(T0, 600).getTime());
   const cluster = indexed(support.MemoryCluster);
   populate(cluster, (n) => support.aNode(n), clock.now());
-  const reconciler = new PolicyReconciler({
+  const deps = {
     cache: cluster,
     writer: cluster,
     recorder: cluster,
@@ -135,7 +135,14 @@ async function beforeTree(dir: string): Promise<Tree> {
     clock,
     logger: silentLogger,
     resyncMs: 3_600_000,
-  });
+  };
+  // A tree from after issue 24 builds its reconciler with the concerns it shares (controllers/wiring.ts).
+  const wiring = existsSync(join(dir, 'src/controllers/wiring.ts'))
+    ? await load<{
+        buildControllers: (d: typeof deps) => { reconciler: InstanceType<typeof PolicyReconciler> };
+      }>('src/controllers/wiring.ts')
+    : undefined;
+  const reconciler = wiring ? wiring.buildControllers(deps).reconciler : new PolicyReconciler(deps);
   return {
     addPod: (pod) => {
       cluster.addPod(pod);

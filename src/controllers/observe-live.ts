@@ -111,3 +111,24 @@ export async function resolveClaims(
   state.claims = known;
   observation.ioHeavyPods = resolved;
 }
+
+/**
+ * Whether a node needs a live read this pass (resolveClaims, readRunningRollouts); what the reads kept of one that does
+ * not is forgotten here, as they would forget it.
+ */
+export function needsLiveReads(
+  spec: SandboxPolicySpec,
+  observation: NodeObservation,
+  memory: PolicyMemory,
+): boolean {
+  const claims = observation.ioHeavyPods.some((p) => (p.data?.claims.length ?? 0) > 0);
+  const rollouts =
+    spec.remediation.throttleRollouts !== undefined && observation.io?.condition.status === 'True';
+  if (claims || rollouts) return true;
+  const state = memory.nodes.get(observation.node.name);
+  if (state) {
+    delete state.claims;
+    delete state.rollouts;
+  }
+  return false;
+}

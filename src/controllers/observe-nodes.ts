@@ -24,7 +24,7 @@ import { desiredDetectionStatus } from '../status/health-status.js';
 import { forEachLimit } from '../runtime/limit.js';
 import { resolveAttribution } from './culprits.js';
 import type { IgnoredEvents } from './ignored-events.js';
-import { readRunningRollouts, resolveClaims } from './observe-live.js';
+import { needsLiveReads, readRunningRollouts, resolveClaims } from './observe-live.js';
 import { ioState } from './observe.js';
 import type { NodeObservation, PolicyMemory } from './policy-memory.js';
 import type { ReportLedger } from './report-ledger.js';
@@ -104,10 +104,13 @@ export async function observeNodes(
   });
   const observations = drafts.map((draft) => finish(request, draft));
   await readIoHeavyPods(deps, request, observations);
-  await forEachLimit(observations, LIVE_READS, async (o) => {
-    await resolveClaims(deps, request.policy, o, memory);
-    await readRunningRollouts(deps, request, o, memory);
-  });
+  // Only the nodes that need one wait on a live read: a pass with none goes on without yielding.
+  const live = observations.filter((o) => needsLiveReads(request.spec, o, memory));
+  if (live.length > 0)
+    await forEachLimit(live, LIVE_READS, async (o) => {
+      await resolveClaims(deps, request.policy, o, memory);
+      await readRunningRollouts(deps, request, o, memory);
+    });
   return { observations, unsettled };
 }
 

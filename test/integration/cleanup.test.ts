@@ -4,6 +4,7 @@
 // Then the operator dies (kill -9, its leader Lease left fresh) and others cordon, taint, condition and lease too.
 // Cleanup refuses while the Lease is fresh, its dry run changes nothing, and once the Lease expired it undoes all of
 // ours and nothing of theirs; SandboxHealths stay with --keep-health and go on the next run.
+import { runCli, type CliRun } from '../support/cli.js';
 import {
   CoordinationV1Api,
   PatchStrategy,
@@ -12,8 +13,6 @@ import {
   type V1Node,
 } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
 import {
   NODE_CONDITION_TYPE,
   PACING_GATE,
@@ -23,7 +22,6 @@ import {
 } from '../../src/api/v1alpha1/index.js';
 import { isNotFound } from '../../src/kube/errors.js';
 import { api, Cleanup, eventually, KUBECONFIG, kubectl, uniqueName } from '../support/cluster.js';
-import { REPO_ROOT } from '../support/manifests.js';
 import { applyCrds, applyRbac, OperatorProcess } from '../support/operator-process.js';
 import {
   createRolloutDeployment,
@@ -43,36 +41,15 @@ const THEIR_TAINT = { key: 'example.com/maintenance', value: 'disk', effect: 'No
 const THEIR_CONDITION = 'ExampleDiskProblem';
 const leases = () => api().kc.makeApiClient(CoordinationV1Api);
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** `sandbox-remediator cleanup ARGS` through tsx, against the local cluster, naming this test's leader Lease. */
-async function cleanupCli(args: string[]): Promise<Run> {
-  const tsx = join(REPO_ROOT, 'node_modules', 'tsx', 'dist', 'esm', 'index.mjs');
-  const child = spawn(
-    process.execPath,
-    [
-      '--import',
-      tsx,
-      join(REPO_ROOT, 'src', 'main.ts'),
-      'cleanup',
-      `--kubeconfig=${KUBECONFIG}`,
-      `--operator-namespace=${OPERATOR_NAMESPACE}`,
-      `--leader-election-id=${ELECTION_ID}`,
-      ...args,
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NODE_V8_COVERAGE: '' } },
-  );
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  return { code, stdout, stderr };
-}
+/** `sandbox-remediator cleanup ARGS` against the local cluster, naming this test's leader Lease. */
+const cleanupCli = (args: string[]): Promise<CliRun> =>
+  runCli([
+    'cleanup',
+    `--kubeconfig=${KUBECONFIG}`,
+    `--operator-namespace=${OPERATOR_NAMESPACE}`,
+    `--leader-election-id=${ELECTION_ID}`,
+    ...args,
+  ]);
 
 const readLease = async (namespace: string, name: string) => {
   try {

@@ -1,7 +1,6 @@
 // Issue 40: in a cluster many teams share, a tenant with rights only in its own namespace cannot drive the operator.
 // Each test acts as the tenant does (`kubectl --as`, a Role in one namespace: test/support/tenant.ts).
 import { expect } from 'chai';
-import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -16,6 +15,7 @@ import {
   uniqueName,
 } from '../support/cluster.js';
 import { deniedBy } from '../support/admission.js';
+import { runCli } from '../support/cli.js';
 import { AuthProxy } from '../support/auth-proxy.js';
 import { Monitoring } from '../support/monitoring.js';
 import { REPO_ROOT } from '../support/manifests.js';
@@ -651,21 +651,5 @@ describe('a tenant cannot drive the operator', function () {
   });
 });
 
-/** `sandbox-remediator release TARGET` through tsx, as a person runs it with their own kubeconfig. */
-async function releaseCli(target: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const tsx = join(REPO_ROOT, 'node_modules', 'tsx', 'dist', 'esm', 'index.mjs');
-  const child = spawn(
-    process.execPath,
-    ['--import', tsx, join(REPO_ROOT, 'src', 'main.ts'), 'release', target, `--kubeconfig=${KUBECONFIG}`],
-    {
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, NODE_V8_COVERAGE: '' },
-    },
-  );
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  return { code, stdout, stderr };
-}
+/** `sandbox-remediator release TARGET`, as a person runs it with their own kubeconfig. */
+const releaseCli = (target: string) => runCli(['release', target, `--kubeconfig=${KUBECONFIG}`]);

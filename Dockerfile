@@ -1,9 +1,11 @@
 # The sandbox-remediator image: one program, two roles (`operator` in the Deployment, `agent` in the
-# DaemonSet). Build: make image. test/integration/image.test.ts rebuilds the last stage without a container
-# engine by following this file's WORKDIR and COPY lines, so a path that drifts fails that test.
+# DaemonSet). Build: make image, with docker, podman or buildah. Without a container engine, make image builds the
+# same image from Debian's archive (hack/image/build.sh: Debian's Node.js of the same major, the same /app, user and
+# entrypoint); test/integration/image.test.ts checks that the two agree, and runs that image's own Node on its files.
+# Node.js 24: the LTS in support (Node 20 reached its end of life in April 2026).
 
 # Compile: every dependency, dev ones included (TypeScript).
-FROM node:20-bookworm AS build
+FROM node:24-trixie AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -13,12 +15,12 @@ RUN npx --no-install tsc -p tsconfig.build.json
 
 # Production dependencies only, installed in a stage of their own so npm's cache stays out of the image.
 # No install scripts: nothing we depend on at run time needs one.
-FROM node:20-bookworm-slim AS deps
+FROM node:24-trixie-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund
 
-FROM node:20-bookworm-slim
+FROM node:24-trixie-slim
 ENV NODE_ENV=production
 WORKDIR /app
 # package.json says "type": "module", which dist/'s ESM needs; its directory is where the operator looks for
@@ -32,5 +34,5 @@ COPY crds ./crds
 USER 65532:65532
 # --optimize-for-size: V8 collects garbage sooner, and the first pass over 1,000 nodes peaks under 200 MB (make
 # bench-scale measures the operator started this way; docs/adr/0026-pipelined-passes.md). A node option, not
-# NODE_OPTIONS: Node 20 refuses it there.
+# NODE_OPTIONS: Node refuses it there.
 ENTRYPOINT ["node", "--optimize-for-size", "dist/src/main.js"]

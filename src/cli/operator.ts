@@ -23,7 +23,7 @@ import { createLogger, type Logger, type LogLevel } from '../observability/logge
 import { OperatorMetrics } from '../observability/metrics.js';
 import { BindError, serve } from '../observability/server.js';
 import { RESOURCE_KINDS, GROUP } from '../api/v1alpha1/index.js';
-import { splitHostPort, WEBHOOK_PATH } from '../webhook/pacing-webhook.js';
+import { bracketIpv6, splitHostPort, WEBHOOK_PATH } from '../webhook/pacing-webhook.js';
 
 export interface OperatorFlags {
   kubeconfig?: string;
@@ -159,7 +159,7 @@ function composeManager(
       ? {
           webhook: {
             ...webhook,
-            register: (url, caPem) => registerPacingWebhook(kc, { url, caPem }),
+            register: (url, caPem, armed) => registerPacingWebhook(kc, { url, caPem, armed }),
           },
         }
       : {}),
@@ -326,7 +326,8 @@ function webhookOptions(
 ): { bindAddress: string; url: string; certDir?: string; certLifetimeMs: number } | undefined {
   if (flags.webhookBindAddress === '0' || flags.webhookBindAddress === '') return undefined;
   const [host, port] = splitHostPort(flags.webhookBindAddress);
-  const url = flags.webhookUrl ?? `https://${host === '0.0.0.0' ? '127.0.0.1' : host}:${port}${WEBHOOK_PATH}`;
+  const local = host === '0.0.0.0' ? '127.0.0.1' : host === '[::]' ? '[::1]' : host;
+  const url = bracketIpv6(flags.webhookUrl ?? `https://${local}:${port}${WEBHOOK_PATH}`);
   return {
     bindAddress: flags.webhookBindAddress,
     url,

@@ -4,6 +4,7 @@ import { describeError } from '../kube/errors.js';
 import type { Logger } from '../observability/log.js';
 import type { OperatorMetrics } from '../observability/metrics.js';
 import { pacingFor } from '../policy/pacing.js';
+import { pacedNamespaces } from '../policy/webhook-arming.js';
 import type { RunningCache, WorkloadReader } from '../ports/cluster.js';
 import type { EventRecorder, StatusWriter, Transition } from '../ports/writes.js';
 import { BackgroundQueue } from '../runtime/background.js';
@@ -41,6 +42,8 @@ export interface ManagerOptions {
   operatorNamespace?: string;
   /** Serve the pod-start pacing webhook, and register it with the apiserver (`register`) at its URL. */
   webhook?: WebhookServingOptions;
+  /** How often where the webhook is armed is looked at again (default 1 s). */
+  armingIntervalMs?: number;
   /**
    * Leader election decides when this replica acts: start() only syncs the caches (a warm standby) and lead() starts
    * the controllers. Without it, start() acts as soon as the caches have synced.
@@ -70,6 +73,7 @@ export class Manager {
   private readonly synced = new Promise<void>((resolve) => (this.markSynced = resolve));
   private readonly operatorNamespace: string;
   private webhook: WebhookServing | undefined;
+  private armingTimer: NodeJS.Timeout | undefined;
   private abortStart: (() => void) | undefined;
 
   constructor(private readonly options: ManagerOptions) {
@@ -297,6 +301,27 @@ export class Manager {
     const { port, origin } = await webhook.start();
     this.webhook = webhook;
     logger.info('Serving the pacing webhook', { port, url: options.url, certificate: origin });
+    this.keepArming(webhook);
+  }
+
+  /**
+   * Keeps the webhook armed where pacing could gate now, and nowhere else: looked at every second from what the
+   * passes published and the namespaces' labels; written only when it changes (a standby writes nothing).
+   */
+  private keepArming(webhook: WebhookServing): void {
+    const { cache, fence } = this.options;
+    let busy = false;
+    this.armingTimer = setInterval(() => {
+      if (busy || !fence.mayAct()) return;
+      busy = true;
+      const namespaces = pacedNamespaces(
+        this.controllers.memories.pacing(),
+        cache.namespaces(),
+        this.operatorNamespace,
+      );
+      void webhook.arm(namespaces).finally(() => (busy = false));
+    }, this.options.armingIntervalMs ?? 1_000);
+    this.armingTimer.unref();
   }
 
   /** Synced, and no informer disconnected for longer than maxDisconnectedMs. */
@@ -351,6 +376,9 @@ export class Manager {
     // What was decided is told, briefly: Events still waiting get 2 s before the fence refuses them.
     await this.events.drain(2_000);
     this.stopping = true;
+    // No pod creation is to wait on a webhook that is gone: disarmed while this replica still leads (2 s at most).
+    clearInterval(this.armingTimer);
+    await this.webhook?.disarm(2_000);
     this.fence();
     this.started = false;
     this.abortStart?.();

@@ -376,6 +376,9 @@ export class InformerCache implements RunningCache {
   namespaceLabels(name: string): Readonly<Record<string, string>> | undefined {
     return this.namespaceInformer.get(name)?.labels;
   }
+  namespaces(): Iterable<{ name: string; labels: Readonly<Record<string, string>> }> {
+    return this.namespaceInformer.values();
+  }
   healths(): Iterable<HealthObject> {
     return this.healthInformer.values();
   }

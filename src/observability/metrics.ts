@@ -88,6 +88,11 @@ export class OperatorMetrics {
     help: "1 while the acting replica's address and CA are in the pacing webhook's configuration; 0 when it is missing (pods are not gated).",
     registers: [this.registry],
   });
+  readonly webhookArmedNamespaces = new Gauge({
+    name: 'sandbox_remediator_webhook_armed_namespaces',
+    help: 'Namespaces whose new pods the apiserver sends to the pacing webhook now (0: disarmed, no pod creation waits on the operator).',
+    registers: [this.registry],
+  });
   readonly webhookCertExpiry = new Gauge({
     name: 'sandbox_remediator_webhook_certificate_expiry_timestamp_seconds',
     help: 'When the certificate the pacing webhook serves expires (a generated one is renewed when a third of its lifetime is left).',

@@ -61,6 +61,8 @@ export interface ClusterCache {
   nodeLeases(): Iterable<NodeLeaseView>;
   /** A namespace's labels; undefined when the namespace is not known. */
   namespaceLabels(name: string): Readonly<Record<string, string>> | undefined;
+  /** Every namespace the cache holds, with its labels. */
+  namespaces(): Iterable<{ name: string; labels: Readonly<Record<string, string>> }>;
   /** The resourceVersion the cache holds for an object (a rollout's by namespace/name): what read-your-writes fences compare against. */
   observedVersion(kind: VersionedKind, name: string): string | undefined;
   /** Synced, and no watch known to be broken: the operator acts only then. */

@@ -2,6 +2,7 @@
 // policy says so, and answers "allowed" to everything, always. Decisions come from memory (the reconciler keeps
 // them current), so an answer takes microseconds and never waits on the API.
 import { createServer, type Server } from 'node:https';
+import { isIP } from 'node:net';
 import { PACING_GATE, PACING_STAMP } from '../api/v1alpha1/index.js';
 import { isJson, placementOf } from '../kube/views.js';
 import { listen } from '../observability/server.js';
@@ -219,6 +220,22 @@ class RefusalLog {
     this.count = 0;
     this.last = Date.now();
   }
+}
+
+/**
+ * The URL with a bare IPv6 address put in brackets, as a URL needs it: `https://$(POD_IP):9443/...` leaves an IPv6
+ * pod IP bare (https://fd00::5:9443/mutate-pods becomes https://[fd00::5]:9443/mutate-pods). Anything else is kept.
+ */
+export function bracketIpv6(url: string): string {
+  const match = /^(https?:\/\/)([0-9A-Fa-f:.]+)(:\d+)(\/.*)?$/.exec(url);
+  if (!match) return url;
+  const [, scheme, host = '', port, path = ''] = match;
+  return isIP(host) === 6 ? `${scheme}[${host}]${port}${path}` : url;
+}
+
+/** The host of a URL as a certificate names it: an IPv6 address without its brackets. */
+export function hostOfUrl(url: string): string {
+  return new URL(url).hostname.replace(/^\[(.*)\]$/, '$1');
 }
 
 export function splitHostPort(address: string): [string, string] {

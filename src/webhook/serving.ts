@@ -4,10 +4,13 @@
 // CA is registered first, and served only once the apiserver has had time to learn it (trustGraceMs); the old CA
 // stays trusted beside it until the next renewal, so no request the apiserver sends meets a certificate it does not
 // trust. Registrations go one at a time, each with the bundle as it is when it runs, only while this replica leads,
-// and again every recheck, so a configuration deleted or reverted by someone else is put right, or reported.
+// and again every recheck, so a configuration deleted or reverted by someone else is put right, or reported. Each also
+// arms the webhook where it paces now (arm: the namespaces a policy could gate), and a clean stop disarms it, so that
+// no pod creation waits on an operator that is gone (ADR 0028).
 import { createHash } from 'node:crypto';
 import type { Server } from 'node:https';
 import type { Registration } from '../kube/webhook-config.js';
+import { armingExpression } from '../policy/webhook-arming.js';
 import type { OperatorMetrics } from '../observability/metrics.js';
 import {
   checkedCert,
@@ -17,7 +20,7 @@ import {
   loadServingCert,
   type ServingCert,
 } from './certs.js';
-import { serveWebhook, type WebhookDeps } from './pacing-webhook.js';
+import { hostOfUrl, serveWebhook, type WebhookDeps } from './pacing-webhook.js';
 
 export interface WebhookServingOptions {
   bindAddress: string;
@@ -35,7 +38,8 @@ export interface WebhookServingOptions {
    * it, and a request it sends meanwhile must still meet a certificate it trusts.
    */
   trustGraceMs?: number;
-  register(url: string, caPem: string): Promise<Registration>;
+  /** Writes the address, the CAs to trust, and our matchCondition's CEL (armingExpression). */
+  register(url: string, caPem: string, armed: string): Promise<Registration>;
 }
 
 interface Logger {
@@ -55,6 +59,10 @@ export class WebhookServing {
   private pending: ServingCert | undefined;
   /** The CAs to register: the current one, and the previous (or the pending one) beside it. */
   private trusted = '';
+  /** Our matchCondition's CEL: where the webhook is armed (nowhere until a pass says otherwise). */
+  private armed = armingExpression([]);
+  /** Disarmed for good (a clean stop under way): arm() changes nothing more. */
+  private disarmed = false;
   private server: Server | undefined;
   private leading = false;
   private stopped = false;
@@ -101,9 +109,41 @@ export class WebhookServing {
     clearTimeout(this.recheckTimer);
   }
 
+  /**
+   * Arms the webhook for new pods in these namespaces only (none: nowhere); written when it changes, while leading.
+   * Resolves once the write was tried.
+   */
+  async arm(namespaces: readonly string[]): Promise<void> {
+    const armed = armingExpression(namespaces);
+    if (this.disarmed || armed === this.armed) return;
+    this.armed = armed;
+    const { logger, metrics } = this.deps;
+    metrics?.webhookArmedNamespaces.set(namespaces.length);
+    if ((await this.registerNow()) === 'registered' && this.leading)
+      logger.info(namespaces.length ? 'Armed the pacing webhook' : 'Disarmed the pacing webhook', {
+        namespaces: namespaces.slice(0, 20),
+        count: namespaces.length,
+      });
+  }
+
+  /**
+   * A clean stop: arms the webhook nowhere, if this replica leads, and waits at most `timeoutMs` for the write. The
+   * apiserver then calls no one while no operator runs; a standby that takes over arms it again.
+   */
+  async disarm(timeoutMs: number): Promise<void> {
+    if (!this.leading || this.stopped) return;
+    this.disarmed = true;
+    this.armed = armingExpression([]);
+    this.deps.metrics?.webhookArmedNamespaces.set(0);
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
+    await Promise.race([this.registerNow(), timeout]);
+    clearTimeout(timer);
+  }
+
   private load(): ServingCert {
     const { certDir, url, certLifetimeMs } = this.options;
-    return certDir ? loadServingCert(certDir) : generateServingCert(new URL(url).hostname, certLifetimeMs);
+    return certDir ? loadServingCert(certDir) : generateServingCert(hostOfUrl(url), certLifetimeMs);
   }
 
   /** The certificate served now (start() made or read it). */
@@ -125,7 +165,7 @@ export class WebhookServing {
     const recheck = `every ${ms >= 1_000 ? `${Math.round(ms / 1_000)} s` : `${ms} ms`}`;
     let result: Registration;
     try {
-      result = await this.options.register(this.options.url, this.trusted);
+      result = await this.options.register(this.options.url, this.trusted, this.armed);
     } catch (err) {
       metrics?.webhookRegistered.set(0);
       const why = (err as Error).message;
@@ -191,7 +231,7 @@ export class WebhookServing {
     if (!certDir) {
       const lifetime = certLifetimeMs ?? DEFAULT_CERT_LIFETIME_MS;
       if (expiryOf(current.certPem).getTime() - Date.now() > lifetime / 3 + 1_000) return undefined; // a step
-      return generateServingCert(new URL(url).hostname, certLifetimeMs);
+      return generateServingCert(hostOfUrl(url), certLifetimeMs);
     }
     try {
       const read = checkedCert(loadServingCert(certDir));
@@ -262,11 +302,19 @@ export class WebhookServing {
     clearTimeout(this.renewalTimer);
     this.wake?.();
     const server = this.server;
-    if (server)
-      await new Promise<void>((resolve) =>
-        server.close(() => {
-          resolve();
-        }),
-      );
+    if (!server) return;
+    // The apiserver keeps its connections open: idle ones are closed now, and a request still being answered gets a
+    // second (it fails open anyway) before its connection is cut, so the exit never waits on the apiserver.
+    const closed = new Promise<void>((resolve) =>
+      server.close(() => {
+        resolve();
+      }),
+    );
+    server.closeIdleConnections();
+    const cut = setTimeout(() => {
+      server.closeAllConnections();
+    }, 1_000);
+    await closed;
+    clearTimeout(cut);
   }
 }

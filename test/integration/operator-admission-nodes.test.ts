@@ -290,12 +290,13 @@ describe('config/rbac/operator-admission-policy.yaml on Nodes and Pods: cordon, 
     expect(nodes).to.contain('cannot create resource "nodes"');
   });
 
-  it('fills in only the address and CA of the shipped webhook configuration, and reports it missing', async () => {
+  it("fills in only the address, CA and arming of the shipped webhook configuration, keeps the admin's conditions, and reports it missing", async () => {
     const operatorKc = loadKubeConfig(operatorConfig);
     await deleteWebhookConfig();
     const ca = generateServingCert('127.0.0.1').caPem;
     const url = 'https://127.0.0.1:9/mutate-pods';
-    expect(await registerPacingWebhook(operatorKc, { url, caPem: ca })).to.deep.equal({
+    const armed = "request.namespace in ['team-a', 'team-b']";
+    expect(await registerPacingWebhook(operatorKc, { url, caPem: ca, armed })).to.deep.equal({
       registered: false,
       why: 'the MutatingWebhookConfiguration sandbox-remediator-pacing is not installed (kubectl apply -k config/webhook)',
     });
@@ -309,12 +310,24 @@ describe('config/rbac/operator-admission-policy.yaml on Nodes and Pods: cordon, 
       patchHook([{ op: 'add', path: '/webhooks/0/timeoutSeconds', value: (++probes % 9) + 1 }]),
     );
     await kubectl(['apply', '-k', join(REPO_ROOT, 'config/webhook')]); // the probes' timeoutSeconds undone
+    const admins = { name: 'team.example/not-batch', expression: '!has(object.metadata.labels) || true' };
+    const added = await kubectl([
+      'patch',
+      'mutatingwebhookconfiguration',
+      'sandbox-remediator-pacing',
+      '--type=json',
+      `-p=${JSON.stringify([{ op: 'add', path: '/webhooks/0/matchConditions/-', value: admins }])}`,
+    ]);
+    expect(added.code, added.stderr).to.equal(0);
 
-    expect(await registerPacingWebhook(operatorKc, { url, caPem: ca })).to.deep.equal({
+    expect(await registerPacingWebhook(operatorKc, { url, caPem: ca, armed })).to.deep.equal({
       registered: true,
       changed: true,
     });
-    expect(await registerPacingWebhook(operatorKc, { url, caPem: ca }), 'unchanged: no write').to.deep.equal({
+    expect(
+      await registerPacingWebhook(operatorKc, { url, caPem: ca, armed }),
+      'unchanged: no write',
+    ).to.deep.equal({
       registered: true,
       changed: false,
     });
@@ -325,6 +338,10 @@ describe('config/rbac/operator-admission-policy.yaml on Nodes and Pods: cordon, 
     ).webhooks![0]!;
     expect(hook.clientConfig).to.deep.equal({ url, caBundle: Buffer.from(ca).toString('base64') });
     expect(hook.failurePolicy, 'as shipped').to.equal('Ignore');
+    expect(hook.matchConditions, "ours armed, the admin's kept").to.deep.equal([
+      { name: 'sandbox.remediator.io/armed', expression: armed },
+      admins,
+    ]);
 
     const denyHook = (message: string) => deniedBy('sandbox-remediator-operator-webhook', message);
     expect(await typeCheckWarnings('sandbox-remediator-operator-webhook')).to.deep.equal([]);
@@ -346,21 +363,37 @@ describe('config/rbac/operator-admission-policy.yaml on Nodes and Pods: cordon, 
       await refused(() =>
         patchHook([{ op: 'add', path: '/metadata/labels/team.example~1owner', value: 'someone' }]),
       ),
+      await refused(() =>
+        patchHook([
+          {
+            op: 'replace',
+            path: '/webhooks/0/matchConditions/0/expression',
+            value: "object.kind == 'Secret'",
+          },
+        ]),
+      ),
+      await refused(() => patchHook([{ op: 'remove', path: '/webhooks/0/matchConditions/1' }])),
     ];
     expect(refusals).to.deep.equal([
       denyHook(
         'the operator may register only https://<a loopback or private address, or a Service name>:<port>/mutate-pods, not https://evil.example:443/mutate-pods',
       ),
       denyHook(
-        'the operator may change only clientConfig.url and clientConfig.caBundle of its webhook, not webhooks[0].rules',
+        'the operator may change only clientConfig.url, clientConfig.caBundle and its matchCondition of its webhook, not webhooks[0].rules',
       ),
       denyHook(
-        'the operator may change only clientConfig.url and clientConfig.caBundle of its webhook, not webhooks[0].failurePolicy',
+        'the operator may change only clientConfig.url, clientConfig.caBundle and its matchCondition of its webhook, not webhooks[0].failurePolicy',
       ),
       denyHook(
-        'the operator may change only clientConfig.url and clientConfig.caBundle of its webhook, not webhooks[0].namespaceSelector',
+        'the operator may change only clientConfig.url, clientConfig.caBundle and its matchCondition of its webhook, not webhooks[0].namespaceSelector',
       ),
       denyHook('the operator may not change the metadata of a webhook configuration: metadata.labels'),
+      denyHook(
+        "the operator's matchCondition sandbox.remediator.io/armed must be one, and false, true or request.namespace in ['<namespace>', ...]",
+      ),
+      denyHook(
+        "the operator may change only its own matchCondition (sandbox.remediator.io/armed), not the admin's",
+      ),
     ]);
     const deleted = await refused(() =>
       webhooks.deleteMutatingWebhookConfiguration({ name: 'sandbox-remediator-pacing' }),

@@ -27,6 +27,48 @@ const log = (msg: string) => {
 };
 const gated = (pod: V1Pod) => (pod.spec?.schedulingGates ?? []).some((g) => g.name === GATE);
 
+/** What the apiserver's own metrics count for the pacing webhook: its calls, and those that failed open. */
+async function webhookCalls(): Promise<{ calls: number; failedOpen: number }> {
+  const { stdout, code, stderr } = await kubectl(['get', '--raw', '/metrics']);
+  if (code !== 0) throw new Error(`kubectl get --raw /metrics: ${stderr}`);
+  const sum = (metric: string) =>
+    stdout
+      .split('\n')
+      .filter((l) => l.startsWith(`${metric}{`) && l.includes('name="pacing.sandbox.remediator.io"'))
+      .reduce((n, l) => n + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+  return {
+    calls: sum('apiserver_admission_webhook_admission_duration_seconds_count'),
+    failedOpen: sum('apiserver_admission_webhook_fail_open_count'),
+  };
+}
+
+/** The calls the apiserver made to the webhook while `create` ran. */
+async function callsDuring(create: () => Promise<unknown>): Promise<{ calls: number; failedOpen: number }> {
+  const before = await webhookCalls();
+  await create();
+  const after = await webhookCalls();
+  return { calls: after.calls - before.calls, failedOpen: after.failedOpen - before.failedOpen };
+}
+
+/** Our matchCondition's CEL in the configuration the apiserver reads. */
+async function armedAs(): Promise<string | undefined> {
+  const { stdout } = await kubectl([
+    'get',
+    'mutatingwebhookconfiguration',
+    'sandbox-remediator-pacing',
+    '-o',
+    'json',
+  ]);
+  const config = JSON.parse(stdout) as {
+    webhooks: { matchConditions?: { name: string; expression: string }[] }[];
+  };
+  return config.webhooks[0]?.matchConditions?.find((c) => c.name === 'sandbox.remediator.io/armed')
+    ?.expression;
+}
+/** Whether our matchCondition arms the webhook for this namespace (others, of earlier tests, may be listed too). */
+const armedFor = (expression: string | undefined, namespace: string) =>
+  expression?.startsWith('request.namespace in [') === true && expression.includes(`'${namespace}'`);
+
 describe('pod-start pacing through the webhook on the real cluster', function () {
   const cleanup = new Cleanup();
   const operators: OperatorProcess[] = [];
@@ -53,7 +95,7 @@ describe('pod-start pacing through the webhook on the real cluster', function ()
     await deleteWebhookConfig();
   });
 
-  it('gates new pods in opted-in namespaces under pressure, lifts at most maxPodStartsPerMinute across kill -9, releases the rest when the pressure ends, and never blocks pod creation', async function () {
+  it("gates new pods in opted-in namespaces under pressure, lifts at most maxPodStartsPerMinute across kill -9, releases the rest when the pressure ends, is called only where and while it paces (the apiserver's metrics, the leader hung too), and never blocks pod creation", async function () {
     this.timeout(300_000);
     const first = await startOperator();
     const paced = await createNamespace(cleanup, 'paced');
@@ -100,8 +142,14 @@ describe('pod-start pacing through the webhook on the real cluster', function ()
         timeoutMs: 60_000,
       },
     );
-    const calm = await core.createNamespacedPod({ namespace: paced, body: pod('before-pressure') });
-    expect(gated(calm), 'no pressure: no gate').to.equal(false);
+    // Issue 41: nothing saturated, so the webhook is disarmed, and the apiserver calls it for no pod at all.
+    await eventually('disarmed', async () => (await armedAs()) === 'false');
+    let calm: V1Pod | undefined;
+    const calmCalls = await callsDuring(
+      async () => (calm = await core.createNamespacedPod({ namespace: paced, body: pod('before-pressure') })),
+    );
+    expect(gated(calm!), 'no pressure: no gate').to.equal(false);
+    expect(calmCalls.calls, 'no call while disarmed').to.equal(0);
 
     await proc.setPressure('load');
     await eventually(
@@ -111,18 +159,30 @@ describe('pod-start pacing through the webhook on the real cluster', function ()
         timeoutMs: 60_000,
       },
     );
-    await new Promise((r) => setTimeout(r, 1500)); // the pass that raised it has published the gating to the webhook
+    // Armed for the paced namespace only, once the pass that raised it has published the gating.
+    await eventually('armed', async () => armedFor(await armedAs(), paced));
+    expect(armedFor(await armedAs(), other), 'not for a namespace nobody paces').to.equal(false);
     const creating = Date.now(); // no release can come before the pods are
-    const created = await Promise.all(
-      Array.from({ length: 30 }, (_, i) =>
-        core.createNamespacedPod({ namespace: paced, body: pod(`p${i}`) }),
-      ),
+    let created: V1Pod[] = [];
+    const armedCalls = await callsDuring(
+      async () =>
+        (created = await Promise.all(
+          Array.from({ length: 30 }, (_, i) =>
+            core.createNamespacedPod({ namespace: paced, body: pod(`p${i}`) }),
+          ),
+        )),
     );
     const start = Date.now();
     expect(created.filter(gated), 'all 30 gated by the apiserver calling the webhook').to.have.length(30);
+    expect(armedCalls.calls, 'one call per pod').to.equal(30);
     expect(created[0]!.metadata?.annotations?.['sandbox.remediator.io/gated-by']).to.equal(policy);
-    const elsewhere = await core.createNamespacedPod({ namespace: other, body: pod('not-opted-in') });
-    expect(gated(elsewhere), 'a namespace not selected').to.equal(false);
+    let elsewhere: V1Pod | undefined;
+    const elsewhereCalls = await callsDuring(
+      async () =>
+        (elsewhere = await core.createNamespacedPod({ namespace: other, body: pod('not-opted-in') })),
+    );
+    expect(gated(elsewhere!), 'a namespace not selected').to.equal(false);
+    expect(elsewhereCalls.calls, 'a namespace nobody paces never reaches the webhook').to.equal(0);
     // Issue 40: a pod that can land on no saturated node starts ungated, in a paced namespace too.
     const healthyOnly: V1Pod = {
       metadata: { name: 'healthy-node-only' },
@@ -186,6 +246,61 @@ describe('pod-start pacing through the webhook on the real cluster', function ()
     );
     expect((await eventsWithReason('PodStartHeld', paced)).length).to.be.at.least(30);
     expect((await eventsWithReason('PodStartReleased', paced)).length).to.be.at.least(30);
+    await eventually('disarmed once the pressure is gone', async () => (await armedAs()) === 'false');
+    const calmAgain = await callsDuring(() =>
+      core.createNamespacedPod({ namespace: paced, body: pod('after-pressure') }),
+    );
+    expect(calmAgain.calls, 'no call once disarmed').to.equal(0);
+
+    // The leader hung while armed: a namespace nobody paces is not slowed (no call at all); a paced one waits for the
+    // webhook's timeout and fails open.
+    await proc.setPressure('load');
+    await eventually('armed again', async () => armedFor(await armedAs(), paced), {
+      timeoutMs: 60_000,
+    });
+    const leader = operators.at(-1)!;
+    leader.pause();
+    try {
+      const unpaced = await callsDuring(() =>
+        core.createNamespacedPod({ namespace: other, body: pod('leader-hung') }),
+      );
+      expect(unpaced.calls, 'leader hung: no call for a namespace nobody paces').to.equal(0);
+      const hung = await callsDuring(() =>
+        core.createNamespacedPod({ namespace: paced, body: pod('hung-paced') }),
+      );
+      expect(hung, 'leader hung: the paced namespace calls it, and fails open').to.deep.equal({
+        calls: 1,
+        failedOpen: 1,
+      });
+    } finally {
+      leader.resume();
+    }
+
+    // A clean stop disarms; the next leader arms again; deleting the last pacing policy disarms.
+    expect(
+      await leader.stop(),
+      `exits 0:\n${leader.logs
+        .slice(-15)
+        .map((l) => JSON.stringify(l))
+        .join('\n')}`,
+    ).to.equal(0);
+    operators.splice(operators.indexOf(leader), 1);
+    expect(await armedAs(), 'disarmed by a clean stop').to.equal('false');
+    const next = await startOperator();
+    await eventually('armed by the next leader', async () => armedFor(await armedAs(), paced), {
+      timeoutMs: 60_000,
+    });
+    await kubectl(['delete', 'sandboxpolicy', policy, '--wait']);
+    await eventually('disarmed once no policy paces', async () => (await armedAs()) === 'false');
+    next.pause();
+    try {
+      const noPolicy = await callsDuring(() =>
+        core.createNamespacedPod({ namespace: paced, body: pod('no-policy') }),
+      );
+      expect(noPolicy.calls, 'no pacing policy: no call, the leader hung or not').to.equal(0);
+    } finally {
+      next.resume();
+    }
 
     // With the operator down, the webhook fails open: pods are created, ungated, at once.
     for (const o of operators.splice(0)) await o.stop();

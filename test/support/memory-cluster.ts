@@ -223,6 +223,9 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
     this.changed(release.node);
     return Promise.resolve();
   }
+  namespaces() {
+    return [...this.namespaceMap].map(([name, labels]) => ({ name, labels }));
+  }
   namespaceLabels(name: string) {
     return this.namespaceMap.get(name) ?? (name.startsWith('kube-') ? undefined : {});
   }

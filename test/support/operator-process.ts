@@ -149,6 +149,15 @@ export class OperatorProcess {
     return { status: res.status, text: await res.text() };
   }
 
+  /** SIGSTOP: a hung process, whose sockets stay open and answer nothing; resume() ends it. */
+  pause(): void {
+    this.child?.kill('SIGSTOP');
+  }
+
+  resume(): void {
+    this.child?.kill('SIGCONT');
+  }
+
   /** SIGKILL: a crash, with no chance to clean up. */
   kill(): void {
     this.child?.kill('SIGKILL');

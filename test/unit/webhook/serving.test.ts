@@ -10,7 +10,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect } from 'node:tls';
 import { generateServingCert, type ServingCert } from '../../../src/webhook/certs.js';
-import { MAX_BODY, serveWebhook, WEBHOOK_PATH } from '../../../src/webhook/pacing-webhook.js';
+import {
+  bracketIpv6,
+  hostOfUrl,
+  MAX_BODY,
+  serveWebhook,
+  WEBHOOK_PATH,
+} from '../../../src/webhook/pacing-webhook.js';
 import { WebhookServing } from '../../../src/webhook/serving.js';
 
 const CERT = generateServingCert('127.0.0.1');
@@ -325,5 +331,93 @@ describe('WebhookServing renews its certificate without a restart', function () 
     const before = calls;
     await new Promise((r) => setTimeout(r, 400));
     expect(calls, 'nothing after unlead').to.be.at.most(before + 1); // one already under way
+  });
+
+  it('arms where it is told, writes only a change, disarms on a clean stop, and arms nothing more after it', async () => {
+    const written: string[] = [];
+    const serving = new WebhookServing(
+      {
+        bindAddress: '127.0.0.1:0',
+        url: 'https://127.0.0.1:1/mutate-pods',
+        recheckMs: 60_000,
+        register: (_url, _ca, armed) => {
+          written.push(armed);
+          return Promise.resolve({ registered: true, changed: true });
+        },
+      },
+      deps,
+    );
+    servings.push(serving);
+    await serving.start();
+    await serving.arm(['shop']); // a standby: remembered, written once it leads
+    expect(written, 'nothing written before it leads').to.deep.equal([]);
+    await serving.lead();
+    await serving.arm(['shop']);
+    await serving.arm(['shop', 'web']);
+    await serving.arm([]);
+    await serving.arm(['web']);
+    expect(written).to.deep.equal([
+      "request.namespace in ['shop']",
+      "request.namespace in ['shop', 'web']",
+      'false',
+      "request.namespace in ['web']",
+    ]);
+    await serving.disarm(1_000);
+    await serving.arm(['shop']);
+    expect(written.slice(4), 'disarmed, and kept so').to.deep.equal(['false']);
+  });
+
+  it('disarms within its timeout when the apiserver does not answer, and not at all when it does not lead', async () => {
+    let answering = true;
+    const hang = new WebhookServing(
+      {
+        bindAddress: '127.0.0.1:0',
+        url: 'https://127.0.0.1:1/mutate-pods',
+        register: () =>
+          answering
+            ? Promise.resolve({ registered: true as const, changed: true })
+            : new Promise(() => undefined),
+      },
+      deps,
+    );
+    servings.push(hang);
+    await hang.start();
+    await hang.lead();
+    await hang.arm(['shop']);
+    answering = false;
+    const started = performance.now();
+    await hang.disarm(200);
+    expect(performance.now() - started, 'bounded by its timeout').to.be.below(2_000);
+
+    const written: string[] = [];
+    const standby = new WebhookServing(
+      {
+        bindAddress: '127.0.0.1:0',
+        url: 'https://127.0.0.1:1/mutate-pods',
+        register: (_url, _ca, armed) => {
+          written.push(armed);
+          return Promise.resolve({ registered: true, changed: true });
+        },
+      },
+      deps,
+    );
+    servings.push(standby);
+    await standby.start();
+    await standby.disarm(200);
+    expect(written, 'a standby writes nothing').to.deep.equal([]);
+  });
+
+  it('puts a bare IPv6 address of the URL in brackets, and names it in the certificate without them', () => {
+    expect(bracketIpv6('https://fd00::5:9443/mutate-pods')).to.equal('https://[fd00::5]:9443/mutate-pods');
+    expect(bracketIpv6('https://[fd00::5]:9443/mutate-pods')).to.equal('https://[fd00::5]:9443/mutate-pods');
+    expect(bracketIpv6('https://10.0.0.5:9443/mutate-pods')).to.equal('https://10.0.0.5:9443/mutate-pods');
+    expect(bracketIpv6('https://webhook.ns.svc:443/mutate-pods')).to.equal(
+      'https://webhook.ns.svc:443/mutate-pods',
+    );
+    expect(new URL(bracketIpv6('https://2001:db8::1:9443/mutate-pods')).port).to.equal('9443');
+    expect(hostOfUrl('https://[fd00::5]:9443/mutate-pods')).to.equal('fd00::5');
+    expect(hostOfUrl('https://10.0.0.5:9443/mutate-pods')).to.equal('10.0.0.5');
+    const cert = new X509Certificate(generateServingCert(hostOfUrl('https://[fd00::5]:1/x')).certPem);
+    expect(cert.subjectAltName).to.equal('IP Address:FD00:0:0:0:0:0:0:5');
   });
 });

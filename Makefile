@@ -184,13 +184,22 @@ cluster-down: ## Stop exactly what cluster-up started and remove .cluster/
 	hack/cluster/down.sh
 
 .PHONY: lab
-lab: deps tools ## One real node beside the local cluster: kubelet, containerd, runc and a CNI bridge under .lab/ (root, cgroup v1); ends with a pod Running on it
+lab: deps tools ## One real node and a control plane of its own in a network namespace of its own (kubelet, containerd, runc, a CNI bridge under .lab/; root, cgroup v1); ends with a pod Running on it; talk to it with hack/lab/exec.sh kubectl ...
 	hack/lab/up.sh
 
+.PHONY: lab-install
+lab-install: lab ## The chart on the lab's real node: the image built here (make image, no engine needed) loaded into its containerd, helm install, the operator and the agent as Pods on the real kubelet
+	hack/lab/install.sh
+
+.PHONY: lab-uninstall
+lab-uninstall: ## helm uninstall from the lab, and the README's cleanup (the CRDs)
+	hack/lab/install.sh uninstall
+
 .PHONY: lab-down
-lab-down: ## Stop the real node and remove .lab/, its mounts, loop device, bridge and Node (the cluster keeps running)
+lab-down: ## Stop the real node and its control plane, and remove .lab/, its mounts, loop device and network namespace
 	hack/lab/down.sh
 
 .PHONY: test-lab
-test-lab: lab ## Not in make test (root, cgroup v1, a loop device, and kubelet's build): the operator against the real node's genuine failures, in the stall, io, culprit (a real pod's writes, named and moved) and delay modes
-	mocha --import=tsx --forbid-only --require test/integration/hooks.ts --timeout 600000 test/lab/lab.test.ts
+test-lab: lab ## Not in make test (root, cgroup v1, a loop device, and kubelet's build): the chart's Pods on the real node (installed, the stall remediated in-cluster, uninstalled), then the operator against the real node's genuine failures, in the stall, io, culprit (a real pod's writes, named and moved) and delay modes
+	hack/image/build.sh $(IMAGE) $(IMAGE_ARCHIVE)
+	hack/lab/exec.sh mocha --import=tsx --forbid-only --require test/integration/hooks.ts --timeout 600000 test/lab/in-cluster.test.ts test/lab/lab.test.ts

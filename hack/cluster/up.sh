@@ -2,11 +2,14 @@
 # Starts a local control plane on 127.0.0.1: etcd, kube-apiserver (TLS, client certificates, RBAC),
 # kube-controller-manager, kube-scheduler and kwok with NODES simulated nodes. Reuses a running one.
 # Writes .cluster/kubeconfig; logs in .cluster/logs/, with the audit log of every change in .cluster/logs/audit.log
-# (hack/cluster/audit-policy.yaml). Stop it with hack/cluster/down.sh.
+# (hack/cluster/audit-policy.yaml). Stop it with hack/cluster/down.sh. The lab (hack/lab/up.sh) runs one inside its
+# own network namespace, where the apiserver also listens on the namespace's bridge for the pods
+# (CLUSTER_BIND_ADDRESS, CLUSTER_ADVERTISE_ADDRESS, CLUSTER_EXTRA_SANS); everything else stays on 127.0.0.1.
 set -euo pipefail
 LOG_TAG=cluster-up
 . "$(dirname "$0")/lib.sh"
 NODES=${NODES:-3}
+BIND_ADDRESS=${CLUSTER_BIND_ADDRESS:-127.0.0.1}
 started=$(date +%s)
 
 components=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
@@ -47,7 +50,7 @@ else
       openssl x509 -req -sha256 -days 30 -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -out "$1.crt" -extfile <(printf '%b' "$3")
       rm -f "$1.csr"
     }
-    sign apiserver "/CN=kube-apiserver" "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:127.0.0.1,IP:10.96.0.1"
+    sign apiserver "/CN=kube-apiserver" "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:127.0.0.1,IP:10.96.0.1${CLUSTER_EXTRA_SANS:+,$CLUSTER_EXTRA_SANS}"
     client="basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth"
     sign admin "/O=system:masters/CN=kubernetes-admin" "$client"
     sign kube-controller-manager "/CN=system:kube-controller-manager" "$client"
@@ -102,7 +105,8 @@ ENV
   # listening there, any other proxied request fails at once.
   start kube-apiserver env HTTPS_PROXY="http://127.0.0.1:$node_proxy_port" NO_PROXY=127.0.0.1,localhost \
     "$K8S_BIN/kube-apiserver" \
-    --etcd-servers="http://127.0.0.1:$etcd_port" --bind-address=127.0.0.1 --secure-port="$api_port" \
+    --etcd-servers="http://127.0.0.1:$etcd_port" --bind-address="$BIND_ADDRESS" --secure-port="$api_port" \
+    ${CLUSTER_ADVERTISE_ADDRESS:+--advertise-address="$CLUSTER_ADVERTISE_ADDRESS"} \
     --tls-cert-file="$pki/apiserver.crt" --tls-private-key-file="$pki/apiserver.key" --client-ca-file="$pki/ca.crt" \
     --authorization-mode=Node,RBAC --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$pki/sa.pub" --service-account-signing-key-file="$pki/sa.key" \

@@ -2,10 +2,17 @@
 # `make lab-down`: stops the lab node and removes what it left on this machine, and only that: kubelet, the lab's
 # containers (through its own runc root), shims and containerd by PID; mounts under LAB_DIR; the loop device; the
 # bridge and the network namespaces holding lab addresses; kubelet's log links into LAB_DIR; the Node object.
-# The control plane keeps running (make cluster-down stops it).
+# Then the lab's own control plane, and last its network namespace (from outside it; called from inside, by make lab
+# for a partial lab, it is kept).
 set -euo pipefail
 LOG_TAG=lab-down
 . "$(dirname "$0")/lib.sh"
+if ! in_lab_netns && [ -e "/var/run/netns/$LAB_NETNS" ]; then
+  lab_netns_exec "$0" "$@"
+  ip netns delete "$LAB_NETNS"
+  log "removed the network namespace $LAB_NETNS"
+  exit 0
+fi
 
 stop_pid() { # name pid: TERM, then KILL after 10 s
   local name=$1 pid=$2
@@ -81,5 +88,6 @@ fi
 if [ -f "$KUBECONFIG_FILE" ] && kc get --raw=/readyz >/dev/null 2>&1; then
   kc delete node "$LAB_NODE" --ignore-not-found --wait=false >/dev/null || true
 fi
+if [ -d "$CLUSTER_DIR" ]; then "$here/down.sh"; fi # the lab's control plane
 rm -rf --one-file-system "$LAB_DIR"
 log "lab stopped and removed"

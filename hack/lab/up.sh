@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# `make lab`: one real node beside the local control plane. kubelet (built from the control plane's Kubernetes
-# module), Debian's containerd and runc, and a CNI bridge that stays on this machine, all isolated under LAB_DIR
-# (.lab/): state, sockets, a containerd config of its own, and containerd's root on a loop-mounted disk image whose
-# IO can be throttled (hack/lab/stall.sh). Images are built here (hack/lab/image.sh); nothing is pulled. Ends with a
-# pod Running on the node. Reuses a running lab. Needs root, cgroup v1 (blkio) and a free loop device.
+# `make lab`: one real node and a control plane of its own, inside a network namespace of its own (LAB_NETNS).
+# kubelet (built from the control plane's Kubernetes module), Debian's containerd and runc, and a CNI bridge, all
+# isolated under LAB_DIR (.lab/): state, sockets, a containerd config of its own, and containerd's root on a
+# loop-mounted disk image whose IO can be throttled (hack/lab/incident.sh). The control plane (hack/cluster/up.sh,
+# LAB_DIR/cluster) listens on the namespace's loopback and, for the pods, on the bridge's address, where the
+# kubernetes Service is routed; nothing the lab runs sends to any other address (ADR 0028). Images are built here
+# (hack/lab/image.sh); nothing is pulled. Ends with a pod Running on the node. Reuses a running lab. Needs root,
+# cgroup v1 (blkio) and a free loop device. Run what talks to it with hack/lab/exec.sh (make test-lab does).
 set -euo pipefail
 LOG_TAG=lab-up
 . "$(dirname "$0")/lib.sh"
@@ -12,7 +15,7 @@ started=$(date +%s)
 [ "$(id -u)" = 0 ] || die "the lab runs kubelet and containerd, which need root"
 
 # Tools: Debian packages (containerd, runc, CNI plugins, and what the disk and network need) and kubelet.
-declare -A wanted=([containerd]=containerd [runc]=runc [ctr]=containerd [losetup]=mount [mkfs.ext4]=e2fsprogs [ip]=iproute2 [stress-ng]=stress-ng)
+declare -A wanted=([containerd]=containerd [runc]=runc [ctr]=containerd [losetup]=mount [mkfs.ext4]=e2fsprogs [ip]=iproute2 [stress-ng]=stress-ng [iptables]=iptables [nsenter]=util-linux)
 missing=()
 for cmd in "${!wanted[@]}"; do command -v "$cmd" >/dev/null || missing+=("${wanted[$cmd]}"); done
 [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
@@ -26,7 +29,12 @@ fi
 "$here/build.sh" kubelet
 [ -d "$LAB_BLKIO" ] || [ -d /sys/fs/cgroup/blkio ] || die "no cgroup v1 blkio hierarchy at /sys/fs/cgroup/blkio: the lab's IO stall needs it"
 
-"$here/up.sh" # the control plane (reused when running)
+# The network namespace, with its loopback up; the rest of this script runs inside it.
+if ! in_lab_netns; then
+  [ -e "/var/run/netns/$LAB_NETNS" ] || { ip netns add "$LAB_NETNS" && log "made the network namespace $LAB_NETNS"; }
+  ip -n "$LAB_NETNS" link set lo up
+  exec nsenter --net="/var/run/netns/$LAB_NETNS" "$0" "$@"
+fi
 
 # Images: a static pause binary as the sandbox image and as the app image, and the culprit mode's writer. Imported
 # again into a running lab too (idempotent), which an older checkout may have started without one.
@@ -54,6 +62,21 @@ if [ -d "$LAB_DIR" ]; then log "found a stopped or partial lab; cleaning it up f
 if pgrep -x kubelet >/dev/null || [ -e /var/lib/kubelet/device-plugins/kubelet.sock ]; then
   die "a kubelet already runs on this machine (or left /var/lib/kubelet/device-plugins/kubelet.sock): the lab's would clear its device plugins; run the lab on a machine without one"
 fi
+# The bridge, with the lab's one address: the pods' gateway, where the apiserver is reached and the Node's address.
+ip link show "$LAB_BRIDGE" >/dev/null 2>&1 || ip link add "$LAB_BRIDGE" type bridge
+ip addr replace "$LAB_GATEWAY/${LAB_SUBNET#*/}" dev "$LAB_BRIDGE"
+ip link set "$LAB_BRIDGE" up
+# The control plane: the apiserver on the namespace's addresses only, the bridge's included.
+CLUSTER_BIND_ADDRESS=0.0.0.0 CLUSTER_ADVERTISE_ADDRESS=$LAB_GATEWAY CLUSTER_EXTRA_SANS=IP:$LAB_GATEWAY \
+  NODES=${LAB_KWOK_NODES:-2} "$here/up.sh"
+# The kubernetes Service, as kube-proxy would route it: the one Service a pod of ours needs (in-cluster config).
+. "$CLUSTER_DIR/env"
+iptables -w 5 -t nat -N SR-LAB-SERVICES 2>/dev/null || iptables -w 5 -t nat -F SR-LAB-SERVICES
+iptables -w 5 -t nat -A SR-LAB-SERVICES -d "$LAB_SERVICE_IP/32" -p tcp --dport 443 -j DNAT --to-destination "$LAB_GATEWAY:$API_PORT"
+for chain in PREROUTING OUTPUT; do
+  iptables -w 5 -t nat -C "$chain" -j SR-LAB-SERVICES 2>/dev/null || iptables -w 5 -t nat -A "$chain" -j SR-LAB-SERVICES
+done
+
 mkdir -p "$LAB_DIR"/{pids,logs,run,cni/net.d,cni/bin,cni/ipam,images,kubelet,pki}
 touch "$LAB_DIR/started" # make lab-down removes the dead shim sockets made after this
 "$lab_here/host.sh" save # what kubelet and containerd change at fixed paths, for make lab-down to put back
@@ -83,7 +106,7 @@ cat >"$LAB_DIR/cni/net.d/10-lab.conflist" <<JSON
     {
       "type": "lab-bridge",
       "bridge": "$LAB_BRIDGE",
-      "isGateway": false,
+      "isDefaultGateway": true,
       "ipMasq": false,
       "ipam": { "type": "host-local", "ranges": [[{ "subnet": "$LAB_SUBNET" }]], "dataDir": "$LAB_DIR/cni/ipam" }
     },
@@ -187,7 +210,7 @@ YAML
 log "starting kubelet $("$KUBELET_BIN" --version | awk '{print $2}') as $LAB_NODE (runtimeRequestTimeout $LAB_RUNTIME_REQUEST_TIMEOUT)"
 nohup "$KUBELET_BIN" --config="$LAB_DIR/kubelet.yaml" --kubeconfig="$k" --root-dir="$LAB_DIR/kubelet" \
   --cert-dir="$LAB_DIR/kubelet/pki" --hostname-override="$LAB_NODE" \
-  --node-labels="sandbox.remediator.io/lab=true" --v=2 \
+  --node-labels="sandbox.remediator.io/lab=true" --node-ip="$LAB_GATEWAY" --v=2 \
   >"$LAB_DIR/logs/kubelet.log" 2>&1 </dev/null &
 echo $! >"$LAB_DIR/pids/kubelet.pid"
 wait_for "node $LAB_NODE" 120 sh -c "'$KUBECTL' --kubeconfig='$KUBECONFIG_FILE' get node '$LAB_NODE' -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -qx True"
@@ -209,4 +232,4 @@ YAML
 wait_for "pod lab/lab-smoke on $LAB_NODE" 120 sh -c "'$KUBECTL' --kubeconfig='$KUBECONFIG_FILE' -n lab get pod lab-smoke -o jsonpath='{.status.phase}' | grep -qx Running"
 kc -n lab get pod lab-smoke -o wide >&2
 kc -n lab delete pod lab-smoke --wait >/dev/null
-log "lab up in $(( $(date +%s) - started ))s: node $LAB_NODE (kubeconfig $KUBECONFIG_FILE); logs in $LAB_DIR/logs; stop it with make lab-down"
+log "lab up in $(( $(date +%s) - started ))s: node $LAB_NODE in the network namespace $LAB_NETNS (kubeconfig $KUBECONFIG_FILE, for hack/lab/exec.sh kubectl ...); logs in $LAB_DIR/logs; stop it with make lab-down"

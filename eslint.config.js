@@ -23,7 +23,18 @@ function layer(files, { ignores, clientNode, patterns = [] }) {
 
 export default tseslint.config(
   {
-    ignores: ['dist/', 'coverage/', 'node_modules/', '.cluster/', 'scratch/', 'eslint.config.js', '**/*.cjs'],
+    ignores: [
+      'dist/',
+      'coverage/',
+      'node_modules/',
+      '.cluster/',
+      '.cluster-*/',
+      '.lab/',
+      '.image/',
+      'scratch/',
+      'eslint.config.js',
+      '**/*.cjs',
+    ],
   },
   eslint.configs.recommended,
   ...tseslint.configs.strictTypeChecked,

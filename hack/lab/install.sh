@@ -21,7 +21,7 @@ kcn get node "$LAB_NODE" >/dev/null 2>&1 || die "no lab node $LAB_NODE: run make
 
 if [ "${1:-}" = uninstall ]; then
   # The README's uninstall: the operator first, then what it did undone, then the CRDs (helm leaves them by design)
-  # and the namespace helm install --create-namespace made.
+  # and the namespace made before helm install.
   helm_ uninstall "$RELEASE" -n "$NAMESPACE" --wait --timeout 3m || log "helm uninstall: nothing to remove"
   if kcn get crd sandboxpolicies.sandbox.remediator.io >/dev/null 2>&1; then
     (cd "$repo" && in_ns env KUBECONFIG="$KUBECONFIG_FILE" npx --no-install tsx src/main.ts cleanup --force >&2)
@@ -43,9 +43,12 @@ lab_ctr images import "$ARCHIVE" >&2
 image_ref=$(lab_ctr images ls -q | grep -m1 "/${IMAGE%%:*}:${IMAGE##*:}\$" || true)
 [ -n "$image_ref" ] || die "containerd lists no $IMAGE after the import"
 
+# As the README's install block: the namespace first, under Pod Security's restricted profile.
+kcn create namespace "$NAMESPACE" --dry-run=client -o yaml | kcn apply -f - >/dev/null
+kcn label namespace "$NAMESPACE" pod-security.kubernetes.io/enforce=restricted --overwrite >/dev/null
 log "helm upgrade --install $RELEASE (image $image_ref, never pulled)"
 selector='sandbox\.remediator\.io/lab'
-helm_ upgrade --install "$RELEASE" "$repo/charts/sandbox-remediator" -n "$NAMESPACE" --create-namespace \
+helm_ upgrade --install "$RELEASE" "$repo/charts/sandbox-remediator" -n "$NAMESPACE" \
   --set image.repository="${IMAGE%%:*}" --set image.tag="${IMAGE##*:}" --set image.pullPolicy=Never \
   --set operator.replicas=1 --set-string "operator.nodeSelector.$selector=true" \
   --set-string "agent.nodeSelector.$selector=true" \

@@ -27,7 +27,7 @@ IMAGE ?= sandbox-remediator:0.1.0
 IMAGE_ARCHIVE ?= .image/sandbox-remediator.oci.tar
 
 .PHONY: image
-image: ## Build the container image (IMAGE=sandbox-remediator:0.1.0) with docker, podman or buildah (CONTAINER_ENGINE picks one); with none running, from Debian's archive with no daemon (root; hack/image/build.sh) into IMAGE_ARCHIVE, an OCI archive
+image: deps ## Build the container image (IMAGE=sandbox-remediator:0.1.0) with docker, podman or buildah (CONTAINER_ENGINE picks one); with none running, from Debian's archive with no daemon (root; hack/image/build.sh) into IMAGE_ARCHIVE, an OCI archive
 	@engine="$${CONTAINER_ENGINE:-}"; \
 	for candidate in docker podman buildah; do \
 	  [[ -z "$$engine" ]] && command -v "$$candidate" >/dev/null && "$$candidate" info >/dev/null 2>&1 && engine="$$candidate"; \

@@ -13,9 +13,13 @@ declare -A wanted=(
   [stress-ng]=stress-ng
   [prometheus]=prometheus
   [prometheus-node-exporter]=prometheus-node-exporter
+  [mmdebstrap]=mmdebstrap # the image's base (hack/image/build.sh, test/integration/image.test.ts)
+  [xz]=xz-utils
 )
 missing=()
 for cmd in "${!wanted[@]}"; do command -v "$cmd" >/dev/null || missing+=("${wanted[$cmd]}"); done
+# Debian's archive keys, which mmdebstrap checks the base's packages against (present on Debian, not elsewhere).
+[ -f /usr/share/keyrings/debian-archive-keyring.gpg ] || missing+=(debian-archive-keyring)
 if [ ${#missing[@]} -gt 0 ]; then
   command -v apt-get >/dev/null || { log "missing ${missing[*]} and no apt-get: install them by hand"; exit 1; }
   sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo

@@ -4,7 +4,8 @@
 # Writes .cluster/kubeconfig; logs in .cluster/logs/, with the audit log of every change in .cluster/logs/audit.log
 # (hack/cluster/audit-policy.yaml). Stop it with hack/cluster/down.sh. The lab (hack/lab/up.sh) runs one inside its
 # own network namespace, where the apiserver also listens on the namespace's bridge for the pods
-# (CLUSTER_BIND_ADDRESS, CLUSTER_ADVERTISE_ADDRESS, CLUSTER_EXTRA_SANS); everything else stays on 127.0.0.1.
+# (CLUSTER_BIND_ADDRESS, CLUSTER_ADVERTISE_ADDRESS, CLUSTER_EXTRA_SANS), and reaches the pods' webhook and the
+# kubelet there directly (CLUSTER_NO_PROXY); everything else stays on 127.0.0.1.
 set -euo pipefail
 LOG_TAG=cluster-up
 . "$(dirname "$0")/lib.sh"
@@ -103,7 +104,7 @@ ENV
   # HTTP CONNECT proxy on NODE_PROXY_PORT that leads it back to a kubelet stand-in on 127.0.0.1
   # (test/support/kubelet-proxy.ts). Loopback traffic (etcd, webhooks) never goes through a proxy; with nothing
   # listening there, any other proxied request fails at once.
-  start kube-apiserver env HTTPS_PROXY="http://127.0.0.1:$node_proxy_port" NO_PROXY=127.0.0.1,localhost \
+  start kube-apiserver env HTTPS_PROXY="http://127.0.0.1:$node_proxy_port" NO_PROXY="127.0.0.1,localhost${CLUSTER_NO_PROXY:+,$CLUSTER_NO_PROXY}" \
     "$K8S_BIN/kube-apiserver" \
     --etcd-servers="http://127.0.0.1:$etcd_port" --bind-address="$BIND_ADDRESS" --secure-port="$api_port" \
     ${CLUSTER_ADVERTISE_ADDRESS:+--advertise-address="$CLUSTER_ADVERTISE_ADDRESS"} \

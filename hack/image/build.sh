@@ -26,6 +26,7 @@ die() {
 [ "$(id -u)" = 0 ] || die "building the base layer needs root (mmdebstrap's root mode); run it as root, or use a container engine (make image)"
 need=()
 for cmd in mmdebstrap xz curl; do command -v "$cmd" >/dev/null || need+=("$cmd"); done
+[ -f /usr/share/keyrings/debian-archive-keyring.gpg ] || need+=(debian-archive-keyring)
 if [ ${#need[@]} -gt 0 ]; then
   command -v apt-get >/dev/null || die "missing ${need[*]} and no apt-get: install them by hand"
   pkgs=$(printf '%s\n' "${need[@]}" | sed 's/^xz$/xz-utils/' | sort -u | tr '\n' ' ')
@@ -35,17 +36,27 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
 fi
 
-# The Node.js the archive serves now: its version keys the base.
-node_version=$(curl -fsS "$mirror/dists/$IMAGE_SUITE/main/binary-amd64/Packages.xz" | xz -dc |
-  awk '/^Package: nodejs$/{p=1;next} /^Package:/{p=0} p&&/^Version:/&&!v{v=$2} END{print v}')
-[ -n "$node_version" ] || die "no nodejs in $mirror $IMAGE_SUITE"
-case "$node_version" in "$IMAGE_NODE_MAJOR".*) ;; *)
-  die "$IMAGE_SUITE serves Node.js $node_version, not $IMAGE_NODE_MAJOR.x (the Dockerfile's major): update hack/image/versions.env and the Dockerfile together"
-  ;;
-esac
-key="$IMAGE_SUITE-nodejs-${node_version//[^A-Za-z0-9.]/_}"
-base="$cache/base-$key.tar"
+# This machine's architecture, as Debian and OCI both name it (amd64, arm64).
+arch=$(dpkg --print-architecture 2>/dev/null || echo amd64)
 mkdir -p "$cache"
+# IMAGE_CACHED_BASE=1 (the image test): the newest base built before, with no look at the archive; else the
+# Node.js the archive serves now, whose version keys the base.
+cached=$(ls -t "$cache"/base-"$IMAGE_SUITE"-"$arch"-nodejs-*.tar 2>/dev/null | head -n 1 || true)
+if [ "${IMAGE_CACHED_BASE:-}" = 1 ] && [ -n "$cached" ]; then
+  node_version=$(basename "$cached" .tar)
+  node_version=${node_version#base-"$IMAGE_SUITE"-"$arch"-nodejs-}
+else
+  node_version=$(curl -fsS "$mirror/dists/$IMAGE_SUITE/main/binary-$arch/Packages.xz" | xz -dc |
+    awk '/^Package: nodejs$/{p=1;next} /^Package:/{p=0} p&&/^Version:/&&!v{v=$2} END{print v}')
+  [ -n "$node_version" ] || die "no nodejs in $mirror $IMAGE_SUITE"
+  case "$node_version" in "$IMAGE_NODE_MAJOR".*) ;; *)
+    die "$IMAGE_SUITE serves Node.js $node_version, not $IMAGE_NODE_MAJOR.x (the Dockerfile's major): update hack/image/versions.env and the Dockerfile together"
+    ;;
+  esac
+  node_version=${node_version//[^A-Za-z0-9.]/_}
+fi
+key="$IMAGE_SUITE-$arch-nodejs-$node_version"
+base="$cache/base-$key.tar"
 if [ ! -s "$base" ]; then
   log "building the base layer: Debian $IMAGE_SUITE, nodejs $node_version (mmdebstrap; about a minute)"
   tmp="$cache/partial-$key.tar" # the .tar suffix tells mmdebstrap to write a tarball
@@ -70,7 +81,7 @@ trap 'rm -rf "$work"' EXIT
 log "compiling (tsc) and installing production dependencies (npm ci --omit=dev)"
 (cd "$repo" && npx --no-install tsc -p tsconfig.build.json --outDir "$work/root/app/dist")
 cp "$repo/package.json" "$repo/package-lock.json" "$work/root/app/"
-(cd "$work/root/app" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error >&2)
+(cd "$work/root/app" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --prefer-offline --loglevel=error >&2)
 rm "$work/root/app/package-lock.json"
 cp -r "$repo/crds" "$work/root/app/crds"
 tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" -C "$work/root" -cf "$work/app.tar" ./app
@@ -92,7 +103,7 @@ app_blob=$(blob "$work/app.tar.gz")
 created=$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)
 # As the Dockerfile's last stage: ENV, WORKDIR, USER and ENTRYPOINT.
 cat >"$work/config.json" <<JSON
-{"architecture":"amd64","os":"linux","created":"$created",
+{"architecture":"$arch","os":"linux","created":"$created",
  "config":{"User":"65532:65532","WorkingDir":"/app",
   "Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin","NODE_ENV=production"],
   "Entrypoint":["node","--optimize-for-size","dist/src/main.js"],

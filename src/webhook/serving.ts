@@ -59,8 +59,11 @@ export class WebhookServing {
   private pending: ServingCert | undefined;
   /** The CAs to register: the current one, and the previous (or the pending one) beside it. */
   private trusted = '';
-  /** Our matchCondition's CEL: where the webhook is armed (nowhere until a pass says otherwise). */
+  /** Our matchCondition's CEL: where the webhook is to be armed (nowhere until a pass says otherwise). */
   private armed = armingExpression([]);
+  private armedCount = 0;
+  /** The CEL this replica last wrote while leading; undefined when unknown (not written, or leadership lost). */
+  private written: string | undefined;
   /** Disarmed for good (a clean stop under way): arm() changes nothing more. */
   private disarmed = false;
   private server: Server | undefined;
@@ -106,39 +109,46 @@ export class WebhookServing {
   /** Leadership lost (the fence closed): no registration from here on, not even one already queued. */
   unlead(): void {
     this.leading = false;
+    this.written = undefined; // another leader may write it meanwhile
     clearTimeout(this.recheckTimer);
   }
 
   /**
-   * Arms the webhook for new pods in these namespaces only (none: nowhere); written when it changes, while leading.
-   * Resolves once the write was tried.
+   * Arms the webhook for new pods in these namespaces only (none: nowhere), while leading. Written when it differs
+   * from what this replica last wrote, so a write that failed is tried again on the next call, not only at the
+   * recheck. Resolves once the write was tried.
    */
   async arm(namespaces: readonly string[]): Promise<void> {
-    const armed = armingExpression(namespaces);
-    if (this.disarmed || armed === this.armed) return;
-    this.armed = armed;
-    const { logger, metrics } = this.deps;
-    metrics?.webhookArmedNamespaces.set(namespaces.length);
-    if ((await this.registerNow()) === 'registered' && this.leading)
-      logger.info(namespaces.length ? 'Armed the pacing webhook' : 'Disarmed the pacing webhook', {
+    if (this.disarmed) return;
+    this.armed = armingExpression(namespaces);
+    this.armedCount = namespaces.length;
+    if (this.armed === this.written) return;
+    const wanted = this.armed;
+    await this.registerNow();
+    if (this.written === wanted && this.leading)
+      this.deps.logger.info(namespaces.length ? 'Armed the pacing webhook' : 'Disarmed the pacing webhook', {
         namespaces: namespaces.slice(0, 20),
         count: namespaces.length,
       });
   }
 
   /**
-   * A clean stop: arms the webhook nowhere, if this replica leads, and waits at most `timeoutMs` for the write. The
-   * apiserver then calls no one while no operator runs; a standby that takes over arms it again.
+   * A clean stop: arms the webhook nowhere, if this replica leads, trying again until written or `timeoutMs` has
+   * passed. The apiserver then calls no one while no operator runs; a standby that takes over arms it again.
    */
   async disarm(timeoutMs: number): Promise<void> {
     if (!this.leading || this.stopped) return;
     this.disarmed = true;
     this.armed = armingExpression([]);
-    this.deps.metrics?.webhookArmedNamespaces.set(0);
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)));
-    await Promise.race([this.registerNow(), timeout]);
-    clearTimeout(timer);
+    this.armedCount = 0;
+    const until = performance.now() + timeoutMs;
+    while (this.written !== this.armed && this.leading && performance.now() < until) {
+      let timer: NodeJS.Timeout | undefined;
+      const left = new Promise<void>((resolve) => (timer = setTimeout(resolve, until - performance.now())));
+      await Promise.race([this.registerNow(), left]);
+      clearTimeout(timer);
+      if (this.written !== this.armed) await new Promise((resolve) => setTimeout(resolve, 200));
+    }
   }
 
   private load(): ServingCert {
@@ -164,8 +174,9 @@ export class WebhookServing {
     const ms = this.options.recheckMs ?? 30_000;
     const recheck = `every ${ms >= 1_000 ? `${Math.round(ms / 1_000)} s` : `${ms} ms`}`;
     let result: Registration;
+    const [armed, count] = [this.armed, this.armedCount];
     try {
-      result = await this.options.register(this.options.url, this.trusted, this.armed);
+      result = await this.options.register(this.options.url, this.trusted, armed);
     } catch (err) {
       metrics?.webhookRegistered.set(0);
       const why = (err as Error).message;
@@ -182,6 +193,10 @@ export class WebhookServing {
       return 'missing';
     }
     this.lastRegistrationProblem = undefined;
+    if (this.leading) {
+      this.written = armed;
+      metrics?.webhookArmedNamespaces.set(count);
+    }
     if (result.changed) logger.info('Registered the pacing webhook', { url: this.options.url });
     return 'registered';
   }

@@ -51,10 +51,16 @@ describe('pacedNamespaces', () => {
     const label = fc.constantFrom('on', 'off');
     fc.assert(
       fc.property(
-        fc.uniqueArray(fc.record({ name: fc.stringMatching(/^[a-z]{1,8}$/), pacing: label }), {
-          selector: (n) => n.name,
-          maxLength: 20,
-        }),
+        fc.uniqueArray(
+          fc.record({
+            name: fc.oneof(fc.constant('kube-system'), fc.stringMatching(/^[a-z]{1,8}$/)),
+            pacing: label,
+          }),
+          {
+            selector: (n) => n.name,
+            maxLength: 20,
+          },
+        ),
         fc.boolean(),
         fc.boolean(),
         (list, gating, saturated) => {

@@ -367,6 +367,36 @@ describe('WebhookServing renews its certificate without a restart', function () 
     expect(written.slice(4), 'disarmed, and kept so').to.deep.equal(['false']);
   });
 
+  it('tries a failed arming again on the next call, and a failed disarm again within its timeout', async () => {
+    const written: string[] = [];
+    let failures = 0;
+    const serving = new WebhookServing(
+      {
+        bindAddress: '127.0.0.1:0',
+        url: 'https://127.0.0.1:1/mutate-pods',
+        recheckMs: 60_000,
+        register: (_url, _ca, armed) => {
+          if (failures > 0) {
+            failures--;
+            return Promise.reject(new Error('409: the object has been modified'));
+          }
+          written.push(armed);
+          return Promise.resolve({ registered: true, changed: true });
+        },
+      },
+      deps,
+    );
+    servings.push(serving);
+    await serving.start();
+    await serving.lead();
+    failures = 1;
+    await serving.arm(['shop']); // fails
+    await serving.arm(['shop']); // the same namespaces: written now, not 60 s later
+    failures = 2;
+    await serving.disarm(2_000); // fails twice, then written
+    expect(written).to.deep.equal(['false', "request.namespace in ['shop']", 'false']);
+  });
+
   it('disarms within its timeout when the apiserver does not answer, and not at all when it does not lead', async () => {
     let answering = true;
     const hang = new WebhookServing(

@@ -142,13 +142,18 @@ export class WebhookServing {
     this.armed = armingExpression([]);
     this.armedCount = 0;
     const until = performance.now() + timeoutMs;
-    while (this.written !== this.armed && this.leading && performance.now() < until) {
+    while (this.written !== this.armed && this.stillLeading() && performance.now() < until) {
       let timer: NodeJS.Timeout | undefined;
       const left = new Promise<void>((resolve) => (timer = setTimeout(resolve, until - performance.now())));
       await Promise.race([this.registerNow(), left]);
       clearTimeout(timer);
       if (this.written !== this.armed) await new Promise((resolve) => setTimeout(resolve, 200));
     }
+  }
+
+  /** Read anew after an await (leadership can be lost meanwhile). */
+  private stillLeading(): boolean {
+    return this.leading;
   }
 
   private load(): ServingCert {
@@ -193,7 +198,8 @@ export class WebhookServing {
       return 'missing';
     }
     this.lastRegistrationProblem = undefined;
-    if (this.leading) {
+    if (this.stillLeading()) {
+      // Not lost while the write was under way: what it wrote is ours to compare with.
       this.written = armed;
       metrics?.webhookArmedNamespaces.set(count);
     }

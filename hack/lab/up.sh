@@ -67,7 +67,7 @@ ip link show "$LAB_BRIDGE" >/dev/null 2>&1 || ip link add "$LAB_BRIDGE" type bri
 ip addr replace "$LAB_GATEWAY/${LAB_SUBNET#*/}" dev "$LAB_BRIDGE"
 ip link set "$LAB_BRIDGE" up
 # The control plane: the apiserver on the namespace's addresses only, the bridge's included.
-CLUSTER_BIND_ADDRESS=0.0.0.0 CLUSTER_ADVERTISE_ADDRESS=$LAB_GATEWAY CLUSTER_EXTRA_SANS=IP:$LAB_GATEWAY \
+CLUSTER_BIND_ADDRESS=0.0.0.0 CLUSTER_ADVERTISE_ADDRESS=$LAB_GATEWAY CLUSTER_EXTRA_SANS=IP:$LAB_GATEWAY CLUSTER_NO_PROXY=$LAB_SUBNET \
   NODES=${LAB_KWOK_NODES:-2} "$here/up.sh"
 # The kubernetes Service, as kube-proxy would route it: the one Service a pod of ours needs (in-cluster config).
 . "$CLUSTER_DIR/env"

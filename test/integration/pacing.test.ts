@@ -19,6 +19,7 @@ import {
 } from '../support/operator-process.js';
 import { FAST_IO, ProcRoot } from '../support/proc-root.js';
 import { applyPolicy, condition, getHealth, getPolicyStatus } from '../support/resources.js';
+import { armedAs, armedFor, callsDuring } from '../support/webhook-calls.js';
 import { eventsWithReason } from '../support/workloads.js';
 
 const GATE = 'sandbox.remediator.io/paced';
@@ -26,48 +27,6 @@ const log = (msg: string) => {
   console.error(`      [pacing] ${msg}`);
 };
 const gated = (pod: V1Pod) => (pod.spec?.schedulingGates ?? []).some((g) => g.name === GATE);
-
-/** What the apiserver's own metrics count for the pacing webhook: its calls, and those that failed open. */
-async function webhookCalls(): Promise<{ calls: number; failedOpen: number }> {
-  const { stdout, code, stderr } = await kubectl(['get', '--raw', '/metrics']);
-  if (code !== 0) throw new Error(`kubectl get --raw /metrics: ${stderr}`);
-  const sum = (metric: string) =>
-    stdout
-      .split('\n')
-      .filter((l) => l.startsWith(`${metric}{`) && l.includes('name="pacing.sandbox.remediator.io"'))
-      .reduce((n, l) => n + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
-  return {
-    calls: sum('apiserver_admission_webhook_admission_duration_seconds_count'),
-    failedOpen: sum('apiserver_admission_webhook_fail_open_count'),
-  };
-}
-
-/** The calls the apiserver made to the webhook while `create` ran. */
-async function callsDuring(create: () => Promise<unknown>): Promise<{ calls: number; failedOpen: number }> {
-  const before = await webhookCalls();
-  await create();
-  const after = await webhookCalls();
-  return { calls: after.calls - before.calls, failedOpen: after.failedOpen - before.failedOpen };
-}
-
-/** Our matchCondition's CEL in the configuration the apiserver reads. */
-async function armedAs(): Promise<string | undefined> {
-  const { stdout } = await kubectl([
-    'get',
-    'mutatingwebhookconfiguration',
-    'sandbox-remediator-pacing',
-    '-o',
-    'json',
-  ]);
-  const config = JSON.parse(stdout) as {
-    webhooks: { matchConditions?: { name: string; expression: string }[] }[];
-  };
-  return config.webhooks[0]?.matchConditions?.find((c) => c.name === 'sandbox.remediator.io/armed')
-    ?.expression;
-}
-/** Whether our matchCondition arms the webhook for this namespace (others, of earlier tests, may be listed too). */
-const armedFor = (expression: string | undefined, namespace: string) =>
-  expression?.startsWith('request.namespace in [') === true && expression.includes(`'${namespace}'`);
 
 describe('pod-start pacing through the webhook on the real cluster', function () {
   const cleanup = new Cleanup();

@@ -17,6 +17,8 @@ import {
   uniqueName,
 } from '../support/cluster.js';
 import { REPO_ROOT } from '../support/manifests.js';
+import { removeRbac } from '../support/operator-process.js';
+import { armedAs, armedFor, callsDuring } from '../support/webhook-calls.js';
 import { applyPolicy, condition, getHealth } from '../support/resources.js';
 import { readNode, stampsOf } from '../support/workloads.js';
 
@@ -70,6 +72,8 @@ describe('the chart on the real lab node (make lab-install): the operator and th
     const node = await readNode(NODE).catch(() => undefined);
     if (!node?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'))
       throw new Error(`node ${NODE} is not Ready: run make lab first (hack/lab/up.sh)`);
+    // What test/lab/lab.test.ts applies with kubectl, should an earlier run have stopped before removing it.
+    await removeRbac();
     installedAt = Date.now();
     await script('hack/lab/install.sh');
   });
@@ -142,6 +146,8 @@ describe('the chart on the real lab node (make lab-install): the operator and th
   it("stall: a new pod stuck with containerd's genuine error; the in-cluster operator cordons the real node, and undoes it after the stall", async function () {
     this.timeout(600_000);
     const namespace = await createNamespace(cleanup, 'lab-in-cluster');
+    const paced = await createNamespace(cleanup, 'lab-paced');
+    await kubectl(['label', 'namespace', paced, 'pacing=lab']);
     // Two kwok nodes beside it in the policy, so that fencing one node of three stays within the safety limits.
     await createNodes(cleanup, 2, { labels: { 'sandbox.remediator.io/lab': 'spare' } });
     await applyPolicy(cleanup, uniqueName('lab-in-cluster-stall'), {
@@ -151,6 +157,10 @@ describe('the chart on the real lab node (make lab-install): the operator and th
       detection: { stuckThresholdSeconds: 45 },
       ioPressure: { sustainSeconds: 5, recoverySeconds: 15, staleAfterSeconds: 10 },
       safety: { maxUnhealthyNodes: 1, cooldownSeconds: 5, maxEvictionsPerMinute: 5 },
+      // Pacing too, for the apiserver's calls to the operator Pod's webhook at its pod IP, inside the lab.
+      remediation: {
+        throttleRollouts: { pacePodStarts: { namespaceSelector: { matchLabels: { pacing: 'lab' } } } },
+      },
     });
     await script('hack/lab/incident.sh', ['stall', '240']);
     const stuck = await api().core.createNamespacedPod({
@@ -210,6 +220,26 @@ describe('the chart on the real lab node (make lab-install): the operator and th
       (await podsIn(OPERATOR_NS)).map((p) => p.metadata?.name),
       'the same operator Pod, still',
     ).to.deep.equal([operatorPod]);
+
+    // The node is saturated: the webhook is armed for the paced namespace, and the apiserver reaches the operator
+    // Pod's webhook (at its pod IP on the lab's bridge) without failing open.
+    await eventually('armed for the paced namespace', async () => armedFor(await armedAs(), paced), {
+      timeoutMs: 30_000,
+    });
+    const calls = await callsDuring(() =>
+      api().core.createNamespacedPod({
+        namespace: paced,
+        body: {
+          metadata: { name: 'paced' },
+          spec: {
+            containers: [
+              { name: 'app', image: 'sandbox-remediator.local/app:lab', imagePullPolicy: 'Never' },
+            ],
+          },
+        },
+      }),
+    );
+    expect(calls, 'one call to the in-cluster webhook, answered').to.deep.equal({ calls: 1, failedOpen: 0 });
 
     await script('hack/lab/incident.sh', ['stop']);
     await eventually(

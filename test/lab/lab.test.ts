@@ -34,6 +34,7 @@ import { REPO_ROOT } from '../support/manifests.js';
 import {
   applyCrds,
   applyRbac,
+  removeRbac,
   startAsServiceAccount,
   type OperatorProcess,
 } from '../support/operator-process.js';
@@ -329,6 +330,7 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
     await cleanup.run();
     await agent.stop();
     const code = await operator?.stop();
+    await removeRbac();
     if (dir) await rm(dir, { recursive: true, force: true });
     if (CAPTURE) await writeFile(CAPTURE, `${JSON.stringify(captured, null, 2)}\n`);
     expect(code, `operator exit code on SIGTERM:\n${operator?.tail() ?? ''}`).to.equal(0);

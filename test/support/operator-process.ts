@@ -222,6 +222,17 @@ export async function applyRbac(): Promise<void> {
   }
 }
 
+/** Removes what applyRbac applied (the lab's tests leave its cluster as they found it, for the chart's install). */
+export async function removeRbac(): Promise<void> {
+  for (const args of [
+    ['delete', '-k', join(REPO_ROOT, 'config/rbac'), '--ignore-not-found', '--wait'],
+    ['delete', '-f', join(REPO_ROOT, 'config/default/namespace.yaml'), '--ignore-not-found', '--wait'],
+  ]) {
+    const result = await kubectl(args);
+    if (result.code !== 0) throw new Error(`kubectl ${args.join(' ')} failed: ${result.stderr}`);
+  }
+}
+
 /**
  * An operator as the Deployment runs it: the operator's ServiceAccount (config/rbac applied: applyRbac) with a token
  * of its own, written into `dir`, and POD_NAME set; with --leader-elect it is not waited for to lead.

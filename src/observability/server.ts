@@ -95,10 +95,13 @@ export async function serve(
     }
     if (routes.registry && path === '/metrics') {
       const registry = routes.registry;
-      void registry.metrics().then(
-        (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
-        (err: unknown) => res.writeHead(500).end(String(err)),
-      );
+      // A source that throws at once (a /proc it cannot read) answers 500, as one that rejects: never an exit.
+      void Promise.resolve()
+        .then(() => registry.metrics())
+        .then(
+          (text) => res.writeHead(200, { 'content-type': registry.contentType }).end(text),
+          (err: unknown) => res.writeHead(500).end(String(err)),
+        );
       return;
     }
     res.writeHead(404).end('not found\n');

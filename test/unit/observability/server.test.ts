@@ -80,6 +80,29 @@ describe('parseBindAddress and serve', () => {
     expect(parseBindAddress('0')).to.equal(undefined);
     expect(await serve('', {})).to.equal(undefined);
   });
+
+  it('answers 500 when the metrics source throws at once, and keeps serving (the agent with no /proc/self)', async () => {
+    let fail = true;
+    const served = await serve('127.0.0.1:0', {
+      registry: {
+        contentType: 'text/plain',
+        metrics: () => {
+          if (fail) throw new Error('ENOENT: uv_resident_set_memory');
+          return Promise.resolve('up 1\n');
+        },
+      },
+    });
+    try {
+      const first = await fetch(`http://127.0.0.1:${served!.port}/metrics`);
+      expect(first.status).to.equal(500);
+      expect(await first.text()).to.contain('uv_resident_set_memory');
+      fail = false;
+      const second = await fetch(`http://127.0.0.1:${served!.port}/metrics`);
+      expect([second.status, await second.text()]).to.deep.equal([200, 'up 1\n']);
+    } finally {
+      served?.server.close();
+    }
+  });
 });
 
 describe('bindRefusal', () => {

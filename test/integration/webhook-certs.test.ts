@@ -2,7 +2,8 @@
 // each one a call from the apiserver to the webhook, and the apiserver's own counters show that every call was
 // answered (none failed open), while the certificate the webhook serves changes. Once with a generated certificate
 // (renewed when a third of its lifetime is left), once with a --webhook-cert-dir whose files are replaced by a
-// certificate of another CA.
+// certificate of another CA. The webhook is armed for the test's namespace as pacing arms it (issue 41): a policy that
+// paces it, with its node saturated by a node condition.
 import { CoreV1Api } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
@@ -10,7 +11,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect } from 'node:tls';
 import { generateServingCert, type ServingCert } from '../../src/webhook/certs.js';
-import { Cleanup, createNamespace, kubeConfig, kubectl } from '../support/cluster.js';
+import {
+  Cleanup,
+  createNamespace,
+  createNodes,
+  eventually,
+  kubeConfig,
+  kubectl,
+  uniqueName,
+} from '../support/cluster.js';
 import { freePort } from '../support/monitoring.js';
 import {
   applyCrds,
@@ -18,6 +27,8 @@ import {
   deleteWebhookConfig,
   OperatorProcess,
 } from '../support/operator-process.js';
+import { applyPolicy } from '../support/resources.js';
+import { armedAs, armedFor } from '../support/webhook-calls.js';
 
 const WEBHOOK = 'pacing.sandbox.remediator.io';
 
@@ -55,6 +66,30 @@ describe('the pacing webhook renews its certificate under the real apiserver, fa
     await applyCrds();
     await applyWebhookConfig();
     namespace = await createNamespace(cleanup, 'certs');
+    await kubectl(['label', 'namespace', namespace, 'pacing=certs']);
+    const { pool, names } = await createNodes(cleanup, 1);
+    await applyPolicy(cleanup, uniqueName('it-certs'), {
+      nodeSelector: { matchLabels: { 'sandbox.remediator.io/test-pool': pool } },
+      ioPressure: { source: 'nodeCondition', nodeCondition: { type: 'IoPressure' }, sustainSeconds: 0 },
+      remediation: {
+        cordon: false,
+        throttleRollouts: { pacePodStarts: { namespaceSelector: { matchLabels: { pacing: 'certs' } } } },
+      },
+    });
+    const now = new Date().toISOString();
+    const condition = { type: 'IoPressure', status: 'True', reason: 'Test', message: 'set by the test' };
+    const saturated = await kubectl([
+      'patch',
+      'node',
+      names[0]!,
+      '--subresource=status',
+      '--type=strategic',
+      '-p',
+      JSON.stringify({
+        status: { conditions: [{ ...condition, lastHeartbeatTime: now, lastTransitionTime: now }] },
+      }),
+    ]);
+    expect(saturated.code, saturated.stderr).to.equal(0);
   });
   afterEach(async () => {
     for (const o of operators.splice(0)) await o.stop();
@@ -72,6 +107,9 @@ describe('the pacing webhook renews its certificate under the real apiserver, fa
     operators.push(operator);
     await operator.startAsOperatorAccount(name, [`--webhook-bind-address=127.0.0.1:${port}`, ...args]);
     await operator.waitForLog('Registered the pacing webhook', 30_000);
+    await eventually('armed for the namespace', async () => armedFor(await armedAs(), namespace), {
+      timeoutMs: 30_000,
+    });
     return { operator, port };
   }
 

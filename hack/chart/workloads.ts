@@ -89,15 +89,63 @@ class Workload {
     );
   }
 
-  /** The toleration and node selector values: config/'s as the defaults when it has them. */
+  /**
+   * Where and how its pods run, as production installs set it: tolerations, node selector and priority class
+   * (config/'s as the defaults when it has them), affinity, topology spread, the pods' own labels and annotations,
+   * and extra environment for the container.
+   */
   placement(values: string, defaults: Defaults): void {
+    const name = values.replace('.Values.', '');
     for (const key of ['tolerations', 'nodeSelector'] as const) {
       if (this.pod[key] === undefined) this.optional(POD, key, `${values}.${key}`);
       else {
         this.block([...POD, key], `${values}.${key}`);
-        defaults[`${values.replace('.Values.', '')}.${key}`] = this.pod[key];
+        defaults[`${name}.${key}`] = this.pod[key];
       }
     }
+    for (const key of ['affinity', 'topologySpreadConstraints']) this.optional(POD, key, `${values}.${key}`);
+    const priority = (this.doc.getIn([...POD, 'priorityClassName']) as string | undefined) ?? '';
+    this.map(POD).delete('priorityClassName');
+    this.map(POD).set(
+      this.holes.line([
+        `{{- with ${values}.priorityClassName }}`,
+        'priorityClassName: {{ . }}',
+        '{{- end }}',
+      ]),
+      null,
+    );
+    defaults[`${name}.priorityClassName`] = priority;
+    const meta: Path = ['spec', 'template', 'metadata'];
+    this.map(meta).set(
+      this.holes.line((indent) => [
+        `{{- with ${values}.podAnnotations }}`,
+        'annotations:',
+        `  {{- toYaml . | nindent ${indent + 2} }}`,
+        '{{- end }}',
+      ]),
+      null,
+    );
+    const labels = this.doc.getIn([...meta, 'labels'], true);
+    if (!isMap(labels)) throw new Error(`${name}'s pod template has no labels`);
+    labels.flow = false;
+    labels.set(
+      this.holes.line((indent) => [
+        `{{- with ${values}.podLabels }}`,
+        `{{- toYaml . | nindent ${indent} }}`,
+        '{{- end }}',
+      ]),
+      null,
+    );
+    const env = this.doc.getIn([...this.container, 'env'], true);
+    if (!isSeq(env)) throw new Error(`${name}'s container has no env`);
+    env.flow = false;
+    env.add(
+      this.holes.line((indent) => [
+        `{{- with ${values}.extraEnv }}`,
+        `{{- toYaml . | nindent ${indent} }}`,
+        '{{- end }}',
+      ]),
+    );
     this.optional(POD, 'imagePullSecrets', '.Values.imagePullSecrets');
   }
 

@@ -47,6 +47,23 @@ const EVERYTHING = {
   'operator.nodeSelector.kubernetes\\.io/os': 'linux',
   'agent.cgroupRoot': '/sys/fs/cgroup/unified',
   'agent.extraArgs[0]': '--include-loop-devices',
+  // Issue 42: what a production install sets.
+  'operator.priorityClassName': 'system-cluster-critical',
+  'operator.podLabels.team': 'sre',
+  'operator.podAnnotations.example\\.com/owner': 'sre',
+  'operator.extraEnv[0].name': 'TZ',
+  'operator.extraEnv[0].value': 'UTC',
+  'operator.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight': 100,
+  'operator.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.topologyKey':
+    'kubernetes.io/hostname',
+  'operator.topologySpreadConstraints[0].maxSkew': 1,
+  'operator.topologySpreadConstraints[0].topologyKey': 'topology.kubernetes.io/zone',
+  'operator.topologySpreadConstraints[0].whenUnsatisfiable': 'ScheduleAnyway',
+  'agent.priorityClassName': '',
+  'agent.podLabels.team': 'sre',
+  'agent.extraEnv[0].name': 'TZ',
+  'agent.extraEnv[0].value': 'UTC',
+  'global.imageRegistry': 'registry.example.com',
 };
 const CHART_LABELS = ['helm.sh/chart', 'app.kubernetes.io/managed-by', 'app.kubernetes.io/instance'];
 /** What kubectl calls an object's resource: Kind.group, or Kind in the core group. */
@@ -146,6 +163,22 @@ describe('the Helm chart (charts/sandbox-remediator)', function () {
     );
     const typo = await helm(['template', CHART_DIR, '--set', 'agent.cgroupRot=/sys/fs/cgroup/unified']);
     expect(typo.stderr).to.contain("additional properties 'cgroupRot' not allowed");
+    // Issue 42: the production values are typed too.
+    const digest = await helm(['template', CHART_DIR, '--set', 'image.digest=latest']);
+    expect(digest.stderr).to.contain("at '/image/digest'");
+    const nameless = await helm(['template', CHART_DIR, '--set', 'operator.extraEnv[0].value=x']);
+    expect(nameless.stderr).to.contain("at '/operator/extraEnv/0'");
+    const spread = await helm(['template', CHART_DIR, '--set', 'agent.topologySpreadConstraints.maxSkew=1']);
+    expect(spread.stderr).to.contain("at '/agent/topologySpreadConstraints'");
+    // A digest, when set, is what the pods pull.
+    const pinned = await renderChart(setValues({ 'image.digest': `sha256:${'a'.repeat(64)}` }));
+    const images = pinned
+      .filter((o) => o.kind === 'Deployment' || o.kind === 'DaemonSet')
+      .map((o) => (o.spec as { template: { spec: PodSpec } }).template.spec.containers[0]?.image);
+    expect(images).to.deep.equal([
+      `sandbox-remediator@sha256:${'a'.repeat(64)}`,
+      `sandbox-remediator@sha256:${'a'.repeat(64)}`,
+    ]);
   });
 
   it("renders by default what kubectl kustomize config/default builds, but the operator's Namespace: the release's", async function () {
@@ -259,7 +292,15 @@ describe('the Helm chart (charts/sandbox-remediator)', function () {
       const deployment = JSON.parse(
         (await kubectl(['get', 'deployment', 'sandbox-remediator-operator', '-n', namespace, '-o', 'json']))
           .stdout,
-      ) as { spec: { replicas: number; template: { spec: PodSpec } } };
+      ) as {
+        spec: {
+          replicas: number;
+          template: {
+            metadata: { labels: Record<string, string>; annotations?: Record<string, string> };
+            spec: PodSpec;
+          };
+        };
+      };
       expect(deployment.spec.replicas).to.equal(2);
       const operator = deployment.spec.template.spec.containers[0]!;
       expect(operator.image).to.equal('registry.example.com/sandbox-remediator:0.1.0');
@@ -270,6 +311,16 @@ describe('the Helm chart (charts/sandbox-remediator)', function () {
         `--webhook-url=https://sandbox-remediator-webhook.${namespace}.svc:9443/mutate-pods`,
         '--log-level=debug',
       ]);
+      const pod = deployment.spec.template;
+      expect(pod.spec.priorityClassName).to.equal('system-cluster-critical');
+      expect(pod.metadata.labels).to.include({ team: 'sre', 'app.kubernetes.io/component': 'operator' });
+      expect(pod.metadata.annotations).to.include({ 'example.com/owner': 'sre' });
+      expect(operator.env).to.deep.include({ name: 'TZ', value: 'UTC' });
+      expect(pod.spec.affinity).to.have.property('podAntiAffinity');
+      expect(pod.spec.topologySpreadConstraints?.[0]).to.include({
+        maxSkew: 1,
+        whenUnsatisfiable: 'ScheduleAnyway',
+      });
       expect(deployment.spec.template.spec.volumes).to.deep.include({
         name: 'webhook-certs',
         secret: { secretName: 'sandbox-remediator-webhook-tls', defaultMode: 420 },
@@ -290,6 +341,8 @@ describe('the Helm chart (charts/sandbox-remediator)', function () {
         readOnly: true,
       });
       expect(daemonSet.spec.template.spec.tolerations).to.deep.equal([{ operator: 'Exists' }]);
+      expect(daemonSet.spec.template.spec.priorityClassName, 'emptied: none').to.equal(undefined);
+      expect(agent.env).to.deep.include({ name: 'TZ', value: 'UTC' });
       const ns = JSON.parse(
         (await kubectl(['get', 'namespace', agentNamespace, '-o', 'json'])).stdout,
       ) as KubeObject;
@@ -428,7 +481,10 @@ describe('the Helm chart (charts/sandbox-remediator)', function () {
 });
 
 interface PodSpec {
-  containers: { image: string; args: string[]; volumeMounts?: unknown[] }[];
+  containers: { image: string; args: string[]; volumeMounts?: unknown[]; env?: unknown[] }[];
   volumes?: unknown[];
   tolerations?: unknown[];
+  priorityClassName?: string;
+  affinity?: object;
+  topologySpreadConstraints?: Record<string, unknown>[];
 }

@@ -221,7 +221,7 @@ async function serveEndpoints(
   let binding: Listener = LISTENERS.probes;
   try {
     probes = await serve(flags.healthProbeBindAddress, {
-      probes: { healthy: () => true, ready: () => manager.ready() },
+      probes: { healthy: () => manager.alive(), ready: () => manager.ready() },
     });
     binding = LISTENERS.metrics;
     metricsServer = await serve(flags.metricsBindAddress, { registry: metrics.registry });

@@ -15,6 +15,7 @@ import { WorkQueue } from '../runtime/work-queue.js';
 import type { IoSource } from '../signals/types.js';
 import { WebhookServing, type WebhookServingOptions } from '../webhook/serving.js';
 import { nodeOf, policiesFor } from './mapper.js';
+import { Liveness } from './liveness.js';
 import { LEASES_KEY } from './node-leases.js';
 import { SWEEP_KEY } from './orphan-sweeper.js';
 import { MetricsHooks } from './metrics-hooks.js';
@@ -51,6 +52,8 @@ export interface ManagerOptions {
   leaderElection?: boolean;
   /** /readyz turns false while an informer has been disconnected longer than this (default 60 s). */
   maxDisconnectedMs?: number;
+  /** A reconcile running longer than this makes the operator not alive (/healthz 503; default 10 minutes). */
+  wedgedAfterMs?: number;
 }
 
 /**
@@ -67,6 +70,7 @@ export class Manager {
   /** Events waiting to be written, out of the reconciler's way. */
   private readonly events: BackgroundQueue<Transition>;
   private readonly gauges: MetricsHooks;
+  private readonly liveness: Liveness;
   private started = false;
   private stopping = false;
   private markSynced!: () => void;
@@ -81,6 +85,7 @@ export class Manager {
     const clock = options.clock ?? realClock;
     this.operatorNamespace = options.operatorNamespace ?? 'sandbox-remediator-system';
     this.gauges = new MetricsHooks(metrics);
+    this.liveness = new Liveness(logger, options.wedgedAfterMs);
     // A policy's pass looks at every node it owns for its guards: passes take at most about a fifth of the time,
     // however fast changes come, and a change is held back at most 200 ms for the pass that takes it.
     this.queue = new WorkQueue<string>({ clock, spacing: { factor: 4, maxMs: 200 } });
@@ -304,10 +309,7 @@ export class Manager {
     this.keepArming(webhook);
   }
 
-  /**
-   * Keeps the webhook armed where pacing could gate now, and nowhere else: looked at every second from what the
-   * passes published and the namespaces' labels; written only when it changes (a standby writes nothing).
-   */
+  /** The webhook armed where pacing could gate now, and nowhere else, looked at each second (a standby writes none). */
   private keepArming(webhook: WebhookServing): void {
     const { cache, fence } = this.options;
     let busy = false;
@@ -322,6 +324,11 @@ export class Manager {
       void webhook.arm(namespaces).finally(() => (busy = false));
     }, this.options.armingIntervalMs ?? 1_000);
     this.armingTimer.unref();
+  }
+
+  /** Alive unless a reconcile is wedged (liveness.ts): /healthz. */
+  alive(): boolean {
+    return this.liveness.check(this.running);
   }
 
   /** Synced, and no informer disconnected for longer than maxDisconnectedMs. */

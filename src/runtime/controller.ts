@@ -25,6 +25,8 @@ export interface ControllerHooks<K> {
  */
 export class Controller<K> {
   private running: Promise<void>[] = [];
+  /** The keys being reconciled, with when each began (performance.now()). */
+  private readonly inFlight = new Map<K, number>();
 
   constructor(
     readonly name: string,
@@ -44,11 +46,21 @@ export class Controller<K> {
     this.running = [];
   }
 
+  /** The reconcile running longest now, and for how long; undefined when none runs. */
+  longestRunning(): { key: K; ms: number } | undefined {
+    let longest: { key: K; ms: number } | undefined;
+    const now = performance.now();
+    for (const [key, started] of this.inFlight)
+      if (!longest || now - started > longest.ms) longest = { key, ms: now - started };
+    return longest;
+  }
+
   private async work(): Promise<void> {
     for (;;) {
       const key = await this.queue.get();
       if (key === undefined) return;
       const started = performance.now();
+      this.inFlight.set(key, started);
       try {
         const result = await this.reconcile(key);
         this.queue.forget(key);
@@ -62,6 +74,7 @@ export class Controller<K> {
           this.hooks.onError?.(key, err, this.queue.addRateLimited(key));
         }
       } finally {
+        this.inFlight.delete(key);
         this.queue.done(key, performance.now() - started);
       }
     }

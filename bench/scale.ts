@@ -160,6 +160,7 @@ async function operatorAudit(since: Date, users = [OPERATOR_USER]): Promise<Audi
     for await (const line of lines) {
       if (!quoted.some((user) => line.includes(user))) continue;
       const event = JSON.parse(line) as AuditEvent;
+      if (event.stage === 'RequestReceived') continue; // its ResponseComplete line counts the request
       if (users.includes(event.user.username) && new Date(event.requestReceivedTimestamp) >= since)
         events.push(event);
     }

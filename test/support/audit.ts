@@ -6,6 +6,9 @@ import { dirname, join } from 'node:path';
 import { CLUSTER_DIR } from './cluster.js';
 
 export interface AuditEvent {
+  auditID?: string;
+  /** ResponseComplete, or RequestReceived for a logged request whose response never was (the apiserver died). */
+  stage?: string;
   verb: string;
   /** The path and query, e.g. /api/v1/nodes/n1?fieldManager=sandbox-remediator. */
   requestURI?: string;
@@ -13,7 +16,7 @@ export interface AuditEvent {
   objectRef?: { resource?: string; subresource?: string; name?: string; namespace?: string };
   responseStatus?: { code?: number };
   requestReceivedTimestamp: string;
-  /** When the response completed (the policy logs that stage only). */
+  /** When the stage was logged: for ResponseComplete, when the response completed. */
   stageTimestamp?: string;
   /** The request body, for the writes the policy logs at Request level (the operator's Node and Deployment patches). */
   requestObject?: unknown;
@@ -23,21 +26,34 @@ export const AUDIT_LOG = join(CLUSTER_DIR, 'logs', 'audit.log');
 
 /**
  * The audit events received at or after `since` (the apiserver flushes each line as it completes), from the log and
- * its rotated backup (200 MB each: a flood of Events on a reused cluster rotates it).
+ * its rotated backup (200 MB each: a flood of Events on a reused cluster rotates it): one per request, its
+ * ResponseComplete line, or its RequestReceived line alone when the apiserver died before it answered (the policy
+ * logs that stage for the operator's Node and rollout patches only).
  */
 export async function auditEvents(since: Date): Promise<AuditEvent[]> {
   const dir = dirname(AUDIT_LOG);
   const files = (await readdir(dir)).filter((f) => /^audit.*\.log$/.test(f)).sort();
-  const events: AuditEvent[] = [];
+  const lines: AuditEvent[] = [];
   for (const file of files) {
     const text = await readFile(join(dir, file), 'utf8');
     for (const line of text.split('\n')) {
       if (!line) continue;
       const event = JSON.parse(line) as AuditEvent;
-      if (new Date(event.requestReceivedTimestamp) >= since) events.push(event);
+      if (new Date(event.requestReceivedTimestamp) >= since) lines.push(event);
     }
   }
-  return events.sort((a, b) => a.requestReceivedTimestamp.localeCompare(b.requestReceivedTimestamp));
+  return onePerRequest(lines);
+}
+
+/**
+ * One event per request, in the order received: its ResponseComplete line, or its RequestReceived line when no
+ * response was logged.
+ */
+export function onePerRequest(lines: readonly AuditEvent[]): AuditEvent[] {
+  const answered = new Set(lines.filter((e) => e.stage !== 'RequestReceived').map((e) => e.auditID));
+  return lines
+    .filter((e) => e.stage !== 'RequestReceived' || !answered.has(e.auditID))
+    .sort((a, b) => a.requestReceivedTimestamp.localeCompare(b.requestReceivedTimestamp));
 }
 
 /** The JWT ID of a ServiceAccount token, as the audit log names the credential ("JTI=<id>"). */
@@ -71,10 +87,11 @@ export const fieldManagerOf = (event: AuditEvent) =>
 export const OPERATOR_USER = 'system:serviceaccount:sandbox-remediator-system:sandbox-remediator-operator';
 
 /**
- * The apiserver could not tell whether the write took effect: it answered 5xx, as when etcd is killed under it (a
- * write etcd took and could not confirm is applied all the same).
+ * Whether the write took effect is unknown: the apiserver answered 5xx, as when etcd is killed under it (a write etcd
+ * took and could not confirm is applied all the same), or was killed itself before it answered (no response logged).
  */
-export const indeterminate = (event: AuditEvent) => (event.responseStatus?.code ?? 0) >= 500;
+export const indeterminate = (event: AuditEvent) =>
+  event.stage === 'RequestReceived' || (event.responseStatus?.code ?? 0) >= 500;
 
 /**
  * The operator's successful writes since `since`, as the apiserver recorded them (leases left out); with

@@ -1,0 +1,61 @@
+// The audit log as the fault tests read it: a request the apiserver never answered (killed under it) counts as one
+// that may have taken effect, so a resume that reached etcd and lost its ResponseComplete line is not read as a
+// pause followed by another pause.
+import { expect } from 'chai';
+import { alternates, onePerRequest, settledSettings, type AuditEvent } from '../../support/audit.js';
+
+const patch = (id: string, at: string, paused: boolean | null, stage: string, code?: number): AuditEvent => ({
+  auditID: id,
+  stage,
+  verb: 'patch',
+  requestURI: '/apis/apps/v1/namespaces/shop/deployments/roll',
+  user: { username: 'operator' },
+  objectRef: { resource: 'deployments', name: 'roll', namespace: 'shop' },
+  requestReceivedTimestamp: `2026-12-05T11:41:${at}Z`,
+  ...(code === undefined ? {} : { responseStatus: { code } }),
+  requestObject: { spec: { paused } },
+});
+
+describe('the audit log, one event per request', () => {
+  it('keeps the ResponseComplete line of an answered request and the RequestReceived line of one never answered', () => {
+    const lines = [
+      patch('a', '10.0', true, 'RequestReceived'),
+      patch('a', '10.0', true, 'ResponseComplete', 200),
+      patch('b', '11.0', null, 'RequestReceived'),
+      patch('c', '20.0', true, 'RequestReceived'),
+      patch('c', '20.0', true, 'ResponseComplete', 200),
+    ];
+    const events = onePerRequest(lines);
+    expect(events.map((e) => `${e.auditID}:${e.stage}`)).to.deep.equal([
+      'a:ResponseComplete',
+      'b:RequestReceived',
+      'c:ResponseComplete',
+    ]);
+  });
+
+  it('reads a resume whose response was lost to kill -9 as one that took effect when a pause follows', () => {
+    const events = onePerRequest([
+      patch('a', '10.0', true, 'ResponseComplete', 200),
+      patch('b', '11.0', null, 'RequestReceived'),
+      patch('c', '20.0', true, 'ResponseComplete', 200),
+      patch('d', '30.0', null, 'ResponseComplete', 200),
+    ]);
+    const settled = settledSettings(events, 'deployments', 'paused');
+    expect(settled.roll).to.deep.equal([true, false, true, false]);
+    expect(alternates(settled.roll!)).to.equal(true);
+  });
+
+  it('drops an unanswered resume the operator sent again, and still fails two answered pauses in a row', () => {
+    const retried = onePerRequest([
+      patch('a', '10.0', true, 'ResponseComplete', 200),
+      patch('b', '11.0', null, 'RequestReceived'),
+      patch('c', '20.0', null, 'ResponseComplete', 200),
+    ]);
+    expect(settledSettings(retried, 'deployments', 'paused').roll).to.deep.equal([true, false]);
+    const twice = onePerRequest([
+      patch('a', '10.0', true, 'ResponseComplete', 200),
+      patch('c', '20.0', true, 'ResponseComplete', 200),
+    ]);
+    expect(alternates(settledSettings(twice, 'deployments', 'paused').roll!)).to.equal(false);
+  });
+});

@@ -4,8 +4,12 @@
 # entrypoint); test/integration/image.test.ts checks that the two agree, and runs that image's own Node on its files.
 # Node.js 24: the LTS in support (Node 20 reached its end of life in April 2026).
 
+# The two build stages run on the builder's own platform: what they make (dist/'s JavaScript, node_modules with no
+# native module and no install script) is the same on every architecture, so a multi-arch build (the release
+# workflow: linux/amd64 and linux/arm64) emulates nothing; only the final stage, which runs nothing, is per platform.
+
 # Compile: every dependency, dev ones included (TypeScript).
-FROM node:24-trixie AS build
+FROM --platform=$BUILDPLATFORM node:24-trixie AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -15,7 +19,7 @@ RUN npx --no-install tsc -p tsconfig.build.json
 
 # Production dependencies only, installed in a stage of their own so npm's cache stays out of the image.
 # No install scripts: nothing we depend on at run time needs one.
-FROM node:24-trixie-slim AS deps
+FROM --platform=$BUILDPLATFORM node:24-trixie-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund

@@ -23,11 +23,12 @@ deps: node_modules/.installed ## Install npm dependencies (npm ci) when package-
 build: deps ## Compile TypeScript to dist/
 	tsc -p tsconfig.build.json
 
-IMAGE ?= sandbox-remediator:0.1.0
+# The release's image, as config/ and the chart name it (make version moves it).
+IMAGE ?= $(shell sed -n 's/^ *image: *\([^ ]*\).*/\1/p' config/manager/manager.yaml)
 IMAGE_ARCHIVE ?= .image/sandbox-remediator.oci.tar
 
 .PHONY: image
-image: deps ## Build the container image (IMAGE=sandbox-remediator:0.1.0) with docker, podman or buildah (CONTAINER_ENGINE picks one); with none running, from Debian's archive with no daemon (root; hack/image/build.sh) into IMAGE_ARCHIVE, an OCI archive
+image: deps ## Build the container image (IMAGE: the one config/ and the chart name) with docker, podman or buildah (CONTAINER_ENGINE picks one); with none running, from Debian's archive with no daemon (root; hack/image/build.sh) into IMAGE_ARCHIVE, an OCI archive
 	@engine="$${CONTAINER_ENGINE:-}"; \
 	for candidate in docker podman buildah; do \
 	  [[ -z "$$engine" ]] && command -v "$$candidate" >/dev/null && "$$candidate" info >/dev/null 2>&1 && engine="$$candidate"; \
@@ -60,7 +61,7 @@ manifests: deps ## Generate crds/ from the zod schemas in src/api, schemas/diagn
 	tsx hack/generate-chart.ts
 
 .PHONY: verify
-verify: deps ## Check formatting, lint, types (src, test, bench, hack), that crds/ and schemas/ match src/ and the Helm chart config/, that the docs' figures match bench/results, and src/'s size budget (files 400 lines, functions 100; run before every commit; make test runs it first)
+verify: deps ## Check formatting, lint, types (src, test, bench, hack), that crds/ and schemas/ match src/ and the Helm chart config/, that the docs' figures match bench/results, src/'s size budget (files 400 lines, functions 100), that every file carries the one release version, and the release workflow (actionlint, built into ~/.cache); run before every commit; make test runs it first
 	prettier --check --log-level warn .
 	eslint .
 	tsc -p tsconfig.json --noEmit
@@ -69,6 +70,8 @@ verify: deps ## Check formatting, lint, types (src, test, bench, hack), that crd
 	tsx hack/generate-chart.ts --check
 	tsx hack/figures.ts --check
 	tsx hack/check-shape.ts
+	tsx hack/release/version.ts >/dev/null
+	hack/release/lint-workflows.sh
 
 .PHONY: figures
 figures: deps ## Rewrite the figures the docs quote (README.md, bench/README.md, docs/) from bench/results/*.json
@@ -129,6 +132,13 @@ SOAK_MINUTES ?= 60
 soak: deps tools build ## Not in CI: SOAK_MINUTES (60) of incidents on random nodes while the operator restarts at random (kill -9 or SIGTERM), with ten-minute flapping IO first; ends with nothing cordoned, paused or gated, and flat heap and RSS for the last operator after its warm-up
 	FLAP_SECONDS=600 mocha --import=tsx --forbid-only --require test/integration/hooks.ts --timeout 0 --grep 'flap' test/integration/io-faults.test.ts
 	SOAK_MINUTES=$(SOAK_MINUTES) mocha --import=tsx --forbid-only --require test/integration/hooks.ts --timeout 0 test/soak/soak.test.ts
+
+VERSION ?=
+
+.PHONY: version
+version: deps ## Move the release to VERSION (make version VERSION=x.y.z): package.json and its lock, --version, config/'s image and the chart
+	@[ -n "$(VERSION)" ] || { echo "make version VERSION=x.y.z (now: $$(tsx hack/release/version.ts))"; exit 2; }
+	tsx hack/release/version.ts $(VERSION)
 
 ##@ Benchmarks
 

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Builds the local control plane from Go modules into $HOME/.cache/sandbox-remediator/bin/<component>-<version>/
 # and skips whatever is already there. Usage:
-#   hack/cluster/build.sh [kubernetes|kubelet|etcd|kwok|helm|descheduler|argo-rollouts|node-healthcheck|cluster-api ...]
+#   hack/cluster/build.sh [kubernetes|kubelet|etcd|kwok|helm|actionlint|descheduler|argo-rollouts|node-healthcheck|cluster-api ...]
 # (no argument: the control plane and helm, which the chart's tests run; kubelet, for make lab, the descheduler, for
 # the side-by-side benchmark, and the rest only when named; make tools names node-healthcheck and cluster-api, which
-# the integration tests use).
+# the integration tests use; make verify names actionlint, which lints the release workflow).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
@@ -140,6 +140,17 @@ build_helm() {
   "$out/helm" version >&2
 }
 
+# actionlint, which make verify runs on .github/workflows/ (the release workflow cannot run here). A plain go install;
+# the version it reports is stamped as its own release does.
+build_actionlint() {
+  local out=$BIN/actionlint-v$ACTIONLINT_VERSION p=github.com/rhysd/actionlint
+  built "$out" actionlint && return
+  mkdir -p "$out.tmp"
+  timed "actionlint v$ACTIONLINT_VERSION (about a minute on 2 cores)" env GOBIN="$out.tmp" go install -trimpath \
+    -ldflags="-s -w -X $p.version=v$ACTIONLINT_VERSION" "$p/cmd/actionlint@v$ACTIONLINT_VERSION"
+  rm -rf "$out" && mv "$out.tmp" "$out"
+}
+
 argo_rollouts_src() {
   go mod download -json "github.com/argoproj/argo-rollouts@v$ARGO_ROLLOUTS_VERSION" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).Dir))'
 }
@@ -216,7 +227,7 @@ command -v go >/dev/null || { log "go is not installed; install Go >= 1.26 first
 targets=("$@"); [ ${#targets[@]} -gt 0 ] || targets=(etcd kwok kubernetes helm)
 for t in "${targets[@]}"; do
   case $t in
-    kubernetes|kubelet|etcd|kwok|helm|descheduler|argo-rollouts|node-healthcheck|cluster-api) "build_$t" ;;
-    *) log "unknown component: $t (expected kubernetes, kubelet, etcd, kwok, helm, descheduler, argo-rollouts, node-healthcheck or cluster-api)"; exit 2 ;;
+    kubernetes|kubelet|etcd|kwok|helm|actionlint|descheduler|argo-rollouts|node-healthcheck|cluster-api) "build_$t" ;;
+    *) log "unknown component: $t (expected kubernetes, kubelet, etcd, kwok, helm, actionlint, descheduler, argo-rollouts, node-healthcheck or cluster-api)"; exit 2 ;;
   esac
 done

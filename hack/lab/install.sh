@@ -8,7 +8,8 @@
 set -euo pipefail
 LOG_TAG=lab-install
 . "$(dirname "$0")/lib.sh"
-IMAGE=${IMAGE:-sandbox-remediator:0.1.0}
+# The release's image, as config/ and the chart name it (make version moves it).
+IMAGE=${IMAGE:-$(sed -n 's/^ *image: *\([^ ]*\).*/\1/p' "$repo/config/manager/manager.yaml")}
 ARCHIVE=${IMAGE_ARCHIVE:-$repo/.image/sandbox-remediator.oci.tar}
 RELEASE=sandbox-remediator
 NAMESPACE=sandbox-remediator-system
@@ -40,7 +41,7 @@ else
 fi
 log "loading $ARCHIVE into the lab node's containerd"
 lab_ctr images import "$ARCHIVE" >&2
-image_ref=$(lab_ctr images ls -q | grep -m1 "/${IMAGE%%:*}:${IMAGE##*:}\$" || true)
+image_ref=$(lab_ctr images ls -q | grep -m1 -E "(^|/)${IMAGE//./\\.}\$" || true)
 [ -n "$image_ref" ] || die "containerd lists no $IMAGE after the import"
 
 # As the README's install block: the namespace first, under Pod Security's restricted profile.
@@ -49,7 +50,7 @@ kcn label namespace "$NAMESPACE" pod-security.kubernetes.io/enforce=restricted -
 log "helm upgrade --install $RELEASE (image $image_ref, never pulled)"
 selector='sandbox\.remediator\.io/lab'
 helm_ upgrade --install "$RELEASE" "$repo/charts/sandbox-remediator" -n "$NAMESPACE" \
-  --set image.repository="${IMAGE%%:*}" --set image.tag="${IMAGE##*:}" --set image.pullPolicy=Never \
+  --set image.repository="${IMAGE%:*}" --set image.tag="${IMAGE##*:}" --set image.pullPolicy=Never \
   --set operator.replicas=1 --set-string "operator.nodeSelector.$selector=true" \
   --set-string "agent.nodeSelector.$selector=true" \
   --set 'agent.extraArgs={--include-loop-devices,--runtime-cgroup=sandbox-remediator-lab,--heartbeat-seconds=3}' \

@@ -1,20 +1,22 @@
 // The command line of every subcommand but the agent's (cli/agent-options.ts), one function per subcommand, in the
 // order `--help` lists them. main.ts imports this module only for those subcommands: commander stays out of the agent.
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { basename } from 'node:path';
 import type { ClassifyFlags } from './classify.js';
 import type { CleanupFlags } from './cleanup.js';
 import type { DiagnoseFlags } from './diagnose.js';
 import type { OperatorFlags } from './operator.js';
 import { AGENT_DESCRIPTION, formatAgentHelp, parsePositiveInt } from './agent-options.js';
 import { LOG_LEVELS } from '../observability/log.js';
+import { VERSION } from './version.js';
 
 export async function parseWithCommander(argv: string[]): Promise<void> {
   const program = new Command()
-    .name('sandbox-remediator')
+    .name(programName(process.argv[1]))
     .description(
       "Finds pods stuck in ContainerCreating because their node's disk IO is saturated, proves the IO pressure from node evidence, and remediates (cordon, evict, slow rollouts), undoing it all on recovery.",
     )
-    .version(process.env.npm_package_version ?? '0.1.0')
+    .version(VERSION)
     .showHelpAfterError();
   addValidate(program);
   addOperator(program);
@@ -25,6 +27,11 @@ export async function parseWithCommander(argv: string[]): Promise<void> {
   addRelease(program);
   addCrds(program);
   await program.parseAsync(argv);
+}
+
+/** As invoked: `kubectl sandbox` when kubectl runs the package's kubectl-sandbox (a plugin), else its own name. */
+export function programName(argv1: string | undefined): string {
+  return basename(argv1 ?? '') === 'kubectl-sandbox' ? 'kubectl sandbox' : 'sandbox-remediator';
 }
 
 function positiveInt(value: string): number {

@@ -12,6 +12,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
+import { VERSION } from '../../src/cli/version.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
 import { deniedBy, policyInForce, refusal } from '../support/admission.js';
 import {
@@ -303,7 +304,8 @@ describe('the Helm chart (charts/sandbox-remediator)', function () {
       };
       expect(deployment.spec.replicas).to.equal(2);
       const operator = deployment.spec.template.spec.containers[0]!;
-      expect(operator.image).to.equal('registry.example.com/sandbox-remediator:0.1.0');
+      // The tag left at its default: the release's version (the chart's appVersion).
+      expect(operator.image).to.equal(`registry.example.com/sandbox-remediator:${VERSION}`);
       expect(operator.args).to.include.members([
         '--leader-elect',
         '--webhook-bind-address=:9443',

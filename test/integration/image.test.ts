@@ -2,14 +2,19 @@
 // does so on a machine without one), and this test reads the OCI archive it wrote, unpacks its layers, and runs the
 // image's own Node.js on the image's own files: chrooted into them, read-only, as the image's USER, in a mount
 // namespace of its own, with the host's /proc mounted where the agent's DaemonSet mounts it. The Dockerfile (for an
-// engine) must describe the same image: the same Node.js major, USER, WORKDIR, ENTRYPOINT and files.
+// engine) must describe the same image: the same Node.js major, USER, WORKDIR, ENTRYPOINT and files. It runs the CLI there too (validate, diagnose
+// against the real cluster), as a user runs it with the image.
 import { expect } from 'chai';
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, posix } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
+import { IMAGE_REPOSITORY, findVersions } from '../../hack/release/versions.js';
+import { KUBECONFIG } from '../support/cluster.js';
 import { REPO_ROOT } from '../support/manifests.js';
+
+const SAMPLE = 'config/samples/sandboxpolicy-minimal.yaml';
 
 interface Copy {
   from?: string;
@@ -23,6 +28,8 @@ interface Stage {
   workdir: string;
   copies: Copy[];
   runs: string[];
+  /** FROM --platform=: where a build stage runs. */
+  platform?: string;
   user?: string;
   entrypoint?: string[];
 }
@@ -40,9 +47,12 @@ function parseDockerfile(text: string): Stage[] {
     const args = rest.join(' ');
     const stage = stages.at(-1);
     if (instruction.toUpperCase() === 'FROM') {
-      const [image = '', as, name] = rest;
+      // --platform=$BUILDPLATFORM: a build stage runs where the build does; the image is the same.
+      const platform = rest.find((a) => a.startsWith('--platform='))?.slice('--platform='.length);
+      const [image = '', as, name] = rest.filter((a) => !a.startsWith('--platform='));
       stages.push({
         image,
+        ...(platform ? { platform } : {}),
         ...(as?.toUpperCase() === 'AS' && name ? { name } : {}),
         workdir: '/',
         copies: [],
@@ -113,6 +123,8 @@ interface ImageConfig {
 }
 
 const ARCHIVE = join(REPO_ROOT, '.image', 'sandbox-remediator.oci.tar');
+/** The image config/ names, as make image builds it by default. */
+const RELEASE_IMAGE = `${IMAGE_REPOSITORY}:${findVersions(REPO_ROOT)[0]!.version!}`;
 const blob = (layout: string, digest: string) =>
   join(layout, 'blobs', 'sha256', digest.replace(/^sha256:/, ''));
 const readJson = (path: string): unknown => JSON.parse(readFileSync(path, 'utf8'));
@@ -203,7 +215,7 @@ describe("the image, built from Debian's archive without a container engine, run
     // The build: the cached base layer (from Debian's archive the first time), then tsc and npm ci --omit=dev
     // (--prefer-offline: npm's cache, which make deps filled).
     const built = await new Promise<Result>((resolve) => {
-      const child = spawn('hack/image/build.sh', ['sandbox-remediator:0.1.0', ARCHIVE], {
+      const child = spawn('hack/image/build.sh', [RELEASE_IMAGE, ARCHIVE], {
         cwd: REPO_ROOT,
         stdio: ['ignore', 'pipe', 'pipe'],
         // The base built before, if any, with no look at Debian's archive (make image refreshes it).
@@ -234,13 +246,15 @@ describe("the image, built from Debian's archive without a container engine, run
     for (const layer of manifest.layers)
       execFileSync('tar', ['-xzf', blob(layout, layer.digest), '-C', root]);
     mkdirSync(join(root, 'host', 'proc'), { recursive: true });
+    mkdirSync(join(root, 'tmp'), { recursive: true });
   });
   after(() => {
     rmSync(work, { recursive: true, force: true });
   });
 
   it('is named as the kubelet asks for it, and runs as a numeric non-root user from /app, as the Dockerfile says', () => {
-    expect(annotations['io.containerd.image.name']).to.equal('docker.io/library/sandbox-remediator:0.1.0');
+    // The release's own name (config/ and the chart's default), fully qualified already.
+    expect(annotations['io.containerd.image.name']).to.equal(RELEASE_IMAGE);
     expect(config.User).to.match(/^[1-9]\d*:[1-9]\d*$/);
     expect(config.User, "the Dockerfile's USER").to.equal(runtime.user);
     expect(config.WorkingDir, 'its WORKDIR').to.equal(runtime.workdir);
@@ -255,6 +269,11 @@ describe("the image, built from Debian's archive without a container engine, run
     for (const stage of stages) expect(stage.image, 'every FROM').to.match(new RegExp(`^node:${major}-`));
     expect(runtime.image).to.match(/-slim$/);
     expect(runtime.runs, 'nothing run in the final stage').to.deep.equal([]);
+    // A multi-arch build emulates nothing: the stages that run something run on the builder's platform, and the
+    // final one, which runs nothing, is the target's.
+    for (const stage of stages.filter((s) => s.runs.length > 0))
+      expect(stage.platform, `${stage.name ?? stage.image} runs on the builder`).to.equal('$BUILDPLATFORM');
+    expect(runtime.platform, 'the final stage is per platform').to.equal(undefined);
     const node = await run(root, config, ['node', '--version']);
     expect(node.code, node.stderr).to.equal(0);
     expect(node.stdout.trim(), "the image's own Node.js").to.match(new RegExp(`^v${major}\\.`));
@@ -316,6 +335,19 @@ describe("the image, built from Debian's archive without a container engine, run
         ) as unknown,
     );
     expect(parseAllDocuments(printed.stdout).map((d) => d.toJS() as unknown)).to.deep.equal(committed);
+  });
+
+  it('runs the CLI as the package does: validate on a policy file, diagnose against the real cluster', async () => {
+    const entry = config.Entrypoint;
+    // What a user mounts (docker run -v): files the image's user may read.
+    writeFileSync(join(root, 'tmp', 'policy.yaml'), readFileSync(join(REPO_ROOT, SAMPLE)), { mode: 0o644 });
+    writeFileSync(join(root, 'tmp', 'kubeconfig'), readFileSync(KUBECONFIG), { mode: 0o644 });
+    const validated = await run(root, config, [...entry, 'validate', '/tmp/policy.yaml']);
+    expect(validated.code, validated.stdout + validated.stderr).to.equal(0);
+    const withKubeconfig = { ...config, Env: [...config.Env, 'KUBECONFIG=/tmp/kubeconfig'] };
+    const diagnosed = await run(root, withKubeconfig, [...entry, 'diagnose', '-o', 'json']);
+    expect(diagnosed.code, diagnosed.stderr).to.equal(0);
+    expect(JSON.parse(diagnosed.stdout)).to.be.an('object');
   });
 
   it('loads every module with production dependencies only (a dev dependency used at run time fails here)', async () => {

@@ -1,11 +1,12 @@
 // The CLI without a clone: `npm pack` gives the package a release publishes, which installs into an empty directory
-// and runs `sandbox-remediator --help`, `validate`, `crds` and `diagnose` there (against the real cluster), with
-// nothing of this checkout's but the tarball.
+// and runs `sandbox-remediator --help`, `validate`, `crds` and `diagnose` there (against the real cluster), and the
+// same as the kubectl plugin `kubectl sandbox`, with nothing of this checkout's but the tarball.
 import { expect } from 'chai';
 import { execFile } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { VERSION } from '../../src/cli/version.js';
 import { KUBECONFIG } from '../support/cluster.js';
 import { REPO_ROOT } from '../support/manifests.js';
 
@@ -16,8 +17,11 @@ interface Result {
 }
 
 /** Runs a command with npm's settings of whoever ran mocha left out. */
-function run(file: string, args: string[], cwd: string): Promise<Result> {
-  const env = Object.fromEntries(Object.entries(process.env).filter(([key]) => !/^npm_/i.test(key)));
+function run(file: string, args: string[], cwd: string, extra: Record<string, string> = {}): Promise<Result> {
+  const env = {
+    ...Object.fromEntries(Object.entries(process.env).filter(([key]) => !/^npm_/i.test(key))),
+    ...extra,
+  };
   return new Promise((resolve) => {
     execFile(
       file,
@@ -106,6 +110,21 @@ describe('the CLI as an npm package, installed into an empty directory', functio
     expect(bad.stdout + bad.stderr)
       .to.contain('maxEvictionsPerMinute')
       .and.contain('cooldownSeconds');
+  });
+
+  it('reports the release version, and is a kubectl plugin: kubectl runs its kubectl-sandbox as `kubectl sandbox`', async () => {
+    const version = await run(bin, ['--version'], user);
+    expect(version.stdout.trim(), 'package.json, config/ and the chart carry the same one').to.equal(VERSION);
+    // As npm install -g puts it on a user's PATH; kubectl hands the plugin every argument and the environment.
+    const path = { PATH: `${join(user, 'node_modules', '.bin')}:${process.env.PATH ?? ''}`, KUBECONFIG };
+    const plugins = await run('kubectl', ['plugin', 'list'], user, path);
+    expect(plugins.stdout).to.contain(join(user, 'node_modules', '.bin', 'kubectl-sandbox'));
+    const help = await run('kubectl', ['sandbox', '--help'], user, path);
+    expect(help.code, help.stderr).to.equal(0);
+    expect(help.stdout).to.match(/^Usage: kubectl sandbox /m);
+    const diagnosed = await run('kubectl', ['sandbox', 'diagnose', '-o', 'json'], user, path);
+    expect(diagnosed.code, diagnosed.stderr).to.equal(0);
+    expect(JSON.parse(diagnosed.stdout)).to.be.an('object');
   });
 
   it('diagnoses against the real cluster', async () => {

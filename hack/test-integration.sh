@@ -24,6 +24,7 @@ declare -A SECONDS_OF=(
   [startup-mistakes]=60 [operator]=60 [monitoring-config]=60 [rbac]=60 [startup]=45 [workloads]=45
   [kubelet-summary]=40 [culprit]=70 [incident]=30 [crds]=30 [install-crds]=30 [agent-admission]=30 [image]=60
   [operator-admission]=20 [operator-admission-nodes]=20 [webhook-certs]=75 [helm-chart]=35 [node-lease]=65 [tenant]=140
+  [readme]=40 [crd-upgrade]=10 [package]=45
 )
 REAL_PROC=(demo io-pressure)
 

@@ -4,7 +4,7 @@
 # --install` of charts/sandbox-remediator in the lab's network namespace: the operator (one replica, leader election
 # on, the pacing webhook on with a generated certificate) and the agent as Pods on the real kubelet, both kept off
 # the kwok nodes (a simulated node runs no process). Waits until they are Ready. `hack/lab/install.sh uninstall`
-# runs helm uninstall and the cleanup the README documents.
+# runs helm uninstall and the cleanup the README's uninstall documents.
 set -euo pipefail
 LOG_TAG=lab-install
 . "$(dirname "$0")/lib.sh"

@@ -12,6 +12,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
+import { IMAGE_REPOSITORY } from '../../hack/release/versions.js';
 import { VERSION } from '../../src/cli/version.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
 import { deniedBy, policyInForce, refusal } from '../support/admission.js';
@@ -23,7 +24,17 @@ import {
   kubectl,
   uniqueName,
 } from '../support/cluster.js';
-import { CHART_DIR, ensureThirdPartyCrds, helm, objectsOf, renderChart, setValues } from '../support/helm.js';
+import {
+  CHART_DIR,
+  displaceClusterObjects,
+  ensureThirdPartyCrds,
+  helm,
+  objectsOf,
+  putBack,
+  renderChart,
+  resourceOf,
+  setValues,
+} from '../support/helm.js';
 import { readManifests } from '../support/manifests.js';
 import { kustomize, type KubeObject } from '../support/monitoring-config.js';
 import { createToken, writeTokenKubeconfig } from '../support/tokens.js';
@@ -67,9 +78,7 @@ const EVERYTHING = {
   'global.imageRegistry': 'registry.example.com',
 };
 const CHART_LABELS = ['helm.sh/chart', 'app.kubernetes.io/managed-by', 'app.kubernetes.io/instance'];
-/** What kubectl calls an object's resource: Kind.group, or Kind in the core group. */
-const resource = (o: KubeObject) =>
-  o.apiVersion.includes('/') ? `${o.kind}.${o.apiVersion.split('/')[0]}` : o.kind;
+const resource = resourceOf;
 const key = (o: KubeObject) => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`;
 
 /**
@@ -177,8 +186,8 @@ describe('the Helm chart (charts/sandbox-remediator)', function () {
       .filter((o) => o.kind === 'Deployment' || o.kind === 'DaemonSet')
       .map((o) => (o.spec as { template: { spec: PodSpec } }).template.spec.containers[0]?.image);
     expect(images).to.deep.equal([
-      `sandbox-remediator@sha256:${'a'.repeat(64)}`,
-      `sandbox-remediator@sha256:${'a'.repeat(64)}`,
+      `${IMAGE_REPOSITORY}@sha256:${'a'.repeat(64)}`,
+      `${IMAGE_REPOSITORY}@sha256:${'a'.repeat(64)}`,
     ]);
   });
 
@@ -259,13 +268,7 @@ describe('the Helm chart (charts/sandbox-remediator)', function () {
       namespace = await createNamespace(cleanup, 'it-helm');
       agentNamespace = `${namespace}-agent`;
       const values = ['-n', namespace, ...setValues({ ...EVERYTHING, 'agent.namespace': agentNamespace })];
-      for (const o of await renderChart(values)) {
-        if (o.metadata.namespace) continue;
-        const found = await kubectl(['get', resource(o), o.metadata.name, '-o', 'json']);
-        if (found.code !== 0) continue;
-        displaced.push(JSON.parse(found.stdout) as KubeObject);
-        await kubectl(['delete', resource(o), o.metadata.name, '--wait=true']);
-      }
+      displaced.push(...(await displaceClusterObjects(values)));
       const installed = await helm(['install', release, CHART_DIR, ...values]);
       expect(installed.code, installed.stderr).to.equal(0);
       manifest = objectsOf((await helm(['get', 'manifest', release, '-n', namespace])).stdout);
@@ -275,17 +278,7 @@ describe('the Helm chart (charts/sandbox-remediator)', function () {
       this.timeout(120_000);
       await helm(['uninstall', release, '-n', namespace, '--wait']);
       await kubectl(['delete', 'namespace', agentNamespace, '--ignore-not-found', '--wait=false']);
-      for (const o of displaced) {
-        const {
-          uid: _u,
-          resourceVersion: _r,
-          creationTimestamp: _c,
-          managedFields: _m,
-          ...metadata
-        } = o.metadata as KubeObject['metadata'] & Record<string, unknown>;
-        const { status: _s, ...rest } = o as KubeObject & { status?: unknown };
-        await kubectl(['create', '-f', '-'], JSON.stringify({ ...rest, metadata }));
-      }
+      await putBack(displaced);
       if (dir) await rm(dir, { recursive: true, force: true });
     });
 

@@ -100,3 +100,39 @@ export async function ensureThirdPartyCrds(): Promise<string[]> {
   await establishCrds(names);
   return created;
 }
+
+/** What kubectl calls an object's resource: Kind.group, or Kind in the core group. */
+export const resourceOf = (o: KubeObject) =>
+  o.apiVersion.includes('/') ? `${o.kind}.${o.apiVersion.split('/')[0]}` : o.kind;
+
+/**
+ * The chart's cluster-scoped objects (rendered with `values`) that exist already under config/'s fixed names, as other
+ * tests leave them (config/rbac, config/webhook): deleted, so that helm install can own them, and returned for
+ * putBack.
+ */
+export async function displaceClusterObjects(values: string[]): Promise<KubeObject[]> {
+  const displaced: KubeObject[] = [];
+  for (const o of await renderChart(values)) {
+    if (o.metadata.namespace) continue;
+    const found = await kubectl(['get', resourceOf(o), o.metadata.name, '-o', 'json']);
+    if (found.code !== 0) continue;
+    displaced.push(JSON.parse(found.stdout) as KubeObject);
+    await kubectl(['delete', resourceOf(o), o.metadata.name, '--wait=true']);
+  }
+  return displaced;
+}
+
+/** Creates again what displaceClusterObjects deleted, as it was (less what the apiserver sets). */
+export async function putBack(displaced: readonly KubeObject[]): Promise<void> {
+  for (const o of displaced) {
+    const {
+      uid: _u,
+      resourceVersion: _r,
+      creationTimestamp: _c,
+      managedFields: _m,
+      ...metadata
+    } = o.metadata as KubeObject['metadata'] & Record<string, unknown>;
+    const { status: _s, ...rest } = o as KubeObject & { status?: unknown };
+    await kubectl(['create', '-f', '-'], JSON.stringify({ ...rest, metadata }));
+  }
+}

@@ -24,7 +24,7 @@ build: deps ## Compile TypeScript to dist/
 	tsc -p tsconfig.build.json
 
 # The release's image, as config/ and the chart name it (make version moves it).
-IMAGE ?= $(shell sed -n 's/^ *image: *\([^ ]*\).*/\1/p' config/manager/manager.yaml)
+IMAGE ?= $(shell node_modules/.bin/tsx hack/release/version.ts --image)
 IMAGE_ARCHIVE ?= .image/sandbox-remediator.oci.tar
 
 .PHONY: image

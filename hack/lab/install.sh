@@ -9,7 +9,7 @@ set -euo pipefail
 LOG_TAG=lab-install
 . "$(dirname "$0")/lib.sh"
 # The release's image, as config/ and the chart name it (make version moves it).
-IMAGE=${IMAGE:-$(sed -n 's/^ *image: *\([^ ]*\).*/\1/p' "$repo/config/manager/manager.yaml")}
+IMAGE=${IMAGE:-$("$repo/node_modules/.bin/tsx" "$repo/hack/release/version.ts" --image)}
 ARCHIVE=${IMAGE_ARCHIVE:-$repo/.image/sandbox-remediator.oci.tar}
 RELEASE=sandbox-remediator
 NAMESPACE=sandbox-remediator-system

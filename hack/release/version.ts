@@ -17,7 +17,9 @@ if (arg?.startsWith('--') && arg !== '--image' && arg !== '--chart') {
 if (arg !== undefined && !arg.startsWith('--')) {
   setVersion(root, arg);
   execFileSync('npx', ['--no-install', 'tsx', 'hack/generate-chart.ts'], { cwd: root, stdio: 'inherit' });
-  console.log(`Version ${arg}: package.json, package-lock.json, src/cli/version.ts, config/ and the chart`);
+  console.log(
+    `Version ${arg}: package.json and its lock, src/cli/version.ts, the docs' commands, config/ and the chart`,
+  );
 }
 const found = findVersions(root);
 const problems = versionProblems(found);

@@ -1,5 +1,5 @@
 // The one version of a release and where it is written: package.json (and its lock), the CLI's --version
-// (src/cli/version.ts), and the image both config/ workloads name, from which hack/generate-chart.ts writes the
+// (src/cli/version.ts), the install commands of README.md and docs/install.md, and the image both config/ workloads name, from which hack/generate-chart.ts writes the
 // chart's version, appVersion and default image. `make version VERSION=x.y.z` moves them all; `make verify` checks
 // that they agree (hack/release/version.ts).
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -13,6 +13,9 @@ export const CHART_REPOSITORY = 'oci://ghcr.io/sandbox-remediator/charts';
 /** The config/ files whose one `image:` line names the release's image. */
 export const IMAGE_FILES = ['config/manager/manager.yaml', 'config/agent/daemonset.yaml'];
 export const VERSION_FILE = 'src/cli/version.ts';
+/** The documents whose install commands name the release: each `sandbox-remediator:X` and `--version X` in them. */
+export const DOC_FILES = ['README.md', 'docs/install.md'];
+const DOC_VERSION = /(sandbox-remediator:|--version )(\d+\.\d+\.\d+[0-9A-Za-z.-]*)/g;
 const IMAGE_LINE = /^(\s*image:\s*)(\S+)(.*)$/m;
 const VERSION_LINE = /^export const VERSION = '([^']*)';$/m;
 const SEMVER = /^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?$/;
@@ -40,6 +43,8 @@ export function findVersions(root: string): Found[] {
     { file: 'package-lock.json (packages[""])', version: lock.packages?.['']?.version },
     { file: VERSION_FILE, version: VERSION_LINE.exec(read(root, VERSION_FILE))?.[1] },
   ];
+  for (const file of DOC_FILES)
+    for (const [, , version] of read(root, file).matchAll(DOC_VERSION)) found.push({ file, version });
   for (const file of IMAGE_FILES) {
     const image = IMAGE_LINE.exec(read(root, file))?.[2] ?? '';
     const at = image.lastIndexOf(':');
@@ -82,6 +87,11 @@ export function setVersion(root: string, version: string): void {
   writeFileSync(join(root, 'package-lock.json'), `${JSON.stringify(lock, null, 2)}\n`);
   const source = read(root, VERSION_FILE).replace(VERSION_LINE, `export const VERSION = '${version}';`);
   writeFileSync(join(root, VERSION_FILE), source);
+  for (const file of DOC_FILES)
+    writeFileSync(
+      join(root, file),
+      read(root, file).replace(DOC_VERSION, (_, before: string) => `${before}${version}`),
+    );
   for (const file of IMAGE_FILES)
     writeFileSync(
       join(root, file),

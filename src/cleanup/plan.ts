@@ -13,9 +13,9 @@ import {
   type NodeStamps,
 } from '../api/v1alpha1/index.js';
 import type { GatedPodView, NodeView, WorkloadView } from '../detection/index.js';
-import { nodeChange } from '../controllers/node-changes.js';
-import { workloadChange } from '../controllers/rollout-changes.js';
-import { revertedByOthers, undoActions, type Action } from '../policy/actions.js';
+import { nodeChange } from '../actuation/node-change.js';
+import { workloadChange } from '../actuation/workload-change.js';
+import { revertedByOthers, undoActions, type NodeAction } from '../policy/actions.js';
 import {
   holderName,
   isOurHolder,
@@ -128,11 +128,13 @@ export function planNode({ view: node, version }: Versioned<NodeView>): ObjectPl
   const leftAlone: LeftAlone[] = [];
   const gone = revertedByOthers(node, stamps);
   // Someone else reverted part of it: only our claim goes (a stamp drop changes nothing but our annotations).
-  const actions: Action[] = undoActions(node.name, stamps, UNINSTALL_REASON, UNINSTALL_MESSAGE).map((a) => {
-    if (a.kind === 'Uncordon' && gone.cordon) return { ...a, reason: 'UncordonedByOthers' };
-    if (a.kind === 'Untaint' && gone.taint) return { ...a, reason: 'UntaintedByOthers' };
-    return a;
-  });
+  const actions: NodeAction[] = undoActions(node.name, stamps, UNINSTALL_REASON, UNINSTALL_MESSAGE).map(
+    (a) => {
+      if (a.kind === 'Uncordon' && gone.cordon) return { ...a, reason: 'UncordonedByOthers' };
+      if (a.kind === 'Untaint' && gone.taint) return { ...a, reason: 'UntaintedByOthers' };
+      return a;
+    },
+  );
   const changes = nodeChanges(node, stamps, gone, leftAlone);
   if (!stamps.cordoned && node.unschedulable)
     leftAlone.push({ target, why: 'left cordoned: our stamps record no cordon (someone else cordoned it)' });

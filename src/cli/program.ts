@@ -12,7 +12,7 @@ import { VERSION } from './version.js';
 
 export async function parseWithCommander(argv: string[]): Promise<void> {
   const program = new Command()
-    .name(programName(process.argv[1]))
+    .name(programName(argv[1]))
     .description(
       "Finds pods stuck in ContainerCreating because their node's disk IO is saturated, proves the IO pressure from node evidence, and remediates (cordon, evict, slow rollouts), undoing it all on recovery.",
     )

@@ -11,12 +11,12 @@ import {
   remediationOf,
   setRemediation,
   type Done,
+  type PassHooks,
   type Pass,
   type Plan,
   type Requeue,
   type Seen,
 } from './pass.js';
-import type { PassHooks } from './policy-reconciler.js';
 import { sameStatus } from '../status/health-patch.js';
 import type { Reporter } from './reporter.js';
 import type { ReportLedger } from './report-ledger.js';

@@ -1,6 +1,6 @@
 import type { IoAttribution, IoConsumer, SandboxPolicySpec } from '../api/v1alpha1/index.js';
 import { consumerId, matchesSelector, NO_MIGRATE_LABEL } from '../api/v1alpha1/index.js';
-import type { PodView } from '../detection/index.js';
+import type { MeasuredPod, PodView } from '../detection/index.js';
 import { describeError } from '../kube/errors.js';
 import type { Logger } from '../observability/log.js';
 import { decideIoCause, type IoCauseDecision } from '../policy/io-cause.js';
@@ -9,7 +9,6 @@ import { CULPRIT_SHARE_PERCENT } from '../signals/io-shares.js';
 import type { PolicyMemory } from './policy-memory.js';
 
 /** A running pod as a migration candidate: with its measured share of the device's IO. */
-export type MeasuredPod = PodView & { sharePercent?: number };
 
 /** The reading the attribution came with: the attributed device's busy time, judged against the policy. */
 export interface AttributedReading {

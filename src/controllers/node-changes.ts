@@ -1,8 +1,9 @@
-import type { Actuator, NodeChange } from '../actuation/actuator.js';
-import { sameTaint, stampAnnotations, type NodeStamps } from '../api/v1alpha1/index.js';
+import type { Actuator } from '../actuation/actuator.js';
+import { nodeChange, unschedulableBy } from '../actuation/node-change.js';
+import type { NodeStamps } from '../api/v1alpha1/index.js';
 import type { NodeView } from '../detection/index.js';
 import { isConflict } from '../kube/errors.js';
-import { isEviction, isStampDrop, type Action, type BlockedAction } from '../policy/actions.js';
+import { isNodeAction, type Action, type BlockedAction, type NodeAction } from '../policy/actions.js';
 import type { Hold } from '../policy/node-facts.js';
 import { TerminalError } from '../runtime/controller.js';
 import type { Expectations } from '../runtime/expectations.js';
@@ -13,42 +14,11 @@ import type { NodeLeases } from './node-leases.js';
 import type { NodeObservation } from './observe-nodes.js';
 import type { PolicyMemory } from './policy-memory.js';
 
-/** One patch for everything decided on a node: spec changes, taint list, and the stamps that record them. */
-export function nodeChange(
-  node: NodeView,
-  actions: readonly Action[],
-  stampsAfter: NodeStamps | undefined,
-  resourceVersion: string | undefined,
-): NodeChange {
-  const change: NodeChange = { node: node.name, annotations: stampAnnotations(stampsAfter, node.uid) };
-  if (resourceVersion) change.resourceVersion = resourceVersion;
-  let taints = [...node.taints];
-  let taintsChanged = false;
-  for (const action of actions) {
-    if (action.kind === 'Cordon') change.unschedulable = true;
-    if (action.kind === 'Uncordon' && !isStampDrop(action)) change.unschedulable = false;
-    if (action.kind === 'Taint' && !taints.some((t) => sameTaint(t, action.taint))) {
-      taints.push(action.taint);
-      taintsChanged = true;
-    }
-    if (action.kind === 'Untaint') {
-      const before = taints.length;
-      taints = taints.filter((t) => !sameTaint(t, action.taint));
-      taintsChanged ||= taints.length !== before;
-    }
-  }
-  if (taintsChanged) change.taints = taints;
-  return change;
-}
-
 /** Whether the node is unschedulable after this pass's node actions that changed it (a dry run's changed nothing). */
 export function unschedulableAfter(node: NodeView, results: readonly ActionResult[]): boolean {
   let unschedulable = node.unschedulable;
-  for (const { action, outcome, simulated } of results) {
-    if (outcome !== 'Succeeded' || simulated) continue;
-    if (action.kind === 'Cordon') unschedulable = true;
-    if (action.kind === 'Uncordon' && !isStampDrop(action)) unschedulable = false;
-  }
+  for (const { action, outcome, simulated } of results)
+    if (outcome === 'Succeeded' && !simulated) unschedulable = unschedulableBy(action) ?? unschedulable;
   return unschedulable;
 }
 
@@ -97,9 +67,9 @@ export async function patchNodes(
 ): Promise<{ failedNodes: Set<string>; blocked: BlockedAction[] }> {
   const failedNodes = new Set<string>();
   const blocked: BlockedAction[] = [];
-  const byNode = new Map<string, Action[]>();
+  const byNode = new Map<string, NodeAction[]>();
   for (const action of input.actions)
-    if (!isEviction(action)) byNode.set(action.node, [...(byNode.get(action.node) ?? []), action]);
+    if (isNodeAction(action)) byNode.set(action.node, [...(byNode.get(action.node) ?? []), action]);
   await forEachLimit([...byNode], deps.writeConcurrency, async ([nodeName, actions]) => {
     const observation = observations.get(nodeName);
     if (!observation) return;

@@ -3,7 +3,7 @@
 import { rolloutOf, type NodeView } from '../detection/index.js';
 import { describeError } from '../kube/errors.js';
 import { matchesTerms } from '../policy/node-affinity.js';
-import type { MeasuredPod } from './culprits.js';
+import type { MeasuredPod } from '../detection/index.js';
 import type { SandboxPolicySpec } from '../api/v1alpha1/index.js';
 import type { Logger } from '../observability/log.js';
 import type { ClusterCache, WorkloadReader } from '../ports/cluster.js';

@@ -9,7 +9,8 @@ import {
 import { isIoCause, type NodeFindings, type NodeView, type PodView } from '../detection/index.js';
 import type { IoCauseDecision } from '../policy/io-cause.js';
 import type { IoPressureDecision } from '../policy/io-pressure.js';
-import { isNoMigrate, type MeasuredPod } from './culprits.js';
+import type { MeasuredPod } from '../detection/index.js';
+import { isNoMigrate } from './culprits.js';
 import { isEviction, isFrozenByDryRun, isStampDrop } from '../policy/actions.js';
 import type { CandidatePod, IoState, NodeFacts } from '../policy/node-facts.js';
 import type { NodeLeaseView } from '../policy/node-lease.js';

@@ -15,11 +15,11 @@ import type { Expectations } from '../runtime/expectations.js';
 import { ACTION_WORDS, ROLLOUT_WORDS } from '../status/remediation-status.js';
 import type { ActionLog } from './action-log.js';
 import { Failures } from './failures.js';
-import { nodeChange } from './node-changes.js';
+import { nodeChange } from '../actuation/node-change.js';
 import type { NodeConditions } from './node-conditions.js';
 import { assignmentOf, isFrozenPolicy, type NodeAssignment } from './ownership.js';
 import type { Pacer } from './pacer.js';
-import { workloadChange } from './rollout-changes.js';
+import { workloadChange } from '../actuation/workload-change.js';
 
 /** The sweeper's one key: its own queue hands it to one worker at a time, so two sweeps never interleave. */
 /** How far a sweep of one kind got: all done, something left for later (frozen, refused), or a write not back yet. */

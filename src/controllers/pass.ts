@@ -30,6 +30,15 @@ export type Requeue = number | 'backoff';
 const FOLLOW_UP_MS = 5_000;
 
 /** How much one reconcile looked at: the measure that a pod change costs its node, not the policy's. */
+export interface PassHooks {
+  /** Called once for each newly blocked action, with the guard that holds it. */
+  onBlocked?(guard: string): void;
+  /** The policy status computed in a pass (for gauges). */
+  onPolicyStatus?(policy: string, status: SandboxPolicyStatus): void;
+  /** How many nodes each pass looked at. */
+  onPass?(stats: PassStats): void;
+}
+
 export interface PassStats {
   full: boolean;
   observed: number;

@@ -5,7 +5,7 @@ import type {
   SandboxPolicySpec,
   SandboxPolicyStatus,
 } from '../api/v1alpha1/index.js';
-import type { NodeFindings, NodeView, PodView } from '../detection/index.js';
+import type { MeasuredPod, NodeFindings, NodeView, PodView } from '../detection/index.js';
 import type { BlockedAction } from '../policy/actions.js';
 import type { IoCauseDecision } from '../policy/io-cause.js';
 import type { IoPressureDecision } from '../policy/io-pressure.js';
@@ -14,7 +14,6 @@ import type { NodeFacts } from '../policy/node-facts.js';
 import type { NodeLeaseView } from '../policy/node-lease.js';
 import type { IoSource } from '../signals/types.js';
 import type { DetectionStatus } from '../status/health-status.js';
-import type { MeasuredPod } from './culprits.js';
 
 /** One node as a pass sees it: the cache, this pass's detection and IO judgement, and its stored status. */
 export interface NodeObservation {

@@ -1,10 +1,5 @@
 import type { Actuator } from '../actuation/actuator.js';
-import type {
-  NodeStamps,
-  PolicyProblem,
-  SandboxPolicySpec,
-  SandboxPolicyStatus,
-} from '../api/v1alpha1/index.js';
+import type { NodeStamps, PolicyProblem, SandboxPolicySpec } from '../api/v1alpha1/index.js';
 import type { Logger } from '../observability/log.js';
 import { isEviction } from '../policy/actions.js';
 import type { NodeFacts } from '../policy/node-facts.js';
@@ -34,6 +29,7 @@ import {
   remediationBeforeActing,
   setRemediation,
   type Pass,
+  type PassHooks,
   type PassStats,
   type Plan,
   type Requeue,
@@ -46,15 +42,6 @@ import type { Reporter } from './reporter.js';
 import { saturatedNodes, saturatedPlacements } from './observe-rollouts.js';
 import type { RolloutThrottler } from './rollout-throttler.js';
 import type { StatusOverlay } from './status-overlay.js';
-
-export interface PassHooks {
-  /** Called once for each newly blocked action, with the guard that holds it. */
-  onBlocked?(guard: string): void;
-  /** The policy status computed in a pass (for gauges). */
-  onPolicyStatus?(policy: string, status: SandboxPolicyStatus): void;
-  /** How many nodes each pass looked at. */
-  onPass?(stats: PassStats): void;
-}
 
 export interface PolicyReconcilerDeps extends NodePatchDeps {
   cache: ClusterCache;

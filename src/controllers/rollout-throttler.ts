@@ -16,7 +16,7 @@ import type { ActionLog } from './action-log.js';
 import type { Failures } from './failures.js';
 import type { NodeObservation } from './observe-nodes.js';
 import { observeRollouts, saturatedPlacements, withStuckUpdates } from './observe-rollouts.js';
-import { workloadChange } from './rollout-changes.js';
+import { workloadChange } from '../actuation/workload-change.js';
 
 export type ThrottledRollout = NonNullable<SandboxPolicyStatus['throttledRollouts']>[number];
 

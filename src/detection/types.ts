@@ -153,6 +153,9 @@ export interface WorkloadView {
   handsOffUntil?: Date;
 }
 
+/** A pod with its measured share of its node's disk IO (percent of the device's busy time), when it was measured. */
+export type MeasuredPod = PodView & { sharePercent?: number };
+
 /** A pod held at the pacing gate (unscheduled, carrying sandbox.remediator.io/paced). */
 export interface GatedPodView {
   namespace: string;

@@ -68,6 +68,13 @@ export interface BlockedAction {
 
 /** An action that moves a pod off its node through the Eviction API: a stuck pod, or an IO-heavy one. */
 export type Eviction = Extract<Action, { kind: 'Evict' | 'Migrate' }>;
+/** An action carried out by patching its node (spec.unschedulable, its taints). */
+export type NodeAction = Exclude<Action, Eviction>;
+
+/** Whether an action is carried out on its node (the rest are evictions). */
+export function isNodeAction(action: Action): action is NodeAction {
+  return !isEviction(action);
+}
 
 /** Whether an action (or a recorded one) evicts a pod. */
 export function isEviction<A extends { kind: string }>(action: A): action is A & Pick<Eviction, 'kind'> {
@@ -93,9 +100,9 @@ export function revertedByOthers(
 }
 
 /** The actions that undo what our stamps on a node record, taint first (the reverse of the order they were made). */
-export function undoActions(node: string, stamps: NodeStamps, reason: string, message: string): Action[] {
+export function undoActions(node: string, stamps: NodeStamps, reason: string, message: string): NodeAction[] {
   const target = `node/${node}`;
-  const actions: Action[] = [];
+  const actions: NodeAction[] = [];
   if (stamps.taint) actions.push({ kind: 'Untaint', node, target, taint: stamps.taint, reason, message });
   if (stamps.cordoned) actions.push({ kind: 'Uncordon', node, target, reason, message });
   return actions;

@@ -61,7 +61,14 @@ describe('upgrading the CRDs of a Helm release from an earlier version', functio
     this.timeout(180_000);
     namespace = await createNamespace(cleanup, 'it-crd-upgrade');
     // The earlier release's CRDs, as Helm installs a chart's crds/: none may exist, or Helm leaves them as they are.
-    const deleted = await kubectl(['delete', '-f', join(REPO_ROOT, 'crds'), '--ignore-not-found', '--wait']);
+    const deleted = await kubectl([
+      'delete',
+      '-f',
+      join(REPO_ROOT, 'crds'),
+      '--ignore-not-found',
+      '--wait',
+      '--timeout=60s',
+    ]);
     expect(deleted.code, deleted.stderr).to.equal(0);
     // Today's, whatever happens: the tests after this one need them.
     cleanup.add(() => applyCrds(), 'last');
@@ -142,7 +149,8 @@ describe('upgrading the CRDs of a Helm release from an earlier version', functio
       },
       { timeoutMs: 30_000, intervalMs: 500 },
     );
-    // The release upgrades on: Helm leaves CRDs alone on upgrade, so what was applied stands.
+    // The release upgrades on (here the same chart: the CRD step is what this tests): Helm leaves CRDs alone on an
+    // upgrade, so what was applied stands.
     const upgraded = await helm(['upgrade', release, join(work, 'chart'), '-n', namespace]);
     expect(upgraded.code, upgraded.stderr).to.equal(0);
     const schema = JSON.stringify(await get('crd', CRDS[1]!));

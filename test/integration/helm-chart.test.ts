@@ -32,7 +32,7 @@ import {
   objectsOf,
   putBack,
   renderChart,
-  resourceOf,
+  kubectlResource,
   setValues,
 } from '../support/helm.js';
 import { readManifests } from '../support/manifests.js';
@@ -78,7 +78,6 @@ const EVERYTHING = {
   'global.imageRegistry': 'registry.example.com',
 };
 const CHART_LABELS = ['helm.sh/chart', 'app.kubernetes.io/managed-by', 'app.kubernetes.io/instance'];
-const resource = resourceOf;
 const key = (o: KubeObject) => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`;
 
 /**
@@ -462,7 +461,7 @@ describe('the Helm chart (charts/sandbox-remediator)', function () {
         await eventually(
           `${key(o)} gone`,
           async () => {
-            const got = await kubectl(['get', resource(o), o.metadata.name, ...namespaced]);
+            const got = await kubectl(['get', kubectlResource(o), o.metadata.name, ...namespaced]);
             return got.code !== 0 && got.stderr.includes('NotFound');
           },
           { timeoutMs: 90_000 },

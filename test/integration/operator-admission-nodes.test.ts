@@ -21,7 +21,7 @@ import {
   toApiTime,
   type NodeStamps,
 } from '../../src/api/v1alpha1/index.js';
-import { nodeChange } from '../../src/controllers/node-changes.js';
+import { nodeChange } from '../../src/actuation/node-change.js';
 import { KubeActuator } from '../../src/kube/actuator.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
 import type { RawObject } from '../../src/kube/informer.js';
@@ -29,7 +29,7 @@ import { isConflict } from '../../src/kube/errors.js';
 import { nodeView } from '../../src/kube/views.js';
 import { registerPacingWebhook } from '../../src/kube/webhook-config.js';
 import { generateServingCert } from '../../src/webhook/certs.js';
-import type { Action } from '../../src/policy/actions.js';
+import type { NodeAction } from '../../src/policy/actions.js';
 import { deniedBy, policyInForce, refusal, typeCheckWarnings } from '../support/admission.js';
 import {
   Cleanup,
@@ -74,7 +74,7 @@ describe('config/rbac/operator-admission-policy.yaml on Nodes and Pods: cordon, 
   };
   const viewOfNode = async () => nodeView(await rawNode())!;
   /** As the operator patches: on the node as it is now, with its resourceVersion (a conflict: read it again). */
-  const patchFresh = (actions: Action[], stamps: NodeStamps | undefined) =>
+  const patchFresh = (actions: NodeAction[], stamps: NodeStamps | undefined) =>
     eventually('the node patched', async () => {
       const raw = await rawNode();
       const change = nodeChange(nodeView(raw)!, actions, stamps, raw.metadata.resourceVersion);
@@ -85,7 +85,7 @@ describe('config/rbac/operator-admission-policy.yaml on Nodes and Pods: cordon, 
         throw err;
       }
     });
-  const action = (kind: 'Cordon' | 'Uncordon' | 'Taint' | 'Untaint'): Action => {
+  const action = (kind: 'Cordon' | 'Uncordon' | 'Taint' | 'Untaint'): NodeAction => {
     const base = { node, target: `node/${node}`, reason: 'IoSaturated', message: 'test' };
     return kind === 'Cordon' || kind === 'Uncordon' ? { ...base, kind } : { ...base, kind, taint: OUR_TAINT };
   };

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { AppsV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import type { RolloutKind } from '../../src/api/v1alpha1/index.js';
-import { workloadChange } from '../../src/controllers/rollout-changes.js';
+import { workloadChange } from '../../src/actuation/workload-change.js';
 import type { WorkloadView } from '../../src/detection/index.js';
 import { KubeActuator } from '../../src/kube/actuator.js';
 import { loadKubeConfig } from '../../src/kube/client.js';

@@ -7,7 +7,7 @@ import { copyFileSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { VERSION } from '../../src/cli/version.js';
-import { KUBECONFIG } from '../support/cluster.js';
+import { KUBECONFIG, resolveKubectl } from '../support/cluster.js';
 import { REPO_ROOT } from '../support/manifests.js';
 
 interface Result {
@@ -117,12 +117,12 @@ describe('the CLI as an npm package, installed into an empty directory', functio
     expect(version.stdout.trim(), 'package.json, config/ and the chart carry the same one').to.equal(VERSION);
     // As npm install -g puts it on a user's PATH; kubectl hands the plugin every argument and the environment.
     const path = { PATH: `${join(user, 'node_modules', '.bin')}:${process.env.PATH ?? ''}`, KUBECONFIG };
-    const plugins = await run('kubectl', ['plugin', 'list'], user, path);
+    const plugins = await run(resolveKubectl(), ['plugin', 'list'], user, path);
     expect(plugins.stdout).to.contain(join(user, 'node_modules', '.bin', 'kubectl-sandbox'));
-    const help = await run('kubectl', ['sandbox', '--help'], user, path);
+    const help = await run(resolveKubectl(), ['sandbox', '--help'], user, path);
     expect(help.code, help.stderr).to.equal(0);
     expect(help.stdout).to.match(/^Usage: kubectl sandbox /m);
-    const diagnosed = await run('kubectl', ['sandbox', 'diagnose', '-o', 'json'], user, path);
+    const diagnosed = await run(resolveKubectl(), ['sandbox', 'diagnose', '-o', 'json'], user, path);
     expect(diagnosed.code, diagnosed.stderr).to.equal(0);
     expect(JSON.parse(diagnosed.stdout)).to.be.an('object');
   });

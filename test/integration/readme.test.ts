@@ -51,6 +51,20 @@ describe("the README's install, first policy and uninstall, run as written", fun
   let displaced: KubeObject[] = [];
   let operator: OperatorProcess | undefined;
 
+  /** Both namespaces deleted to the end (a terminating one refuses what config/rbac puts in it). */
+  const namespacesGone = () =>
+    eventually(
+      'the namespaces gone',
+      async () => {
+        for (const namespace of NAMESPACES) {
+          const got = await kubectl(['get', 'namespace', namespace]);
+          if (got.code === 0 || !got.stderr.includes('NotFound')) return false;
+        }
+        return true;
+      },
+      { timeoutMs: 120_000, intervalMs: 500 },
+    );
+
   const bash = (script: string): Promise<CommandResult> =>
     new Promise((resolve) => {
       const env = {
@@ -80,19 +94,28 @@ describe("the README's install, first policy and uninstall, run as written", fun
       `#!/bin/sh\nexec "${REPO_ROOT}/node_modules/.bin/tsx" "${REPO_ROOT}/src/main.ts" "$@"\n`,
     );
     chmodSync(cli, 0o755);
+    // Put back first, whatever fails below (each step on its own, in this order when run): the namespaces gone, the
+    // CRDs, the displaced objects, then config/rbac and its namespaces, which the tests after this one need.
+    cleanup.add(() => applyRbac(), 'last');
+    cleanup.add(() => putBack(displaced), 'last');
+    cleanup.add(() => applyCrds(), 'last');
+    cleanup.add(() => namespacesGone(), 'last');
+    cleanup.add(() => bash('helm uninstall sandbox-remediator -n sandbox-remediator-system --wait || true'));
     // A cluster as a user has it before the install: none of what the README creates. Other tests' namespaces and
     // config/ objects of the same names go, and come back after.
     displaced = await displaceClusterObjects(['-n', NAMESPACES[0]!]);
     for (const namespace of NAMESPACES)
-      await kubectl(['delete', 'namespace', namespace, '--ignore-not-found', '--wait=true']);
+      await kubectl([
+        'delete',
+        'namespace',
+        namespace,
+        '--ignore-not-found',
+        '--wait=true',
+        '--timeout=120s',
+      ]);
     // No CRDs either, nor so any SandboxHealth: helm install creates them from the chart's crds/.
-    await kubectl(['delete', '-f', join(REPO_ROOT, 'crds'), '--ignore-not-found', '--wait=true']);
-    cleanup.add(async () => {
-      await applyCrds();
-      await applyRbac();
-      await putBack(displaced);
-    }, 'last');
-    cleanup.add(() => bash('helm uninstall sandbox-remediator -n sandbox-remediator-system --wait || true'));
+    const crds = join(REPO_ROOT, 'crds');
+    await kubectl(['delete', '-f', crds, '--ignore-not-found', '--wait=true', '--timeout=60s']);
   });
   after(async function () {
     this.timeout(300_000);
@@ -150,10 +173,7 @@ describe("the README's install, first policy and uninstall, run as written", fun
     const removed = await bash(blocks[2]!);
     expect(removed.code, removed.stderr).to.equal(0);
     expect((await kubectl(['get', 'crd', 'sandboxpolicies.sandbox.remediator.io'])).code).to.not.equal(0);
-    await eventually('the namespace gone', async () => {
-      const got = await kubectl(['get', 'namespace', NAMESPACES[0]!]);
-      return got.code !== 0 && got.stderr.includes('NotFound');
-    });
+    await namespacesGone();
     expect((await bash('helm list -A -q')).stdout).to.not.contain('sandbox-remediator');
   });
 });

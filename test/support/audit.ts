@@ -145,26 +145,42 @@ export function settings(
 /**
  * Each object's settings of a field, from writes that include indeterminate ones: one answered 5xx counts when the
  * next setting is the opposite (it took effect: the operator saw it), and is dropped when the same setting follows
- * (the operator retried it, and one of the two took effect). Writes that leave the field alone are left out.
+ * (the operator retried it, and one of the two took effect). A write the apiserver never answered (killed under it)
+ * has no body in the log (the apiserver logs the request before it reads it): it counts as the opposite of the
+ * settings either side when they are the same (it took effect, and the operator saw it), and is dropped otherwise.
+ * Writes that leave the field alone are left out.
  */
 export function settledSettings(
   events: AuditEvent[],
   resource: string,
   field: string,
 ): Record<string, boolean[]> {
-  const out: Record<string, { value: boolean; maybe: boolean }[]> = {};
+  const out: Record<string, { value: boolean | undefined; maybe: boolean }[]> = {};
   for (const e of events) {
     if (resourceOf(e) !== resource || e.verb !== 'patch') continue;
-    const spec = (e.requestObject as { spec?: Record<string, unknown> } | undefined)?.spec ?? {};
-    if (!(field in spec)) continue;
-    (out[e.objectRef?.name ?? '?'] ??= []).push({ value: spec[field] === true, maybe: indeterminate(e) });
+    const list = (out[e.objectRef?.name ?? '?'] ??= []);
+    if (e.requestObject === undefined) {
+      if (indeterminate(e)) list.push({ value: undefined, maybe: true });
+      continue;
+    }
+    const spec = (e.requestObject as { spec?: Record<string, unknown> }).spec ?? {};
+    if (field in spec) list.push({ value: spec[field] === true, maybe: indeterminate(e) });
   }
-  return Object.fromEntries(
-    Object.entries(out).map(([name, list]) => [
-      name,
-      list.filter((c, i) => !(c.maybe && list[i + 1]?.value === c.value)).map((c) => c.value),
-    ]),
-  );
+  return Object.fromEntries(Object.entries(out).map(([name, list]) => [name, settle(list)]));
+}
+
+function settle(list: { value: boolean | undefined; maybe: boolean }[]): boolean[] {
+  const known: { value: boolean; maybe: boolean }[] = [];
+  for (const [i, c] of list.entries()) {
+    if (c.value !== undefined) {
+      known.push({ value: c.value, maybe: c.maybe });
+      continue;
+    }
+    const before = known.at(-1)?.value;
+    const after = list.slice(i + 1).find((n) => n.value !== undefined)?.value;
+    if (before !== undefined && before === after) known.push({ value: !before, maybe: true });
+  }
+  return known.filter((c, i) => !(c.maybe && known[i + 1]?.value === c.value)).map((c) => c.value);
 }
 
 /** True when the changes alternate, starting with a set: never two cordons (or pauses) without an undo between. */

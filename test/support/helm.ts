@@ -102,7 +102,7 @@ export async function ensureThirdPartyCrds(): Promise<string[]> {
 }
 
 /** What kubectl calls an object's resource: Kind.group, or Kind in the core group. */
-export const resourceOf = (o: KubeObject) =>
+export const kubectlResource = (o: KubeObject) =>
   o.apiVersion.includes('/') ? `${o.kind}.${o.apiVersion.split('/')[0]}` : o.kind;
 
 /**
@@ -114,10 +114,10 @@ export async function displaceClusterObjects(values: string[]): Promise<KubeObje
   const displaced: KubeObject[] = [];
   for (const o of await renderChart(values)) {
     if (o.metadata.namespace) continue;
-    const found = await kubectl(['get', resourceOf(o), o.metadata.name, '-o', 'json']);
+    const found = await kubectl(['get', kubectlResource(o), o.metadata.name, '-o', 'json']);
     if (found.code !== 0) continue;
     displaced.push(JSON.parse(found.stdout) as KubeObject);
-    await kubectl(['delete', resourceOf(o), o.metadata.name, '--wait=true']);
+    await kubectl(['delete', kubectlResource(o), o.metadata.name, '--wait=true']);
   }
   return displaced;
 }
@@ -133,6 +133,8 @@ export async function putBack(displaced: readonly KubeObject[]): Promise<void> {
       ...metadata
     } = o.metadata as KubeObject['metadata'] & Record<string, unknown>;
     const { status: _s, ...rest } = o as KubeObject & { status?: unknown };
-    await kubectl(['create', '-f', '-'], JSON.stringify({ ...rest, metadata }));
+    const created = await kubectl(['create', '-f', '-'], JSON.stringify({ ...rest, metadata }));
+    if (created.code !== 0 && !created.stderr.includes('AlreadyExists'))
+      throw new Error(`putting back ${o.kind}/${o.metadata.name} failed: ${created.stderr}`);
   }
 }

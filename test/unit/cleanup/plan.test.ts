@@ -4,7 +4,7 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import { NODE_CONDITION_TYPE, PACING_GATE, STAMP, type Taint } from '../../../src/api/v1alpha1/index.js';
 import { planCleanup, planNode, type CleanupInput, type CleanupStep } from '../../../src/cleanup/plan.js';
-import { nodeChange } from '../../../src/controllers/node-changes.js';
+import { nodeChange } from '../../../src/actuation/node-change.js';
 import { undoActions } from '../../../src/policy/actions.js';
 import {
   aDeployment,

@@ -3,7 +3,7 @@
 // back exactly, left alone when its owner changes it meanwhile, and counted together against maxConcurrentRollouts.
 import { expect } from 'chai';
 import type { SandboxPolicySpecInput } from '../../../src/api/v1alpha1/index.js';
-import { heldPartition } from '../../../src/controllers/rollout-changes.js';
+import { heldPartition } from '../../../src/actuation/workload-change.js';
 import type { RawObject } from '../../../src/kube/informer.js';
 import { aPod, anEvent, nameReservedMessage, T0 } from '../../support/builders.js';
 import { aNode, MemoryCluster } from '../../support/memory-cluster.js';

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import {
+  DOC_FILES,
   IMAGE_FILES,
   IMAGE_REPOSITORY,
   VERSION_FILE,
@@ -19,7 +20,7 @@ describe('the release version', () => {
   let root: string;
   beforeEach(() => {
     root = mkdtempSync(join(tmpdir(), 'version-'));
-    for (const file of ['package.json', 'package-lock.json', VERSION_FILE, ...IMAGE_FILES])
+    for (const file of ['package.json', 'package-lock.json', VERSION_FILE, ...DOC_FILES, ...IMAGE_FILES])
       cpSync(join(REPO_ROOT, file), join(root, file), { recursive: true });
   });
   afterEach(() => {
@@ -50,7 +51,10 @@ describe('the release version', () => {
     );
     const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as Record<string, unknown>;
     writeFileSync(join(root, 'package.json'), JSON.stringify({ ...pkg, version: '1.2.3' }));
+    const readme = join(root, 'README.md');
+    writeFileSync(readme, readFileSync(readme, 'utf8').replace(/--version \S+/, '--version 0.0.1'));
     const problems = versionProblems(findVersions(root));
+    expect(problems.filter((p) => p.startsWith('README.md: 0.0.1'))).to.have.length(1);
     expect(problems.join('\n')).to.contain('package-lock.json').and.contain(VERSION_FILE);
     expect(problems.filter((p) => p.startsWith(`${IMAGE_FILES[0]}:`))).to.have.length(2);
     expect(problems.filter((p) => p.startsWith(`${IMAGE_FILES[1]}:`))).to.have.length(1);

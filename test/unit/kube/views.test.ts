@@ -3,7 +3,7 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import { MAX_FAILURE_MESSAGE_CHARS } from '../../../src/detection/index.js';
 import type { RawObject } from '../../../src/kube/informer.js';
-import { nodeChange } from '../../../src/controllers/node-changes.js';
+import { nodeChange } from '../../../src/actuation/node-change.js';
 import {
   eventView,
   gatedPodView,

@@ -1,6 +1,6 @@
 // The slim views of what rolls out: each kind's hold read into the same words, from a list's shape or a watch's.
 import { expect } from 'chai';
-import { replaceWith } from '../../../src/controllers/rollout-changes.js';
+import { replaceWith } from '../../../src/actuation/workload-change.js';
 import { rolloutOf } from '../../../src/detection/index.js';
 import {
   argoRolloutView,

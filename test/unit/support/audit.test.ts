@@ -2,8 +2,21 @@
 // that may have taken effect, so a resume that reached etcd and lost its ResponseComplete line is not read as a
 // pause followed by another pause.
 import { expect } from 'chai';
-import { alternates, onePerRequest, settledSettings, type AuditEvent } from '../../support/audit.js';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  alternates,
+  indeterminate,
+  onePerRequest,
+  settledSettings,
+  type AuditEvent,
+} from '../../support/audit.js';
+import { REPO_ROOT } from '../../support/manifests.js';
 
+/**
+ * A patch of the rollout as the audit log has it: at RequestReceived, before the apiserver read the body, with no
+ * body and no response (as in hack/cluster's audit log); at ResponseComplete, with both.
+ */
 const patch = (id: string, at: string, paused: boolean | null, stage: string, code?: number): AuditEvent => ({
   auditID: id,
   stage,
@@ -12,11 +25,20 @@ const patch = (id: string, at: string, paused: boolean | null, stage: string, co
   user: { username: 'operator' },
   objectRef: { resource: 'deployments', name: 'roll', namespace: 'shop' },
   requestReceivedTimestamp: `2026-12-05T11:41:${at}Z`,
+  ...(stage === 'RequestReceived' ? {} : { requestObject: { spec: { paused } } }),
   ...(code === undefined ? {} : { responseStatus: { code } }),
-  requestObject: { spec: { paused } },
 });
 
 describe('the audit log, one event per request', () => {
+  it("reads a real RequestReceived line of the local cluster's policy as a write with no body and no answer", () => {
+    const line = readFileSync(join(REPO_ROOT, 'test/fixtures/audit/request-received.jsonl'), 'utf8');
+    const event = JSON.parse(line) as AuditEvent;
+    expect(event.stage).to.equal('RequestReceived');
+    expect(event.requestObject, 'logged before the body is read').to.equal(undefined);
+    expect(indeterminate(event)).to.equal(true);
+    expect(onePerRequest([event])).to.have.length(1);
+  });
+
   it('keeps the ResponseComplete line of an answered request and the RequestReceived line of one never answered', () => {
     const lines = [
       patch('a', '10.0', true, 'RequestReceived'),
@@ -43,6 +65,16 @@ describe('the audit log, one event per request', () => {
     const settled = settledSettings(events, 'deployments', 'paused');
     expect(settled.roll).to.deep.equal([true, false, true, false]);
     expect(alternates(settled.roll!)).to.equal(true);
+  });
+
+  it('drops an unanswered write between two different settings, and one at the end', () => {
+    const between = onePerRequest([
+      patch('a', '10.0', true, 'ResponseComplete', 200),
+      patch('b', '11.0', null, 'RequestReceived'),
+      patch('c', '20.0', null, 'ResponseComplete', 200),
+      patch('d', '30.0', true, 'RequestReceived'),
+    ]);
+    expect(settledSettings(between, 'deployments', 'paused').roll).to.deep.equal([true, false]);
   });
 
   it('drops an unanswered resume the operator sent again, and still fails two answered pauses in a row', () => {

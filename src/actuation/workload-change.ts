@@ -2,7 +2,7 @@
 // kill -9 between holding and recording cannot happen: a Deployment or Argo Rollout is paused by spec.paused, a
 // StatefulSet frozen by a partition where its rollout stands, a DaemonSet switched to OnDelete; a release puts back exactly what
 // the hold replaced (the partition it had, the DaemonSet's whole strategy), and nothing else.
-import type { WorkloadChange } from '../actuation/actuator.js';
+import type { WorkloadChange } from './actuator.js';
 import {
   heldStrategyAnnotations,
   rolloutStampAnnotations,

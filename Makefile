@@ -61,7 +61,7 @@ manifests: deps ## Generate crds/ from the zod schemas in src/api, schemas/diagn
 	tsx hack/generate-chart.ts
 
 .PHONY: verify
-verify: deps ## Check formatting, lint, types (src, test, bench, hack), that crds/ and schemas/ match src/ and the Helm chart config/, that the docs' figures match bench/results, src/'s size budget (files 400 lines, functions 100), that every file carries the one release version, and the release workflow (actionlint, built into ~/.cache); run before every commit; make test runs it first
+verify: deps ## Check formatting, lint, types (src, test, bench, hack), that crds/ and schemas/ match src/ and the Helm chart config/, that the docs' figures match bench/results, src/'s size budget (files 400 lines, functions 100) and that its imports make no circle, that every file carries the one release version, and the release workflow (actionlint, built into ~/.cache); run before every commit; make test runs it first
 	prettier --check --log-level warn .
 	eslint .
 	tsc -p tsconfig.json --noEmit
@@ -70,6 +70,7 @@ verify: deps ## Check formatting, lint, types (src, test, bench, hack), that crd
 	tsx hack/generate-chart.ts --check
 	tsx hack/figures.ts --check
 	tsx hack/check-shape.ts
+	tsx hack/check-imports.ts
 	tsx hack/release/version.ts >/dev/null
 	hack/release/lint-workflows.sh
 

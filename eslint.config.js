@@ -92,5 +92,35 @@ export default tseslint.config(
       'node:net',
     ],
   }),
+  // The peers of the controllers that the CLI composes: the uninstall's plan and runner, the on-call diagnosis, and the
+  // pacing webhook. None reaches into the controllers; the first two work through the ports alone.
+  ...layer(['src/cleanup/**/*.ts', 'src/diagnose/**/*.ts'], {
+    clientNode: false,
+    patterns: ['**/controllers/**', '**/cli/**', '**/kube/**', '**/runtime/**'],
+  }),
+  ...layer(['src/webhook/**/*.ts', 'src/runtime/**/*.ts', 'src/observability/**/*.ts'], {
+    clientNode: false,
+    patterns: ['**/controllers/**', '**/cli/**', '**/cleanup/**', '**/diagnose/**'],
+  }),
+  // The API's types import nothing of src/ outside src/api.
+  ...layer(['src/api/**/*.ts'], {
+    clientNode: false,
+    patterns: [
+      '**/actuation/**',
+      '**/cleanup/**',
+      '**/cli/**',
+      '**/controllers/**',
+      '**/detection/**',
+      '**/diagnose/**',
+      '**/kube/**',
+      '**/observability/**',
+      '**/policy/**',
+      '**/ports/**',
+      '**/runtime/**',
+      '**/signals/**',
+      '**/status/**',
+      '**/webhook/**',
+    ],
+  }),
   prettier,
 );

@@ -21,13 +21,12 @@ import type { Hold } from '../policy/node-facts.js';
 import type { ClusterCache } from '../ports/cluster.js';
 import type { Clock } from '../runtime/clock.js';
 import type { ReconcileResult } from '../runtime/controller.js';
-import type { Expectations } from '../runtime/expectations.js';
+import { SETTLE_RETRY_MS, type Expectations } from '../runtime/expectations.js';
 import { validatePolicy } from './ownership.js';
 
 /** The lease controller's one key: one worker at a time walks every lease of ours. */
 export const LEASES_KEY = 'node-leases';
 /** Looked at again this soon while a write of ours is not back through the watch, or after a conflict. */
-const SETTLE_RETRY_MS = 500;
 const UNHEALTHY_RETRY_MS = 5_000;
 /** Our deletions of leases, by uid, counted gone until the watch shows it. */
 const REMOVALS = 'NodeLease';

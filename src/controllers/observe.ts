@@ -72,15 +72,15 @@ function migratedSince(
 }
 
 /**
- * Pods an earlier pass already evicted (in a dry run, also those reported as evicted): never evicted twice. A
- * real run ignores dry-run records: those pods are still there and may need it.
+ * An eviction that happened, as this run counts it: a real run ignores dry-run records (those pods are still there
+ * and may need it); a dry run counts both.
  */
+const evictedBy = (dryRun: boolean) => (a: ActionRecord) =>
+  isEviction(a) && a.outcome === 'Succeeded' && (dryRun || !a.dryRun);
+
+/** Pods an earlier pass already evicted (in a dry run, also those reported as evicted): never evicted twice. */
 export function evictedUids(actions: readonly ActionRecord[] | undefined, dryRun: boolean): Set<string> {
-  return new Set(
-    (actions ?? [])
-      .filter((a) => isEviction(a) && a.outcome === 'Succeeded' && (dryRun || !a.dryRun))
-      .flatMap((a) => (a.uid ? [a.uid] : [])),
-  );
+  return new Set((actions ?? []).filter(evictedBy(dryRun)).flatMap((a) => (a.uid ? [a.uid] : [])));
 }
 
 export interface ObserveInput {
@@ -118,9 +118,7 @@ function lastEvictionOf(
   dryRun: boolean,
   own: Date | undefined,
 ): Date | undefined {
-  const recorded = (actions ?? []).find(
-    (a) => isEviction(a) && a.outcome === 'Succeeded' && (dryRun || !a.dryRun),
-  );
+  const recorded = (actions ?? []).find(evictedBy(dryRun));
   const at = recorded ? new Date(recorded.time) : undefined;
   return at && own ? (at > own ? at : own) : (at ?? own);
 }

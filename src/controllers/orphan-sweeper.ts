@@ -11,7 +11,7 @@ import type { ClusterCache } from '../ports/cluster.js';
 import type { EventRecorder, StatusWriter } from '../ports/writes.js';
 import type { Clock } from '../runtime/clock.js';
 import type { ReconcileResult } from '../runtime/controller.js';
-import type { Expectations } from '../runtime/expectations.js';
+import { SETTLE_RETRY_MS, type Expectations } from '../runtime/expectations.js';
 import { ACTION_WORDS, ROLLOUT_WORDS } from '../status/remediation-status.js';
 import type { ActionLog } from './action-log.js';
 import { Failures } from './failures.js';
@@ -27,7 +27,6 @@ type SweepResult = 'complete' | 'incomplete' | 'unsettled';
 
 export const SWEEP_KEY = 'orphans';
 /** Looked at again this soon when a write of ours is not back through the watch, or a watch is broken. */
-const SETTLE_RETRY_MS = 500;
 const UNHEALTHY_RETRY_MS = 5_000;
 
 export interface SweeperDeps {

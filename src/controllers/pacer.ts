@@ -1,6 +1,6 @@
 import type { Actuator } from '../actuation/actuator.js';
 import {
-  MAX_EVICTIONS_PER_MINUTE,
+  MAX_POD_STARTS_PER_MINUTE,
   type SandboxPolicySpec,
   type SandboxPolicyStatus,
 } from '../api/v1alpha1/index.js';
@@ -95,7 +95,7 @@ export class Pacer {
       dryRun: input.dryRun || spec.safety.paused,
       saturated: input.saturated,
     };
-    const kept = rateLog(input.status?.recentGateReleases, now, [], MAX_EVICTIONS_PER_MINUTE);
+    const kept = rateLog(input.status?.recentGateReleases, now, [], MAX_POD_STARTS_PER_MINUTE);
     // Ours only: those of a policy that is gone or invalid are lifted by the orphan sweep.
     const gated = this.gated().filter((p) => p.policy === policy);
     const limits = {
@@ -129,7 +129,7 @@ export class Pacer {
       plan.kept,
       now,
       Array.from({ length: plan.paced }, () => by),
-      MAX_EVICTIONS_PER_MINUTE,
+      MAX_POD_STARTS_PER_MINUTE,
     );
   }
 
@@ -186,7 +186,7 @@ export class Pacer {
         plan.kept,
         now,
         [...Array.from({ length: unlifted }, () => now), ...lifted],
-        MAX_EVICTIONS_PER_MINUTE,
+        MAX_POD_STARTS_PER_MINUTE,
       ),
       ...(plan.decision.nextAt ? { nextAt: plan.decision.nextAt } : {}),
     };

@@ -12,6 +12,7 @@ import type { NodeFacts, RemediationDecision } from '../policy/node-facts.js';
 import { whyNotTriggered } from '../policy/remediation.js';
 import type { PolicyObject } from '../ports/cluster.js';
 import type { ReconcileResult } from '../runtime/controller.js';
+import { SETTLE_RETRY_MS } from '../runtime/expectations.js';
 import type { IoSource } from '../signals/types.js';
 import { validPolicyStatus } from '../status/policy-status.js';
 import { blockKey, type ActionResult } from '../status/remediation-status.js';
@@ -22,8 +23,6 @@ import type { NodeObservation } from './observe-nodes.js';
 import type { PacingOutcome, PacingPlan } from './pacer.js';
 import type { PolicyMemory, RemediationParts } from './policy-memory.js';
 import type { RolloutOutcome, RolloutPlan } from './rollout-throttler.js';
-
-export const SETTLE_RETRY_MS = 500;
 
 /** When a policy is to be looked at again from the background: after this many ms, or after the queue's backoff. */
 export type Requeue = number | 'backoff';

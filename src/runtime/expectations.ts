@@ -1,6 +1,12 @@
 import type { Clock } from './clock.js';
 
 /**
+ * How soon to look again at an object whose cache has not yet shown our own write of it (unsettled): soon, but not
+ * pass after pass at once.
+ */
+export const SETTLE_RETRY_MS = 500;
+
+/**
  * What this process wrote and the watch has not shown yet (client-go's ControllerExpectations and
  * UIDTrackingControllerExpectations, in one object, as a reconcile needs both to read its own writes):
  *

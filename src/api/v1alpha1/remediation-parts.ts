@@ -3,6 +3,8 @@ import { LabelSelectorSchema } from './meta.js';
 
 /** Upper bound of safety.maxEvictionsPerMinute, and so of the eviction log kept in status. */
 export const MAX_EVICTIONS_PER_MINUTE = 600;
+/** Upper bound of pacePodStarts.maxPodStartsPerMinute, and so of the gate-release log kept in status. */
+export const MAX_POD_STARTS_PER_MINUTE = 600;
 
 const seconds = (min: number, max: number) => z.int().min(min).max(max);
 
@@ -11,7 +13,7 @@ export const PacePodStartsSchema = z
     maxPodStartsPerMinute: z
       .int()
       .min(1)
-      .max(MAX_EVICTIONS_PER_MINUTE)
+      .max(MAX_POD_STARTS_PER_MINUTE)
       .default(10)
       .describe('Gates are lifted at most this often, oldest pod first, in any 60-second window.'),
     namespaceSelector: LabelSelectorSchema.describe(

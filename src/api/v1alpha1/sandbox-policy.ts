@@ -4,6 +4,7 @@ import { NodeConditionSourceSchema, PrometheusSourceSchema } from './io-sources.
 import {
   EscalationSchema,
   MAX_EVICTIONS_PER_MINUTE,
+  MAX_POD_STARTS_PER_MINUTE,
   MigrateWorkloadsSchema,
   PacePodStartsSchema,
 } from './remediation-parts.js';
@@ -11,6 +12,7 @@ import { ROLLOUT_KINDS } from './stamps.js';
 
 export {
   MAX_EVICTIONS_PER_MINUTE,
+  MAX_POD_STARTS_PER_MINUTE,
   MigrateWorkloadsSchema,
   PacePodStartsSchema,
   type MigrateWorkloads,
@@ -330,7 +332,7 @@ export const SandboxPolicyStatusSchema = z
     gatedPods: z.int().min(0).optional().describe('Pods held at the pacing gate now.'),
     recentGateReleases: z
       .array(z.iso.datetime())
-      .max(MAX_EVICTIONS_PER_MINUTE)
+      .max(MAX_POD_STARTS_PER_MINUTE)
       .optional()
       .describe(
         'When gates were lifted in the last 60 seconds: the basis of maxPodStartsPerMinute across restarts.',

@@ -1197,8 +1197,8 @@ describe('decideRemediation', () => {
     ]);
   });
 
-  describe('known gaps (pending a fix in src/policy/remediation.ts)', () => {
-    // isFenced matches our taint by key only and takes the effect from the spec, not from the node.
+  describe('what counts as a fence: the effect on the node, and taints as well as cordons', () => {
+    // A taint of our key fences only with an effect that keeps pods off: the effect on the node counts, not the spec's.
     it('does not treat a same-key PreferNoSchedule taint someone else set as a fence', () => {
       const decision = decide({
         spec: { remediation: { cordon: false, taint: { effect: 'NoSchedule' } } },

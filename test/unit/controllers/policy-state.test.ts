@@ -1,4 +1,6 @@
-// What a review of the reconciler found (issue 24), each shown failing before its fix.
+// What each policy keeps of its own across passes: report deferral ages, its IO source, the status keys it wrote, and
+// its own SandboxHealth writes until the watch shows them (found by a review of the reconciler, issue 24, each shown
+// failing before its fix).
 import { expect } from 'chai';
 import type { SandboxPolicySpecInput } from '../../../src/api/v1alpha1/index.js';
 import { SourceFactory } from '../../../src/signals/factory.js';
@@ -6,7 +8,7 @@ import { aPod, anEvent, nameReservedMessage, T0 } from '../../support/builders.j
 import { aNode, MemoryCluster } from '../../support/memory-cluster.js';
 import { aReconciler } from '../../support/reconciler.js';
 
-describe('review findings', () => {
+describe("a policy's own state across passes", () => {
   it('keeps the report deferral ages of each policy its own, so no report is deferred for ever', async () => {
     // Two policies of 70 nodes each: more routine reports than a pass writes (64), every pass, for both.
     const spec = (pool: string): SandboxPolicySpecInput => ({

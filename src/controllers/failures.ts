@@ -4,6 +4,24 @@ import { TerminalError } from '../runtime/controller.js';
 const describe = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 /**
+ * Logs a failed write once, as what it is: refused by the apiserver for what it is (never sent again as it is), or
+ * to be retried. Returns whether it is retriable.
+ */
+export function logWriteFailure(
+  logger: Logger,
+  fields: Record<string, string>,
+  what: string,
+  err: unknown,
+): boolean {
+  if (err instanceof TerminalError) {
+    logger.warn('Gave up on a refused write', { ...fields, what, error: err.message });
+    return false;
+  }
+  logger.warn('Failed a write; will retry', { ...fields, what, error: describe(err) });
+  return true;
+}
+
+/**
  * What one reconcile could not write. One failure does not stop the others' writes; at the end of the pass the
  * retriable ones fail the reconcile, and the queue retries it with backoff. Terminal ones (the API refused the
  * write for what it is) are logged and not retried.
@@ -16,12 +34,7 @@ export class Failures {
   ) {}
 
   add(what: string, err: unknown): void {
-    if (err instanceof TerminalError) {
-      this.logger.warn('Gave up on a refused write', { ...this.key, what, error: err.message });
-      return;
-    }
-    this.retriable.push(err);
-    this.logger.warn('Failed a write; will retry', { ...this.key, what, error: describe(err) });
+    if (logWriteFailure(this.logger, this.key, what, err)) this.retriable.push(err);
   }
 
   throwIfAny(): void {

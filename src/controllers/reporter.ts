@@ -1,10 +1,9 @@
 import type { SandboxHealthStatus } from '../api/v1alpha1/index.js';
-import { describeError, isNotFound, OutOfTurnError } from '../kube/errors.js';
+import { isNotFound, OutOfTurnError } from '../kube/errors.js';
 import type { Logger } from '../observability/log.js';
 import type { EventRecorder, StatusWriter, Transition } from '../ports/writes.js';
 import { healthPatch } from '../status/health-patch.js';
 import type { Clock } from '../runtime/clock.js';
-import { TerminalError } from '../runtime/controller.js';
 import { NotActingError } from '../runtime/fence.js';
 import { Lanes } from '../runtime/lanes.js';
 import { conditionStatus } from '../status/conditions.js';
@@ -23,6 +22,7 @@ import {
   type HealthStatus,
   type RemediationStatusInput,
 } from '../status/remediation-status.js';
+import { logWriteFailure } from './failures.js';
 import type { NodeObservation } from './observe-nodes.js';
 import type { Requeue } from './pass.js';
 import type { PolicyMemory } from './policy-memory.js';
@@ -213,22 +213,10 @@ export class Reporter {
     const what = `status of sandboxhealth/${node}`;
     // Refused by the fence: this process no longer acts, and has nothing to retry or to warn of.
     if (error instanceof NotActingError) return;
-    const retriable = error !== undefined && !(error instanceof TerminalError);
-    if (error instanceof TerminalError)
-      // The apiserver refused it for what it is: sent again as it is, it would be refused again.
-      this.deps.logger.warn('Gave up on a refused write', {
-        policy: owner.policy,
-        what,
-        error: error.message,
-      });
+    // A refused one (the apiserver refused it for what it is) would be refused again: it is not retried.
+    const retriable =
+      error !== undefined && logWriteFailure(this.deps.logger, { policy: owner.policy }, what, error);
     const first = retriable && owner.memory.fail([error]);
-    if (retriable) {
-      this.deps.logger.warn('Failed a write; will retry', {
-        policy: owner.policy,
-        what,
-        error: describeError(error),
-      });
-    }
     // Looked at afresh: what the API holds is uncertain after a failure, and out of date for a node wanted again.
     if (retriable || wanted) owner.memory.markDirty(node);
     // Once per failing pass: every node's failure asking for the backoff would push it out by a step each.

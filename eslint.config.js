@@ -96,17 +96,77 @@ export default tseslint.config(
   // pacing webhook. None reaches into the controllers; the first two work through the ports alone.
   ...layer(['src/cleanup/**/*.ts', 'src/diagnose/**/*.ts'], {
     clientNode: false,
-    patterns: ['**/controllers/**', '**/cli/**', '**/kube/**', '**/runtime/**'],
+    patterns: ['**/agent/**', '**/controllers/**', '**/cli/**', '**/kube/**', '**/runtime/**'],
   }),
-  ...layer(['src/webhook/**/*.ts', 'src/runtime/**/*.ts', 'src/observability/**/*.ts'], {
+  ...layer(['src/webhook/**/*.ts'], {
     clientNode: false,
-    patterns: ['**/controllers/**', '**/cli/**', '**/cleanup/**', '**/diagnose/**'],
+    patterns: ['**/agent/**', '**/controllers/**', '**/cli/**', '**/cleanup/**', '**/diagnose/**'],
   }),
-  // The API's types import nothing of src/ outside src/api.
+  // The node agent: the API's types, its metrics and the IO readers it shares with the operator's sources.
+  ...layer(['src/agent/**/*.ts'], {
+    clientNode: false,
+    patterns: [
+      '**/actuation/**',
+      '**/cleanup/**',
+      '**/cli/**',
+      '**/controllers/**',
+      '**/detection/**',
+      '**/diagnose/**',
+      '**/kube/**',
+      '**/policy/**',
+      '**/ports/**',
+      '**/runtime/**',
+      '**/status/**',
+      '**/webhook/**',
+    ],
+  }),
+  // The innermost rings: the queue, the fence and the clocks; logs and metrics; the API's types. Each imports nothing
+  // of src/ outside itself.
+  ...layer(['src/runtime/**/*.ts'], {
+    clientNode: false,
+    patterns: [
+      '**/actuation/**',
+      '**/agent/**',
+      '**/api/**',
+      '**/cleanup/**',
+      '**/cli/**',
+      '**/controllers/**',
+      '**/detection/**',
+      '**/diagnose/**',
+      '**/kube/**',
+      '**/observability/**',
+      '**/policy/**',
+      '**/ports/**',
+      '**/signals/**',
+      '**/status/**',
+      '**/webhook/**',
+    ],
+  }),
+  ...layer(['src/observability/**/*.ts'], {
+    clientNode: false,
+    patterns: [
+      '**/actuation/**',
+      '**/agent/**',
+      '**/api/**',
+      '**/cleanup/**',
+      '**/cli/**',
+      '**/controllers/**',
+      '**/detection/**',
+      '**/diagnose/**',
+      '**/kube/**',
+      '**/policy/**',
+      '**/ports/**',
+      '**/runtime/**',
+      '**/signals/**',
+      '**/status/**',
+      '**/webhook/**',
+    ],
+  }),
   ...layer(['src/api/**/*.ts'], {
     clientNode: false,
     patterns: [
       '**/actuation/**',
+      '**/agent/**',
       '**/cleanup/**',
       '**/cli/**',
       '**/controllers/**',

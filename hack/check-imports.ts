@@ -6,6 +6,7 @@
 //   npx tsx hack/check-imports.ts [DIR]
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import ts from 'typescript';
 
 const root = resolve(process.argv[2] ?? 'src');
@@ -20,9 +21,13 @@ function sources(dir: string): string[] {
 
 /** The files of src/ a file imports: `./x.js` is x.ts, a directory its index.ts. */
 function importsOf(file: string): string[] {
-  const { importedFiles } = ts.preProcessFile(readFileSync(file, 'utf8'), true, true);
-  return importedFiles
-    .map((f) => f.fileName)
+  const text = readFileSync(file, 'utf8');
+  const { importedFiles } = ts.preProcessFile(text, true, true);
+  // `export * as ns from` is one form the pre-processor does not report.
+  const namespaces = [...text.matchAll(/export\s+\*\s+as\s+\w+\s+from\s+['"]([^'"]+)['"]/g)].map(
+    (m) => m[1] ?? '',
+  );
+  return [...importedFiles.map((f) => f.fileName), ...namespaces]
     .filter((name) => name.startsWith('.'))
     .map((name) => resolve(dirname(file), name).replace(/\.js$/, ''))
     .map((base) => (existsSync(`${base}.ts`) ? `${base}.ts` : join(base, 'index.ts')))
@@ -60,7 +65,7 @@ export function circles(graph: ReadonlyMap<string, readonly string[]>): string[]
   return found;
 }
 
-if (import.meta.url === `file://${process.argv[1] ?? ''}`) {
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const graph = new Map(sources(root).map((file) => [file, importsOf(file)]));
   const found = circles(graph);
   for (const set of found) console.error(`import circle: ${set.map((f) => relative(root, f)).join(' -> ')}`);

@@ -19,7 +19,14 @@ export function unschedulableBy(action: Pick<Action, 'kind' | 'reason'>): boolea
     case 'Evict':
     case 'Migrate':
       return undefined;
+    default:
+      return unknownKind(action.kind);
   }
+}
+
+/** A kind no case names: a compile error here (the switches above must name every kind), never a silent no-op. */
+function unknownKind(kind: never): never {
+  throw new Error(`no node change for action kind ${String(kind)}`);
 }
 
 /** The taint list after one action, or undefined when the action leaves it as it is. */
@@ -34,6 +41,8 @@ function taintsAfter(taints: readonly Taint[], action: NodeAction): Taint[] | un
       const kept = taints.filter((t) => !sameTaint(t, action.taint));
       return kept.length === taints.length ? undefined : kept;
     }
+    default:
+      return unknownKind(action);
   }
 }
 

@@ -8,8 +8,6 @@ import type { WorkloadReader } from '../ports/cluster.js';
 import { CULPRIT_SHARE_PERCENT } from '../signals/io-shares.js';
 import type { PolicyMemory } from './policy-memory.js';
 
-/** A running pod as a migration candidate: with its measured share of the device's IO. */
-
 /** The reading the attribution came with: the attributed device's busy time, judged against the policy. */
 export interface AttributedReading {
   attribution: IoAttribution | undefined;

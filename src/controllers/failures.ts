@@ -1,7 +1,6 @@
+import { describeError } from '../kube/errors.js';
 import type { Logger } from '../observability/log.js';
 import { TerminalError } from '../runtime/controller.js';
-
-const describe = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 /**
  * Logs a failed write once, as what it is: refused by the apiserver for what it is (never sent again as it is), or
@@ -17,7 +16,7 @@ export function logWriteFailure(
     logger.warn('Gave up on a refused write', { ...fields, what, error: err.message });
     return false;
   }
-  logger.warn('Failed a write; will retry', { ...fields, what, error: describe(err) });
+  logger.warn('Failed a write; will retry', { ...fields, what, error: describeError(err) });
   return true;
 }
 
@@ -40,6 +39,9 @@ export class Failures {
   throwIfAny(): void {
     if (this.retriable.length === 0) return;
     const [first] = this.retriable;
-    throw new Error(`${this.retriable.length} write(s) failed, first: ${describe(first)}`, { cause: first });
+    throw new Error(
+      `${this.retriable.length} write(s) failed, first: ${first instanceof Error ? first.message : String(first)}`,
+      { cause: first },
+    );
   }
 }

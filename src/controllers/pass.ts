@@ -28,7 +28,7 @@ import type { RolloutOutcome, RolloutPlan } from './rollout-throttler.js';
 export type Requeue = number | 'backoff';
 const FOLLOW_UP_MS = 5_000;
 
-/** How much one reconcile looked at: the measure that a pod change costs its node, not the policy's. */
+/** What the manager hears of each pass: blocked actions, the policy's status, and how much it looked at. */
 export interface PassHooks {
   /** Called once for each newly blocked action, with the guard that holds it. */
   onBlocked?(guard: string): void;
@@ -38,6 +38,7 @@ export interface PassHooks {
   onPass?(stats: PassStats): void;
 }
 
+/** How much one reconcile looked at: the measure that a pod change costs its node, not the policy's. */
 export interface PassStats {
   full: boolean;
   observed: number;

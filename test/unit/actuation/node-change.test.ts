@@ -57,6 +57,20 @@ describe('nodeChange', () => {
       taintsAfter: [THEIRS],
     },
     {
+      name: 'our taint twice in one list: added once',
+      taints: [THEIRS],
+      actions: [act('Taint'), act('Taint')],
+      unschedulable: undefined,
+      taintsAfter: [THEIRS, OURS],
+    },
+    {
+      name: 'a taint then an untaint in one list: the list as it was, sent as changed',
+      taints: [THEIRS],
+      actions: [act('Taint'), act('Untaint')],
+      unschedulable: undefined,
+      taintsAfter: [THEIRS],
+    },
+    {
       name: 'an untaint of a taint not there',
       taints: [THEIRS],
       actions: [act('Untaint')],

@@ -93,14 +93,21 @@ export default tseslint.config(
     ],
   }),
   // The peers of the controllers that the CLI composes: the uninstall's plan and runner, the on-call diagnosis, and the
-  // pacing webhook. None reaches into the controllers; the first two work through the ports alone.
+  // pacing webhook. None reaches into the controllers or the adapters (kube/); they work through the ports.
   ...layer(['src/cleanup/**/*.ts', 'src/diagnose/**/*.ts'], {
     clientNode: false,
     patterns: ['**/agent/**', '**/controllers/**', '**/cli/**', '**/kube/**', '**/runtime/**'],
   }),
   ...layer(['src/webhook/**/*.ts'], {
     clientNode: false,
-    patterns: ['**/agent/**', '**/controllers/**', '**/cli/**', '**/cleanup/**', '**/diagnose/**'],
+    patterns: [
+      '**/agent/**',
+      '**/controllers/**',
+      '**/cli/**',
+      '**/cleanup/**',
+      '**/diagnose/**',
+      '**/kube/**',
+    ],
   }),
   // The node agent: the API's types, its metrics and the IO readers it shares with the operator's sources.
   ...layer(['src/agent/**/*.ts'], {

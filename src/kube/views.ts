@@ -22,27 +22,13 @@ import {
   type PodView,
 } from '../detection/index.js';
 import type { HealthObject, PolicyObject } from '../ports/cluster.js';
-import type { NodeSelectorRequirement, Placement, Toleration } from '../policy/node-affinity.js';
 import { leaseNode, type NodeLeaseView } from '../policy/node-lease.js';
+import { arr, isJson, labels, num, obj, str, toDate } from '../detection/raw-json.js';
 import type { RawObject } from './informer.js';
 import { AGENT_FIELD_MANAGER } from './reading-publisher.js';
 
-export type Json = Record<string, unknown>;
-export const isJson = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
-export const obj = (v: unknown): Json => (isJson(v) ? v : {});
-export const arr = (v: unknown): Json[] => (Array.isArray(v) ? v.map(obj) : []);
-export const str = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
-const num = (v: unknown): number | undefined => (typeof v === 'number' ? v : undefined);
-export const numOr = (v: unknown, fallback: number): number => num(v) ?? fallback;
-export const labels = (v: unknown): Record<string, string> =>
-  Object.fromEntries(Object.entries(obj(v)).filter((e): e is [string, string] => typeof e[1] === 'string'));
-
-export function toDate(v: unknown): Date | undefined {
-  if (v instanceof Date) return Number.isNaN(v.getTime()) ? undefined : v;
-  if (typeof v !== 'string' || v === '') return undefined;
-  const d = new Date(v);
-  return Number.isNaN(d.getTime()) ? undefined : d;
-}
+export { arr, isJson, labels, numOr, obj, str, toDate, type Json } from '../detection/raw-json.js';
+export { placementOf } from '../policy/node-affinity.js';
 
 function containers(statuses: unknown, init: boolean): ContainerView[] {
   return arr(statuses).map((s) => {
@@ -121,35 +107,6 @@ export function podData(raw: RawObject): PodData {
  * Where a pod spec may be scheduled, as node-affinity.ts reads it: its nodeSelector, its required node affinity's
  * terms and its tolerations; undefined when it sets none of them (any node without a NoSchedule taint).
  */
-export function placementOf(spec: Json): Placement | undefined {
-  const placement: Placement = {};
-  const selector = labels(spec.nodeSelector);
-  if (Object.keys(selector).length > 0) placement.nodeSelector = selector;
-  const required = obj(obj(obj(spec.affinity).nodeAffinity).requiredDuringSchedulingIgnoredDuringExecution);
-  if (Array.isArray(required.nodeSelectorTerms))
-    placement.requiredTerms = arr(required.nodeSelectorTerms).map((t) => ({
-      matchExpressions: requirements(t.matchExpressions),
-      matchFields: requirements(t.matchFields),
-    }));
-  const tolerations = arr(spec.tolerations).map((t) => {
-    const toleration: Toleration = {};
-    for (const field of ['key', 'operator', 'value', 'effect'] as const) {
-      const value = str(t[field]);
-      if (value !== undefined) toleration[field] = value;
-    }
-    return toleration;
-  });
-  if (tolerations.length > 0) placement.tolerations = tolerations;
-  return Object.keys(placement).length > 0 ? placement : undefined;
-}
-
-const requirements = (v: unknown): NodeSelectorRequirement[] =>
-  arr(v).map((r) => ({
-    key: str(r.key) ?? '',
-    operator: str(r.operator) ?? '',
-    values: Array.isArray(r.values) ? r.values.filter((x): x is string => typeof x === 'string') : [],
-  }));
-
 // What an Event's involvedObject must look like to name a pod at all: a namespace is a DNS-1123 label and a pod's
 // name a DNS-1123 subdomain (an Event is not checked for either); a uid is a UUID (36 characters; 128 leaves room).
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;

@@ -9,13 +9,11 @@ import {
   type KubeConfig,
 } from '@kubernetes/client-node';
 import { isArmedAs, withArming } from '../policy/webhook-arming.js';
+import type { Registration } from '../ports/writes.js';
 import { isNotFound } from './errors.js';
 
 export const WEBHOOK_CONFIGURATION = 'sandbox-remediator-pacing';
 export const WEBHOOK_NAME = 'pacing.sandbox.remediator.io';
-
-/** What registering found: done (written now or already so), or a configuration that is not there to fill in. */
-export type Registration = { registered: true; changed: boolean } | { registered: false; why: string };
 
 /**
  * Points the shipped configuration's webhook at `url`, trusting `caPem`, armed by `armed` (the CEL of our

@@ -2,6 +2,7 @@
 // required node affinity and its tolerations, and from a PersistentVolume's node affinity. Used where the operator
 // must not reach past a saturated node: a rollout is held, or a pod gated, only if its pods could land there, and a
 // pod is not moved if its volume admits no other node.
+import { arr, labels, obj, str, type Json } from '../detection/raw-json.js';
 
 /** A node selector requirement (core/v1 NodeSelectorRequirement). */
 export interface NodeSelectorRequirement {
@@ -104,3 +105,33 @@ export function mayLandOn(placement: Placement, node: NodeLike & { unschedulable
     .filter((t) => t.effect === 'NoSchedule' || t.effect === 'NoExecute')
     .every((taint) => tolerations.some((t) => tolerates(t, taint)));
 }
+
+/** Where a pod spec (raw JSON) lets its pod land: node selector, required node affinity, tolerations. */
+export function placementOf(spec: Json): Placement | undefined {
+  const placement: Placement = {};
+  const selector = labels(spec.nodeSelector);
+  if (Object.keys(selector).length > 0) placement.nodeSelector = selector;
+  const required = obj(obj(obj(spec.affinity).nodeAffinity).requiredDuringSchedulingIgnoredDuringExecution);
+  if (Array.isArray(required.nodeSelectorTerms))
+    placement.requiredTerms = arr(required.nodeSelectorTerms).map((t) => ({
+      matchExpressions: requirements(t.matchExpressions),
+      matchFields: requirements(t.matchFields),
+    }));
+  const tolerations = arr(spec.tolerations).map((t) => {
+    const toleration: Toleration = {};
+    for (const field of ['key', 'operator', 'value', 'effect'] as const) {
+      const value = str(t[field]);
+      if (value !== undefined) toleration[field] = value;
+    }
+    return toleration;
+  });
+  if (tolerations.length > 0) placement.tolerations = tolerations;
+  return Object.keys(placement).length > 0 ? placement : undefined;
+}
+
+const requirements = (v: unknown): NodeSelectorRequirement[] =>
+  arr(v).map((r) => ({
+    key: str(r.key) ?? '',
+    operator: str(r.operator) ?? '',
+    values: Array.isArray(r.values) ? r.values.filter((x): x is string => typeof x === 'string') : [],
+  }));

@@ -39,3 +39,6 @@ export interface Transition {
 export interface EventRecorder {
   record(transition: Transition): Promise<void>;
 }
+
+/** What registering found: done (written now or already so), or a configuration that is not there to fill in. */
+export type Registration = { registered: true; changed: boolean } | { registered: false; why: string };

@@ -4,9 +4,9 @@
 import { createServer, type Server } from 'node:https';
 import { isIP } from 'node:net';
 import { PACING_GATE, PACING_STAMP } from '../api/v1alpha1/index.js';
-import { isJson, placementOf } from '../kube/views.js';
+import { isJson } from '../detection/raw-json.js';
 import { listen } from '../observability/server.js';
-import type { Placement } from '../policy/node-affinity.js';
+import { placementOf, type Placement } from '../policy/node-affinity.js';
 import type { PacingPolicy } from '../policy/pacing.js';
 import type { ServingCert } from './certs.js';
 

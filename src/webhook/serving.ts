@@ -9,7 +9,7 @@
 // no pod creation waits on an operator that is gone (ADR 0028).
 import { createHash } from 'node:crypto';
 import type { Server } from 'node:https';
-import type { Registration } from '../kube/webhook-config.js';
+import type { Registration } from '../ports/writes.js';
 import { armingExpression } from '../policy/webhook-arming.js';
 import type { OperatorMetrics } from '../observability/metrics.js';
 import {

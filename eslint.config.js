@@ -21,6 +21,34 @@ function layer(files, { ignores, clientNode, patterns = [] }) {
   ];
 }
 
+/** The top folders of src/. */
+const FOLDERS = [
+  'actuation',
+  'agent',
+  'api',
+  'cleanup',
+  'cli',
+  'controllers',
+  'detection',
+  'diagnose',
+  'kube',
+  'observability',
+  'policy',
+  'ports',
+  'runtime',
+  'signals',
+  'status',
+  'webhook',
+];
+
+/**
+ * Import patterns for every folder of src/ but `folder` and the ones it may import.
+ * @param {string} folder
+ * @param {string[]} allowed
+ */
+const outside = (folder, ...allowed) =>
+  FOLDERS.filter((f) => f !== folder && !allowed.includes(f)).map((f) => `**/${f}/**`);
+
 export default tseslint.config(
   {
     ignores: [
@@ -112,82 +140,12 @@ export default tseslint.config(
   // The node agent: the API's types, its metrics and the IO readers it shares with the operator's sources.
   ...layer(['src/agent/**/*.ts'], {
     clientNode: false,
-    patterns: [
-      '**/actuation/**',
-      '**/cleanup/**',
-      '**/cli/**',
-      '**/controllers/**',
-      '**/detection/**',
-      '**/diagnose/**',
-      '**/kube/**',
-      '**/policy/**',
-      '**/ports/**',
-      '**/runtime/**',
-      '**/status/**',
-      '**/webhook/**',
-    ],
+    patterns: outside('agent', 'api', 'observability', 'signals'),
   }),
   // The innermost rings: the queue, the fence and the clocks; logs and metrics; the API's types. Each imports nothing
   // of src/ outside itself.
-  ...layer(['src/runtime/**/*.ts'], {
-    clientNode: false,
-    patterns: [
-      '**/actuation/**',
-      '**/agent/**',
-      '**/api/**',
-      '**/cleanup/**',
-      '**/cli/**',
-      '**/controllers/**',
-      '**/detection/**',
-      '**/diagnose/**',
-      '**/kube/**',
-      '**/observability/**',
-      '**/policy/**',
-      '**/ports/**',
-      '**/signals/**',
-      '**/status/**',
-      '**/webhook/**',
-    ],
-  }),
-  ...layer(['src/observability/**/*.ts'], {
-    clientNode: false,
-    patterns: [
-      '**/actuation/**',
-      '**/agent/**',
-      '**/api/**',
-      '**/cleanup/**',
-      '**/cli/**',
-      '**/controllers/**',
-      '**/detection/**',
-      '**/diagnose/**',
-      '**/kube/**',
-      '**/policy/**',
-      '**/ports/**',
-      '**/runtime/**',
-      '**/signals/**',
-      '**/status/**',
-      '**/webhook/**',
-    ],
-  }),
-  ...layer(['src/api/**/*.ts'], {
-    clientNode: false,
-    patterns: [
-      '**/actuation/**',
-      '**/agent/**',
-      '**/cleanup/**',
-      '**/cli/**',
-      '**/controllers/**',
-      '**/detection/**',
-      '**/diagnose/**',
-      '**/kube/**',
-      '**/observability/**',
-      '**/policy/**',
-      '**/ports/**',
-      '**/runtime/**',
-      '**/signals/**',
-      '**/status/**',
-      '**/webhook/**',
-    ],
-  }),
+  ...layer(['src/runtime/**/*.ts'], { clientNode: false, patterns: outside('runtime') }),
+  ...layer(['src/observability/**/*.ts'], { clientNode: false, patterns: outside('observability') }),
+  ...layer(['src/api/**/*.ts'], { clientNode: false, patterns: outside('api') }),
   prettier,
 );

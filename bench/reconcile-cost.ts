@@ -14,7 +14,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { DryRunActuator } from '../src/actuation/actuator.js';
-import { buildControllers } from '../src/controllers/wiring.js';
+import { buildControllers } from '../src/controllers/manager/wiring.js';
 import type { PodView } from '../src/detection/index.js';
 import { silentLogger } from '../src/observability/log.js';
 import { FakeClock } from '../src/runtime/clock.js';
@@ -110,13 +110,6 @@ function headTree(): Tree {
 /** The before tree's reconciler, over its own MemoryCluster; its source from git. */
 async function beforeTree(dir: string): Promise<Tree> {
   const load = async <T>(path: string) => (await import(pathToFileURL(join(dir, path)).href)) as T;
-  const { PolicyReconciler } = await load<{
-    PolicyReconciler: new (deps: Record<string, unknown>) => {
-      reconcile(name: string): Promise<unknown>;
-      markDirty(policy: string, node?: string): void;
-      lastPass?: { observed: number };
-    };
-  }>('src/controllers/policy-reconciler.ts');
   const support = await load<{ MemoryCluster: typeof MemoryCluster; aNode: typeof aNode }>(
     'test/support/memory-cluster.ts',
   );
@@ -136,13 +129,25 @@ async function beforeTree(dir: string): Promise<Tree> {
     logger: silentLogger,
     resyncMs: 3_600_000,
   };
-  // A tree from after issue 24 builds its reconciler with the concerns it shares (controllers/wiring.ts).
-  const wiring = existsSync(join(dir, 'src/controllers/wiring.ts'))
-    ? await load<{
-        buildControllers: (d: typeof deps) => { reconciler: InstanceType<typeof PolicyReconciler> };
-      }>('src/controllers/wiring.ts')
-    : undefined;
-  const reconciler = wiring ? wiring.buildControllers(deps).reconciler : new PolicyReconciler(deps);
+  interface OldReconciler {
+    reconcile(name: string): Promise<unknown>;
+    markDirty(policy: string, node?: string): void;
+    lastPass?: { observed: number };
+  }
+  // A tree from after issue 24 builds its reconciler with the concerns it shares (controllers/wiring.ts, in
+  // controllers/manager/ since issue 43); one before it builds the reconciler alone.
+  const wiringAt = ['src/controllers/manager/wiring.ts', 'src/controllers/wiring.ts'].find((p) =>
+    existsSync(join(dir, p)),
+  );
+  const reconciler = wiringAt
+    ? (
+        await load<{ buildControllers: (d: typeof deps) => { reconciler: OldReconciler } }>(wiringAt)
+      ).buildControllers(deps).reconciler
+    : new (
+        await load<{ PolicyReconciler: new (d: typeof deps) => OldReconciler }>(
+          'src/controllers/policy-reconciler.ts',
+        )
+      ).PolicyReconciler(deps);
   return {
     addPod: (pod) => {
       cluster.addPod(pod);

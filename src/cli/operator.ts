@@ -3,7 +3,7 @@ import { dirname, join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { DryRunActuator } from '../actuation/actuator.js';
-import { Manager } from '../controllers/manager.js';
+import { Manager } from '../controllers/manager/manager.js';
 import { KubeActuator, KubeWorkloadReader } from '../kube/actuator.js';
 import { InformerCache } from '../kube/cluster-cache.js';
 import { describeError } from '../kube/errors.js';

@@ -1,8 +1,8 @@
 // The controllers over a MemoryCluster, wired by the same buildControllers the Manager uses, for reconcile tests:
 // one place to build them, so a test says what it changes and what it expects, not how the parts are put together.
 import { DryRunActuator } from '../../src/actuation/actuator.js';
-import type { Requeue } from '../../src/controllers/pass.js';
-import { buildControllers, type ControllerDeps, type Controllers } from '../../src/controllers/wiring.js';
+import type { Requeue } from '../../src/controllers/sandboxpolicy/pass.js';
+import { buildControllers, type ControllerDeps, type Controllers } from '../../src/controllers/manager/wiring.js';
 import { silentLogger } from '../../src/observability/log.js';
 import { FakeClock } from '../../src/runtime/clock.js';
 import { secondsAfter, T0 } from './builders.js';

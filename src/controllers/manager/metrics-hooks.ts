@@ -1,0 +1,73 @@
+import { NODE_CONDITION_REASONS } from '../../api/v1alpha1/index.js';
+import type { OperatorMetrics } from '../../observability/metrics.js';
+import type { DetectionStatus } from '../../status/health-status.js';
+import type { ControllerHooks } from './wiring.js';
+
+/** What the controllers tell, as the operator's metrics; it owns the stuck-pod series it has set, by node. */
+export class MetricsHooks {
+  private readonly stuckSeries = new Map<string, Set<string>>();
+
+  constructor(private readonly metrics: OperatorMetrics) {}
+
+  hooks(): ControllerHooks {
+    const { metrics } = this;
+    return {
+      onPolicyStatus: (policy, status) => {
+        metrics.gatedPods.set({ policy }, status.gatedPods ?? 0);
+        for (const reason of ['FeedsSaturatedNode', 'RolloutQueued'] as const)
+          metrics.throttledRollouts.set(
+            { policy, reason },
+            (status.throttledRollouts ?? []).filter((r) => r.reason === reason).length,
+          );
+      },
+      onGateReleased: (waitSeconds) => {
+        metrics.gateWaitSeconds.observe(waitSeconds);
+      },
+      onAction: (action, result, dryRun) => {
+        metrics.actions.inc({ action, result, dry_run: String(dryRun) });
+      },
+      onBlocked: (guard) => {
+        metrics.actionsBlocked.inc({ guard });
+      },
+      onIgnoredEvent: (reason) => {
+        metrics.ignoredEvents.inc({ reason });
+      },
+      onPass: ({ full, observed, deferred }) => {
+        const pass = full ? 'full' : 'incremental';
+        metrics.passes.inc({ pass });
+        metrics.nodesObserved.inc({ pass }, observed);
+        metrics.healthReportsWaiting.set(deferred ?? 0);
+      },
+      onReport: (waitedMs, urgent) => {
+        const urgency = urgent ? 'urgent' : 'routine';
+        metrics.healthReports.inc({ urgency });
+        metrics.healthReportWait.observe({ urgency }, waitedMs / 1000);
+      },
+      onFencedReport: (landed) => {
+        metrics.fencedHealthReports.inc({ outcome: landed ? 'landed' : 'refused' });
+      },
+      onNodeCondition: (policy, status, reason) => {
+        metrics.nodeConditionTransitions.inc({ policy, status, reason });
+        if (reason === NODE_CONDITION_REASONS.remediationExhausted) metrics.escalations.inc({ policy });
+      },
+      onNodeStatus: (_policy, node, status) => {
+        this.recordStuck(node, status);
+      },
+    };
+  }
+
+  /** A deleted node's stuck-pod series would otherwise stay on /metrics (and in alerts) until a restart. */
+  forgetNode(node: string): void {
+    for (const cause of this.stuckSeries.get(node) ?? []) this.metrics.stuckPods.remove({ node, cause });
+    this.stuckSeries.delete(node);
+  }
+
+  private recordStuck(node: string, status: DetectionStatus): void {
+    const { stuckPods } = this.metrics;
+    const previous = this.stuckSeries.get(node) ?? new Set<string>();
+    const current = new Set<string>(status.causes.map((c) => c.cause));
+    for (const cause of previous) if (!current.has(cause)) stuckPods.remove({ node, cause });
+    for (const { cause, count } of status.causes) stuckPods.set({ node, cause }, count);
+    this.stuckSeries.set(node, current);
+  }
+}

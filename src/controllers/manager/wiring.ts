@@ -1,0 +1,177 @@
+import type { Actuator } from '../../actuation/actuator.js';
+import type { SandboxPolicySpec } from '../../api/v1alpha1/index.js';
+import type { Logger } from '../../observability/log.js';
+import type { ClusterCache, WorkloadReader } from '../../ports/cluster.js';
+import type { EventRecorder, StatusWriter } from '../../ports/writes.js';
+import type { Clock } from '../../runtime/clock.js';
+import { Expectations } from '../../runtime/expectations.js';
+import type { Requeue } from '../sandboxpolicy/pass.js';
+import type { IoSource } from '../../signals/types.js';
+import { ActionLog, type ActionHooks } from '../apply/action-log.js';
+import { Evictor } from '../remediation/evictor.js';
+import { IgnoredEvents, type IgnoredEventHooks } from '../sandboxpolicy/ignored-events.js';
+import { NodeConditions, type NodeConditionHooks } from '../nodecondition/node-conditions.js';
+import { NodeLeases } from '../leases/node-leases.js';
+import { OrphanSweeper } from '../orphans/sweeper.js';
+import { Pacer, type PacerHooks } from '../pacing/pacer.js';
+import { PolicyMemories } from '../sandboxpolicy/policy-memory.js';
+import type { PassHooks } from '../sandboxpolicy/pass.js';
+import { PolicyReconciler } from '../sandboxpolicy/reconciler.js';
+import { ReportLedger } from '../reporting/unreported.js';
+import { Reporter, type ReporterHooks } from '../reporting/reporter.js';
+import { RolloutThrottler } from '../rollouts/throttler.js';
+import { StatusOverlay } from '../reporting/mutation-cache.js';
+
+/** What the operator's metrics hear of the controllers. */
+export type ControllerHooks = PassHooks &
+  ActionHooks &
+  PacerHooks &
+  ReporterHooks &
+  NodeConditionHooks &
+  IgnoredEventHooks;
+
+/** The adapters the controllers are built on: the cluster (or a test's memory of one), and how to act on it. */
+export interface ControllerDeps {
+  cache: ClusterCache;
+  writer: StatusWriter;
+  recorder: EventRecorder;
+  /** The real actuator, and the one used for dry runs (spec.safety.dryRun or --dry-run). */
+  actuators: { real: Actuator; dryRun: Actuator };
+  workloads?: WorkloadReader | undefined;
+  /** Builds the IO source a policy's spec asks for. */
+  sources?: ((policyName: string, spec: SandboxPolicySpec) => IoSource) | undefined;
+  clock: Clock;
+  logger: Logger;
+  /** --dry-run: every policy runs dry, whatever its spec says. */
+  dryRun?: boolean | undefined;
+  /** Where the operator runs: its own Deployments are never throttled. */
+  operatorNamespace?: string | undefined;
+  /** Safety net: reconcile every policy (and sweep for orphans) at least this often (default 5 min). */
+  resyncMs?: number | undefined;
+  /** Writes to independent nodes in flight at once (default 8); 1 writes in a fixed order. */
+  writeConcurrency?: number | undefined;
+  hooks?: ControllerHooks | undefined;
+  /**
+   * Look at a policy again, from the background: after this long (0: at once) once a decision is carried out or a
+   * report is wanted again, or after the queue's backoff when a write failed. The Manager's queue; none in tests that
+   * reconcile by hand.
+   */
+  requeue?: ((policy: string, after: Requeue) => void) | undefined;
+}
+
+export interface Controllers {
+  reconciler: PolicyReconciler;
+  sweeper: OrphanSweeper;
+  /** The medik8s node leases of ours: renewed while we remediate, released when we no longer do. */
+  leases: NodeLeases;
+  memories: PolicyMemories;
+}
+
+/** Writes to independent nodes (node patches, evictions, SandboxHealths) in flight at once by default. */
+const WRITE_CONCURRENCY = 8;
+
+/**
+ * Builds the controllers and the state they share: one set of expectations (the read-your-writes fence, and the
+ * removals in flight) and one status overlay. The policy reconciler's pass and the orphan sweep run under keys of
+ * their own; each concern object owns its own state.
+ */
+export function buildControllers(deps: ControllerDeps): Controllers {
+  const { cache, writer, recorder, clock, logger } = deps;
+  const hooks = deps.hooks ?? {};
+  const writeConcurrency = deps.writeConcurrency ?? WRITE_CONCURRENCY;
+  const resyncMs = deps.resyncMs ?? 5 * 60_000;
+  const dryRun = deps.dryRun === true;
+  const requeue = deps.requeue ?? (() => undefined);
+  const expectations = new Expectations(clock);
+  const overlay = new StatusOverlay(cache, expectations);
+  const memories = new PolicyMemories((policy) => {
+    requeue(policy, 0);
+  });
+  const conditions = new NodeConditions({
+    cache,
+    expectations,
+    recorder,
+    logger,
+    writeConcurrency,
+    hooks,
+    retractor: dryRun ? undefined : deps.actuators.real,
+  });
+  const actions = new ActionLog(logger, hooks);
+  const pacer = new Pacer({
+    cache,
+    expectations,
+    recorder,
+    lifter: deps.actuators.real,
+    logger,
+    clock,
+    hooks,
+  });
+  const leases = new NodeLeases({
+    cache,
+    expectations,
+    actuator: deps.actuators.real,
+    clock,
+    logger,
+    dryRun,
+  });
+  const ledger = new ReportLedger();
+  const reconciler = new PolicyReconciler({
+    cache,
+    writer,
+    recorder,
+    clock,
+    logger,
+    actuators: deps.actuators,
+    workloads: deps.workloads,
+    sources: deps.sources,
+    dryRun,
+    operatorNamespace: deps.operatorNamespace,
+    resyncMs,
+    writeConcurrency,
+    leases,
+    hooks,
+    expectations,
+    overlay,
+    memories,
+    actions,
+    evictor: new Evictor({ cache, clock, expectations, writeConcurrency }),
+    throttler: new RolloutThrottler({
+      cache,
+      expectations,
+      recorder,
+      actions,
+      operatorNamespace: deps.operatorNamespace,
+    }),
+    pacer,
+    ledger,
+    reporter: new Reporter({
+      ledger,
+      writer,
+      recorder,
+      overlay,
+      clock,
+      logger,
+      writeConcurrency,
+      hooks,
+      requeue,
+    }),
+    conditions,
+    ignoredEvents: new IgnoredEvents(logger, hooks),
+    requeue,
+  });
+  const sweeper = new OrphanSweeper({
+    cache,
+    writer,
+    recorder,
+    expectations,
+    actuator: deps.actuators.real,
+    pacer,
+    conditions,
+    actions,
+    clock,
+    logger,
+    resyncMs,
+    dryRun,
+  });
+  return { reconciler, sweeper, leases, memories };
+}

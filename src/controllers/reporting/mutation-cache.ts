@@ -1,0 +1,80 @@
+import type { SandboxHealthStatus, SandboxPolicyStatus } from '../../api/v1alpha1/index.js';
+import type { ClusterCache, PolicyObject } from '../../ports/cluster.js';
+import { isAtLeast, type Expectations } from '../../runtime/expectations.js';
+import { stored } from '../../status/merge-patch.js';
+import type { PolicyMemory } from '../sandboxpolicy/policy-memory.js';
+
+/**
+ * The operator's own status writes that the watch has not shown yet, as the API returned them. Only this operator
+ * writes the policy status and the SandboxHealth's detection and remediation, so what it wrote is what the API holds,
+ * and a pass stands on that rather than wait for the watch: in an incident both are written at almost every pass, and
+ * waiting for each echo would put a watch round trip between one stuck pod's report and the next. Each lasts until the
+ * cache shows that version or a newer one, not for a time: a watch lagging in a storm must not bring back an older
+ * eviction log, nor a node's older status (its Events repeated, its `since` reset).
+ *
+ * - The policy status: kept in the policy's memory, so it goes with the policy.
+ * - A SandboxHealth's status: kept here, by node, until the cache shows it or the object is deleted.
+ */
+export class StatusOverlay {
+  private readonly healths = new Map<string, { status: SandboxHealthStatus; version: string }>();
+
+  constructor(
+    private readonly cache: Pick<ClusterCache, 'observedVersion'>,
+    private readonly expectations: Expectations,
+  ) {}
+
+  /**
+   * The status a pass reads for a policy: ours while the cache lags behind our write, the cached one once it shows it.
+   * A write that came back with no version stands in for nothing (the policy was deleted meanwhile).
+   */
+  policyStatus(memory: PolicyMemory, policy: PolicyObject): SandboxPolicyStatus | undefined {
+    const cached = this.cache.observedVersion('SandboxPolicy', policy.name);
+    if (memory.written) {
+      if (!(cached !== undefined && isAtLeast(cached, memory.written.version))) return memory.written.status;
+      memory.written = undefined;
+    }
+    return policy.status;
+  }
+
+  /** We merge-patched a policy's status: the API now holds what it held with `patch` over it. */
+  wrotePolicyStatus(
+    memory: PolicyMemory,
+    version: string | undefined,
+    before: SandboxPolicyStatus | undefined,
+    patch: Partial<SandboxPolicyStatus>,
+  ): void {
+    // No version (the policy is gone, or none came back): nothing to stand in for.
+    if (version === undefined) {
+      memory.written = undefined;
+      return;
+    }
+    memory.written = { status: stored({ ...(memory.written?.status ?? before), ...patch }), version };
+  }
+
+  /**
+   * What a node's SandboxHealth status is: ours while the cache lags behind our write (undefined once it shows it:
+   * read the cache); null when a write of ours is awaited with nothing to stand in for it (wait for the watch).
+   */
+  health(node: string): SandboxHealthStatus | undefined | null {
+    const cached = this.cache.observedVersion('SandboxHealth', node);
+    const written = this.healths.get(node);
+    if (written) {
+      if (!(cached !== undefined && isAtLeast(cached, written.version))) return written.status;
+      this.healths.delete(node);
+    }
+    return this.expectations.isSettled(`SandboxHealth/${node}`, cached) ? undefined : null;
+  }
+
+  /** We wrote a node's SandboxHealth status; the API answered with this version and status. */
+  wroteHealth(node: string, version: string | undefined, status: SandboxHealthStatus | undefined): void {
+    this.expectations.expect(`SandboxHealth/${node}`, version);
+    if (version !== undefined && status) this.healths.set(node, { status, version });
+    else this.healths.delete(node);
+  }
+
+  /** The SandboxHealth was deleted: our write of it is moot, and will never show. */
+  forgetHealth(node: string): void {
+    this.healths.delete(node);
+    this.expectations.forget(`SandboxHealth/${node}`);
+  }
+}

@@ -1,0 +1,366 @@
+import type { Actuator } from '../../actuation/actuator.js';
+import type { NodeStamps, PolicyProblem, SandboxPolicySpec } from '../../api/v1alpha1/index.js';
+import type { Logger } from '../../observability/log.js';
+import { isEviction } from '../../policy/actions.js';
+import type { NodeFacts } from '../../policy/node-facts.js';
+import { decideRemediation } from '../../policy/remediation.js';
+import type { ClusterCache, PolicyObject, WorkloadReader } from '../../ports/cluster.js';
+import type { EventRecorder, StatusWriter } from '../../ports/writes.js';
+import type { Clock } from '../../runtime/clock.js';
+import type { ReconcileResult } from '../../runtime/controller.js';
+import type { Expectations } from '../../runtime/expectations.js';
+import type { IoSource } from '../../signals/types.js';
+import { describeError } from '../../kube/errors.js';
+import { invalidPolicyStatus } from '../../status/policy-status.js';
+import { actionRecord } from '../../status/remediation-status.js';
+import type { ActionLog } from '../apply/action-log.js';
+import { carryOut } from '../apply/applier.js';
+import type { Evictor } from '../remediation/evictor.js';
+import { Failures } from '../failures.js';
+import type { IgnoredEvents } from './ignored-events.js';
+import type { NodeConditions } from '../nodecondition/node-conditions.js';
+import type { NodePatchDeps } from '../remediation/node-changes.js';
+import { observeNode } from './observe.js';
+import { observeNodes, type NodeObservation } from './observe-nodes.js';
+import { Ownership, validatePolicy } from './node-assignment.js';
+import type { Pacer } from '../pacing/pacer.js';
+import {
+  nextWait,
+  remediationBeforeActing,
+  setRemediation,
+  type Pass,
+  type PassHooks,
+  type PassStats,
+  type Plan,
+  type Requeue,
+  type Seen,
+} from './pass.js';
+import type { PolicyMemories, PolicyMemory, RemediationParts } from './policy-memory.js';
+import type { ReportLedger } from '../reporting/unreported.js';
+import { sameStatus } from '../../status/health-patch.js';
+import type { Reporter } from '../reporting/reporter.js';
+import { saturatedNodes, saturatedPlacements } from '../rollouts/observe.js';
+import type { RolloutThrottler } from '../rollouts/throttler.js';
+import type { StatusOverlay } from '../reporting/mutation-cache.js';
+
+export interface PolicyReconcilerDeps extends NodePatchDeps {
+  cache: ClusterCache;
+  writer: StatusWriter;
+  clock: Clock;
+  logger: Logger;
+  /** Carry out decisions: the real actuator, and the one used for dry runs (spec.safety.dryRun or --dry-run). */
+  actuators: { real: Actuator; dryRun: Actuator };
+  workloads?: WorkloadReader | undefined;
+  /** Builds the IO source a policy's spec asks for; the policy's memory keeps it while its settings hold. */
+  sources?: ((policyName: string, spec: SandboxPolicySpec) => IoSource) | undefined;
+  /** --dry-run: every policy runs dry. */
+  dryRun: boolean;
+  /** Where the operator runs: its pods are never migrated. */
+  operatorNamespace?: string | undefined;
+  /** Safety net: reconcile every policy at least this often. */
+  resyncMs: number;
+  writeConcurrency: number;
+  hooks: PassHooks;
+  expectations: Expectations;
+  overlay: StatusOverlay;
+  memories: PolicyMemories;
+  actions: ActionLog;
+  evictor: Evictor;
+  throttler: RolloutThrottler;
+  pacer: Pacer;
+  reporter: Reporter;
+  ledger: ReportLedger;
+  recorder: EventRecorder;
+  conditions: NodeConditions;
+  ignoredEvents: IgnoredEvents;
+  /** Look at a policy again after this long (0: at once), or after the queue's backoff: see ControllerDeps. */
+  requeue(policy: string, after: Requeue): void;
+}
+
+/**
+ * Reconciles one SandboxPolicy, level-based, in one pass: observe every owned node that changed (or every one, on a
+ * full pass) -> decide, purely, the whole plan (remediation, the evictions within the pass's share, rollouts, gates)
+ * -> act (node patches, then side by side: Node conditions, rollouts, and the budget reservation with the evictions
+ * and gates it pays for; act.ts) -> report (each SandboxHealth
+ * that changed, its Events, and the policy's status, once). Each concern keeps its own state: the policy's memory,
+ * the evictor, the throttler, the pacer, the reporter; the expectations and the status overlay fence our own writes.
+ */
+export class PolicyReconciler {
+  lastPass: PassStats | undefined;
+  private readonly ownership = new Ownership();
+
+  constructor(private readonly deps: PolicyReconcilerDeps) {}
+
+  /** Notes what changed for a policy's next pass: one node, or (no node) everything it owns. */
+  markDirty(policy: string, node?: string): void {
+    this.deps.memories.markDirty(policy, node);
+  }
+
+  /** Our write of this object is moot (it was deleted): stop waiting for the watch to show it. */
+  forgetWrite(kind: 'Node' | 'SandboxHealth', name: string): void {
+    if (kind === 'SandboxHealth') this.deps.overlay.forgetHealth(name);
+    else this.deps.expectations.forget(`Node/${name}`);
+  }
+
+  /** A node is gone: its Event budget goes, what no report of it told (the ledger), when we last evicted off it. */
+  forgetNode(name: string): void {
+    this.deps.reporter.forgetNode(name);
+    this.deps.evictor.forgetNode(name);
+  }
+
+  async reconcile(name: string): Promise<ReconcileResult> {
+    const { cache, memories, overlay } = this.deps;
+    const object = cache.policy(name);
+    if (!object) {
+      memories.forget(name);
+      return {};
+    }
+    const memory = memories.of(name, object.uid);
+    // What failed in the background since the last pass fails this one, once it has looked and reported: the queue
+    // backs off, and the decision it starts is the retry.
+    const failed = memory.failed.splice(0);
+    const validation = validatePolicy(object);
+    if (!validation.valid) return this.refuse(object, memory, validation.problems);
+    const status = overlay.policyStatus(memory, object);
+    const pass = this.begin(status === undefined ? object : { ...object, status }, validation.spec, memory);
+    const observed = await this.observe(pass);
+    // A look a report of ours overtook read the status from before it (what that report told, its results, gone from
+    // the ledger then): no ground for a decision. Its node is looked at again first.
+    const overtaken = memory.observations().filter((o) => this.deps.ledger.stale(o));
+    const seen = { ...observed, unsettled: observed.unsettled + overtaken.length };
+    // One decision carried out at a time: until it is back, a pass looks and reports, and decides nothing.
+    const plan = memories.busy(name) ? undefined : this.decide(pass, seen);
+    // Its carrying out asks for the pass it held (a deleted namesake's asks through onLeft).
+    if (!plan && memory.carrying) memory.held = true;
+    const reported = this.report(pass, seen, plan);
+    if (plan) memory.carrying = carryOut(this.deps, pass, seen, plan);
+    // Set once, at the end: with two workers, another policy's pass may have run in between.
+    this.lastPass = {
+      full: seen.full,
+      observed: seen.observed.size,
+      owned: pass.owned.length,
+      reported,
+      deferred: this.deps.reporter.waiting,
+    };
+    this.deps.hooks.onPass?.(this.lastPass);
+    if (failed.length > 0)
+      throw new Error(`${failed.length} write(s) failed, first: ${describeError(failed[0])}`, {
+        cause: failed[0],
+      });
+    const next = this.next(pass, seen, plan);
+    // Looked at again at once when this pass's own look was overtaken; one still waiting for the watch (no look this
+    // pass) waits SETTLE_RETRY_MS, as any unsettled node, rather than pass after pass at once.
+    return overtaken.some((o) => observed.observed.has(o.node.name)) ? { ...next, requeueAfterMs: 0 } : next;
+  }
+
+  /** No more writes: the reports still waiting are dropped (a decision under way ends at the fence). */
+  stopWriting(): void {
+    this.deps.reporter.dropWaiting();
+  }
+
+  /** Resolves once every decision under way is carried out and every report asked for is written. */
+  async idle(): Promise<void> {
+    for (;;) {
+      const carrying = this.deps.memories.carrying();
+      if (carrying.length === 0 && this.deps.reporter.pending === 0) return;
+      await Promise.all(carrying);
+      await this.deps.reporter.idle();
+    }
+  }
+
+  /** An invalid policy: Valid=False with every problem, and nothing done for it; the webhook gates nothing for it. */
+  private async refuse(
+    policy: PolicyObject,
+    memory: PolicyMemory,
+    problems: PolicyProblem[],
+  ): Promise<ReconcileResult> {
+    // A decision of its valid self still under way writes the status last: refuse once it is back.
+    if (this.deps.memories.busy(policy.name)) {
+      memory.held = true;
+      return {};
+    }
+    const now = new Date(this.deps.clock.now());
+    const status = invalidPolicyStatus(
+      { generation: policy.generation, previous: policy.status, now },
+      problems,
+    );
+    memory.pacing = undefined;
+    if (!sameStatus(policy.status, status)) {
+      this.deps.logger.info('Refused invalid SandboxPolicy', { policy: policy.name, problems });
+      await this.deps.writer.patchPolicyStatus(policy.name, status);
+    }
+    return {};
+  }
+
+  private begin(policy: PolicyObject, spec: SandboxPolicySpec, memory: PolicyMemory): Pass {
+    const assignment = this.ownership.of(this.deps.cache);
+    const dryRun = spec.safety.dryRun || this.deps.dryRun;
+    return {
+      policy,
+      spec,
+      memory,
+      dryRun,
+      actuator: dryRun ? this.deps.actuators.dryRun : this.deps.actuators.real,
+      now: new Date(this.deps.clock.now()),
+      failures: new Failures(this.deps.logger, { policy: policy.name }),
+      owned: this.ownership.ownedBy(this.deps.cache, policy.name),
+      overlaps: assignment.overlaps.get(policy.name) ?? [],
+    };
+  }
+
+  /**
+   * Observes every owned node on a full pass, else those that changed, those whose time has come, and those whose
+   * last look a report overtook (another policy's, too: one made again under the name, whose reports mark nothing of
+   * this one's dirty).
+   */
+  private async observe(pass: Pass): Promise<Seen> {
+    const { policy, spec, memory, now } = pass;
+    const { full, dirty } = memory.startPass(policy.generation, pass.owned, now.getTime());
+    const due = (node: string) => (memory.nodes.get(node)?.observation?.dueAt ?? Infinity) <= now.getTime();
+    const overtaken = (node: string) => {
+      const observation = memory.nodes.get(node)?.observation;
+      return observation !== undefined && this.deps.ledger.stale(observation);
+    };
+    const nodes = full
+      ? pass.owned
+      : pass.owned.filter((node) => dirty.has(node) || due(node) || overtaken(node));
+    const build = this.deps.sources;
+    const source = build && memory.sourceFor(spec, (s) => build(policy.name, s));
+    const { observations, unsettled } = await observeNodes(
+      this.deps,
+      { policy: policy.name, spec, nodes, now, source, refresh: full },
+      memory,
+    );
+    for (const observation of observations) {
+      const state = memory.state(observation.node.name);
+      state.observation = observation;
+      delete state.facts;
+      // A report of ours landed after its status was read (during the live reads): look again, decide nothing on it.
+      if (this.deps.ledger.stale(observation)) memory.markDirty(observation.node.name);
+    }
+    for (const node of unsettled) memory.markDirty(node);
+    return {
+      full,
+      observed: new Set(observations.map((o) => o.node.name)),
+      unsettled: unsettled.length,
+      source,
+    };
+  }
+
+  /** The whole plan, from what was seen and what each concern holds; pure but for reading their state. */
+  private decide(pass: Pass, seen: Seen): Plan {
+    const { policy, spec, memory, dryRun, now } = pass;
+    const { cache, evictor } = this.deps;
+    const observations = memory.observations();
+    const inFlight = evictor.inFlight();
+    const facts = new Map(observations.map((o) => [o.node.name, this.factsOf(memory, o, dryRun, inFlight)]));
+    // Decided on every owned node or not at all: a node still settling could hide a cordon from the limits.
+    const remediation =
+      seen.unsettled === 0 && observations.length === pass.owned.length
+        ? decideRemediation({
+            policy: policy.name,
+            spec,
+            nodes: [...facts.values()],
+            now,
+            recentEvictions: (policy.status?.recentEvictions ?? []).map((t) => new Date(t)),
+            cacheReady: cache.watchesHealthy(),
+            operatorNamespace: this.deps.operatorNamespace,
+          })
+        : undefined;
+    const evictions = evictor.plan(remediation?.actions ?? []);
+    const stampsAfter = (node: string) =>
+      remediation ? remediation.stampsAfter.get(node) : facts.get(node)?.stamps;
+    const saturated = saturatedNodes(observations, (node) => stampsAfter(node) !== undefined);
+    return {
+      observations,
+      facts,
+      remediation,
+      actions: [...(remediation?.actions.filter((a) => !isEviction(a)) ?? []), ...evictions.evictions],
+      evictions,
+      // Rollouts: what feeds a saturated node stops, and at most N roll out while the pressure lasts.
+      rollouts: this.deps.throttler.plan({
+        policy,
+        spec,
+        dryRun,
+        now,
+        observations,
+        saturated,
+        stampsAfter,
+        cacheReady: cache.watchesHealthy() && seen.unsettled === 0,
+      }),
+      pacing: this.deps.pacer.plan({
+        policy: policy.name,
+        spec,
+        status: policy.status,
+        dryRun,
+        saturated: saturatedPlacements(
+          observations,
+          new Set(observations.filter((o) => o.io?.condition.status === 'True').map((o) => o.node.name)),
+          stampsAfter,
+        ),
+        now,
+      }),
+    };
+  }
+
+  /**
+   * Asks for the report of each node the pass looked at, and of each node whose blocks the decision changed without
+   * acting on it (written in the background; a node acted on keeps what it said until the actions are back); returns
+   * how many are on their way.
+   */
+  private report(pass: Pass, seen: Seen, plan: Plan | undefined): number {
+    const { policy, memory } = pass;
+    const nodes = new Set(seen.observed);
+    for (const [node, parts] of plan ? remediationBeforeActing(pass, seen, plan) : [])
+      if (setRemediation(memory, node, parts, (guard) => this.deps.hooks.onBlocked?.(guard))) nodes.add(node);
+    // A node acted on is reported once its actions are back; meanwhile only urgent news of it goes.
+    const acted = new Set(plan?.actions.map((a) => a.node));
+    let submitted = 0;
+    for (const node of nodes)
+      if (this.deps.reporter.submit(policy.name, memory, node, { urgentOnly: acted.has(node) })) submitted++;
+    return submitted;
+  }
+
+  /** When to look again (the next full pass is due at the resync, or the next poll of a polled source). */
+  private next(pass: Pass, seen: Seen, plan: Plan | undefined): ReconcileResult {
+    const at = pass.now.getTime();
+    if (seen.full)
+      pass.memory.fullPassAt = at + Math.min(this.deps.resyncMs, seen.source?.pollMs ?? Infinity);
+    return nextWait(pass, seen, plan);
+  }
+
+  /** The node's facts; reused while nothing they depend on changed and no eviction is in flight (they leave it out). */
+  private factsOf(
+    memory: PolicyMemory,
+    observation: NodeObservation,
+    dryRun: boolean,
+    inFlight: ReadonlySet<string>,
+  ): NodeFacts {
+    const state = memory.state(observation.node.name);
+    const told = this.deps.ledger.changed(observation.node.name);
+    if (state.facts?.dryRun === dryRun && state.facts.told === told && inFlight.size === 0)
+      return state.facts.facts;
+    // Told when their report is written: until then they count as told at this pass (a cooldown starts no earlier).
+    const now = new Date(this.deps.clock.now());
+    const untold = this.deps.ledger
+      .untold(observation.node.name)
+      .map((result) => actionRecord(result, now, dryRun))
+      .reverse();
+    const facts = observeNode({
+      ...observation,
+      dryRun,
+      evictionsInFlight: inFlight,
+      lastEvictionAt: this.deps.evictor.lastEvictionOn(observation.node.name),
+      untold,
+      simulatedStamps:
+        dryRun && state.remediation?.dryRun ? { stamps: simulatedOf(state.remediation) } : undefined,
+    });
+    if (inFlight.size === 0) state.facts = { dryRun, told, facts };
+    else delete state.facts;
+    return facts;
+  }
+}
+
+/** The stamps a dry-run decision left in status alone. */
+const simulatedOf = (parts: RemediationParts): NodeStamps | undefined =>
+  parts.simulated ? parts.stampsAfter : undefined;

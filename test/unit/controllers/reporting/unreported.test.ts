@@ -1,0 +1,83 @@
+import { expect } from 'chai';
+import { MAX_RECORDED_ACTIONS } from '../../../../src/api/v1alpha1/index.js';
+import { ReportLedger } from '../../../../src/controllers/reporting/unreported.js';
+import {
+  actionRecord,
+  DRY_RUN_PREFIX,
+  remediationTransitions,
+  type ActionResult,
+  type HealthStatus,
+  type RemediationStatusInput,
+} from '../../../../src/status/remediation-status.js';
+
+const result = (n: number) =>
+  ({
+    action: { kind: 'Cordon', reason: `r${n}`, message: 'cordoned', target: 'Node/n1' },
+    outcome: 'Succeeded',
+  }) as unknown as ActionResult;
+
+describe('ReportLedger', () => {
+  it('keeps what a report did not hold, and when the last report landed', () => {
+    const ledger = new ReportLedger();
+    const [a, b, c] = [result(1), result(2), result(3)];
+    ledger.add('n1', [a, b]);
+    const look = { node: { name: 'n1' }, reportsLanded: ledger.landed('n1') };
+    // A report planned with a and b lands; c came while it was in flight.
+    ledger.add('n1', [c]);
+    ledger.landedWith('n1', [a, b]);
+    expect(ledger.untold('n1')).to.deep.equal([c]);
+    expect(ledger.stale(look), 'a look from before the report').to.equal(true);
+    expect(ledger.stale({ ...look, reportsLanded: ledger.landed('n1') })).to.equal(false);
+    expect(ledger.untold('n2')).to.deep.equal([]);
+  });
+
+  it('keeps the latest MAX_RECORDED_ACTIONS of a node, and nothing of a node forgotten', () => {
+    const ledger = new ReportLedger();
+    const many = Array.from({ length: MAX_RECORDED_ACTIONS + 5 }, (_, i) => result(i));
+    ledger.add('n1', many);
+    expect(ledger.untold('n1')).to.deep.equal(many.slice(5));
+    ledger.landedWith('n1', []);
+    const look = { node: { name: 'n1' }, reportsLanded: ledger.landed('n1') };
+    ledger.forget('n1');
+    expect(ledger.untold('n1')).to.deep.equal([]);
+    // Made again under its name, its first landing is a moment no look of the old node holds.
+    ledger.landedWith('n1', []);
+    expect(ledger.stale(look)).to.equal(true);
+  });
+});
+
+describe('actionRecord', () => {
+  it('says whether a dry run simulated the result, whichever policy tells it', () => {
+    const now = new Date(0);
+    const simulated = { ...result(1), simulated: true };
+    const real = { ...result(2), simulated: false };
+    expect(
+      actionRecord(simulated, now, false).dryRun,
+      "a dry-run namesake's, told by a real policy",
+    ).to.equal(true);
+    expect(actionRecord(real, now, true).dryRun, "a real namesake's, told by a dry run").to.equal(false);
+    expect(actionRecord(result(3), now, true).dryRun, 'unmarked: the telling pass decides').to.equal(true);
+  });
+
+  it("words each result's Event as it was done, a dry run's with the prefix", () => {
+    const simulated = { ...result(1), simulated: true };
+    const real = { ...result(2), simulated: false };
+    const input = (dryRun: boolean) =>
+      ({
+        node: { name: 'n1', uid: 'u1' },
+        dryRun,
+        results: [simulated, real],
+        previous: undefined,
+      }) as unknown as RemediationStatusInput;
+    for (const dryRun of [false, true]) {
+      const messages = remediationTransitions(input(dryRun), { blocked: [] } as unknown as HealthStatus).map(
+        (t) => t.message,
+      );
+      // A real cordon says how a person takes the node over; a simulated one does not.
+      expect(messages).to.deep.equal([
+        `${DRY_RUN_PREFIX}cordoned`,
+        'cordoned It is undone on recovery; to keep the node fenced for your own work, take it over: kubectl sandbox release n1.',
+      ]);
+    }
+  });
+});

@@ -4,6 +4,11 @@ import type { WorkQueue } from './work-queue.js';
 export interface ReconcileResult {
   /** Reconcile again after this long (a time-based wait, not an error). */
   requeueAfterMs?: number;
+  /**
+   * The failure that backed the key off is not settled by this reconcile, which hands its retry on (the apply
+   * controller's retry asks for a new decision): the key's backoff stands, and grows if that retry fails too.
+   */
+  keepBackoff?: boolean;
 }
 
 /** An error that retrying cannot fix (bad input): logged, not retried, key forgotten. */
@@ -63,7 +68,7 @@ export class Controller<K> {
       this.inFlight.set(key, started);
       try {
         const result = await this.reconcile(key);
-        this.queue.forget(key);
+        if (!result?.keepBackoff) this.queue.forget(key);
         if (result?.requeueAfterMs !== undefined) this.queue.addAfter(key, result.requeueAfterMs);
         this.hooks.onSuccess?.(key, performance.now() - started);
       } catch (err) {

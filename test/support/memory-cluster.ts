@@ -89,7 +89,7 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   readonly protectedPods = new Set<string>();
   lagging = false;
   watching = true;
-  /** Told of every change the cache shows, with the node it is about (as the mapper tells the reconciler). */
+  /** Reported of every change the cache shows, with the node it is about (as the mapper tells the reconciler). */
   private readonly listeners: ((node: string | undefined) => void)[] = [];
   private version = 100;
   private readonly versions = new Map<string, number>();
@@ -566,7 +566,7 @@ function conflict(message: string): Error {
 }
 
 /**
- * The in-memory cluster as the Manager runs a cache: synced at once, its changes told as informer changes (a node's,
+ * The in-memory cluster as the Manager runs a cache: synced at once, its changes reported as informer changes (a node's,
  * or, for a change that can touch anything, a policy's).
  */
 export class RunningMemoryCluster extends MemoryCluster implements RunningCache {

@@ -1,10 +1,15 @@
 // The controllers over a MemoryCluster, wired by the same buildControllers the Manager uses, for reconcile tests:
 // one place to build them, so a test says what it changes and what it expects, not how the parts are put together.
 import { DryRunActuator } from '../../src/actuation/actuator.js';
-import type { Requeue } from '../../src/controllers/sandboxpolicy/pass.js';
-import { buildControllers, type ControllerDeps, type Controllers } from '../../src/controllers/manager/wiring.js';
+import type { Applier } from '../../src/controllers/apply/applier.js';
+import {
+  buildControllers,
+  type ControllerDeps,
+  type Controllers,
+} from '../../src/controllers/manager/wiring.js';
 import { silentLogger } from '../../src/observability/log.js';
 import { FakeClock } from '../../src/runtime/clock.js';
+import type { ReconcileResult } from '../../src/runtime/controller.js';
 import { secondsAfter, T0 } from './builders.js';
 import { MemoryCluster, tellOfChanges } from './memory-cluster.js';
 
@@ -33,32 +38,127 @@ export function aReconciler(cluster: MemoryCluster, options: ReconcilerOptions =
   return { clock, ...controllers, pacing };
 }
 
+/** What the background asked of a queue, in order: a pass after `after` ms, or the apply queue's backoff. */
+export interface Requeued {
+  policy: string;
+  after: number | 'backoff';
+}
+
 /**
- * buildControllers, as a test reads them: each reconcile returns once what it decided is carried out and every report
- * it asked for is written (the Manager does not wait: its passes go on meanwhile). `requeues` lists what the
- * background asked of the queue, in order.
+ * The Manager's apply queue, run by hand: an apply scheduled starts at once, one per policy at a time (a policy
+ * scheduled while its apply runs runs again after it); a failed one backs off until retry(), as if its backoff were
+ * over.
  */
-export function settledControllers(
-  deps: ControllerDeps,
-): Controllers & { requeues: { policy: string; after: Requeue }[] } {
-  const requeues: { policy: string; after: Requeue }[] = [];
-  const controllers = buildControllers({
+export class HandApplyQueue {
+  private readonly running = new Map<string, Promise<void>>();
+  private readonly again = new Set<string>();
+  private readonly backingOff = new Set<string>();
+  /** Why each apply that failed failed, in order. */
+  readonly errors: unknown[] = [];
+
+  constructor(
+    private readonly applier: () => Applier,
+    private readonly onBackoff: (policy: string) => void,
+  ) {}
+
+  schedule(policy: string): void {
+    if (this.running.has(policy)) this.again.add(policy);
+    else this.start(policy);
+  }
+
+  /** Every backoff is over: their retries run (each asks for a pass of its policy). */
+  async retry(): Promise<void> {
+    const due = [...this.backingOff];
+    this.backingOff.clear();
+    for (const policy of due) this.schedule(policy);
+    await this.idle();
+  }
+
+  async idle(): Promise<void> {
+    while (this.running.size > 0) await Promise.all(this.running.values());
+  }
+
+  private start(policy: string): void {
+    const run = this.applier()
+      .reconcile(policy)
+      .then(
+        () => undefined,
+        (err: unknown) => {
+          this.errors.push(err);
+          this.backingOff.add(policy);
+          this.onBackoff(policy);
+        },
+      )
+      .finally(() => {
+        this.running.delete(policy);
+        if (this.again.delete(policy)) this.start(policy);
+      });
+    this.running.set(policy, run);
+  }
+}
+
+/**
+ * The policy controller and the apply controller as a test drives them: reconcile(policy) runs a retry whose backoff
+ * is taken to be over, then the policy's pass, then waits for the apply it started and the reports it asked for (the
+ * Manager does not wait: its passes go on meanwhile).
+ */
+export class SettledReconciler {
+  constructor(
+    private readonly controllers: Controllers,
+    private readonly applies: HandApplyQueue,
+  ) {}
+
+  get lastPass() {
+    return this.controllers.reconciler.lastPass;
+  }
+
+  markDirty(policy: string, node?: string): void {
+    this.controllers.reconciler.markDirty(policy, node);
+  }
+
+  async reconcile(policy: string): Promise<ReconcileResult> {
+    await this.applies.retry();
+    try {
+      return await this.controllers.reconciler.reconcile(policy);
+    } finally {
+      await this.idle();
+    }
+  }
+
+  /** Resolves once no apply runs and every report asked for is written. */
+  async idle(): Promise<void> {
+    do {
+      await this.applies.idle();
+      await this.controllers.reconciler.idle();
+    } while (this.controllers.applier.active);
+  }
+}
+
+/**
+ * buildControllers, as a test reads them: the apply queue run by hand (HandApplyQueue), and `reconciler` settled
+ * (SettledReconciler). `requeues` lists what the background asked of the queues, in order.
+ */
+export function settledControllers(deps: ControllerDeps): Omit<Controllers, 'reconciler'> & {
+  reconciler: SettledReconciler;
+  requeues: Requeued[];
+  applies: HandApplyQueue;
+} {
+  const requeues: Requeued[] = [];
+  const applies = new HandApplyQueue(
+    () => controllers.applier,
+    (policy) => requeues.push({ policy, after: 'backoff' }),
+  );
+  const controllers: Controllers = buildControllers({
     ...deps,
     requeue: (policy, after) => {
       requeues.push({ policy, after });
       deps.requeue?.(policy, after);
     },
+    scheduleApply: (policy) => {
+      applies.schedule(policy);
+    },
   });
-  const { reconciler } = controllers;
-  const reconcile = reconciler.reconcile.bind(reconciler);
-  reconciler.reconcile = async (name) => {
-    try {
-      return await reconcile(name);
-    } finally {
-      await reconciler.idle();
-    }
-  };
-  return { ...controllers, requeues };
+  return { ...controllers, reconciler: new SettledReconciler(controllers, applies), requeues, applies };
 }
 
 /**

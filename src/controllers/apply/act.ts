@@ -12,11 +12,11 @@ import { patchNodes, type NodePatchDeps } from '../remediation/node-changes.js';
 import type { Pacer } from '../pacing/pacer.js';
 import type { Done, Pass, Plan } from '../sandboxpolicy/pass.js';
 import type { RolloutThrottler } from '../rollouts/throttler.js';
-import type { StatusOverlay } from '../reporting/mutation-cache.js';
+import type { MutationCache } from '../reporting/mutation-cache.js';
 
 export interface ActDeps extends NodePatchDeps {
   writer: StatusWriter;
-  overlay: StatusOverlay;
+  mutations: MutationCache;
   actions: ActionLog;
   evictor: Evictor;
   throttler: RolloutThrottler;
@@ -117,7 +117,7 @@ async function reserve(
   };
   try {
     const version = await deps.writer.patchPolicyStatus(policy.name, reservation);
-    deps.overlay.wrotePolicyStatus(memory, version, policy.status, reservation);
+    deps.mutations.wrotePolicyStatus(memory, version, policy.status, reservation);
     return reservation;
   } catch (err) {
     pass.failures.add(`budget reservation of sandboxpolicy/${policy.name}`, err);

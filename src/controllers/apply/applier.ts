@@ -1,114 +1,216 @@
-// A decision carried out, in the background of the passes that follow it: its writes (act.ts), then what each node's
-// reports say and the policy's status. One at a time per policy: the passes meanwhile look and report, and decide
-// nothing until it is back (the fences of the writes it made are then in place).
+// The apply controller: carries out a policy's decision (its writes, act.ts), then hands each node's remediation and
+// what was done on it to the reports, and writes the policy's status. It runs on a work queue of its own keyed by
+// policy, so one apply of a policy is in flight at a time, and that queue alone retries: an apply with failed writes
+// (or a report of the policy that failed meanwhile) fails, the queue backs the key off, and the retry asks the policy
+// reconciler for a new decision on what it sees then. A policy decides nothing while its apply waits, runs, or backs
+// off: its passes meanwhile look and report.
+import { describeError } from '../../kube/errors.js';
 import type { Logger } from '../../observability/log.js';
 import type { EventRecorder, StatusWriter } from '../../ports/writes.js';
-import { actOnPlan, type ActDeps } from './act.js';
+import type { ReconcileResult } from '../../runtime/controller.js';
+import { sameStatus } from '../../status/health-patch.js';
 import type { Evictor } from '../remediation/evictor.js';
+import type { MutationCache } from '../reporting/mutation-cache.js';
+import type { Reporter } from '../reporting/reporter.js';
+import type { UnreportedResults } from '../reporting/unreported.js';
 import {
   followUpWait,
   policyStatusOf,
   remediationOf,
   setRemediation,
   type Done,
-  type PassHooks,
   type Pass,
+  type PassHooks,
   type Plan,
-  type Requeue,
   type Seen,
 } from '../sandboxpolicy/pass.js';
-import { sameStatus } from '../../status/health-patch.js';
-import type { Reporter } from '../reporting/reporter.js';
-import type { ReportLedger } from '../reporting/unreported.js';
-import type { StatusOverlay } from '../reporting/mutation-cache.js';
+import { actOnPlan, type ActDeps } from './act.js';
 
-export interface CarryOutDeps extends ActDeps {
+/** What a policy's pass decided, on what it saw: the apply controller's work item. */
+export interface Decision {
+  pass: Pass;
+  seen: Seen;
+  plan: Plan;
+}
+
+export interface ApplierDeps extends ActDeps {
   writer: StatusWriter;
-  overlay: StatusOverlay;
+  mutations: MutationCache;
   evictor: Evictor;
   reporter: Reporter;
   /** What was done on each node until a report holds it. */
-  ledger: ReportLedger;
+  unreported: UnreportedResults;
   recorder: EventRecorder;
   logger: Logger;
   hooks: PassHooks;
-  /** Look at the policy again after this long (0: at once), or after the queue's backoff. */
-  requeue(policy: string, after: Requeue): void;
+  /** Adds the policy to the apply queue, at once. */
+  schedule(policy: string): void;
+  /** Asks the policy reconciler for a pass of the policy after this long (0: at once). */
+  requeue(policy: string, afterMs: number): void;
 }
 
-/**
- * Carries out the plan, then hands each node's remediation (and what was done on it) to its reports, submitting the
- * nodes whose reports change, and writes the policy's status. Failures wait in the policy's memory for its next pass,
- * which fails with them, so the queue backs off; the policy is looked at again as the follow-up needs, or at once
- * when a pass was held back meanwhile.
- */
-export async function carryOut(deps: CarryOutDeps, pass: Pass, seen: Seen, plan: Plan): Promise<void> {
-  const { policy, memory, failures } = pass;
-  let wait: number | undefined;
-  try {
-    const done = await actOnPlan(deps, pass, plan);
-    const remediation = remediationOf(pass, seen, plan, done);
-    for (const [node, { parts, results }] of remediation.nodes) {
-      const changed = setRemediation(memory, node, parts, (guard) => deps.hooks.onBlocked?.(guard));
-      if (results.length > 0) {
-        deps.ledger.add(node, results);
-        delete memory.state(node).facts; // they count what was done on the node, told or not
-      }
-      if (changed || results.length > 0) deps.reporter.submit(policy.name, memory, node);
-    }
-    // What we changed on the node (or its pods) comes back through the watch: look again, behind the fence.
-    for (const node of remediation.touched) memory.markDirty(node);
-    await writePolicyStatus(deps, pass, seen, plan, done, remediation);
-    wait = followUpWait(pass, plan, done);
-  } catch (err) {
-    failures.add(`carrying out a decision of sandboxpolicy/${policy.name}`, err);
-  } finally {
-    const first = memory.fail(failures.retriable);
-    memory.carrying = undefined;
-    const held = memory.held;
-    memory.held = false;
-    // A failure is retried after the queue's backoff (the next pass fails with it, and the backoff grows): at once, a
-    // failing apiserver would be asked again at the pace of its refusals. A failure already noted has asked.
-    if (failures.retriable.length > 0) {
-      if (first) deps.requeue(policy.name, 'backoff');
-    } else if (held) deps.requeue(policy.name, 0);
-    else if (wait !== undefined) deps.requeue(policy.name, wait);
+/** A policy's apply as the queue sees it: failed writes still to fail an apply with, and whether one backs off now. */
+interface Retry {
+  failed: unknown[];
+  backingOff: boolean;
+}
+
+export class Applier {
+  /** The decision waiting for its apply, by policy: at most one, as a policy decides nothing while one waits. */
+  private readonly waiting = new Map<string, Decision>();
+  /** The policies whose apply is running now. */
+  private readonly applying = new Set<string>();
+  /** The policies whose writes failed: their apply fails with them, then backs off until the queue retries it. */
+  private readonly retries = new Map<string, Retry>();
+  /** The policies whose pass was held back by a busy apply: a pass is asked for when it is done. */
+  private readonly held = new Set<string>();
+  /** Every apply running now, for idle(). */
+  private readonly inFlight = new Set<Promise<unknown>>();
+
+  constructor(private readonly deps: ApplierDeps) {}
+
+  /**
+   * Whether the policy's apply waits, runs or backs off, so that a pass now decides nothing; the pass it holds back is
+   * asked for again once the apply is done. A policy deleted and made again under its name waits for its namesake's.
+   */
+  holds(policy: string): boolean {
+    const busy = this.waiting.has(policy) || this.applying.has(policy) || this.retries.has(policy);
+    if (busy) this.held.add(policy);
+    return busy;
   }
-}
 
-async function writePolicyStatus(
-  deps: CarryOutDeps,
-  pass: Pass,
-  seen: Seen,
-  plan: Plan,
-  done: Done,
-  counts: { degraded: number; remediating: number },
-): Promise<void> {
-  const { policy, memory, now, failures } = pass;
-  const previous = policy.status;
-  const recentEvictions = deps.evictor.log(previous, done.evictedAt, now);
-  const blockedNew = memory.blockedNew;
-  const status = policyStatusOf(pass, plan, done, { ...counts, blockedNew, recentEvictions });
-  deps.hooks.onPolicyStatus?.(policy.name, status);
-  // Counts over only the settled nodes would be wrong: the policy status waits for the rest. Compared with what the
-  // API holds now, which includes the reservation written before evicting.
-  const stored = { ...(previous ?? {}), ...(done.reserved ?? {}) };
-  if (seen.unsettled > 0 || sameStatus(stored, status)) return;
-  try {
-    const version = await deps.writer.patchPolicyStatus(policy.name, status);
-    memory.blockedNew -= blockedNew;
-    deps.overlay.wrotePolicyStatus(memory, version, stored, status);
-    const storm = plan.remediation?.storm;
-    if (storm?.detected && previous?.conditions?.find((c) => c.type === 'StormDetected')?.status !== 'True') {
-      deps.logger.warn('Detected a storm: starting nothing new', { policy: policy.name, ...storm });
-      await deps.recorder.record({
-        target: { kind: 'SandboxPolicy', name: policy.name, uid: policy.uid },
-        type: 'Warning',
-        reason: 'StormDetected',
-        message: status.conditions?.find((c) => c.type === 'StormDetected')?.message ?? '',
-      });
+  /** Whether an apply runs now. */
+  get active(): boolean {
+    return this.inFlight.size > 0;
+  }
+
+  /** Whether the policy's writes failed and wait for the queue's retry: nothing new is asked of it meanwhile. */
+  failing(policy: string): boolean {
+    return this.retries.has(policy);
+  }
+
+  /** Hands a decision to the apply queue. */
+  submit(decision: Decision): void {
+    const policy = decision.pass.policy.name;
+    this.waiting.set(policy, decision);
+    this.deps.schedule(policy);
+  }
+
+  /**
+   * A write of the policy failed outside its apply (a report): the policy's apply fails with it, so the queue backs it
+   * off once per failing round, not once per failing write.
+   */
+  fail(policy: string, error: unknown): void {
+    const retry = this.retries.get(policy);
+    if (retry) {
+      if (!retry.backingOff) retry.failed.push(error);
+      return;
     }
-  } catch (err) {
-    failures.add(`status of sandboxpolicy/${policy.name}`, err);
+    this.retries.set(policy, { failed: [error], backingOff: false });
+    if (!this.applying.has(policy) && !this.waiting.has(policy)) this.deps.schedule(policy);
+  }
+
+  /** The apply controller's reconcile: the policy's waiting decision carried out, or its retry after the backoff. */
+  async reconcile(policy: string): Promise<ReconcileResult> {
+    const decision = this.waiting.get(policy);
+    this.waiting.delete(policy);
+    const retry = this.retries.get(policy);
+    if (!decision && retry?.backingOff) {
+      // The backoff is over: the retry is a new decision, on what the policy's pass sees now. Until that apply is
+      // back, the backoff stands, so that it grows for as long as writes keep failing.
+      this.retries.delete(policy);
+      this.held.delete(policy);
+      this.deps.requeue(policy, 0);
+      return { keepBackoff: true };
+    }
+    this.applying.add(policy);
+    let wait: number | undefined;
+    const apply = decision ? this.apply(decision) : Promise.resolve(undefined);
+    this.inFlight.add(apply);
+    try {
+      wait = await apply;
+    } finally {
+      this.inFlight.delete(apply);
+      this.applying.delete(policy);
+    }
+    const failed = this.retries.get(policy);
+    if (failed && !failed.backingOff) {
+      failed.backingOff = true;
+      const [first] = failed.failed.splice(0);
+      throw new Error(`a write of sandboxpolicy/${policy} failed: ${describeError(first)}`, { cause: first });
+    }
+    if (this.held.delete(policy)) this.deps.requeue(policy, 0);
+    else if (wait !== undefined) this.deps.requeue(policy, wait);
+    return {};
+  }
+
+  /** Resolves once no apply runs. */
+  async idle(): Promise<void> {
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+  }
+
+  /** Carries the decision out; when to look at the policy again to follow it up. */
+  private async apply({ pass, seen, plan }: Decision): Promise<number | undefined> {
+    const { policy, memory, failures } = pass;
+    let wait: number | undefined;
+    try {
+      const done = await actOnPlan(this.deps, pass, plan);
+      const remediation = remediationOf(pass, seen, plan, done);
+      for (const [node, { parts, results }] of remediation.nodes) {
+        const changed = setRemediation(memory, node, parts, (guard) => this.deps.hooks.onBlocked?.(guard));
+        if (results.length > 0) {
+          this.deps.unreported.add(node, results);
+          delete memory.state(node).facts; // they count what was done on the node, reported or not
+        }
+        if (changed || results.length > 0) this.deps.reporter.submit(policy.name, memory, node);
+      }
+      // What we changed on the node (or its pods) comes back through the watch: look again, behind the fence.
+      for (const node of remediation.touched) memory.markDirty(node);
+      await this.writePolicyStatus(pass, seen, plan, done, remediation);
+      wait = followUpWait(pass, plan, done);
+    } catch (err) {
+      failures.add(`applying a decision of sandboxpolicy/${policy.name}`, err);
+    }
+    for (const error of failures.retriable) this.fail(policy.name, error);
+    return wait;
+  }
+
+  private async writePolicyStatus(
+    pass: Pass,
+    seen: Seen,
+    plan: Plan,
+    done: Done,
+    counts: { degraded: number; remediating: number },
+  ): Promise<void> {
+    const { policy, memory, now, failures } = pass;
+    const previous = policy.status;
+    const recentEvictions = this.deps.evictor.log(previous, done.evictedAt, now);
+    const blockedNew = memory.blockedNew;
+    const status = policyStatusOf(pass, plan, done, { ...counts, blockedNew, recentEvictions });
+    this.deps.hooks.onPolicyStatus?.(policy.name, status);
+    // Counts over only the settled nodes would be wrong: the policy status waits for the rest. Compared with what the
+    // API holds now, which includes the reservation written before evicting.
+    const stored = { ...(previous ?? {}), ...(done.reserved ?? {}) };
+    if (seen.unsettled > 0 || sameStatus(stored, status)) return;
+    try {
+      const version = await this.deps.writer.patchPolicyStatus(policy.name, status);
+      memory.blockedNew -= blockedNew;
+      this.deps.mutations.wrotePolicyStatus(memory, version, stored, status);
+      const storm = plan.remediation?.storm;
+      if (
+        storm?.detected &&
+        previous?.conditions?.find((c) => c.type === 'StormDetected')?.status !== 'True'
+      ) {
+        this.deps.logger.warn('Detected a storm: starting nothing new', { policy: policy.name, ...storm });
+        await this.deps.recorder.record({
+          target: { kind: 'SandboxPolicy', name: policy.name, uid: policy.uid },
+          type: 'Warning',
+          reason: 'StormDetected',
+          message: status.conditions?.find((c) => c.type === 'StormDetected')?.message ?? '',
+        });
+      }
+    } catch (err) {
+      failures.add(`status of sandboxpolicy/${policy.name}`, err);
+    }
   }
 }

@@ -65,6 +65,7 @@ export class Manager {
   readonly queue: WorkQueue<string>;
   private readonly sweeps: WorkQueue<string>;
   private readonly leases: WorkQueue<string>;
+  private readonly applies: WorkQueue<string>;
   private readonly controllers: Controllers;
   private readonly running: Controller<string>[];
   /** Events waiting to be written, out of the reconciler's way. */
@@ -91,6 +92,8 @@ export class Manager {
     this.queue = new WorkQueue<string>({ clock, spacing: { factor: 4, maxMs: 200 } });
     this.sweeps = new WorkQueue<string>({ clock });
     this.leases = new WorkQueue<string>({ clock });
+    // The apply controller's: one apply of a policy at a time, and its failures backed off here alone.
+    this.applies = new WorkQueue<string>({ clock });
     this.events = new BackgroundQueue<Transition>({
       concurrency: 4,
       limit: 10_000,
@@ -122,12 +125,14 @@ export class Manager {
       operatorNamespace: options.operatorNamespace,
       resyncMs: options.resyncMs,
       hooks: this.gauges.hooks(),
-      requeue: (policy, after) => {
-        if (after === 'backoff') this.queue.addRateLimited(policy);
-        else this.queue.addAfter(policy, after);
+      requeue: (policy, afterMs) => {
+        this.queue.addAfter(policy, afterMs);
+      },
+      scheduleApply: (policy) => {
+        this.applies.add(policy);
       },
     });
-    const { reconciler, sweeper, leases } = this.controllers;
+    const { reconciler, applier, sweeper, leases } = this.controllers;
     this.running = [
       new Controller(
         'sandboxpolicy',
@@ -135,6 +140,7 @@ export class Manager {
         (key) => reconciler.reconcile(key),
         this.controllerHooks('policy'),
       ),
+      new Controller('apply', this.applies, (key) => applier.reconcile(key), this.controllerHooks('apply')),
       new Controller('orphans', this.sweeps, () => sweeper.sweep(), this.controllerHooks('sweep')),
       new Controller('node-leases', this.leases, () => leases.reconcile(), this.controllerHooks('leases')),
     ];
@@ -144,7 +150,7 @@ export class Manager {
   }
 
   /** The reconcile metrics count policy passes, as they did before the sweep had a queue of its own. */
-  private controllerHooks(what: 'policy' | 'sweep' | 'leases') {
+  private controllerHooks(what: 'policy' | 'apply' | 'sweep' | 'leases') {
     const { metrics, logger } = this.options;
     const policy = what === 'policy';
     return {
@@ -155,9 +161,14 @@ export class Manager {
       },
       onError: (key: string, err: unknown, retryInMs: number | undefined) => {
         if (policy) metrics.reconciles.inc({ result: retryInMs === undefined ? 'terminal' : 'error' });
-        const failed = { policy: 'Failed to reconcile SandboxPolicy', sweep: 'Failed to sweep for orphans' };
-        logger.warn(what === 'leases' ? 'Failed to keep the node leases' : failed[what], {
-          ...(policy ? { policy: key } : {}),
+        const failed = {
+          policy: 'Failed to reconcile SandboxPolicy',
+          apply: 'Failed to apply a decision of a SandboxPolicy',
+          sweep: 'Failed to sweep for orphans',
+          leases: 'Failed to keep the node leases',
+        };
+        logger.warn(failed[what], {
+          ...(policy || what === 'apply' ? { policy: key } : {}),
           error: describeError(err),
           ...(retryInMs !== undefined ? { retryInMs: Math.round(retryInMs) } : {}),
         });
@@ -254,8 +265,9 @@ export class Manager {
     if (!this.stillActing()) return; // stopped or fenced while registering
     this.options.metrics.leader.set(1);
     const workers = this.options.workers ?? 2;
-    const [policies, sweeps, leases] = this.running;
+    const [policies, applies, sweeps, leases] = this.running;
     policies?.start(workers);
+    applies?.start(workers);
     sweeps?.start(1);
     leases?.start(1);
     for (const policy of cache.policies()) this.queue.add(policy.name);
@@ -380,7 +392,7 @@ export class Manager {
   }
 
   async stop(): Promise<void> {
-    // What was decided is told, briefly: Events still waiting get 2 s before the fence refuses them.
+    // What was decided is reported, briefly: Events still waiting get 2 s before the fence refuses them.
     await this.events.drain(2_000);
     this.stopping = true;
     // No pod creation is to wait on a webhook that is gone: disarmed while this replica still leads (2 s at most).

@@ -43,8 +43,8 @@ export class MetricsHooks {
         metrics.healthReports.inc({ urgency });
         metrics.healthReportWait.observe({ urgency }, waitedMs / 1000);
       },
-      onFencedReport: (landed) => {
-        metrics.fencedHealthReports.inc({ outcome: landed ? 'landed' : 'refused' });
+      onFencedReport: (applied) => {
+        metrics.fencedHealthReports.inc({ outcome: applied ? 'applied' : 'refused' });
       },
       onNodeCondition: (policy, status, reason) => {
         metrics.nodeConditionTransitions.inc({ policy, status, reason });

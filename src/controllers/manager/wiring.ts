@@ -5,8 +5,8 @@ import type { ClusterCache, WorkloadReader } from '../../ports/cluster.js';
 import type { EventRecorder, StatusWriter } from '../../ports/writes.js';
 import type { Clock } from '../../runtime/clock.js';
 import { Expectations } from '../../runtime/expectations.js';
-import type { Requeue } from '../sandboxpolicy/pass.js';
 import type { IoSource } from '../../signals/types.js';
+import { Applier } from '../apply/applier.js';
 import { ActionLog, type ActionHooks } from '../apply/action-log.js';
 import { Evictor } from '../remediation/evictor.js';
 import { IgnoredEvents, type IgnoredEventHooks } from '../sandboxpolicy/ignored-events.js';
@@ -17,10 +17,10 @@ import { Pacer, type PacerHooks } from '../pacing/pacer.js';
 import { PolicyMemories } from '../sandboxpolicy/policy-memory.js';
 import type { PassHooks } from '../sandboxpolicy/pass.js';
 import { PolicyReconciler } from '../sandboxpolicy/reconciler.js';
-import { ReportLedger } from '../reporting/unreported.js';
+import { UnreportedResults } from '../reporting/unreported.js';
 import { Reporter, type ReporterHooks } from '../reporting/reporter.js';
 import { RolloutThrottler } from '../rollouts/throttler.js';
-import { StatusOverlay } from '../reporting/mutation-cache.js';
+import { MutationCache } from '../reporting/mutation-cache.js';
 
 /** What the operator's metrics hear of the controllers. */
 export type ControllerHooks = PassHooks &
@@ -52,15 +52,21 @@ export interface ControllerDeps {
   writeConcurrency?: number | undefined;
   hooks?: ControllerHooks | undefined;
   /**
-   * Look at a policy again, from the background: after this long (0: at once) once a decision is carried out or a
-   * report is wanted again, or after the queue's backoff when a write failed. The Manager's queue; none in tests that
-   * reconcile by hand.
+   * Look at a policy again, from the background: after this long (0: at once) once its apply is done or a report is
+   * wanted again. The Manager's policy queue; none in tests that reconcile by hand.
    */
-  requeue?: ((policy: string, after: Requeue) => void) | undefined;
+  requeue?: ((policy: string, afterMs: number) => void) | undefined;
+  /**
+   * Adds a policy to the apply queue (the Manager's), whose controller runs Applier.reconcile: a test without one
+   * runs it by hand.
+   */
+  scheduleApply?: ((policy: string) => void) | undefined;
 }
 
 export interface Controllers {
   reconciler: PolicyReconciler;
+  /** The apply controller: carries out each policy's decisions, on a queue of its own. */
+  applier: Applier;
   sweeper: OrphanSweeper;
   /** The medik8s node leases of ours: renewed while we remediate, released when we no longer do. */
   leases: NodeLeases;
@@ -72,7 +78,7 @@ const WRITE_CONCURRENCY = 8;
 
 /**
  * Builds the controllers and the state they share: one set of expectations (the read-your-writes fence, and the
- * removals in flight) and one status overlay. The policy reconciler's pass and the orphan sweep run under keys of
+ * removals in flight) and one mutation cache. The policy reconciler's pass and the orphan sweep run under keys of
  * their own; each concern object owns its own state.
  */
 export function buildControllers(deps: ControllerDeps): Controllers {
@@ -83,10 +89,8 @@ export function buildControllers(deps: ControllerDeps): Controllers {
   const dryRun = deps.dryRun === true;
   const requeue = deps.requeue ?? (() => undefined);
   const expectations = new Expectations(clock);
-  const overlay = new StatusOverlay(cache, expectations);
-  const memories = new PolicyMemories((policy) => {
-    requeue(policy, 0);
-  });
+  const mutations = new MutationCache(cache, expectations);
+  const memories = new PolicyMemories();
   const conditions = new NodeConditions({
     cache,
     expectations,
@@ -114,11 +118,55 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     logger,
     dryRun,
   });
-  const ledger = new ReportLedger();
+  const unreported = new UnreportedResults();
+  const evictor = new Evictor({ cache, clock, expectations, writeConcurrency });
+  const throttler = new RolloutThrottler({
+    cache,
+    expectations,
+    recorder,
+    actions,
+    operatorNamespace: deps.operatorNamespace,
+  });
+  // The reporter's failed writes are retried by the apply queue: built before the applier, it calls it only later.
+  const reporter: Reporter = new Reporter({
+    unreported,
+    writer,
+    recorder,
+    mutations,
+    clock,
+    logger,
+    writeConcurrency,
+    hooks,
+    requeue,
+    failures: {
+      fail: (policy, error) => {
+        applier.fail(policy, error);
+      },
+      failing: (policy) => applier.failing(policy),
+    },
+  });
+  const applier: Applier = new Applier({
+    writer,
+    recorder,
+    logger,
+    writeConcurrency,
+    leases,
+    hooks,
+    expectations,
+    mutations,
+    actions,
+    evictor,
+    throttler,
+    pacer,
+    conditions,
+    reporter,
+    unreported,
+    schedule: deps.scheduleApply ?? (() => undefined),
+    requeue,
+  });
   const reconciler = new PolicyReconciler({
     cache,
     writer,
-    recorder,
     clock,
     logger,
     actuators: deps.actuators,
@@ -131,33 +179,15 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     leases,
     hooks,
     expectations,
-    overlay,
+    mutations,
     memories,
-    actions,
-    evictor: new Evictor({ cache, clock, expectations, writeConcurrency }),
-    throttler: new RolloutThrottler({
-      cache,
-      expectations,
-      recorder,
-      actions,
-      operatorNamespace: deps.operatorNamespace,
-    }),
+    evictor,
+    throttler,
     pacer,
-    ledger,
-    reporter: new Reporter({
-      ledger,
-      writer,
-      recorder,
-      overlay,
-      clock,
-      logger,
-      writeConcurrency,
-      hooks,
-      requeue,
-    }),
-    conditions,
+    unreported,
+    reporter,
     ignoredEvents: new IgnoredEvents(logger, hooks),
-    requeue,
+    applier,
   });
   const sweeper = new OrphanSweeper({
     cache,
@@ -173,5 +203,5 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     resyncMs,
     dryRun,
   });
-  return { reconciler, sweeper, leases, memories };
+  return { reconciler, applier, sweeper, leases, memories };
 }

@@ -57,7 +57,7 @@ export interface PacerHooks {
  * the set rate (oldest first), all at once when the pressure is gone, and anyway after maxGateSeconds. It also lifts
  * the gates a gone or invalid policy left: a gate never strands a pod. Lifting a gate only gives back, so it is done
  * for real even in a dry run (the actuator it is given is the real one). It owns the gates lifted that the cache may
- * still show (in the expectations) and which gated pods were told they wait.
+ * still show (in the expectations) and which gated pods were reported they wait.
  */
 export class Pacer {
   private readonly announced = new Set<string>();

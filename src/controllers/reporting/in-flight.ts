@@ -6,62 +6,69 @@ import type { ActionResult } from '../../status/remediation-status.js';
 export interface Flight {
   /** The reportId it gives the status. */
   id: string;
-  /** Its place among the node's writes: a later one that landed holds what this one wrote. */
+  /** Its place among the node's writes: a later one that applied holds what this one wrote. */
   seq: number;
-  /** What it leaves in the status once landed (of the keys we write), its reportId with it. */
+  /** What it leaves in the status once applied (of the keys we write), its reportId with it. */
   expected: SandboxHealthStatus;
   /** The results it tells: a write that follows it does not tell them again. */
-  told: readonly ActionResult[];
-  /** A later write that followed it landed: so did this one, whatever its own answer says. */
+  reported: readonly ActionResult[];
+  /** A later write that followed it applied: so did this one, whatever its own answer says. */
   proven?: true;
-  /** Resolves once it is back: whether it landed (as answered, or proven by a later one). */
+  /** Resolves once it is back: whether it applied (as answered, or proven by a later one). */
   outcome: Promise<boolean>;
-  settle(landed: boolean): void;
+  settle(applied: boolean): void;
 }
 
 /**
- * A write back: whether it landed (as answered, or proven by a later one), whether it stands (the latest of its node's
- * to land), and the earlier writes its landing proves landed.
+ * A write back: whether it applied (as answered, or proven by a later one), whether it stands (the latest of its node's
+ * to apply), and the earlier writes its applying proves applied.
  */
 export interface Back {
-  landed: boolean;
+  applied: boolean;
   latest: boolean;
   proven: readonly Flight[];
 }
 
 /**
  * The Reporter's SandboxHealth writes in flight, by node: one, or two when the second follows the first, fenced on the
- * reportId the first gives the status (ADR 0026), so that the API lands it right after the first or not at all. Each
- * write is named apart from every other this process makes. Answers can come back out of order: a write that landed
- * proves the ones it followed landed before it, and an older one answered after it stands for nothing.
+ * reportId the first gives the status (ADR 0026), so that the API is applied it right after the first or not at all. Each
+ * write is named apart from every other this process makes. Answers can come back out of order: a write that applied
+ * proves the ones it followed applied before it, and an older one answered after it stands for nothing.
  */
-export class ReportFlights {
-  /** Per node: writes not yet known to have landed, oldest first; writes not yet back; the latest landed (seq). */
+export class ReportsInFlight {
+  /** Per node: writes not yet known to have applied, oldest first; writes not yet back; the latest applied (seq). */
   private readonly nodes = new Map<string, { open: Flight[]; out: number; newest: number }>();
   /** Nodes nothing may follow until no write of theirs flies: one was refused, or the node was forgotten. */
   private readonly refused = new Set<string>();
   private readonly prefix = randomBytes(4).toString('hex');
   private sequence = 0;
 
-  /** The node's latest write not yet known to have landed: a report planned now follows it. */
+  /** The node's latest write not yet known to have applied: a report planned now follows it. */
   latest(node: string): Flight | undefined {
     return this.nodes.get(node)?.open.at(-1);
   }
 
   /**
    * Whether a report of the node may go now beside its write in flight: that one is the only one not known to have
-   * landed (it follows it), or none is (the write has landed, and its answer or Events are still on their way).
+   * applied (it follows it), or none is (the write has applied, and its answer or Events are still on their way).
    */
   mayFollow(node: string): boolean {
     return (this.nodes.get(node)?.open.length ?? 0) <= 1 && !this.refused.has(node);
   }
 
-  /** A write of the node under way, leaving `expected` (and its reportId) and telling `told`. */
-  fly(node: string, expected: SandboxHealthStatus, told: readonly ActionResult[]): Flight {
+  /** A write of the node under way, leaving `expected` (and its reportId) and telling `reported`. */
+  fly(node: string, expected: SandboxHealthStatus, reported: readonly ActionResult[]): Flight {
     const id = this.nextId();
-    let settle: (landed: boolean) => void = () => undefined;
+    let settle: (applied: boolean) => void = () => undefined;
     const outcome = new Promise<boolean>((resolve) => (settle = resolve));
-    const flight = { id, seq: this.sequence, expected: { ...expected, reportId: id }, told, outcome, settle };
+    const flight = {
+      id,
+      seq: this.sequence,
+      expected: { ...expected, reportId: id },
+      reported,
+      outcome,
+      settle,
+    };
     const entry = this.nodes.get(node) ?? { open: [], out: 0, newest: 0 };
     entry.open.push(flight);
     entry.out++;
@@ -77,25 +84,25 @@ export class ReportFlights {
 
   /**
    * The write that followed `flight` and is still open: when `flight` failed with no answer to say whether the API
-   * applied it, that one's landing would prove it did.
+   * applied it, that one's applying would prove it did.
    */
   follower(node: string, flight: Flight): Flight | undefined {
     return this.nodes.get(node)?.open.find((f) => f.seq > flight.seq);
   }
 
-  /** The write is back, `answered` (it landed, as the API answered) or not (it failed, or wrote nothing). */
+  /** The write is back, `answered` (it applied, as the API answered) or not (it failed, or wrote nothing). */
   back(node: string, flight: Flight, answered: boolean): Back {
-    const landed = answered || flight.proven === true;
-    flight.settle(landed);
+    const applied = answered || flight.proven === true;
+    flight.settle(applied);
     const entry = this.nodes.get(node);
-    if (!entry) return { landed, latest: landed, proven: [] }; // never: flown, it is there until its last write is back
-    const latest = landed && flight.seq > entry.newest;
-    const proven = landed ? entry.open.filter((f) => f.seq < flight.seq) : [];
+    if (!entry) return { applied, latest: applied, proven: [] }; // never: flown, it is there until its last write is back
+    const latest = applied && flight.seq > entry.newest;
+    const proven = applied ? entry.open.filter((f) => f.seq < flight.seq) : [];
     for (const f of proven) f.proven = true;
     entry.open = entry.open.filter((f) => f !== flight && !proven.includes(f));
     if (latest) entry.newest = flight.seq;
     if (--entry.out === 0) this.nodes.delete(node);
-    return { landed, latest, proven };
+    return { applied, latest, proven };
   }
 
   /** Nothing follows the node's writes in flight: one was refused for arriving first, or the node is gone. */

@@ -15,7 +15,7 @@ import type { PolicyMemory } from '../sandboxpolicy/policy-memory.js';
  * - The policy status: kept in the policy's memory, so it goes with the policy.
  * - A SandboxHealth's status: kept here, by node, until the cache shows it or the object is deleted.
  */
-export class StatusOverlay {
+export class MutationCache {
   private readonly healths = new Map<string, { status: SandboxHealthStatus; version: string }>();
 
   constructor(

@@ -24,11 +24,10 @@ import {
 } from '../../status/remediation-status.js';
 import { logWriteFailure } from '../failures.js';
 import type { NodeObservation } from '../sandboxpolicy/observe-nodes.js';
-import type { Requeue } from '../sandboxpolicy/pass.js';
 import type { PolicyMemory } from '../sandboxpolicy/policy-memory.js';
-import { ReportFlights, type Flight } from './in-flight.js';
-import type { ReportLedger } from './unreported.js';
-import type { StatusOverlay } from './mutation-cache.js';
+import { ReportsInFlight, type Flight } from './in-flight.js';
+import type { UnreportedResults } from './unreported.js';
+import type { MutationCache } from './mutation-cache.js';
 import { tell } from './events.js';
 import { StuckEventBudget } from './stuck-event-budget.js';
 
@@ -36,7 +35,7 @@ interface PlannedReport {
   observation: NodeObservation;
   /** The status it is planned on: the stored one, or what the write in flight it follows leaves there. */
   previous: SandboxHealthStatus | undefined;
-  /** The write in flight it follows: sent at once, fenced on that write's reportId, so it cannot land first. */
+  /** The write in flight it follows: sent at once, fenced on that write's reportId, so it cannot apply first. */
   after?: Flight | undefined;
   input: RemediationStatusInput;
   desired: HealthStatus;
@@ -50,32 +49,37 @@ export interface ReporterHooks {
   onNodeStatus?(policy: string, node: string, status: DetectionStatus): void;
   /** A report written, and how long its node waited for it from its submission (ms). */
   onReport?(waitedMs: number, urgent: boolean): void;
-  /** A report sent beside its node's write in flight, fenced on it: landed after it, or refused for arriving first. */
-  onFencedReport?(landed: boolean): void;
+  /** A report sent beside its node's write in flight, fenced on it: applied after it, or refused for arriving first. */
+  onFencedReport?(applied: boolean): void;
 }
 
 export interface ReporterDeps {
   writer: StatusWriter;
   recorder: EventRecorder;
-  overlay: StatusOverlay;
+  mutations: MutationCache;
   clock: Clock;
   logger: Logger;
-  /** What was done on each node until a report holds it, and how many reports of it landed. */
-  ledger: ReportLedger;
+  /** What was done on each node until a report holds it, and how many reports of it applied. */
+  unreported: UnreportedResults;
   /** SandboxHealth writes in flight at once. */
   writeConcurrency: number;
   hooks?: ReporterHooks | undefined;
-  /** The policy should look again: at once when a node was wanted again, after the backoff when a write failed. */
-  requeue(policy: string, after: Requeue): void;
+  /** The policy should look again, after this long (0: at once): a node was wanted again, or news came. */
+  requeue(policy: string, afterMs: number): void;
+  /**
+   * A write of the policy's failed: its retry is the apply queue's (Applier.fail); `failing` says whether one waits
+   * for it, so that no pass is asked for meanwhile.
+   */
+  failures: { fail(policy: string, error: unknown): void; failing(policy: string): boolean };
 }
 
 /**
  * Writes each node's SandboxHealth, in the background, apart from the passes that ask for it: a pass submits a node
  * and goes on, and the report is planned again when its write starts, from what its policy's memory holds of the node
  * (its latest observation, the remediation its last carried-out decision left) and the results no report holds yet
- * (the ledger's, whichever policy did them), so it is never older than what it replaces. Urgent ones (news an SRE or
+ * (the unreported results, whichever policy did them), so it is never older than what it replaces. Urgent ones (news an SRE or
  * the next decision waits for) before routine ones (counts), writeConcurrency in all (Lanes); then the Events of its
- * transitions. One write in flight per node, and an urgent one beside it, fenced on it (ReportFlights, ADR 0026); a
+ * transitions. One write in flight per node, and an urgent one beside it, fenced on it (ReportsInFlight, ADR 0026); a
  * node submitted while it may not go is looked at again once its write is back. It owns each node's stuck-pod Event
  * budget.
  */
@@ -88,9 +92,9 @@ export class Reporter {
   >();
   /** Since when the news of a node whose report was refused out of turn has waited: its next report's wait. */
   private readonly refusedSince = new Map<string, number>();
-  /** Nodes deleted while their write was in flight: its landing is not noted in the ledger. */
+  /** Nodes deleted while their write was in flight: its write is not noted among the unreported results. */
   private readonly gone = new Set<string>();
-  private readonly flights = new ReportFlights();
+  private readonly flights = new ReportsInFlight();
   private readonly lanes: Lanes<string>;
 
   constructor(private readonly deps: ReporterDeps) {
@@ -134,7 +138,7 @@ export class Reporter {
   private urgency(policy: string, memory: PolicyMemory, node: string): boolean | undefined {
     const state = memory.nodes.get(node);
     const observation = state?.observation;
-    if (observation && state.remediation && !observation.exists && !this.deps.ledger.stale(observation))
+    if (observation && state.remediation && !observation.exists && !this.deps.unreported.stale(observation))
       return true;
     return this.plan(policy, memory, node)?.urgent;
   }
@@ -159,8 +163,8 @@ export class Reporter {
     this.stuckEvents.forget(node);
     this.refusedSince.delete(node);
     this.lanes.drop(node);
-    this.deps.ledger.forget(node);
-    // A write in flight still lands: it notes nothing in the ledger, where a node made again under the name may have
+    this.deps.unreported.forget(node);
+    // A write in flight is still applied: it notes nothing among the unreported results, where a node made again under the name may have
     // results of its own by then.
     if (this.lanes.busy(node)) {
       this.gone.add(node);
@@ -170,7 +174,7 @@ export class Reporter {
 
   /**
    * Drops every report still waiting: this process may no longer write (a lost Lease, a stop), and each would be
-   * refused. What they would have said stays in the policies' memory and the ledger; a pass of a new term plans them again.
+   * refused. What they would have said stays in the policies' memory and the unreported; a pass of a new term plans them again.
    */
   dropWaiting(): void {
     this.lanes.clear();
@@ -185,20 +189,20 @@ export class Reporter {
     owner.since = undefined;
     const planned = this.plan(owner.policy, owner.memory, node);
     if (!planned) return;
-    const landed = await this.write(planned, owner.memory);
-    if (!landed) {
+    const applied = await this.write(planned, owner.memory);
+    if (!applied) {
       // Refused for going before the write it follows: the node is looked at again once that one is back, and its
       // news has waited since it was first asked for.
       this.refusedSince.set(node, since);
       return;
     }
-    const { transitions, overtook } = landed;
+    const { transitions, superseded } = applied;
     // A pass's look at the node read the status from before this write: look again, at once.
-    if (overtook) this.deps.requeue(owner.policy, 0);
+    if (superseded) this.deps.requeue(owner.policy, 0);
     this.deps.hooks?.onReport?.(this.deps.clock.now() - since, planned.urgent);
     for (const transition of transitions) await tell(this.deps, owner.policy, node, transition);
-    // Stuck pods a decision may now evict, their Events told first.
-    if (planned.explains && !overtook) this.deps.requeue(owner.policy, 0);
+    // Stuck pods a decision may now evict, their Events reported first.
+    if (planned.explains && !superseded) this.deps.requeue(owner.policy, 0);
   }
 
   private settled(node: string, settledWanted: boolean, error: unknown): void {
@@ -216,32 +220,31 @@ export class Reporter {
     // A refused one (the apiserver refused it for what it is) would be refused again: it is not retried.
     const retriable =
       error !== undefined && logWriteFailure(this.deps.logger, { policy: owner.policy }, what, error);
-    const first = retriable && owner.memory.fail([error]);
     // Looked at afresh: what the API holds is uncertain after a failure, and out of date for a node wanted again.
     if (retriable || wanted) owner.memory.markDirty(node);
-    // Once per failing pass: every node's failure asking for the backoff would push it out by a step each.
-    if (first) this.deps.requeue(owner.policy, 'backoff');
-    else if (wanted && !retriable) this.deps.requeue(owner.policy, 0);
+    // The apply queue retries it, after its backoff (once per failing round, however many writes failed).
+    if (retriable) this.deps.failures.fail(owner.policy, error);
+    else if (wanted) this.deps.requeue(owner.policy, 0);
   }
 
   /**
    * What one node's SandboxHealth should say now, and whether that is urgent (news an SRE or the next decision waits
    * for: an action, a block, a state change, a pod newly stuck for a known cause); undefined when the API already
-   * holds it, when nothing has been decided about the node yet, or when a write of ours landed after the node was
+   * holds it, when nothing has been decided about the node yet, or when a write of ours applied after the node was
    * last looked at (it is looked at again first).
    */
   private plan(policy: string, memory: PolicyMemory, node: string): PlannedReport | undefined {
     const state = memory.nodes.get(node);
     const observation = state?.observation;
     const remediation = state?.remediation;
-    if (!observation || !remediation || this.deps.ledger.stale(observation)) return undefined;
+    if (!observation || !remediation || this.deps.unreported.stale(observation)) return undefined;
     // A write in flight: planned on what it leaves, telling what it does not tell.
     const after = this.flights.latest(node);
     const previous = after ? after.expected : observation.previous;
-    const told = new Set(after?.told);
+    const reported = new Set(after?.reported);
     const input: RemediationStatusInput = {
       ...remediation,
-      results: this.deps.ledger.untold(node).filter((result) => !told.has(result)),
+      results: this.deps.unreported.results(node).filter((result) => !reported.has(result)),
       detection: observation.detection,
       previous,
       node: observation.node,
@@ -260,12 +263,12 @@ export class Reporter {
       desired.conditions.some((c) => conditionStatus(previous.conditions, c.type) !== c.status) ||
       podsOfNewlyKnownCause(previous, desired).length > 0 ||
       explained.length > 0;
-    // A pass may evict them once this lands: asked for where one may (a node fenced, ours or another's), and not over
+    // A pass may evict them once this is applied: asked for where one may (a node fenced, ours or another's), and not over
     // a failure waiting for its backoff.
     const explains =
       explained.length > 0 &&
       (input.stampsAfter !== undefined || observation.node.unschedulable) &&
-      memory.failed.length === 0;
+      !this.deps.failures.failing(policy);
     return { observation, previous, after, input, desired, patch, urgent, explains };
   }
 
@@ -277,7 +280,7 @@ export class Reporter {
   private async write(
     report: PlannedReport,
     memory: PolicyMemory,
-  ): Promise<{ transitions: Transition[]; overtook: boolean } | undefined> {
+  ): Promise<{ transitions: Transition[]; superseded: boolean } | undefined> {
     const { observation, input, desired, previous, after } = report;
     const { node } = observation;
     // In flight from here, before any wait: a report asked for meanwhile follows it.
@@ -290,37 +293,37 @@ export class Reporter {
       if (Object.keys(report.patch).length > 0) written = await this.send(report, flight);
     } catch (err) {
       failure = err instanceof Error ? err : new Error(`a write failed: ${String(err)}`);
-      // Failed with no word on whether the API applied it (a timeout, a reset): a write that followed it and lands
+      // Failed with no word on whether the API applied it (a timeout, a reset): a write that followed it and is applied
       // proves it did. Wait for that one's outcome, which marks it.
       const follower =
         failure instanceof OutOfTurnError ? undefined : this.flights.follower(node.name, flight);
       if (follower) await follower.outcome;
     }
     const back = this.flights.back(node.name, flight, failure === undefined && written !== undefined);
-    if (failure !== undefined && !back.landed) {
+    if (failure !== undefined && !back.applied) {
       if (!(failure instanceof OutOfTurnError)) throw failure;
       this.flights.refuse(node.name);
       this.deps.hooks?.onFencedReport?.(false);
       return undefined;
     }
-    if (!back.landed) {
+    if (!back.applied) {
       observation.exists = true; // created, with nothing to write
-      return { transitions: [], overtook: false };
+      return { transitions: [], superseded: false };
     }
     if (after && written) this.deps.hooks?.onFencedReport?.(true);
-    const told = [...input.results, ...back.proven.flatMap((f) => f.told)];
-    let overtook = false;
-    if (back.latest && written) overtook = this.stand(memory, observation, written, flight, told);
-    // Answered after a later write that holds it, or failed as the API answered it and yet landed (a later write that
-    // followed it did): its results are told, its Events too, and nothing else of it stands.
-    else if (!this.gone.has(node.name)) this.deps.ledger.toldBy(node.name, told);
+    const reported = [...input.results, ...back.proven.flatMap((f) => f.reported)];
+    let superseded = false;
+    if (back.latest && written) superseded = this.stand(memory, observation, written, flight, reported);
+    // Answered after a later write that holds it, or failed as the API answered it and yet applied (a later write that
+    // followed it did): its results are reported, its Events too, and nothing else of it stands.
+    else if (!this.gone.has(node.name)) this.deps.unreported.reportedBy(node.name, reported);
     const stuck = detectionTransitions(node, previous, desired, this.stuckEvents.left(node.name));
     this.stuckEvents.spend(node.name, stuck);
-    return { transitions: [...stuck, ...remediationTransitions(input, desired)], overtook };
+    return { transitions: [...stuck, ...remediationTransitions(input, desired)], superseded };
   }
 
   /**
-   * The node's latest write landed: what the API holds now, as it answered (its merge of our patch, nested fields
+   * The node's latest write applied: what the API holds now, as it answered (its merge of our patch, nested fields
    * included), so that the next pass need not read the node again to know it, and stands on it until the watch shows
    * it (an answer that cannot be read stands in for nothing: the node waits for the watch). Returns whether a pass
    * looked at the node while it was in flight (that look is stale now).
@@ -330,23 +333,23 @@ export class Reporter {
     observation: NodeObservation,
     written: Awaited<ReturnType<StatusWriter['patchHealthStatus']>>,
     flight: Flight,
-    told: readonly ActionResult[],
+    reported: readonly ActionResult[],
   ): boolean {
     const name = observation.node.name;
     const state = memory.state(name);
     observation.exists = true;
     observation.previous = written.status ?? flight.expected;
-    this.deps.overlay.wroteHealth(name, written.version, written.status);
-    // Its results are told now, in the same turn as the status that holds them (others may have come meanwhile; and
-    // those of the writes it followed, which its landing proves landed): the facts count each once. The look it was
-    // planned from holds what landed; a look taken while it was in flight read the status from before it (stale, by
-    // the ledger's count): look again.
-    if (!this.gone.has(name)) this.deps.ledger.landedWith(name, told);
-    observation.reportsLanded = this.deps.ledger.landed(name);
-    const overtook = state.observation !== undefined && state.observation !== observation;
-    if (overtook) memory.markDirty(name);
+    this.deps.mutations.wroteHealth(name, written.version, written.status);
+    // Its results are reported now, in the same turn as the status that holds them (others may have come meanwhile; and
+    // those of the writes it followed, which its applying proves applied): the facts count each once. The look it was
+    // planned from holds what applied; a look taken while it was in flight read the status from before it (stale, by
+    // the unreported results' count): look again.
+    if (!this.gone.has(name)) this.deps.unreported.appliedWith(name, reported);
+    observation.reportsApplied = this.deps.unreported.applied(name);
+    const superseded = state.observation !== undefined && state.observation !== observation;
+    if (superseded) memory.markDirty(name);
     delete state.facts;
-    return overtook;
+    return superseded;
   }
 
   /**
@@ -357,7 +360,7 @@ export class Reporter {
     report: PlannedReport,
     flight: Flight,
   ): Promise<Awaited<ReturnType<StatusWriter['patchHealthStatus']>>> {
-    const { writer, overlay } = this.deps;
+    const { writer, mutations } = this.deps;
     const { observation, desired, after } = report;
     const name = observation.node.name;
     if (after) {
@@ -373,7 +376,7 @@ export class Reporter {
       // Gone behind our back, and the cache does not show it yet (or never will: a delete the watch missed). Create it
       // again and write the whole status, at once, rather than patch a phantom on every retry. Under a new reportId:
       // a write that followed this one was planned on the phantom.
-      overlay.forgetHealth(name);
+      mutations.forgetHealth(name);
       await writer.createHealth(observation.node);
       this.flights.rename(flight, stored(desired));
       return writer.patchHealthStatus(name, flight.expected);

@@ -19,7 +19,7 @@ export class StuckEventBudget {
     return { pods: POD_EVENTS_PER_NODE - log.pods.length, node: log.node === undefined };
   }
 
-  /** The stuck-pod Events among `transitions` are told now. */
+  /** The stuck-pod Events among `transitions` are reported now. */
   spend(node: string, transitions: readonly Transition[]): void {
     const now = this.clock.now();
     for (const t of transitions) {

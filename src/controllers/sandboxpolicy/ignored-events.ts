@@ -7,16 +7,16 @@ export interface IgnoredEventHooks {
   onIgnoredEvent?(reason: IgnoredEventReason): void;
 }
 
-/** Stuck pods whose ignored Events are remembered; past it the oldest are forgotten (and may be told again). */
+/** Stuck pods whose ignored Events are remembered; past it the oldest are forgotten (and may be reported again). */
 const MAX_PODS = 10_000;
 
 /**
  * Tells of the failure Events detection did not count because the kubelet of the pod's node did not write them
  * (ignoredEventReason): each Event once to the metric, each pod once to the log. Shared by every policy's passes,
- * so a pod two policies look at, or one looked at pass after pass, is told of once.
+ * so a pod two policies look at, or one looked at pass after pass, is reported once.
  */
 export class IgnoredEvents {
-  private readonly told = new BoundedMap<string, Set<string>>(MAX_PODS);
+  private readonly reported = new BoundedMap<string, Set<string>>(MAX_PODS);
 
   constructor(
     private readonly logger: Logger,
@@ -26,10 +26,10 @@ export class IgnoredEvents {
   note(stuck: readonly StuckPod[]): void {
     for (const { pod, nodeName, ignoredEvents } of stuck) {
       if (!ignoredEvents) continue;
-      const told = this.told.get(pod.uid);
-      const fresh = ignoredEvents.filter((e) => !told?.has(e.uid));
+      const reported = this.reported.get(pod.uid);
+      const fresh = ignoredEvents.filter((e) => !reported?.has(e.uid));
       if (fresh.length === 0) continue;
-      if (!told)
+      if (!reported)
         this.logger.warn('Ignored failure Events about a Pod not written by the kubelet of its Node', {
           pod: `${pod.namespace}/${pod.name}`,
           node: nodeName,
@@ -41,7 +41,7 @@ export class IgnoredEvents {
       for (const event of fresh) this.hooks.onIgnoredEvent?.(event.reason);
       // Only the Events the pod has now: one deleted goes (the cache holds at most 24 a pod), so a pod stuck for days
       // whose Events come and go keeps no more than that.
-      this.told.set(pod.uid, new Set(ignoredEvents.map((e) => e.uid)));
+      this.reported.set(pod.uid, new Set(ignoredEvents.map((e) => e.uid)));
     }
   }
 }

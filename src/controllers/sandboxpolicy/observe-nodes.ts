@@ -27,16 +27,16 @@ import type { IgnoredEvents } from './ignored-events.js';
 import { needsLiveReads, readRunningRollouts, resolveClaims } from './observe-live.js';
 import { ioState } from './observe.js';
 import type { NodeObservation, PolicyMemory } from './policy-memory.js';
-import type { ReportLedger } from '../reporting/unreported.js';
-import type { StatusOverlay } from '../reporting/mutation-cache.js';
+import type { UnreportedResults } from '../reporting/unreported.js';
+import type { MutationCache } from '../reporting/mutation-cache.js';
 
 export type { NodeObservation };
 
 export interface ObserveDeps {
   cache: ClusterCache;
-  ledger: ReportLedger;
+  unreported: UnreportedResults;
   expectations: Expectations;
-  overlay: StatusOverlay;
+  mutations: MutationCache;
   workloads?: WorkloadReader | undefined;
   logger: Logger;
   /** Tells of the failure Events detection did not count (not written by the kubelet of the pod's node). */
@@ -175,7 +175,7 @@ function observeNode(
   node: NodeView,
   findings: NodeFindings,
 ): { draft?: Draft; settled: boolean } {
-  const { cache, expectations, overlay, logger } = deps;
+  const { cache, expectations, mutations, logger } = deps;
   const { spec, now } = request;
   const waiting = (kind: string) => {
     logger.debug('Waiting for the watch to show our write', {
@@ -193,15 +193,15 @@ function observeNode(
       waiting(kind);
       settled = false;
     }
-  const standIn = overlay.health(node.name);
+  const standIn = mutations.health(node.name);
   if (standIn === null) {
     waiting('SandboxHealth');
     return { settled: false };
   }
   const health = standIn ? undefined : cache.health(node.name);
   const previous = standIn ?? health?.status; // read before writing: a cache may update in place
-  // With its status, in the same turn: a report of ours may land while the live reads that follow are awaited.
-  const reportsLanded = deps.ledger.landed(node.name);
+  // With its status, in the same turn: a report of ours may apply while the live reads that follow are awaited.
+  const reportsApplied = deps.unreported.applied(node.name);
   let dueAt = nextStuckAt(
     cache.pendingPodsOn(node.name),
     spec.detection.stuckThresholdSeconds,
@@ -219,7 +219,7 @@ function observeNode(
     lease: cache.nodeLease(node.name),
     version: cache.observedVersion('Node', node.name),
     dueAt: dueAt ?? Infinity,
-    reportsLanded,
+    reportsApplied,
     reading: io?.reading,
     readingToWrite: io?.readingToWrite,
   };

@@ -60,7 +60,7 @@ function simulatedStamps(previous: SandboxHealthStatus | undefined): NodeStamps 
  */
 function migratedSince(
   previous: SandboxHealthStatus | undefined,
-  untold: readonly ActionRecord[],
+  unreported: readonly ActionRecord[],
   since: Date,
 ): number {
   const migrated = (a: ActionRecord) =>
@@ -68,7 +68,7 @@ function migratedSince(
   const kept =
     previous?.remediation?.since === since.toISOString() ? (previous.remediation.migrated ?? 0) : 0;
   const recent = (previous?.actions ?? []).filter(migrated).length;
-  return Math.max(kept, recent) + untold.filter(migrated).length;
+  return Math.max(kept, recent) + unreported.filter(migrated).length;
 }
 
 /**
@@ -104,7 +104,7 @@ export interface ObserveInput {
    * What was done on the node that no report written holds yet, newest first: counted as if its report held it (a pod
    * migrated, evicted, a node undone), so that the next decision does not wait for the report, nor go past a limit.
    */
-  untold?: readonly ActionRecord[] | undefined;
+  unreported?: readonly ActionRecord[] | undefined;
   /**
    * In a dry run, the stamps the last decision carried out in this process left in status alone (none: it left none),
    * which its report may not hold yet; absent when no decision was carried out here.
@@ -132,8 +132,8 @@ export function observeNode(input: ObserveInput): NodeFacts {
         : simulatedStamps(previous)
       : undefined;
   const stamps = node.stamps ?? simulated;
-  const untold = input.untold ?? [];
-  const actions = untold.length > 0 ? [...untold, ...(previous?.actions ?? [])] : previous?.actions;
+  const unreported = input.unreported ?? [];
+  const actions = unreported.length > 0 ? [...unreported, ...(previous?.actions ?? [])] : previous?.actions;
   const evicted = evictedUids(actions, input.dryRun);
   const skip = (pod: PodView) => evicted.has(pod.uid) || input.evictionsInFlight.has(pod.uid);
   const explained = explainedByIo(previous);
@@ -158,7 +158,7 @@ export function observeNode(input: ObserveInput): NodeFacts {
         return c;
       }),
     ioHeavyPods: input.ioHeavyPods.filter((p) => !skip(p)).map(candidate),
-    migrated: stamps ? migratedSince(previous, untold, stamps.since) : 0,
+    migrated: stamps ? migratedSince(previous, unreported, stamps.since) : 0,
   };
   if (stamps) facts.stamps = stamps;
   if (input.lease) facts.lease = input.lease;

@@ -7,7 +7,13 @@ import {
   type SandboxPolicySpec,
   type SandboxPolicyStatus,
 } from '../../api/v1alpha1/index.js';
-import { isEviction, isStampDrop, type Action, type BlockedAction, type Guard } from '../../policy/actions.js';
+import {
+  isEviction,
+  isStampDrop,
+  type Action,
+  type BlockedAction,
+  type Guard,
+} from '../../policy/actions.js';
 import type { NodeFacts, RemediationDecision } from '../../policy/node-facts.js';
 import { whyNotTriggered } from '../../policy/remediation.js';
 import type { PolicyObject } from '../../ports/cluster.js';
@@ -24,8 +30,6 @@ import type { PacingOutcome, PacingPlan } from '../pacing/pacer.js';
 import type { PolicyMemory, RemediationParts } from './policy-memory.js';
 import type { RolloutOutcome, RolloutPlan } from '../rollouts/throttler.js';
 
-/** When a policy is to be looked at again from the background: after this many ms, or after the queue's backoff. */
-export type Requeue = number | 'backoff';
 const FOLLOW_UP_MS = 5_000;
 
 /** What the manager hears of each pass: blocked actions, the policy's status, and how much it looked at. */
@@ -65,7 +69,7 @@ export interface Pass {
 export interface Seen {
   full: boolean;
   observed: ReadonlySet<string>;
-  /** Nodes not to decide on yet: our Node write not back, or a look a SandboxHealth write of ours overtook. */
+  /** Nodes not to decide on yet: our Node write not back, or a look a SandboxHealth write of ours superseded. */
   unsettled: number;
   source: IoSource | undefined;
 }

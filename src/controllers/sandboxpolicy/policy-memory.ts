@@ -40,10 +40,10 @@ export interface NodeObservation {
   /** When the node's state changes with time alone (a pod crossing the threshold, sustain, recovery, a reading going stale). */
   dueAt: number;
   /**
-   * How many of our SandboxHealth writes of the node had landed when its `previous` was read (ReportLedger): one
-   * landing after that makes this look stale, and it is looked at again before anything is decided on it.
+   * How many of our SandboxHealth writes of the node had applied when its `previous` was read (UnreportedResults): one
+   * applying after that makes this look stale, and it is looked at again before anything is decided on it.
    */
-  reportsLanded: number;
+  reportsApplied: number;
 }
 
 /**
@@ -67,10 +67,10 @@ export interface NodeState {
   /** The node as the last pass that looked at it saw it; absent until a pass looks (again, after a full pass). */
   observation?: NodeObservation;
   /**
-   * Its facts as last computed, while nothing they depend on changed: a quiet node costs nothing to decide on. `told`
-   * is the ledger's moment for the node's untold results they counted (ReportLedger.changed).
+   * Its facts as last computed, while nothing they depend on changed: a quiet node costs nothing to decide on. `reported`
+   * is UnreportedResults' moment for the node's unreported results they counted (UnreportedResults.changed).
    */
-  facts?: { dryRun: boolean; told: number; facts: NodeFacts };
+  facts?: { dryRun: boolean; reported: number; facts: NodeFacts };
   /** The remediation its reports say; absent until a decision about it has been carried out in this process. */
   remediation?: RemediationParts;
   /** The blocks counted already (blockKey): each is counted once, when first decided. */
@@ -115,23 +115,6 @@ export class PolicyMemory {
   written: { status: SandboxPolicyStatus; version: string } | undefined;
   /** What the pacing webhook reads for this policy; absent when it paces nothing (or is invalid). */
   pacing: PacingPolicy | undefined;
-  /** The decision being carried out (its writes, then the policy status): one at a time, none decided meanwhile. */
-  carrying: Promise<void> | undefined;
-  /** A pass decided nothing while one was carried out: the next decides at once. */
-  held = false;
-  /** Writes that failed in the background since the last pass: the next pass fails with them (the queue's backoff). */
-  readonly failed: unknown[] = [];
-  /**
-   * Notes writes that failed in the background; true for the first since a pass last took them: the one that should
-   * ask for a pass (after the queue's backoff). Asked for once, the backoff grows by one step per failing pass, not
-   * per failing write.
-   */
-  fail(errors: readonly unknown[]): boolean {
-    const first = this.failed.length === 0;
-    this.failed.push(...errors);
-    return first && errors.length > 0;
-  }
-
   /** Actions newly blocked in the reports written since the policy status was last computed. */
   blockedNew = 0;
   private source: { key: string; source: IoSource; error?: string } | undefined;
@@ -212,27 +195,10 @@ const sameNodes = (a: readonly string[], b: readonly string[]) =>
 /** The memories of every policy, by name. */
 export class PolicyMemories {
   private readonly memories = new Map<string, PolicyMemory>();
-  /**
-   * The decisions of policies deleted (or made again under the same name) while carried out: a policy of that name
-   * decides nothing until it is back, so that two decisions never spend one eviction budget or write one status.
-   */
-  private readonly leaving = new Map<string, Promise<void>>();
-
-  /** @param onLeft a policy of this name may decide again: the decision its deleted namesake was carrying out is back. */
-  constructor(private readonly onLeft: (policy: string) => void = () => undefined) {}
-
   of(policy: string, uid: string): PolicyMemory {
     let memory = this.memories.get(policy);
-    if (memory?.uid !== uid) {
-      if (memory) this.leave(policy, memory);
-      this.memories.set(policy, (memory = new PolicyMemory(uid)));
-    }
+    if (memory?.uid !== uid) this.memories.set(policy, (memory = new PolicyMemory(uid)));
     return memory;
-  }
-
-  /** Whether a decision of this policy, or of a deleted namesake, is being carried out. */
-  busy(policy: string): boolean {
-    return this.memories.get(policy)?.carrying !== undefined || this.leaving.has(policy);
   }
 
   /** A change for a policy's next pass; nothing to note for a policy with no pass yet (its first is full). */
@@ -241,27 +207,7 @@ export class PolicyMemories {
   }
 
   forget(policy: string): void {
-    const memory = this.memories.get(policy);
-    if (memory) this.leave(policy, memory);
     this.memories.delete(policy);
-  }
-
-  private leave(policy: string, memory: PolicyMemory): void {
-    const carrying = memory.carrying;
-    if (!carrying) return;
-    const left: Promise<void> = carrying.finally(() => {
-      if (this.leaving.get(policy) !== left) return;
-      this.leaving.delete(policy);
-      this.onLeft(policy);
-    });
-    this.leaving.set(policy, left);
-  }
-
-  /** The decisions being carried out, of deleted policies too. */
-  carrying(): Promise<void>[] {
-    const carrying: Promise<void>[] = [...this.leaving.values()];
-    for (const memory of this.memories.values()) if (memory.carrying) carrying.push(memory.carrying);
-    return carrying;
   }
 
   /** What the pacing webhook reads: each pacing policy and whether it gates now. */

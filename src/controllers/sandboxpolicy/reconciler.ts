@@ -5,20 +5,17 @@ import { isEviction } from '../../policy/actions.js';
 import type { NodeFacts } from '../../policy/node-facts.js';
 import { decideRemediation } from '../../policy/remediation.js';
 import type { ClusterCache, PolicyObject, WorkloadReader } from '../../ports/cluster.js';
-import type { EventRecorder, StatusWriter } from '../../ports/writes.js';
+import type { StatusWriter } from '../../ports/writes.js';
 import type { Clock } from '../../runtime/clock.js';
 import type { ReconcileResult } from '../../runtime/controller.js';
 import type { Expectations } from '../../runtime/expectations.js';
 import type { IoSource } from '../../signals/types.js';
-import { describeError } from '../../kube/errors.js';
 import { invalidPolicyStatus } from '../../status/policy-status.js';
 import { actionRecord } from '../../status/remediation-status.js';
-import type { ActionLog } from '../apply/action-log.js';
-import { carryOut } from '../apply/applier.js';
+import type { Applier } from '../apply/applier.js';
 import type { Evictor } from '../remediation/evictor.js';
 import { Failures } from '../failures.js';
 import type { IgnoredEvents } from './ignored-events.js';
-import type { NodeConditions } from '../nodecondition/node-conditions.js';
 import type { NodePatchDeps } from '../remediation/node-changes.js';
 import { observeNode } from './observe.js';
 import { observeNodes, type NodeObservation } from './observe-nodes.js';
@@ -32,16 +29,15 @@ import {
   type PassHooks,
   type PassStats,
   type Plan,
-  type Requeue,
   type Seen,
 } from './pass.js';
 import type { PolicyMemories, PolicyMemory, RemediationParts } from './policy-memory.js';
-import type { ReportLedger } from '../reporting/unreported.js';
+import type { UnreportedResults } from '../reporting/unreported.js';
 import { sameStatus } from '../../status/health-patch.js';
 import type { Reporter } from '../reporting/reporter.js';
 import { saturatedNodes, saturatedPlacements } from '../rollouts/observe.js';
 import type { RolloutThrottler } from '../rollouts/throttler.js';
-import type { StatusOverlay } from '../reporting/mutation-cache.js';
+import type { MutationCache } from '../reporting/mutation-cache.js';
 
 export interface PolicyReconcilerDeps extends NodePatchDeps {
   cache: ClusterCache;
@@ -62,19 +58,16 @@ export interface PolicyReconcilerDeps extends NodePatchDeps {
   writeConcurrency: number;
   hooks: PassHooks;
   expectations: Expectations;
-  overlay: StatusOverlay;
+  mutations: MutationCache;
   memories: PolicyMemories;
-  actions: ActionLog;
   evictor: Evictor;
   throttler: RolloutThrottler;
   pacer: Pacer;
   reporter: Reporter;
-  ledger: ReportLedger;
-  recorder: EventRecorder;
-  conditions: NodeConditions;
+  unreported: UnreportedResults;
   ignoredEvents: IgnoredEvents;
-  /** Look at a policy again after this long (0: at once), or after the queue's backoff: see ControllerDeps. */
-  requeue(policy: string, after: Requeue): void;
+  /** The apply controller: carries out what a pass decides, one apply per policy at a time. */
+  applier: Applier;
 }
 
 /**
@@ -83,7 +76,7 @@ export interface PolicyReconcilerDeps extends NodePatchDeps {
  * -> act (node patches, then side by side: Node conditions, rollouts, and the budget reservation with the evictions
  * and gates it pays for; act.ts) -> report (each SandboxHealth
  * that changed, its Events, and the policy's status, once). Each concern keeps its own state: the policy's memory,
- * the evictor, the throttler, the pacer, the reporter; the expectations and the status overlay fence our own writes.
+ * the evictor, the throttler, the pacer, the reporter; the expectations and the mutation cache fence our own writes.
  */
 export class PolicyReconciler {
   lastPass: PassStats | undefined;
@@ -98,42 +91,38 @@ export class PolicyReconciler {
 
   /** Our write of this object is moot (it was deleted): stop waiting for the watch to show it. */
   forgetWrite(kind: 'Node' | 'SandboxHealth', name: string): void {
-    if (kind === 'SandboxHealth') this.deps.overlay.forgetHealth(name);
+    if (kind === 'SandboxHealth') this.deps.mutations.forgetHealth(name);
     else this.deps.expectations.forget(`Node/${name}`);
   }
 
-  /** A node is gone: its Event budget goes, what no report of it told (the ledger), when we last evicted off it. */
+  /** A node is gone: its Event budget goes, what no report of it reported (the unreported), when we last evicted off it. */
   forgetNode(name: string): void {
     this.deps.reporter.forgetNode(name);
     this.deps.evictor.forgetNode(name);
   }
 
   async reconcile(name: string): Promise<ReconcileResult> {
-    const { cache, memories, overlay } = this.deps;
+    const { cache, memories, mutations } = this.deps;
     const object = cache.policy(name);
     if (!object) {
       memories.forget(name);
       return {};
     }
     const memory = memories.of(name, object.uid);
-    // What failed in the background since the last pass fails this one, once it has looked and reported: the queue
-    // backs off, and the decision it starts is the retry.
-    const failed = memory.failed.splice(0);
     const validation = validatePolicy(object);
     if (!validation.valid) return this.refuse(object, memory, validation.problems);
-    const status = overlay.policyStatus(memory, object);
+    const status = mutations.policyStatus(memory, object);
     const pass = this.begin(status === undefined ? object : { ...object, status }, validation.spec, memory);
     const observed = await this.observe(pass);
-    // A look a report of ours overtook read the status from before it (what that report told, its results, gone from
-    // the ledger then): no ground for a decision. Its node is looked at again first.
-    const overtaken = memory.observations().filter((o) => this.deps.ledger.stale(o));
-    const seen = { ...observed, unsettled: observed.unsettled + overtaken.length };
-    // One decision carried out at a time: until it is back, a pass looks and reports, and decides nothing.
-    const plan = memories.busy(name) ? undefined : this.decide(pass, seen);
-    // Its carrying out asks for the pass it held (a deleted namesake's asks through onLeft).
-    if (!plan && memory.carrying) memory.held = true;
+    // A look a report of ours superseded read the status from before it (what that report reported, its results, gone
+    // from the unreported results then): no ground for a decision. Its node is looked at again first.
+    const superseded = memory.observations().filter((o) => this.deps.unreported.stale(o));
+    const seen = { ...observed, unsettled: observed.unsettled + superseded.length };
+    // One apply of a policy at a time: while one waits, runs or backs off, a pass looks and reports, and decides
+    // nothing (the apply asks for a pass when it is done).
+    const plan = this.deps.applier.holds(name) ? undefined : this.decide(pass, seen);
     const reported = this.report(pass, seen, plan);
-    if (plan) memory.carrying = carryOut(this.deps, pass, seen, plan);
+    if (plan) this.deps.applier.submit({ pass, seen, plan });
     // Set once, at the end: with two workers, another policy's pass may have run in between.
     this.lastPass = {
       full: seen.full,
@@ -143,14 +132,10 @@ export class PolicyReconciler {
       deferred: this.deps.reporter.waiting,
     };
     this.deps.hooks.onPass?.(this.lastPass);
-    if (failed.length > 0)
-      throw new Error(`${failed.length} write(s) failed, first: ${describeError(failed[0])}`, {
-        cause: failed[0],
-      });
     const next = this.next(pass, seen, plan);
-    // Looked at again at once when this pass's own look was overtaken; one still waiting for the watch (no look this
+    // Looked at again at once when this pass's own look was superseded; one still waiting for the watch (no look this
     // pass) waits SETTLE_RETRY_MS, as any unsettled node, rather than pass after pass at once.
-    return overtaken.some((o) => observed.observed.has(o.node.name)) ? { ...next, requeueAfterMs: 0 } : next;
+    return superseded.some((o) => observed.observed.has(o.node.name)) ? { ...next, requeueAfterMs: 0 } : next;
   }
 
   /** No more writes: the reports still waiting are dropped (a decision under way ends at the fence). */
@@ -158,13 +143,12 @@ export class PolicyReconciler {
     this.deps.reporter.dropWaiting();
   }
 
-  /** Resolves once every decision under way is carried out and every report asked for is written. */
+  /** Resolves once every apply running is done and every report asked for is written (none waiting is started). */
   async idle(): Promise<void> {
     for (;;) {
-      const carrying = this.deps.memories.carrying();
-      if (carrying.length === 0 && this.deps.reporter.pending === 0) return;
-      await Promise.all(carrying);
+      await this.deps.applier.idle();
       await this.deps.reporter.idle();
+      if (!this.deps.applier.active && this.deps.reporter.pending === 0) return;
     }
   }
 
@@ -174,11 +158,8 @@ export class PolicyReconciler {
     memory: PolicyMemory,
     problems: PolicyProblem[],
   ): Promise<ReconcileResult> {
-    // A decision of its valid self still under way writes the status last: refuse once it is back.
-    if (this.deps.memories.busy(policy.name)) {
-      memory.held = true;
-      return {};
-    }
+    // A decision of its valid self still under way writes the status last: refuse once its apply is done.
+    if (this.deps.applier.holds(policy.name)) return {};
     const now = new Date(this.deps.clock.now());
     const status = invalidPolicyStatus(
       { generation: policy.generation, previous: policy.status, now },
@@ -210,20 +191,20 @@ export class PolicyReconciler {
 
   /**
    * Observes every owned node on a full pass, else those that changed, those whose time has come, and those whose
-   * last look a report overtook (another policy's, too: one made again under the name, whose reports mark nothing of
+   * last look a report superseded (another policy's, too: one made again under the name, whose reports mark nothing of
    * this one's dirty).
    */
   private async observe(pass: Pass): Promise<Seen> {
     const { policy, spec, memory, now } = pass;
     const { full, dirty } = memory.startPass(policy.generation, pass.owned, now.getTime());
     const due = (node: string) => (memory.nodes.get(node)?.observation?.dueAt ?? Infinity) <= now.getTime();
-    const overtaken = (node: string) => {
+    const superseded = (node: string) => {
       const observation = memory.nodes.get(node)?.observation;
-      return observation !== undefined && this.deps.ledger.stale(observation);
+      return observation !== undefined && this.deps.unreported.stale(observation);
     };
     const nodes = full
       ? pass.owned
-      : pass.owned.filter((node) => dirty.has(node) || due(node) || overtaken(node));
+      : pass.owned.filter((node) => dirty.has(node) || due(node) || superseded(node));
     const build = this.deps.sources;
     const source = build && memory.sourceFor(spec, (s) => build(policy.name, s));
     const { observations, unsettled } = await observeNodes(
@@ -235,8 +216,8 @@ export class PolicyReconciler {
       const state = memory.state(observation.node.name);
       state.observation = observation;
       delete state.facts;
-      // A report of ours landed after its status was read (during the live reads): look again, decide nothing on it.
-      if (this.deps.ledger.stale(observation)) memory.markDirty(observation.node.name);
+      // A report of ours applied after its status was read (during the live reads): look again, decide nothing on it.
+      if (this.deps.unreported.stale(observation)) memory.markDirty(observation.node.name);
     }
     for (const node of unsettled) memory.markDirty(node);
     return {
@@ -337,13 +318,13 @@ export class PolicyReconciler {
     inFlight: ReadonlySet<string>,
   ): NodeFacts {
     const state = memory.state(observation.node.name);
-    const told = this.deps.ledger.changed(observation.node.name);
-    if (state.facts?.dryRun === dryRun && state.facts.told === told && inFlight.size === 0)
+    const reported = this.deps.unreported.changed(observation.node.name);
+    if (state.facts?.dryRun === dryRun && state.facts.reported === reported && inFlight.size === 0)
       return state.facts.facts;
-    // Told when their report is written: until then they count as told at this pass (a cooldown starts no earlier).
+    // Reported when their report is written: until then they count as reported at this pass (a cooldown starts no earlier).
     const now = new Date(this.deps.clock.now());
-    const untold = this.deps.ledger
-      .untold(observation.node.name)
+    const unreported = this.deps.unreported
+      .results(observation.node.name)
       .map((result) => actionRecord(result, now, dryRun))
       .reverse();
     const facts = observeNode({
@@ -351,11 +332,11 @@ export class PolicyReconciler {
       dryRun,
       evictionsInFlight: inFlight,
       lastEvictionAt: this.deps.evictor.lastEvictionOn(observation.node.name),
-      untold,
+      unreported,
       simulatedStamps:
         dryRun && state.remediation?.dryRun ? { stamps: simulatedOf(state.remediation) } : undefined,
     });
-    if (inFlight.size === 0) state.facts = { dryRun, told, facts };
+    if (inFlight.size === 0) state.facts = { dryRun, reported, facts };
     else delete state.facts;
     return facts;
   }

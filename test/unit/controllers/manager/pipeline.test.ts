@@ -2,12 +2,12 @@
 // here until the test lets them go, to show what goes on meanwhile.
 import { expect } from 'chai';
 import { DryRunActuator } from '../../../../src/actuation/actuator.js';
-import type { Requeue } from '../../../../src/controllers/sandboxpolicy/pass.js';
 import { buildControllers, type ControllerDeps } from '../../../../src/controllers/manager/wiring.js';
 import { silentLogger } from '../../../../src/observability/log.js';
 import { FakeClock } from '../../../../src/runtime/clock.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../../support/builders.js';
 import { aNode, MemoryCluster, tellOfChanges } from '../../../support/memory-cluster.js';
+import { HandApplyQueue, type Requeued } from '../../../support/reconciler.js';
 
 /**
  * Calls of the cluster's write methods that match are held until released (or, `answers`, carried out at once and
@@ -93,14 +93,18 @@ function world(spec: object = IO_SPEC) {
   });
   const writes = holding(cluster);
   const { proxy } = writes;
-  const requeues: { policy: string; after: Requeue }[] = [];
-  /** What each report sent beside its node's write in flight came to: true landed, false refused. */
+  const requeues: Requeued[] = [];
+  const applies = new HandApplyQueue(
+    () => controllers.applier,
+    (policy) => requeues.push({ policy, after: 'backoff' }),
+  );
+  /** What each report sent beside its node's write in flight came to: true applied, false refused. */
   const fenced: boolean[] = [];
   /** How long each report waited, from asked for to written (ms). */
   const waits: number[] = [];
   const controllers = buildControllers({
     hooks: {
-      onFencedReport: (landed) => fenced.push(landed),
+      onFencedReport: (applied) => fenced.push(applied),
       onReport: (waitedMs) => waits.push(waitedMs),
     },
     cache: cluster,
@@ -112,7 +116,17 @@ function world(spec: object = IO_SPEC) {
     logger: silentLogger,
     sources,
     requeue: (policy, after) => requeues.push({ policy, after }),
+    scheduleApply: (policy) => {
+      applies.schedule(policy);
+    },
   });
+  /** Every apply started and every report asked for is done. */
+  const idle = async () => {
+    do {
+      await applies.idle();
+      await controllers.reconciler.idle();
+    } while (controllers.applier.active);
+  };
   tellOfChanges(cluster, controllers.reconciler);
   /** A pod stuck on `node` since T0 with a NameReserved failure Event. */
   const stuck = (name: string, node: string) => {
@@ -124,7 +138,7 @@ function world(spec: object = IO_SPEC) {
   const listed = (node: string) => (cluster.health(node)?.status?.stuckPods ?? []).map((p) => p.name);
   const hold = (method: string, match?: (arg: unknown) => boolean, answers?: boolean) =>
     writes.hold(method, match, answers);
-  return { cluster, clock, hold, requeues, stuck, listed, fenced, waits, ...controllers };
+  return { cluster, clock, hold, requeues, stuck, listed, fenced, waits, idle, applies, ...controllers };
 }
 
 /** The world with maxPodsPerNode 1 for pods labelled io=heavy, and those pods running on n1. */
@@ -146,7 +160,7 @@ function migratingWorld(heavy: readonly string[], safety: object = {}) {
 async function migrationReportHeld(w: ReturnType<typeof migratingWorld>) {
   w.stuck('web-1', 'n1');
   await w.reconciler.reconcile('p'); // the cordon
-  await w.reconciler.idle();
+  await w.idle();
   const report = w.hold('patchHealthStatus', (name) => name === 'n1');
   await w.reconciler.reconcile('p'); // web-1 evicted, db-0 migrated; the report telling of it hangs
   for (let j = 0; j < 5; j++) await turn();
@@ -168,7 +182,7 @@ describe('PolicyReconciler, pipelined', () => {
   it("reports a new stuck pod on one node while another node's cordon is still in flight", async () => {
     const w = world();
     await w.reconciler.reconcile('p');
-    await w.reconciler.idle();
+    await w.idle();
     const cordon = w.hold('patchNode', (change) => (change as { node: string }).node === 'n1');
     w.stuck('web-1', 'n1');
     await w.reconciler.reconcile('p'); // decides the cordon of n1; its patch hangs
@@ -182,7 +196,7 @@ describe('PolicyReconciler, pipelined', () => {
     expect(w.cluster.nodeMap.get('n1')!.unschedulable).to.equal(false);
 
     cordon.release();
-    await w.reconciler.idle();
+    await w.idle();
     expect(w.cluster.nodeMap.get('n1')!.unschedulable).to.equal(true);
     expect(w.requeues.at(-1), 'a pass was held meanwhile: the next decides at once').to.deep.equal({
       policy: 'p',
@@ -193,7 +207,7 @@ describe('PolicyReconciler, pipelined', () => {
   it('reports a new stuck pod while the policy status write is in flight', async () => {
     const w = world();
     await w.reconciler.reconcile('p');
-    await w.reconciler.idle();
+    await w.idle();
     const status = w.hold('patchPolicyStatus');
     w.stuck('web-1', 'n3'); // Degraded (not IO): the policy's counts change
     await w.reconciler.reconcile('p');
@@ -201,7 +215,7 @@ describe('PolicyReconciler, pipelined', () => {
     expect(status.held()).to.equal(1);
     expect(w.listed('n3')).to.deep.equal(['web-1']);
     status.release();
-    await w.reconciler.idle();
+    await w.idle();
     expect(w.cluster.policy('p')!.status).to.include({ degradedNodes: 1 });
   });
 
@@ -209,7 +223,7 @@ describe('PolicyReconciler, pipelined', () => {
   async function reportOfWeb1Held(answers = false) {
     const w = world();
     await w.reconciler.reconcile('p');
-    await w.reconciler.idle();
+    await w.idle();
     w.cluster.takeWrites();
     const report = w.hold('patchHealthStatus', (name) => name === 'n3', answers);
     w.stuck('web-1', 'n3');
@@ -227,7 +241,7 @@ describe('PolicyReconciler, pipelined', () => {
     expect(report.held()).to.equal(2);
   }
 
-  it("sends a node's new stuck pod beside its own report in flight, fenced on it, and both land in order (issue 29)", async () => {
+  it("sends a node's new stuck pod beside its own report in flight, fenced on it, and both apply in order (issue 29)", async () => {
     const { w, report } = await reportOfWeb1Held();
     // kubelet fails a second pod on n3 while the first report is under way: its report goes at once, after the first.
     w.stuck('web-2', 'n3');
@@ -241,7 +255,7 @@ describe('PolicyReconciler, pipelined', () => {
     expect(report.held()).to.equal(2);
     w.requeues.length = 0;
     report.release();
-    await w.reconciler.idle();
+    await w.idle();
     expect(w.listed('n3'), 'no pass between them').to.have.members(['web-1', 'web-2']);
     expect(w.cluster.takeWrites().filter((x) => x.includes('health/n3'))).to.deep.equal([
       'patch health/n3',
@@ -250,7 +264,7 @@ describe('PolicyReconciler, pipelined', () => {
     expect(w.fenced).to.deep.equal([true]);
     expect(w.requeues, 'web-3 looked at again at once').to.deep.include({ policy: 'p', after: 0 });
     await w.reconciler.reconcile('p');
-    await w.reconciler.idle();
+    await w.idle();
     expect(w.listed('n3')).to.have.members(['web-1', 'web-2', 'web-3']);
     // Each planned on what the one before it left: no pod's Event twice.
     expect(w.cluster.takeEvents().filter((e) => e.endsWith('SandboxCreationStuck'))).to.have.members([
@@ -271,11 +285,11 @@ describe('PolicyReconciler, pipelined', () => {
     w.clock.advance(1_500);
     w.requeues.length = 0;
     report.release();
-    await w.reconciler.idle();
+    await w.idle();
     expect(w.listed('n3')).to.deep.equal(['web-1']);
     expect(w.requeues, 'looked at again at once').to.deep.include({ policy: 'p', after: 0 });
     await w.reconciler.reconcile('p');
-    await w.reconciler.idle();
+    await w.idle();
     expect(w.listed('n3')).to.have.members(['web-1', 'web-2']);
     expect(w.cluster.takeEvents().filter((e) => e.endsWith('SandboxCreationStuck'))).to.have.members([
       'Pod/web-1 Warning SandboxCreationStuck',
@@ -285,14 +299,14 @@ describe('PolicyReconciler, pipelined', () => {
     expect(w.waits.at(-1), "web-2's report's wait (ms)").to.be.at.least(1_500);
   });
 
-  it('takes a write whose answer was lost as landed once the write that followed it lands (found by review)', async () => {
+  it('takes a write whose answer was lost as applied once the write that followed it is applied (found by review)', async () => {
     const { w, report } = await reportOfWeb1Held(true);
     await web2Beside(w, report);
-    // The first write's answer is lost on its way back (a reset): the API applied it, and the second lands after it.
+    // The first write's answer is lost on its way back (a reset): the API applied it, and the second is applied after it.
     report.releaseOldest(new Error('socket hang up'));
     for (let j = 0; j < 3; j++) await turn();
     report.release();
-    await w.reconciler.idle();
+    await w.idle();
     expect(w.fenced).to.deep.equal([true]);
     expect(
       w.requeues.filter((r) => r.after === 'backoff'),
@@ -308,19 +322,19 @@ describe('PolicyReconciler, pipelined', () => {
     const { w, report } = await reportOfWeb1Held(true);
     // The watch lags: a pass reads n3's status from what our writes answered.
     w.cluster.lagging = true;
-    // Both land in order at the API; the second's answer comes back first.
+    // Both apply in order at the API; the second's answer comes back first.
     await web2Beside(w, report);
     const apiListed = () => (w.cluster.apiHealth('n3')?.status?.stuckPods ?? []).map((p) => p.name);
     expect(apiListed()).to.have.members(['web-1', 'web-2']);
     report.releaseNewest();
     await turn();
     report.release();
-    await w.reconciler.idle();
+    await w.idle();
     w.cluster.takeWrites();
     w.cluster.changed('n3');
     await w.reconciler.reconcile('p');
-    await w.reconciler.idle();
-    // Had the first answer been taken for what the API holds, web-2 would be written and told again.
+    await w.idle();
+    // Had the first answer been taken for what the API holds, web-2 would be written and reported again.
     expect(w.cluster.takeWrites().filter((x) => x.includes('health/n3'))).to.deep.equal([]);
     expect(w.cluster.takeEvents().filter((e) => e.endsWith('SandboxCreationStuck'))).to.have.members([
       'Pod/web-1 Warning SandboxCreationStuck',
@@ -328,23 +342,23 @@ describe('PolicyReconciler, pipelined', () => {
     ]);
   });
 
-  it("sends a node's new stuck pod while its landed report's Events are still being told (found by review)", async () => {
+  it("sends a node's new stuck pod while its applied report's Events are still being reported (found by review)", async () => {
     const w = world();
     await w.reconciler.reconcile('p');
-    await w.reconciler.idle();
+    await w.idle();
     const events = w.hold('record', (t) => (t as { target: { name: string } }).target.name === 'web-1');
     w.stuck('web-1', 'n3');
     await w.reconciler.reconcile('p');
     for (let j = 0; j < 3; j++) await turn();
     expect(w.listed('n3')).to.deep.equal(['web-1']);
-    expect(events.held(), 'the first report landed, its Event under way').to.equal(1);
+    expect(events.held(), 'the first report applied, its Event under way').to.equal(1);
     w.stuck('web-2', 'n3');
     await w.reconciler.reconcile('p');
     for (let j = 0; j < 3; j++) await turn();
     expect(w.listed('n3'), 'not behind the Event').to.have.members(['web-1', 'web-2']);
-    expect(w.fenced, 'unfenced: the write before it had landed').to.deep.equal([]);
+    expect(w.fenced, 'unfenced: the write before it had applied').to.deep.equal([]);
     events.release();
-    await w.reconciler.idle();
+    await w.idle();
     expect(w.cluster.takeEvents().filter((e) => e.endsWith('SandboxCreationStuck'))).to.have.members([
       'Pod/web-1 Warning SandboxCreationStuck',
       'Pod/web-2 Warning SandboxCreationStuck',
@@ -354,7 +368,7 @@ describe('PolicyReconciler, pipelined', () => {
   it('sends the next report at once, unfenced, once a later write proved an earlier one whose answer is still out (found by review)', async () => {
     const { w, report } = await reportOfWeb1Held(true);
     await web2Beside(w, report);
-    report.releaseNewest(); // the second's answer: it landed, so the first did
+    report.releaseNewest(); // the second's answer: it applied, so the first did
     for (let j = 0; j < 3; j++) await turn();
     // web-3: planned on the second's answer, and not fenced on the first (the API holds the second's reportId).
     w.stuck('web-3', 'n3');
@@ -363,7 +377,7 @@ describe('PolicyReconciler, pipelined', () => {
     const apiListed = (w.cluster.apiHealth('n3')?.status?.stuckPods ?? []).map((p) => p.name);
     expect(apiListed, 'before the first answer is back').to.have.members(['web-1', 'web-2', 'web-3']);
     report.release();
-    await w.reconciler.idle();
+    await w.idle();
     expect(w.fenced, 'none refused').to.deep.equal([true]);
     expect(w.cluster.takeEvents().filter((e) => e.endsWith('SandboxCreationStuck'))).to.have.members([
       'Pod/web-1 Warning SandboxCreationStuck',
@@ -375,11 +389,11 @@ describe('PolicyReconciler, pipelined', () => {
   it("plans no report on a look taken while the node's own report was in flight (found by review of the pipeline)", async () => {
     const w = world();
     await w.reconciler.reconcile('p');
-    await w.reconciler.idle();
-    // web-1 stuck on n1: its report lands with the cordon.
+    await w.idle();
+    // web-1 stuck on n1: its report is applied with the cordon.
     w.stuck('web-1', 'n1');
     await w.reconciler.reconcile('p');
-    await w.reconciler.idle();
+    await w.idle();
     expect(w.listed('n1')).to.deep.equal(['web-1']);
     expect(w.cluster.nodeMap.get('n1')!.unschedulable).to.equal(true);
     w.cluster.takeEvents();
@@ -396,18 +410,18 @@ describe('PolicyReconciler, pipelined', () => {
     w.cluster.changed('n1');
     await w.reconciler.reconcile('p');
     await turn();
-    // The report lands; then the eviction's decision, carried out, asks for n1's report: on that look it must not be.
+    // The report is applied; then the eviction's decision, carried out, asks for n1's report: on that look it must not be.
     report.release();
     await turn();
     eviction.release();
-    await w.reconciler.idle();
+    await w.idle();
     expect(w.cluster.evicted).to.deep.equal(['default/web-1']);
     await w.reconciler.reconcile('p');
-    await w.reconciler.idle();
+    await w.idle();
     expect(w.cluster.evicted).to.deep.equal(['default/web-1', 'default/web-2']);
-    const told = w.cluster.takeEvents();
-    expect(told.filter((e) => e === 'Pod/web-2 Warning SandboxCreationStuck')).to.have.length(1);
-    expect(told.filter((e) => e === 'Pod/web-1 Normal EvictedStuckPod')).to.have.length(1);
+    const reported = w.cluster.takeEvents();
+    expect(reported.filter((e) => e === 'Pod/web-2 Warning SandboxCreationStuck')).to.have.length(1);
+    expect(reported.filter((e) => e === 'Pod/web-1 Normal EvictedStuckPod')).to.have.length(1);
     expect(
       w.cluster.health('n1')!.status!.actions!.map((a) => `${a.kind} ${a.target} ${a.outcome}`),
     ).to.deep.equal([
@@ -417,10 +431,10 @@ describe('PolicyReconciler, pipelined', () => {
     ]);
   });
 
-  it('evicts no stuck pod while the report that first lists it is in flight, and asks for a pass once it landed (issue 29)', async () => {
+  it('evicts no stuck pod while the report that first lists it is in flight, and asks for a pass once it applied (issue 29)', async () => {
     const w = world();
     await w.reconciler.reconcile('p');
-    await w.reconciler.idle();
+    await w.idle();
     w.cluster.changeNode('n1', (n) => ({ ...n, unschedulable: true })); // fenced already: kubectl cordon n1
     const report = w.hold('patchHealthStatus', (name) => name === 'n1');
     w.stuck('web-1', 'n1');
@@ -433,18 +447,18 @@ describe('PolicyReconciler, pipelined', () => {
     expect(w.cluster.evicted).to.deep.equal([]);
     w.requeues.length = 0;
     report.release();
-    await w.reconciler.idle();
+    await w.idle();
     expect(w.listed('n1')).to.deep.equal(['web-1']);
     expect(w.requeues).to.deep.include({ policy: 'p', after: 0 });
     await w.reconciler.reconcile('p'); // the pass it asked for
-    await w.reconciler.idle();
+    await w.idle();
     expect(w.cluster.evicted).to.deep.equal(['default/web-1']);
   });
 
   it('decides nothing while a decision is carried out, and never acts twice on one', async () => {
     const w = world();
     await w.reconciler.reconcile('p');
-    await w.reconciler.idle();
+    await w.idle();
     const cordons = w.hold('patchNode');
     w.stuck('web-1', 'n1');
     w.stuck('web-2', 'n2');
@@ -458,7 +472,7 @@ describe('PolicyReconciler, pipelined', () => {
     }
     expect(cordons.held(), 'no second cordon decided meanwhile').to.equal(2);
     cordons.release();
-    await w.reconciler.idle();
+    await w.idle();
     expect(w.cluster.writes.filter((x) => x.startsWith('patch node/'))).to.deep.equal([
       'patch node/n1',
       'patch node/n2',
@@ -472,7 +486,7 @@ describe('PolicyReconciler, pipelined', () => {
     const w = migratingWorld(['db-0', 'db-1', 'db-2'], { maxEvictionsPerMinute: 30 });
     w.stuck('web-1', 'n1');
     await w.reconciler.reconcile('p'); // the cordon
-    await w.reconciler.idle();
+    await w.idle();
     expect(w.cluster.nodeMap.get('n1')!.unschedulable).to.equal(true);
     // n1's reports hang from here on: the one that tells of the migration too. The passes that follow must count the
     // migration all the same.
@@ -487,16 +501,16 @@ describe('PolicyReconciler, pipelined', () => {
     expect(migrated(), 'maxPodsPerNode: 1').to.have.length(1);
     expect(report.held(), 'the report telling of it, and one that follows it, still in flight').to.equal(2);
     report.release();
-    await w.reconciler.idle();
+    await w.idle();
     expect(migrated()).to.have.length(1);
     expect(w.cluster.health('n1')!.status!.actions!.filter((a) => a.kind === 'Migrate')).to.have.length(1);
   });
 
-  it('decides nothing on a look that the report of a migration overtook (found by the integration test)', async () => {
+  it('decides nothing on a look that the report of a migration superseded (found by the integration test)', async () => {
     const w = migratingWorld(['db-0', 'db-1']);
     w.stuck('web-1', 'n1');
     await w.reconciler.reconcile('p'); // the cordon
-    await w.reconciler.idle();
+    await w.idle();
     // The report telling of the migration hangs; a pass looks at n1 meanwhile (its status read from before it).
     const report = w.hold('patchHealthStatus', (name) => name === 'n1');
     await w.reconciler.reconcile('p'); // web-1 evicted, db-0 migrated
@@ -506,24 +520,24 @@ describe('PolicyReconciler, pipelined', () => {
     for (let j = 0; j < 5; j++) await turn();
     const migrated = () => w.cluster.evicted.filter((pod) => pod.startsWith('default/db-'));
     expect(migrated()).to.have.length(1);
-    // The report lands while the next pass looks at other nodes: that pass must not decide on its stale look at n1.
+    // The report is applied while the next pass looks at other nodes: that pass must not decide on its stale look at n1.
     w.cluster.changed('n2');
     const pass = w.reconciler.reconcile('p');
     report.release();
     await pass;
-    await w.reconciler.idle();
+    await w.idle();
     for (let i = 0; i < 3; i++) {
       await w.reconciler.reconcile('p');
-      await w.reconciler.idle();
+      await w.idle();
     }
     expect(migrated(), 'maxPodsPerNode: 1').to.have.length(1);
   });
 
-  it("decides nothing on a look whose node's report landed during its live reads (found by the integration test)", async () => {
+  it("decides nothing on a look whose node's report applied during its live reads (found by the integration test)", async () => {
     const w = migratingWorld(['db-0', 'db-1']);
     const { report, migrated } = await migrationReportHeld(w);
     // A pass reads n1's status (from before the report), then waits on its live read of n1's IO-heavy pods; the report
-    // lands meanwhile, and what it told leaves the policy's memory.
+    // is applied meanwhile, and what it reported leaves the policy's memory.
     const liveRead = w.hold('runningPodsOn', (node) => node === 'n1');
     w.cluster.changed('n1');
     const pass = w.reconciler.reconcile('p');
@@ -534,36 +548,35 @@ describe('PolicyReconciler, pipelined', () => {
     liveRead.release();
     const result = await pass;
     expect(result.requeueAfterMs, 'looked at again at once').to.equal(0);
-    await w.reconciler.idle();
+    await w.idle();
     for (let i = 0; i < 3; i++) {
       await w.reconciler.reconcile('p');
-      await w.reconciler.idle();
+      await w.idle();
     }
     expect(migrated(), 'maxPodsPerNode: 1').to.have.length(1);
   });
 
-  it('backs off one step for a pass whose reports all failed, not one per node', async () => {
+  it('backs off one step for a round whose reports all failed, not one per node', async () => {
     const w = world();
     await w.reconciler.reconcile('p');
-    await w.reconciler.idle();
+    await w.idle();
     for (const node of ['n1', 'n2', 'n3']) {
       w.cluster.failNextHealthPatch.set(node, new Error('etcdserver: leader changed'));
       w.stuck(`web-${node}`, node);
     }
     const before = w.requeues.length;
     await w.reconciler.reconcile('p');
-    await w.reconciler.idle();
+    await w.idle();
     const backoffs = w.requeues.slice(before).filter((r) => r.after === 'backoff');
     expect(backoffs, 'asked once, by the first failure').to.have.length(1);
-    let error: unknown;
-    await w.reconciler.reconcile('p').catch((err: unknown) => (error = err));
-    expect(String(error)).to.contain('leader changed');
+    expect(w.applies.errors.map(String)).to.have.length(1);
+    expect(String(w.applies.errors[0])).to.contain('leader changed');
   });
 
   it("decides nothing for a policy made again under the same name until its namesake's decision is back", async () => {
     const w = world();
     await w.reconciler.reconcile('p');
-    await w.reconciler.idle();
+    await w.idle();
     const cordon = w.hold('patchNode');
     w.stuck('web-1', 'n1');
     await w.reconciler.reconcile('p');
@@ -576,7 +589,7 @@ describe('PolicyReconciler, pipelined', () => {
     expect(cordon.held(), 'no second cordon').to.equal(1);
     const requeued = w.requeues.length;
     cordon.release();
-    await w.reconciler.idle();
+    await w.idle();
     expect(w.requeues.slice(requeued), 'asked to decide once it is back').to.deep.include({
       policy: 'p',
       after: 0,
@@ -601,21 +614,21 @@ describe('PolicyReconciler, pipelined', () => {
       w.clock.advance(2_000);
       w.cluster.changed('n1');
       await w.reconciler.reconcile('p');
-      await w.reconciler.idle();
+      await w.idle();
     }
     expect(migrated(), 'maxPodsPerNode: 1').to.have.length(1);
     const actions = w.cluster.health('n1')!.status!.actions ?? [];
     expect(
       actions.filter((a) => a.kind === 'Migrate'),
-      'told once, by one report or the other',
+      'reported once, by one report or the other',
     ).to.have.length(1);
   });
 
-  it("looks again, unasked, at a node whose namesake's report overtook its look, and decides again (found by review)", async () => {
+  it("looks again, unasked, at a node whose namesake's report superseded its look, and decides again (found by review)", async () => {
     const w = migratingWorld(['db-0', 'db-1'], { maxEvictionsPerMinute: 30 });
     w.stuck('web-1', 'n1');
     await w.reconciler.reconcile('p'); // the cordon
-    await w.reconciler.idle();
+    await w.idle();
     // The decision that migrates db-0 hangs on its policy status (the second write: the first reserves the evictions),
     // its report of n1 on the SandboxHealth write.
     const report = w.hold('patchHealthStatus', (name) => name === 'n1');
@@ -628,37 +641,47 @@ describe('PolicyReconciler, pipelined', () => {
     await makeAgain(w);
     await w.reconciler.reconcile('p');
     for (let j = 0; j < 5; j++) await turn();
-    // The namesake's report lands after that look (nothing of the new policy is marked for it), then its decision.
+    // The namesake's report is applied after that look (nothing of the new policy is marked for it), then its decision.
     report.release();
     for (let j = 0; j < 5; j++) await turn();
     status.release();
-    await w.reconciler.idle();
+    await w.idle();
     // n2 saturates now; n1 changes no more. The new policy must decide (cordon n2), having looked again at n1.
     w.stuck('web-2', 'n2');
     for (let i = 0; i < 3; i++) {
       w.clock.advance(1_000);
       await w.reconciler.reconcile('p');
-      await w.reconciler.idle();
+      await w.idle();
     }
     expect(w.cluster.nodeMap.get('n2')!.unschedulable, 'n2 cordoned').to.equal(true);
     const migrated = w.cluster.evicted.filter((pod) => pod.startsWith('default/db-'));
     expect(migrated, 'maxPodsPerNode: 1').to.have.length(1);
   });
 
-  it('fails the next pass with what failed in the background, and asks for the retry after the backoff', async () => {
+  it("fails the policy's apply with what failed, decides nothing while the apply queue backs off, and decides again on the retry", async () => {
     const w = world();
     await w.reconciler.reconcile('p');
-    await w.reconciler.idle();
+    await w.idle();
     w.cluster.failNextNodePatch.set('n1', new Error('etcdserver: request timed out'));
     w.stuck('web-1', 'n1');
     await w.reconciler.reconcile('p');
-    await w.reconciler.idle();
+    await w.idle();
     expect(w.requeues.at(-1)).to.deep.equal({ policy: 'p', after: 'backoff' });
-    let error: unknown;
-    await w.reconciler.reconcile('p').catch((err: unknown) => (error = err));
-    expect(String(error)).to.contain('etcdserver: request timed out');
-    // Told once: the pass after it is clean.
-    await w.reconciler.idle();
+    expect(String(w.applies.errors.at(-1))).to.contain('etcdserver: request timed out');
+    // Backing off: a pass looks and reports, and decides nothing (the cordon is not tried again yet).
+    w.cluster.takeWrites();
+    w.reconciler.markDirty('p', 'n1');
     await w.reconciler.reconcile('p');
+    await w.idle();
+    expect(w.cluster.takeWrites().filter((x) => x.startsWith('patch node/'))).to.deep.equal([]);
+    // The backoff over, the retry asks for a pass, which decides again: the cordon goes.
+    await w.applies.retry();
+    expect(w.requeues.at(-1)).to.deep.equal({ policy: 'p', after: 0 });
+    await w.reconciler.reconcile('p');
+    await w.idle();
+    expect(w.cluster.takeWrites().filter((x) => x.startsWith('patch node/'))).to.deep.equal([
+      'patch node/n1',
+    ]);
+    expect(w.cluster.nodeMap.get('n1')!.unschedulable).to.equal(true);
   });
 });

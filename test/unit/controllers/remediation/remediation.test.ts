@@ -11,7 +11,6 @@ import { FakeClock } from '../../../../src/runtime/clock.js';
 import { TerminalError } from '../../../../src/runtime/controller.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../../support/builders.js';
 import { aNode, MemoryCluster, tellOfChanges } from '../../../support/memory-cluster.js';
-import { rejection } from '../../../support/promises.js';
 
 const quiet = silentLogger;
 const NODES = ['n1', 'n2', 'n3', 'n4', 'n5', 'n6'];
@@ -79,8 +78,8 @@ function world(spec: Record<string, unknown>, options: WorldOptions = {}) {
     tellOfChanges(cluster, controllers.reconciler);
     return controllers;
   };
-  const { reconciler, sweeper, requeues } = start();
-  return { cluster, clock, readings, reconciler, sweeper, requeues, start };
+  const { reconciler, sweeper, requeues, applies } = start();
+  return { cluster, clock, readings, reconciler, sweeper, requeues, applies, start };
 }
 
 /** Pods stuck in ContainerCreating on `node` since T0, each with a NameReserved failure Event. */
@@ -156,7 +155,7 @@ describe('PolicyReconciler remediation', () => {
     expect(cluster.evicted).to.deep.equal([]);
     expect(actionsOf(cluster, 'n1')).to.deep.equal(['Cordon node/n1 Succeeded']);
     // The decision carried out, the policy is looked at again to follow it up; and at once, as the report that lists
-    // the stuck pods with their cause landed (their eviction waits for it).
+    // the stuck pods with their cause applied (their eviction waits for it).
     expect(requeues).to.deep.equal([
       { policy: 'p', after: 5_000 },
       { policy: 'p', after: 0 },
@@ -292,7 +291,7 @@ describe('PolicyReconciler remediation', () => {
     replicaSetPodsOn(cluster, 'n1', 'web-1', 'web-2');
 
     // Already fenced: the first pass reports the stuck pods with their cause, evicts none before that report, and
-    // asks for a pass once it landed; that pass evicts them. The node is never patched.
+    // asks for a pass once it applied; that pass evicts them. The node is never patched.
     await reconciler.reconcile('p');
     expect(byObject(cluster.takeWrites())).to.deep.equal(byObject([...allHealthsCreated, 'patch policy/p']));
     expect(cluster.takeEvents()).to.deep.equal(detectedOnN1('web-1', 'web-2'));
@@ -547,7 +546,7 @@ describe('PolicyReconciler remediation', () => {
 
   describe('failure isolation', () => {
     it("writes every other node's status when one SandboxHealth patch fails, then has the queue retry after its backoff", async () => {
-      const { cluster, reconciler, requeues } = world(policySpec(), { saturated: [] });
+      const { cluster, reconciler, requeues, applies } = world(policySpec(), { saturated: [] });
       cluster.failNextHealthPatch.set('n2', new Error('boom'));
 
       await reconciler.reconcile('p');
@@ -558,10 +557,10 @@ describe('PolicyReconciler remediation', () => {
       expect(cluster.health('n2')!.status).to.equal(undefined);
       for (const n of ['n1', 'n3', 'n4', 'n5', 'n6']) expect(cluster.health(n)!.status!.policy).to.equal('p');
 
-      // The retry writes what is missing and nothing else, and fails with the failure, so the queue's backoff grows
-      // for as long as writes fail.
-      const err = await rejection(reconciler.reconcile('p'));
-      expect(err.message).to.contain('boom');
+      // The policy's apply failed with it: the apply queue backs off, and grows the backoff for as long as writes fail.
+      expect(String(applies.errors.at(-1))).to.contain('boom');
+      // The retry writes what is missing and nothing else.
+      await reconciler.reconcile('p');
       expect(byObject(cluster.takeWrites())).to.deep.equal(byObject(['patch health/n2']));
       expect(cluster.health('n2')!.status!.policy).to.equal('p');
     });
@@ -580,7 +579,7 @@ describe('PolicyReconciler remediation', () => {
     });
 
     it('records a failed cordon as Failed with a RemediationFailed Event, reports the other nodes, then has the queue retry', async () => {
-      const { cluster, reconciler, requeues } = world(policySpec());
+      const { cluster, reconciler, requeues, applies } = world(policySpec());
       replicaSetPodsOn(cluster, 'n1', 'web-1');
       cluster.failNextNodePatch.set('n1', new Error('conflict'));
 
@@ -602,9 +601,9 @@ describe('PolicyReconciler remediation', () => {
       expect(cluster.nodeMap.get('n1')!.unschedulable).to.equal(false);
       expect(cluster.policy('p')!.status).to.include({ actionCount: 0 });
 
-      // The retry cordons, once (and fails with the failure before it, for the queue's backoff).
-      const err = await rejection(reconciler.reconcile('p'));
-      expect(err.message).to.contain('conflict');
+      // The apply failed with it (the queue's backoff); the retry cordons, once.
+      expect(String(applies.errors.at(-1))).to.contain('conflict');
+      await reconciler.reconcile('p');
       expect(byObject(cluster.takeWrites())).to.deep.equal(
         byObject(['patch node/n1', 'patch health/n1', 'patch policy/p']),
       );
@@ -1045,7 +1044,7 @@ describe('PolicyReconciler releasing what no policy owns', () => {
 
 describe('PolicyReconciler safety under races and refusals', () => {
   it('claims nothing when someone else cordons the node between its decision and its patch (409)', async () => {
-    const { cluster, reconciler, requeues } = world(policySpec());
+    const { cluster, reconciler, requeues, applies } = world(policySpec());
     replicaSetPodsOn(cluster, 'n1', 'web-1');
     cluster.changeNode('n1', (n) => n); // the node has a resourceVersion from here on
     cluster.beforeNextNodePatch = () => {
@@ -1062,7 +1061,8 @@ describe('PolicyReconciler safety under races and refusals', () => {
     expect(cluster.takeEvents()).to.not.include('Node/n1 Normal Cordoned');
     expect(actionsOf(cluster, 'n1').filter((a) => a.startsWith('Cordon'))).to.deep.equal([]);
 
-    await rejection(reconciler.reconcile('p')); // the retry, failing with the conflict for the backoff
+    expect(String(applies.errors.at(-1)), 'the apply failed with the conflict').to.contain('409');
+    await reconciler.reconcile('p'); // the retry, after the apply queue's backoff
     expect(cluster.nodeMap.get('n1')!.stamps).to.equal(undefined);
     expect(condition(cluster, 'n1', 'Cordoned')).to.include({ status: 'False', reason: 'CordonedByOthers' });
   });

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { MAX_RECORDED_ACTIONS } from '../../../../src/api/v1alpha1/index.js';
-import { ReportLedger } from '../../../../src/controllers/reporting/unreported.js';
+import { UnreportedResults } from '../../../../src/controllers/reporting/unreported.js';
 import {
   actionRecord,
   DRY_RUN_PREFIX,
@@ -16,33 +16,33 @@ const result = (n: number) =>
     outcome: 'Succeeded',
   }) as unknown as ActionResult;
 
-describe('ReportLedger', () => {
-  it('keeps what a report did not hold, and when the last report landed', () => {
-    const ledger = new ReportLedger();
+describe('UnreportedResults', () => {
+  it('keeps what a report did not hold, and when the last report applied', () => {
+    const unreported = new UnreportedResults();
     const [a, b, c] = [result(1), result(2), result(3)];
-    ledger.add('n1', [a, b]);
-    const look = { node: { name: 'n1' }, reportsLanded: ledger.landed('n1') };
-    // A report planned with a and b lands; c came while it was in flight.
-    ledger.add('n1', [c]);
-    ledger.landedWith('n1', [a, b]);
-    expect(ledger.untold('n1')).to.deep.equal([c]);
-    expect(ledger.stale(look), 'a look from before the report').to.equal(true);
-    expect(ledger.stale({ ...look, reportsLanded: ledger.landed('n1') })).to.equal(false);
-    expect(ledger.untold('n2')).to.deep.equal([]);
+    unreported.add('n1', [a, b]);
+    const look = { node: { name: 'n1' }, reportsApplied: unreported.applied('n1') };
+    // A report planned with a and b is applied; c came while it was in flight.
+    unreported.add('n1', [c]);
+    unreported.appliedWith('n1', [a, b]);
+    expect(unreported.results('n1')).to.deep.equal([c]);
+    expect(unreported.stale(look), 'a look from before the report').to.equal(true);
+    expect(unreported.stale({ ...look, reportsApplied: unreported.applied('n1') })).to.equal(false);
+    expect(unreported.results('n2')).to.deep.equal([]);
   });
 
   it('keeps the latest MAX_RECORDED_ACTIONS of a node, and nothing of a node forgotten', () => {
-    const ledger = new ReportLedger();
+    const unreported = new UnreportedResults();
     const many = Array.from({ length: MAX_RECORDED_ACTIONS + 5 }, (_, i) => result(i));
-    ledger.add('n1', many);
-    expect(ledger.untold('n1')).to.deep.equal(many.slice(5));
-    ledger.landedWith('n1', []);
-    const look = { node: { name: 'n1' }, reportsLanded: ledger.landed('n1') };
-    ledger.forget('n1');
-    expect(ledger.untold('n1')).to.deep.equal([]);
-    // Made again under its name, its first landing is a moment no look of the old node holds.
-    ledger.landedWith('n1', []);
-    expect(ledger.stale(look)).to.equal(true);
+    unreported.add('n1', many);
+    expect(unreported.results('n1')).to.deep.equal(many.slice(5));
+    unreported.appliedWith('n1', []);
+    const look = { node: { name: 'n1' }, reportsApplied: unreported.applied('n1') };
+    unreported.forget('n1');
+    expect(unreported.results('n1')).to.deep.equal([]);
+    // Made again under its name, its first applying is a moment no look of the old node holds.
+    unreported.appliedWith('n1', []);
+    expect(unreported.stale(look)).to.equal(true);
   });
 });
 
@@ -53,9 +53,9 @@ describe('actionRecord', () => {
     const real = { ...result(2), simulated: false };
     expect(
       actionRecord(simulated, now, false).dryRun,
-      "a dry-run namesake's, told by a real policy",
+      "a dry-run namesake's, reported by a real policy",
     ).to.equal(true);
-    expect(actionRecord(real, now, true).dryRun, "a real namesake's, told by a dry run").to.equal(false);
+    expect(actionRecord(real, now, true).dryRun, "a real namesake's, reported by a dry run").to.equal(false);
     expect(actionRecord(result(3), now, true).dryRun, 'unmarked: the telling pass decides').to.equal(true);
   });
 

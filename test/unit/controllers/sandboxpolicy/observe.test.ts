@@ -7,7 +7,11 @@ import {
   type RemediationRecord,
   type SandboxHealthStatus,
 } from '../../../../src/api/v1alpha1/index.js';
-import { ioState, observeNode, type ObserveInput } from '../../../../src/controllers/sandboxpolicy/observe.js';
+import {
+  ioState,
+  observeNode,
+  type ObserveInput,
+} from '../../../../src/controllers/sandboxpolicy/observe.js';
 import {
   detectNodeFindings,
   detectStuckPods,

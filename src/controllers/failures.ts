@@ -1,4 +1,4 @@
-import { describeError } from '../kube/errors.js';
+import { describeError } from '../ports/errors.js';
 import type { Logger } from '../observability/log.js';
 import { TerminalError } from '../runtime/controller.js';
 

@@ -6,8 +6,9 @@ import { Agent, request as httpsRequest } from 'node:https';
 import { homedir } from 'node:os';
 import { delimiter, dirname, isAbsolute, join } from 'node:path';
 
-/** The longest any single API request may take (watches excepted: they are long by design). */
-export const REQUEST_TIMEOUT_MS = 30_000;
+import { REQUEST_TIMEOUT_MS } from '../ports/errors.js';
+
+export { REQUEST_TIMEOUT_MS };
 
 /** Where the kubelet mounts a pod's ServiceAccount token (projected, rotated) and the cluster's CA. */
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';

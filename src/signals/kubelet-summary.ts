@@ -5,7 +5,7 @@ import {
   type IoAttribution,
   type IoReadingStatus,
 } from '../api/v1alpha1/index.js';
-import { apiStatus, describeError } from '../kube/errors.js';
+import { apiStatus, describeError } from '../ports/errors.js';
 import { forEachLimit } from '../runtime/limit.js';
 import { firstIssue } from './answer.js';
 import { podRole } from './io-shares.js';

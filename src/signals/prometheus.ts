@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { IoReadingStatus } from '../api/v1alpha1/index.js';
-import { describeError } from '../kube/errors.js';
+import { describeError } from '../ports/errors.js';
 import { MAX_RESPONSE_BYTES, readBounded } from '../runtime/bounded-read.js';
 import { httpGet, type HttpGet } from './http-get.js';
 import { firstIssue, parseJson } from './answer.js';

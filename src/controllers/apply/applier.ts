@@ -4,7 +4,7 @@
 // (or a report of the policy that failed meanwhile) fails, the queue backs the key off, and the retry asks the policy
 // reconciler for a new decision on what it sees then. A policy decides nothing while its apply waits, runs, or backs
 // off: its passes meanwhile look and report.
-import { describeError } from '../../kube/errors.js';
+import { describeError } from '../../ports/errors.js';
 import type { Logger } from '../../observability/log.js';
 import type { EventRecorder, StatusWriter } from '../../ports/writes.js';
 import type { ReconcileResult } from '../../runtime/controller.js';

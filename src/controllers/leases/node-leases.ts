@@ -1,7 +1,7 @@
 import type { Actuator } from '../../actuation/actuator.js';
 import { NODE_CONDITION_REASONS, type NodeStamps } from '../../api/v1alpha1/index.js';
 import type { NodeView } from '../../detection/index.js';
-import { describeError, isConflict } from '../../kube/errors.js';
+import { describeError, isConflict } from '../../ports/errors.js';
 import type { Logger } from '../../observability/log.js';
 import { isFrozenByDryRun, isStampDrop, type Action } from '../../policy/actions.js';
 import { leaseHeldBy } from '../../policy/guards.js';

@@ -1,6 +1,6 @@
 import type { Actuator } from '../../actuation/actuator.js';
 import { isRolloutKind, type SandboxPolicySpec } from '../../api/v1alpha1/index.js';
-import { describeError } from '../../kube/errors.js';
+import { describeError } from '../../ports/errors.js';
 import type { Logger } from '../../observability/log.js';
 import type { OperatorMetrics } from '../../observability/metrics.js';
 import { pacingFor } from '../../policy/pacing.js';

@@ -1,7 +1,6 @@
 import { MAX_EVICTIONS_PER_MINUTE, type SandboxPolicyStatus } from '../../api/v1alpha1/index.js';
 import type { Actuator } from '../../actuation/actuator.js';
-import { apiStatus } from '../../kube/errors.js';
-import { REQUEST_TIMEOUT_MS } from '../../kube/rest.js';
+import { apiStatus, REQUEST_TIMEOUT_MS } from '../../ports/errors.js';
 import { isEviction, type Action, type BlockedAction, type Eviction } from '../../policy/actions.js';
 import { rateLog } from '../../policy/rate-window.js';
 import type { ClusterCache } from '../../ports/cluster.js';

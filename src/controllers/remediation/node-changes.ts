@@ -2,7 +2,7 @@ import type { Actuator } from '../../actuation/actuator.js';
 import { nodeChange, unschedulableBy } from '../../actuation/node-change.js';
 import type { NodeStamps } from '../../api/v1alpha1/index.js';
 import type { NodeView } from '../../detection/index.js';
-import { isConflict } from '../../kube/errors.js';
+import { isConflict } from '../../ports/errors.js';
 import { isNodeAction, type Action, type BlockedAction, type NodeAction } from '../../policy/actions.js';
 import type { Hold } from '../../policy/node-facts.js';
 import { TerminalError } from '../../runtime/controller.js';

@@ -1,5 +1,5 @@
 import type { SandboxHealthStatus } from '../../api/v1alpha1/index.js';
-import { isNotFound, OutOfTurnError } from '../../kube/errors.js';
+import { isNotFound, OutOfTurnError } from '../../ports/errors.js';
 import type { Logger } from '../../observability/log.js';
 import type { EventRecorder, StatusWriter, Transition } from '../../ports/writes.js';
 import { healthPatch } from '../../status/health-patch.js';

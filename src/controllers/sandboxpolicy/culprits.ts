@@ -1,7 +1,7 @@
 import type { IoAttribution, IoConsumer, SandboxPolicySpec } from '../../api/v1alpha1/index.js';
 import { consumerId, matchesSelector, NO_MIGRATE_LABEL } from '../../api/v1alpha1/index.js';
 import type { MeasuredPod, PodView } from '../../detection/index.js';
-import { describeError } from '../../kube/errors.js';
+import { describeError } from '../../ports/errors.js';
 import type { Logger } from '../../observability/log.js';
 import { decideIoCause, type IoCauseDecision } from '../../policy/io-cause.js';
 import type { WorkloadReader } from '../../ports/cluster.js';

@@ -1,7 +1,7 @@
 // The live reads a pass makes of a node's running pods (the cache keeps only Pending ones), only where a decision
 // needs them: which rollouts run on a saturated node, and where the claims of a pod that may move are bound.
 import { rolloutOf, type NodeView } from '../../detection/index.js';
-import { describeError } from '../../kube/errors.js';
+import { describeError } from '../../ports/errors.js';
 import { matchesTerms } from '../../policy/node-affinity.js';
 import type { MeasuredPod } from '../../detection/index.js';
 import type { SandboxPolicySpec } from '../../api/v1alpha1/index.js';

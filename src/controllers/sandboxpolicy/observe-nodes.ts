@@ -6,7 +6,7 @@ import {
   type NodeFindings,
   type NodeView,
 } from '../../detection/index.js';
-import { describeError } from '../../kube/errors.js';
+import { describeError } from '../../ports/errors.js';
 import type { Logger } from '../../observability/log.js';
 import {
   decideIoPressure,

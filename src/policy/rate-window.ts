@@ -74,3 +74,40 @@ export function rateLog(
   const kept = (previous ?? []).filter((t) => new Date(t).getTime() > start);
   return [...kept, ...added.map((t) => t.toISOString())].slice(-max);
 }
+
+/**
+ * One rate's log in the policy's status (recentEvictions, recentGateReleases): what is spent is reserved in status
+ * before it is spent, each moment stamped with when it will have been spent at the latest, then written again with
+ * when it was. The evictor and the pacer each own one, with its own cap on the moments kept.
+ */
+export class RateBudget {
+  /** @param max the most moments the log keeps (at least the largest limit a policy may set). */
+  constructor(readonly max: number) {}
+
+  /** The log's moments still in the window at `now`. */
+  kept(previous: readonly string[] | undefined, now: Date): string[] {
+    return rateLog(previous, now, [], this.max);
+  }
+
+  /** The log to write before spending `count`, each stamped `by`; undefined when nothing is to be spent. */
+  reserve(previous: readonly string[] | undefined, now: Date, count: number, by: Date): string[] | undefined {
+    return count === 0
+      ? undefined
+      : rateLog(
+          previous,
+          now,
+          Array.from({ length: count }, () => by),
+          this.max,
+        );
+  }
+
+  /** The log once spent: each at the moment it was (oldest first). */
+  spent(previous: readonly string[] | undefined, now: Date, at: readonly Date[]): string[] {
+    return rateLog(
+      previous,
+      now,
+      [...at].sort((a, b) => a.getTime() - b.getTime()),
+      this.max,
+    );
+  }
+}

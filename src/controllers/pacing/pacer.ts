@@ -14,7 +14,7 @@ import {
   type ReleaseDecision,
   type ReleaseReason,
 } from '../../policy/pacing.js';
-import { RATE_WINDOW_MS, rateLog } from '../../policy/rate-window.js';
+import { RATE_WINDOW_MS, RateBudget } from '../../policy/rate-window.js';
 import type { ClusterCache } from '../../ports/cluster.js';
 import type { EventRecorder } from '../../ports/writes.js';
 import type { Expectations } from '../../runtime/expectations.js';
@@ -60,6 +60,8 @@ export interface PacerHooks {
  * still show (in the expectations) and which gated pods were reported they wait.
  */
 export class Pacer {
+  /** The gate release log in the policy's status: reserved before lifting, written again as lifted. */
+  private readonly budget = new RateBudget(MAX_POD_STARTS_PER_MINUTE);
   private readonly announced = new Set<string>();
   /** Per policy, the namespace its last paced release went to: the turn goes on from there. */
   private readonly lastNamespace = new BoundedMap<string, string>(1_000);
@@ -95,7 +97,7 @@ export class Pacer {
       dryRun: input.dryRun || spec.safety.paused,
       saturated: input.saturated,
     };
-    const kept = rateLog(input.status?.recentGateReleases, now, [], MAX_POD_STARTS_PER_MINUTE);
+    const kept = this.budget.kept(input.status?.recentGateReleases, now);
     // Ours only: those of a policy that is gone or invalid are lifted by the orphan sweep.
     const gated = this.gated().filter((p) => p.policy === policy);
     const limits = {
@@ -123,14 +125,7 @@ export class Pacer {
    * when they really were (act's log) leaves its successor a window that ends no earlier than theirs would.
    */
   reservation(plan: PacingPlan, now: Date): string[] | undefined {
-    if (plan.paced === 0) return undefined;
-    const by = new Date(now.getTime() + LIFT_ALLOWANCE_MS);
-    return rateLog(
-      plan.kept,
-      now,
-      Array.from({ length: plan.paced }, () => by),
-      MAX_POD_STARTS_PER_MINUTE,
-    );
+    return this.budget.reserve(plan.kept, now, plan.paced, new Date(now.getTime() + LIFT_ALLOWANCE_MS));
   }
 
   /**
@@ -182,12 +177,10 @@ export class Pacer {
     const unlifted = reserved ? Math.max(0, plan.paced - lifted.length) : 0;
     return {
       gated: plan.gated.length - released,
-      recentReleases: rateLog(
-        plan.kept,
-        now,
-        [...Array.from({ length: unlifted }, () => now), ...lifted],
-        MAX_POD_STARTS_PER_MINUTE,
-      ),
+      recentReleases: this.budget.spent(plan.kept, now, [
+        ...Array.from({ length: unlifted }, () => now),
+        ...lifted,
+      ]),
       ...(plan.decision.nextAt ? { nextAt: plan.decision.nextAt } : {}),
     };
   }

@@ -2,7 +2,7 @@ import { MAX_EVICTIONS_PER_MINUTE, type SandboxPolicyStatus } from '../../api/v1
 import type { Actuator } from '../../actuation/actuator.js';
 import { apiStatus, REQUEST_TIMEOUT_MS } from '../../ports/errors.js';
 import { isEviction, type Action, type BlockedAction, type Eviction } from '../../policy/actions.js';
-import { rateLog } from '../../policy/rate-window.js';
+import { RateBudget } from '../../policy/rate-window.js';
 import type { ClusterCache } from '../../ports/cluster.js';
 import { BoundedMap } from '../../runtime/bounded-map.js';
 import type { Clock } from '../../runtime/clock.js';
@@ -39,6 +39,8 @@ export interface EvictionOutcome {
  */
 export class Evictor {
   /** Pods whose eviction a disruption budget refused, by uid, with until when they go after the others. */
+  /** The eviction log in the policy's status: reserved before evicting, written again as answered. */
+  private readonly budget = new RateBudget(MAX_EVICTIONS_PER_MINUTE);
   private readonly refused = new Map<string, number>();
   /** When this process last evicted a pod off each node (a node's first eviction goes before others' next). */
   private readonly lastOn = new BoundedMap<string, number>(10_000);
@@ -94,14 +96,8 @@ export class Evictor {
    * could have acted on it.
    */
   reservation(status: SandboxPolicyStatus | undefined, planned: number, now: Date): string[] | undefined {
-    if (planned === 0) return undefined;
     const deadline = new Date(this.deps.clock.now() + REQUEST_TIMEOUT_MS);
-    return rateLog(
-      status?.recentEvictions,
-      now,
-      Array.from({ length: planned }, () => deadline),
-      MAX_EVICTIONS_PER_MINUTE,
-    );
+    return this.budget.reserve(status?.recentEvictions, now, planned, deadline);
   }
 
   /** Evicts, side by side under the write limit; each result is handed to `report` as it comes. */
@@ -152,8 +148,8 @@ export class Evictor {
    * spent nothing.
    */
   log(status: SandboxPolicyStatus | undefined, evictedAt: readonly number[], now: Date): string[] {
-    const answered = [...evictedAt].sort((a, b) => a - b).map((t) => new Date(t));
-    return rateLog(status?.recentEvictions, now, answered, MAX_EVICTIONS_PER_MINUTE);
+    const answered = evictedAt.map((t) => new Date(t));
+    return this.budget.spent(status?.recentEvictions, now, answered);
   }
 }
 

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { firstEvictionReserve, reserveShrinksAt } from '../../../src/policy/rate-window.js';
+import { firstEvictionReserve, RateBudget, reserveShrinksAt } from '../../../src/policy/rate-window.js';
 
 const NOW = new Date('2026-12-04T12:00:00Z');
 const ago = (seconds: number) => new Date(NOW.getTime() - seconds * 1000);
@@ -37,4 +37,44 @@ describe('the reserve for first evictions', () => {
       ),
     );
   });
+});
+
+describe('a rate budget (the evictor and the pacer each own one)', () => {
+  const iso = (d: Date) => d.toISOString();
+  const budget = new RateBudget(3);
+  const cases: {
+    name: string;
+    run: () => string[] | undefined;
+    want: string[] | undefined;
+  }[] = [
+    {
+      name: 'keeps what is still in the window',
+      run: () => budget.kept([iso(ago(61)), iso(ago(59))], NOW),
+      want: [iso(ago(59))],
+    },
+    {
+      name: 'reserves nothing when nothing is to be spent',
+      run: () => budget.reserve([iso(ago(5))], NOW, 0, NOW),
+      want: undefined,
+    },
+    {
+      name: 'reserves each one stamped when it will have been spent',
+      run: () => budget.reserve([iso(ago(5))], NOW, 2, ago(-30)),
+      want: [iso(ago(5)), iso(ago(-30)), iso(ago(-30))],
+    },
+    {
+      name: 'keeps the newest `max` of a reservation',
+      run: () => budget.reserve([iso(ago(10)), iso(ago(5))], NOW, 2, NOW),
+      want: [iso(ago(5)), iso(NOW), iso(NOW)],
+    },
+    {
+      name: 'writes what was spent oldest first, after the log',
+      run: () => budget.spent([iso(ago(70)), iso(ago(20))], NOW, [ago(1), ago(3)]),
+      want: [iso(ago(20)), iso(ago(3)), iso(ago(1))],
+    },
+  ];
+  for (const { name, run, want } of cases)
+    it(name, () => {
+      expect(run()).to.deep.equal(want);
+    });
 });

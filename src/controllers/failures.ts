@@ -21,9 +21,9 @@ export function logWriteFailure(
 }
 
 /**
- * What one reconcile could not write. One failure does not stop the others' writes; at the end of the pass the
- * retriable ones fail the reconcile, and the queue retries it with backoff. Terminal ones (the API refused the
- * write for what it is) are logged and not retried.
+ * What one reconcile or apply could not write. One failure does not stop the others' writes; at the end the retriable
+ * ones fail it (an apply through Applier.fail, the sweep through throwIfAny), and its queue retries it with backoff.
+ * Terminal ones (the API refused the write for what it is) are logged and not retried.
  */
 export class Failures {
   readonly retriable: unknown[] = [];

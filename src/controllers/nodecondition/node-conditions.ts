@@ -103,8 +103,7 @@ export class NodeConditions {
       const version = await actuator.setNodeCondition(node.name, condition);
       this.deps.expectations.expect(`Node/${node.name}`, version);
       // A node patch refused on the version we just moved past stays refused: our own write is no change of theirs.
-      const refused = memory.refused.get(node.name);
-      if (refused && version) memory.refused.set(node.name, { ...refused, version });
+      memory.refused.movedByUs(node.name, version);
       return true;
     } catch (err) {
       failures.add(`${NODE_CONDITION_TYPE} of node/${node.name}`, err);

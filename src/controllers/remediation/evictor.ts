@@ -38,9 +38,9 @@ export interface EvictionOutcome {
  * be evicted at all are decideRemediation's; this carries out what it decided, within the pass's share.
  */
 export class Evictor {
-  /** Pods whose eviction a disruption budget refused, by uid, with until when they go after the others. */
   /** The eviction log in the policy's status: reserved before evicting, written again as answered. */
   private readonly budget = new RateBudget(MAX_EVICTIONS_PER_MINUTE);
+  /** Pods whose eviction a disruption budget refused, by uid, with until when they go after the others. */
   private readonly refused = new Map<string, number>();
   /** When this process last evicted a pod off each node (a node's first eviction goes before others' next). */
   private readonly lastOn = new BoundedMap<string, number>(10_000);

@@ -73,10 +73,10 @@ export async function patchNodes(
   await forEachLimit([...byNode], deps.writeConcurrency, async ([nodeName, actions]) => {
     const observation = observations.get(nodeName);
     if (!observation) return;
-    const refused = input.memory.refused.get(nodeName);
-    if (refused && refused.version === observation.version && refused.generation === input.generation) {
+    const refusal = input.memory.refused.refusal(nodeName, observation.version, input.generation);
+    if (refusal !== undefined) {
       failedNodes.add(nodeName);
-      blocked.push(...blockAll(actions, nodeName, { guard: 'RefusedByApi', message: refused.message }));
+      blocked.push(...blockAll(actions, nodeName, { guard: 'RefusedByApi', message: refusal }));
       return;
     }
     // The lease before the fence: a node another holder took since we decided is left alone.
@@ -107,11 +107,7 @@ export async function patchNodes(
         return;
       }
       if (err instanceof TerminalError)
-        input.memory.refused.set(nodeName, {
-          version: observation.version,
-          generation: input.generation,
-          message: err.message,
-        });
+        input.memory.refused.refuse(nodeName, observation.version, input.generation, err.message);
       input.failures.add(`patch of node/${nodeName}`, err);
       const detail = err instanceof Error ? err.message : String(err);
       for (const action of actions) input.report({ action, outcome: 'Failed', detail });

@@ -14,6 +14,7 @@ import type { NodeFacts } from '../../policy/node-facts.js';
 import type { NodeLeaseView } from '../../policy/node-lease.js';
 import type { IoSource } from '../../signals/types.js';
 import type { DetectionStatus } from '../../status/health-status.js';
+import { RefusedChanges } from '../remediation/refused-changes.js';
 
 /** One node as a pass sees it: the cache, this pass's detection and IO judgement, and its stored status. */
 export interface NodeObservation {
@@ -88,12 +89,6 @@ export interface NodeState {
   rollouts?: { at: number; keys: ReadonlySet<string> };
 }
 
-/** A node change the apiserver refused for what it is (400/422): not sent again as it is. */
-export interface RefusedChange {
-  version: string | undefined;
-  generation: number;
-  message: string;
-}
 
 /**
  * Everything this process remembers about one policy, in one object, so that a deleted policy is forgotten in one
@@ -110,7 +105,8 @@ export class PolicyMemory {
   /** The next full pass: the resync, or the next poll of a polled IO source. */
   fullPassAt = 0;
   readonly nodes = new Map<string, NodeState>();
-  readonly refused = new Map<string, RefusedChange>();
+  /** The node changes the apiserver refused (node patching's). */
+  readonly refused = new RefusedChanges();
   /** The policy's status as we last wrote it (the API's merge of our patches), while the cache does not show it. */
   written: { status: SandboxPolicyStatus; version: string } | undefined;
   /** What the pacing webhook reads for this policy; absent when it paces nothing (or is invalid). */

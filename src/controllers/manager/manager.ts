@@ -18,7 +18,7 @@ import { nodeOf, policiesFor } from './mapper.js';
 import { Liveness } from './liveness.js';
 import { LEASES_KEY } from '../leases/node-leases.js';
 import { SWEEP_KEY } from '../orphans/sweeper.js';
-import { MetricsHooks } from './metrics-hooks.js';
+import { MetricsHooks, reconcileHooks } from './metrics-hooks.js';
 import { buildControllers, type Controllers } from './wiring.js';
 
 /** The adapters the Manager runs the controllers on, built by the composition root (cli/operator.ts). */
@@ -138,42 +138,20 @@ export class Manager {
         'sandboxpolicy',
         this.queue,
         (key) => reconciler.reconcile(key),
-        this.controllerHooks('policy'),
+        reconcileHooks(options, 'policy'),
       ),
-      new Controller('apply', this.applies, (key) => applier.reconcile(key), this.controllerHooks('apply')),
-      new Controller('orphans', this.sweeps, () => sweeper.sweep(), this.controllerHooks('sweep')),
-      new Controller('node-leases', this.leases, () => leases.reconcile(), this.controllerHooks('leases')),
+      new Controller(
+        'apply',
+        this.applies,
+        (key) => applier.reconcile(key),
+        reconcileHooks(options, 'apply'),
+      ),
+      new Controller('orphans', this.sweeps, () => sweeper.sweep(), reconcileHooks(options, 'sweep')),
+      new Controller('node-leases', this.leases, () => leases.reconcile(), reconcileHooks(options, 'leases')),
     ];
     cache.onChange((change) => {
       this.route(change);
     });
-  }
-
-  /** The reconcile metrics count policy passes, as they did before the sweep had a queue of its own. */
-  private controllerHooks(what: 'policy' | 'apply' | 'sweep' | 'leases') {
-    const { metrics, logger } = this.options;
-    const policy = what === 'policy';
-    return {
-      onSuccess: (_key: string, ms: number) => {
-        if (!policy) return;
-        metrics.reconciles.inc({ result: 'success' });
-        metrics.reconcileSeconds.observe(ms / 1000);
-      },
-      onError: (key: string, err: unknown, retryInMs: number | undefined) => {
-        if (policy) metrics.reconciles.inc({ result: retryInMs === undefined ? 'terminal' : 'error' });
-        const failed = {
-          policy: 'Failed to reconcile SandboxPolicy',
-          apply: 'Failed to apply a decision of a SandboxPolicy',
-          sweep: 'Failed to sweep for orphans',
-          leases: 'Failed to keep the node leases',
-        };
-        logger.warn(failed[what], {
-          ...(policy || what === 'apply' ? { policy: key } : {}),
-          error: describeError(err),
-          ...(retryInMs !== undefined ? { retryInMs: Math.round(retryInMs) } : {}),
-        });
-      },
-    };
   }
 
   /** A change the cache saw: which policies look again (and at which node), and whether the sweeper does. */

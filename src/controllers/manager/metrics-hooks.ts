@@ -1,4 +1,7 @@
 import { NODE_CONDITION_REASONS } from '../../api/v1alpha1/index.js';
+import type { Logger } from '../../observability/log.js';
+import { describeError } from '../../ports/errors.js';
+import type { ControllerHooks as RuntimeHooks } from '../../runtime/controller.js';
 import type { OperatorMetrics } from '../../observability/metrics.js';
 import type { DetectionStatus } from '../../status/health-status.js';
 import type { ControllerHooks } from './wiring.js';
@@ -70,4 +73,38 @@ export class MetricsHooks {
     for (const { cause, count } of status.causes) stuckPods.set({ node, cause }, count);
     this.stuckSeries.set(node, current);
   }
+}
+
+/** What each controller's failure is logged as. */
+const FAILED = {
+  policy: 'Failed to reconcile SandboxPolicy',
+  apply: 'Failed to apply a decision of a SandboxPolicy',
+  sweep: 'Failed to sweep for orphans',
+  leases: 'Failed to keep the node leases',
+};
+
+/**
+ * A controller's reconciles, as metrics and logs: the reconcile metrics count policy passes (as they did before the
+ * sweep and the apply had queues of their own); every failure is logged, with its retry.
+ */
+export function reconcileHooks(
+  { metrics, logger }: { metrics: OperatorMetrics; logger: Logger },
+  what: keyof typeof FAILED,
+): RuntimeHooks<string> {
+  const policy = what === 'policy';
+  return {
+    onSuccess: (_key, ms) => {
+      if (!policy) return;
+      metrics.reconciles.inc({ result: 'success' });
+      metrics.reconcileSeconds.observe(ms / 1000);
+    },
+    onError: (key, err, retryInMs) => {
+      if (policy) metrics.reconciles.inc({ result: retryInMs === undefined ? 'terminal' : 'error' });
+      logger.warn(FAILED[what], {
+        ...(policy || what === 'apply' ? { policy: key } : {}),
+        error: describeError(err),
+        ...(retryInMs !== undefined ? { retryInMs: Math.round(retryInMs) } : {}),
+      });
+    },
+  };
 }

@@ -76,21 +76,25 @@ export interface Controllers {
 /** Writes to independent nodes (node patches, evictions, SandboxHealths) in flight at once by default. */
 const WRITE_CONCURRENCY = 8;
 
+/** The settings every controller reads, with their defaults. */
+function settingsOf(deps: ControllerDeps) {
+  return {
+    hooks: deps.hooks ?? {},
+    writeConcurrency: deps.writeConcurrency ?? WRITE_CONCURRENCY,
+    resyncMs: deps.resyncMs ?? 5 * 60_000,
+    dryRun: deps.dryRun === true,
+    requeue: deps.requeue ?? (() => undefined),
+  };
+}
+
 /**
- * Builds the controllers and the state they share: one set of expectations (the read-your-writes fence, and the
- * removals in flight) and one mutation cache. The policy reconciler's pass and the orphan sweep run under keys of
- * their own; each concern object owns its own state.
+ * The concerns more than one controller uses, each owning its own state: one set of expectations (the read-your-writes
+ * fence, and the removals in flight), the Node condition, the action log, pacing and the medik8s leases.
  */
-export function buildControllers(deps: ControllerDeps): Controllers {
-  const { cache, writer, recorder, clock, logger } = deps;
-  const hooks = deps.hooks ?? {};
-  const writeConcurrency = deps.writeConcurrency ?? WRITE_CONCURRENCY;
-  const resyncMs = deps.resyncMs ?? 5 * 60_000;
-  const dryRun = deps.dryRun === true;
-  const requeue = deps.requeue ?? (() => undefined);
+function sharedConcerns(deps: ControllerDeps) {
+  const { cache, recorder, clock, logger } = deps;
+  const { hooks, writeConcurrency, dryRun } = settingsOf(deps);
   const expectations = new Expectations(clock);
-  const mutations = new MutationCache(cache, expectations);
-  const memories = new PolicyMemories();
   const conditions = new NodeConditions({
     cache,
     expectations,
@@ -118,6 +122,19 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     logger,
     dryRun,
   });
+  return { expectations, conditions, actions, pacer, leases };
+}
+
+/**
+ * Builds the controllers: the policy reconciler (observe, decide, report), the apply controller that carries out its
+ * decisions, the orphan sweep and the node leases, each with the concerns it drives.
+ */
+export function buildControllers(deps: ControllerDeps): Controllers {
+  const { cache, writer, recorder, clock, logger } = deps;
+  const { hooks, writeConcurrency, resyncMs, dryRun, requeue } = settingsOf(deps);
+  const { expectations, conditions, actions, pacer, leases } = sharedConcerns(deps);
+  const mutations = new MutationCache(cache, expectations);
+  const memories = new PolicyMemories();
   const unreported = new UnreportedResults();
   const evictor = new Evictor({ cache, clock, expectations, writeConcurrency });
   const throttler = new RolloutThrottler({

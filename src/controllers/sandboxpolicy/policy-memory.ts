@@ -89,7 +89,6 @@ export interface NodeState {
   rollouts?: { at: number; keys: ReadonlySet<string> };
 }
 
-
 /**
  * Everything this process remembers about one policy, in one object, so that a deleted policy is forgotten in one
  * call: what its last pass saw of each node, the nodes changed since, its IO source, the node changes refused, the

@@ -16,6 +16,9 @@ interface LiveDeps {
   logger: Logger;
 }
 
+/** What the live reads read and fill in of a node's observation (a draft, before its detection status). */
+type LiveObservation = Pick<NodeObservation, 'node' | 'io' | 'ioHeavyPods' | 'runningRollouts'>;
+
 /** How long the rollouts running on a node are taken as read: a rollout's pods move in minutes, not seconds. */
 const RUNNING_ROLLOUTS_TTL_MS = 15_000;
 
@@ -27,7 +30,7 @@ const RUNNING_ROLLOUTS_TTL_MS = 15_000;
 export async function readRunningRollouts(
   deps: LiveDeps,
   request: { policy: string; spec: SandboxPolicySpec; now: Date },
-  observation: NodeObservation,
+  observation: LiveObservation,
   memory: PolicyMemory,
 ): Promise<void> {
   const state = memory.state(observation.node.name);
@@ -66,7 +69,7 @@ export async function readRunningRollouts(
 export async function resolveClaims(
   deps: LiveDeps,
   policy: string,
-  observation: NodeObservation,
+  observation: LiveObservation,
   memory: PolicyMemory,
 ): Promise<void> {
   const reader = deps.workloads;
@@ -118,7 +121,7 @@ export async function resolveClaims(
  */
 export function needsLiveReads(
   spec: SandboxPolicySpec,
-  observation: NodeObservation,
+  observation: LiveObservation,
   memory: PolicyMemory,
 ): boolean {
   const claims = observation.ioHeavyPods.some((p) => (p.data?.claims.length ?? 0) > 0);

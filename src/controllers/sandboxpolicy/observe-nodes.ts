@@ -83,13 +83,24 @@ export async function observeNodes(
     if (seen.draft) drafts.push(seen.draft);
     if (!seen.settled) unsettled.push(nodeName);
   }
-  await forEachLimit(drafts, LIVE_READS, async (draft) => {
-    // Who does the IO is asked only of a node whose pressure is proven (IoPressureHigh True: a fresh reading, held
-    // for sustainSeconds): no live read, cause or Event for a node that is merely busy.
-    if (draft.io?.condition.status !== 'True') {
-      delete memory.state(draft.node.name).culprits;
-      return;
-    }
+  // Each node's live reads, in one bounded round: who does its IO, the pods to move, their claims, its rollouts.
+  await forEachLimit(drafts, LIVE_READS, (draft) => readLive(deps, request, draft, memory));
+  return { observations: drafts.map((draft) => finish(request, draft)), unsettled };
+}
+
+/**
+ * The live reads one node needs, in order. Who does the IO is asked only of a node whose pressure is proven
+ * (IoPressureHigh True: a fresh reading, held for sustainSeconds): no live read, cause or Event for a node that is
+ * merely busy. Then the pods to move by label, and, only where a decision needs them, where their claims are bound
+ * and which rollouts run there (a node with none goes on without another read).
+ */
+async function readLive(
+  deps: ObserveDeps,
+  request: ObserveRequest,
+  draft: Draft,
+  memory: PolicyMemory,
+): Promise<void> {
+  if (draft.io?.condition.status === 'True') {
     const { attribution, cause, culprits, dueAt } = await resolveAttribution(
       deps,
       request,
@@ -101,17 +112,11 @@ export async function observeNodes(
     draft.attribution = attribution;
     draft.ioHeavyPods = culprits;
     if (dueAt !== undefined) draft.dueAt = Math.min(draft.dueAt, dueAt);
-  });
-  const observations = drafts.map((draft) => finish(request, draft));
-  await readIoHeavyPods(deps, request, observations);
-  // Only the nodes that need one wait on a live read: a pass with none goes on without yielding.
-  const live = observations.filter((o) => needsLiveReads(request.spec, o, memory));
-  if (live.length > 0)
-    await forEachLimit(live, LIVE_READS, async (o) => {
-      await resolveClaims(deps, request.policy, o, memory);
-      await readRunningRollouts(deps, request, o, memory);
-    });
-  return { observations, unsettled };
+  } else delete memory.state(draft.node.name).culprits;
+  await readIoHeavyPods(deps, request, draft);
+  if (!needsLiveReads(request.spec, draft, memory)) return;
+  await resolveClaims(deps, request.policy, draft, memory);
+  await readRunningRollouts(deps, request, draft, memory);
 }
 
 /** The attributed device's busy time in the reading it came with (the busiest disk's where the source lists none). */
@@ -285,30 +290,20 @@ function judgeIo(
   return result;
 }
 
-/** Running pods to migrate: a live read, only for nodes under our remediation with verified pressure. */
-async function readIoHeavyPods(
-  deps: ObserveDeps,
-  request: ObserveRequest,
-  observations: NodeObservation[],
-): Promise<void> {
+/** Running pods to migrate by label: a live read, only for a node under our remediation with verified pressure. */
+async function readIoHeavyPods(deps: ObserveDeps, request: ObserveRequest, draft: Draft): Promise<void> {
   const migrate = request.spec.remediation.migrateWorkloads;
   const selector = migrate?.podSelector;
   const reader = deps.workloads;
   if (migrate?.by !== 'labels' || !selector || !reader) return;
-  for (const observation of observations) {
-    if (
-      ioState(observation.io) !== 'High' ||
-      (!observation.node.stamps && !observation.previous?.remediation)
-    )
-      continue;
-    try {
-      observation.ioHeavyPods = await reader.runningPodsOn(observation.node.name, selector);
-    } catch (err) {
-      deps.logger.warn('Failed to list IO-heavy pods', {
-        policy: request.policy,
-        node: observation.node.name,
-        error: describeError(err),
-      });
-    }
+  if (ioState(draft.io) !== 'High' || (!draft.node.stamps && !draft.previous?.remediation)) return;
+  try {
+    draft.ioHeavyPods = await reader.runningPodsOn(draft.node.name, selector);
+  } catch (err) {
+    deps.logger.warn('Failed to list IO-heavy pods', {
+      policy: request.policy,
+      node: draft.node.name,
+      error: describeError(err),
+    });
   }
 }

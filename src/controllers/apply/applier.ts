@@ -158,10 +158,8 @@ export class Applier {
       const remediation = remediationOf(pass, seen, plan, done);
       for (const [node, { parts, results }] of remediation.nodes) {
         const changed = setRemediation(memory, node, parts, (guard) => this.deps.hooks.onBlocked?.(guard));
-        if (results.length > 0) {
-          this.deps.unreported.add(node, results);
-          delete memory.state(node).facts; // they count what was done on the node, reported or not
-        }
+        // The node's facts count what was done on it, reported or not: adding to them makes them anew.
+        if (results.length > 0) this.deps.unreported.add(node, results);
         if (changed || results.length > 0) this.deps.reporter.submit(policy.name, memory, node);
       }
       // What we changed on the node (or its pods) comes back through the watch: look again, behind the fence.

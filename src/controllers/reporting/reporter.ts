@@ -348,7 +348,6 @@ export class Reporter {
     observation.reportsApplied = this.deps.unreported.applied(name);
     const superseded = state.observation !== undefined && state.observation !== observation;
     if (superseded) memory.markDirty(name);
-    delete state.facts;
     return superseded;
   }
 

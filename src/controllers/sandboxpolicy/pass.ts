@@ -212,9 +212,8 @@ export function setRemediation(
     }
   state.countedBlocks = new Set(parts.blocked.map(blockKey));
   const changed = !sameRemediation(state.remediation, parts);
-  state.remediation = parts;
-  // A dry run's facts read the stamps it left (simulatedStamps): made again on the new ones.
-  if (changed) delete state.facts;
+  // Kept as it was when nothing changed: the node's facts, computed from it, still hold.
+  if (changed) state.remediation = parts;
   return changed;
 }
 

@@ -215,7 +215,6 @@ export class PolicyReconciler {
     for (const observation of observations) {
       const state = memory.state(observation.node.name);
       state.observation = observation;
-      delete state.facts;
       // A report of ours applied after its status was read (during the live reads): look again, decide nothing on it.
       if (this.deps.unreported.stale(observation)) memory.markDirty(observation.node.name);
     }
@@ -310,7 +309,10 @@ export class PolicyReconciler {
     return nextWait(pass, seen, plan);
   }
 
-  /** The node's facts; reused while nothing they depend on changed and no eviction is in flight (they leave it out). */
+  /**
+   * The node's facts; reused while nothing they depend on changed (the same observation and remediation, the same
+   * unreported results, the same dry run) and no eviction is in flight (they leave it out).
+   */
   private factsOf(
     memory: PolicyMemory,
     observation: NodeObservation,
@@ -319,8 +321,15 @@ export class PolicyReconciler {
   ): NodeFacts {
     const state = memory.state(observation.node.name);
     const reported = this.deps.unreported.changed(observation.node.name);
-    if (state.facts?.dryRun === dryRun && state.facts.reported === reported && inFlight.size === 0)
-      return state.facts.facts;
+    const memo = state.facts;
+    if (
+      memo?.dryRun === dryRun &&
+      memo.reported === reported &&
+      memo.observation === observation &&
+      memo.remediation === state.remediation &&
+      inFlight.size === 0
+    )
+      return memo.facts;
     // Reported when their report is written: until then they count as reported at this pass (a cooldown starts no earlier).
     const now = new Date(this.deps.clock.now());
     const unreported = this.deps.unreported
@@ -336,7 +345,8 @@ export class PolicyReconciler {
       simulatedStamps:
         dryRun && state.remediation?.dryRun ? { stamps: simulatedOf(state.remediation) } : undefined,
     });
-    if (inFlight.size === 0) state.facts = { dryRun, reported, facts };
+    if (inFlight.size === 0)
+      state.facts = { dryRun, reported, observation, remediation: state.remediation, facts };
     else delete state.facts;
     return facts;
   }

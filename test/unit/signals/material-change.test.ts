@@ -242,7 +242,7 @@ describe('isMaterialChange on the attribution', () => {
     it(`${material ? 'publishes' : 'does not publish'} when ${name}`, () => {
       expect(isMaterialChange(from, to)).to.equal(material);
     });
-  it('publishes once while a victim at the fifth place comes and goes at every look (found by review)', () => {
+  it('publishes once while a victim at the fifth place comes and goes at every look', () => {
     const look = (i: number) =>
       attribution([
         ['big', 60, 'Culprit'],

@@ -44,7 +44,7 @@ describe('desiredIoCause', () => {
     expect(kept).to.equal(true);
   });
 
-  it('keeps it while Bystanders come onto the list and leave it (found by review)', () => {
+  it('keeps it while Bystanders come onto the list and leave it', () => {
     const { kept } = twoLooks(
       attribution(pod('db-0', 60, 'Culprit'), pod('web', 3, 'Bystander')),
       attribution(pod('db-0', 60, 'Culprit'), pod('cron', 3, 'Bystander')),

@@ -241,7 +241,7 @@ describe('PolicyReconciler, pipelined', () => {
     expect(report.held()).to.equal(2);
   }
 
-  it("sends a node's new stuck pod beside its own report in flight, fenced on it, and both apply in order (issue 29)", async () => {
+  it("sends a node's new stuck pod beside its own report in flight, fenced on it, and both apply in order", async () => {
     const { w, report } = await reportOfWeb1Held();
     // kubelet fails a second pod on n3 while the first report is under way: its report goes at once, after the first.
     w.stuck('web-2', 'n3');
@@ -274,7 +274,7 @@ describe('PolicyReconciler, pipelined', () => {
     ]);
   });
 
-  it('has the API refuse a fenced report that arrives before the one it follows, and looks again once that one is back (issue 29)', async () => {
+  it('has the API refuse a fenced report that arrives before the one it follows, and looks again once that one is back', async () => {
     const { w, report } = await reportOfWeb1Held();
     await web2Beside(w, report);
     // The second reaches the API first: its test of the first one's reportId fails, and nothing of it is written.
@@ -299,7 +299,7 @@ describe('PolicyReconciler, pipelined', () => {
     expect(w.waits.at(-1), "web-2's report's wait (ms)").to.be.at.least(1_500);
   });
 
-  it('takes a write whose answer was lost as applied once the write that followed it is applied (found by review)', async () => {
+  it('takes a write whose answer was lost as applied once the write that followed it is applied', async () => {
     const { w, report } = await reportOfWeb1Held(true);
     await web2Beside(w, report);
     // The first write's answer is lost on its way back (a reset): the API applied it, and the second is applied after it.
@@ -318,7 +318,7 @@ describe('PolicyReconciler, pipelined', () => {
     ]);
   });
 
-  it('stands on the later of two reports whose answers come back out of order (issue 29)', async () => {
+  it('stands on the later of two reports whose answers come back out of order', async () => {
     const { w, report } = await reportOfWeb1Held(true);
     // The watch lags: a pass reads n3's status from what our writes answered.
     w.cluster.lagging = true;
@@ -342,7 +342,7 @@ describe('PolicyReconciler, pipelined', () => {
     ]);
   });
 
-  it("sends a node's new stuck pod while its applied report's Events are still being reported (found by review)", async () => {
+  it("sends a node's new stuck pod while its applied report's Events are still being reported", async () => {
     const w = world();
     await w.reconciler.reconcile('p');
     await w.idle();
@@ -365,7 +365,7 @@ describe('PolicyReconciler, pipelined', () => {
     ]);
   });
 
-  it('sends the next report at once, unfenced, once a later write proved an earlier one whose answer is still out (found by review)', async () => {
+  it('sends the next report at once, unfenced, once a later write proved an earlier one whose answer is still out', async () => {
     const { w, report } = await reportOfWeb1Held(true);
     await web2Beside(w, report);
     report.releaseNewest(); // the second's answer: it applied, so the first did
@@ -386,7 +386,7 @@ describe('PolicyReconciler, pipelined', () => {
     ]);
   });
 
-  it("plans no report on a look taken while the node's own report was in flight (found by review of the pipeline)", async () => {
+  it("plans no report on a look taken while the node's own report was in flight", async () => {
     const w = world();
     await w.reconciler.reconcile('p');
     await w.idle();
@@ -431,7 +431,7 @@ describe('PolicyReconciler, pipelined', () => {
     ]);
   });
 
-  it('evicts no stuck pod while the report that first lists it is in flight, and asks for a pass once it applied (issue 29)', async () => {
+  it('evicts no stuck pod while the report that first lists it is in flight, and asks for a pass once it applied', async () => {
     const w = world();
     await w.reconciler.reconcile('p');
     await w.idle();
@@ -482,7 +482,7 @@ describe('PolicyReconciler, pipelined', () => {
     ]);
   });
 
-  it('migrates no more than maxPodsPerNode while the report of a migration is in flight (found by review)', async () => {
+  it('migrates no more than maxPodsPerNode while the report of a migration is in flight', async () => {
     const w = migratingWorld(['db-0', 'db-1', 'db-2'], { maxEvictionsPerMinute: 30 });
     w.stuck('web-1', 'n1');
     await w.reconciler.reconcile('p'); // the cordon
@@ -506,7 +506,7 @@ describe('PolicyReconciler, pipelined', () => {
     expect(w.cluster.health('n1')!.status!.actions!.filter((a) => a.kind === 'Migrate')).to.have.length(1);
   });
 
-  it('decides nothing on a look that the report of a migration superseded (found by the integration test)', async () => {
+  it('decides nothing on a look that the report of a migration superseded', async () => {
     const w = migratingWorld(['db-0', 'db-1']);
     w.stuck('web-1', 'n1');
     await w.reconciler.reconcile('p'); // the cordon
@@ -533,7 +533,7 @@ describe('PolicyReconciler, pipelined', () => {
     expect(migrated(), 'maxPodsPerNode: 1').to.have.length(1);
   });
 
-  it("decides nothing on a look whose node's report applied during its live reads (found by the integration test)", async () => {
+  it("decides nothing on a look whose node's report applied during its live reads", async () => {
     const w = migratingWorld(['db-0', 'db-1']);
     const { report, migrated } = await migrationReportHeld(w);
     // A pass reads n1's status (from before the report), then waits on its live read of n1's IO-heavy pods; the report
@@ -597,7 +597,7 @@ describe('PolicyReconciler, pipelined', () => {
     expect(w.cluster.writes.filter((x) => x.startsWith('patch node/'))).to.deep.equal(['patch node/n1']);
   });
 
-  it('counts, for a policy made again under the same name, the migration its namesake did whose report is still in flight (found by review)', async () => {
+  it('counts, for a policy made again under the same name, the migration its namesake did whose report is still in flight', async () => {
     const w = migratingWorld(['db-0', 'db-1'], { maxEvictionsPerMinute: 30 });
     const { report, migrated } = await migrationReportHeld(w);
     // Deleted and made again while that report waits: the new policy's memory starts empty, and n1 is the same node.
@@ -624,7 +624,7 @@ describe('PolicyReconciler, pipelined', () => {
     ).to.have.length(1);
   });
 
-  it("looks again, unasked, at a node whose namesake's report superseded its look, and decides again (found by review)", async () => {
+  it("looks again, unasked, at a node whose namesake's report superseded its look, and decides again", async () => {
     const w = migratingWorld(['db-0', 'db-1'], { maxEvictionsPerMinute: 30 });
     w.stuck('web-1', 'n1');
     await w.reconciler.reconcile('p'); // the cordon

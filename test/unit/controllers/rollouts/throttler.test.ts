@@ -180,7 +180,7 @@ describe('PolicyReconciler pacing and rollouts', () => {
     expect(cluster.deploymentMap.get('shop/b')!.stamps, 'a user pause is never touched').to.equal(undefined);
   });
 
-  it('keeps a queued rollout waiting when the pause that was to make room for it is refused (found by make demo)', async () => {
+  it('keeps a queued rollout waiting when the pause that was to make room for it is refused', async () => {
     // No cordon: n1 stays open to both rollouts' new pods (a cordoned node would take none of `queued`'s).
     const { cluster, reconciler } = world({
       ioPressure: IO,

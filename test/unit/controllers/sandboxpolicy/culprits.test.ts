@@ -184,7 +184,7 @@ describe('PolicyReconciler and the measured culprit', () => {
     expect(cluster.evicted).to.deep.equal(['shop/web-1', 'shop/db-0']);
   });
 
-  it('reads the pods again before a culprit moves: a no-migrate label put on meanwhile holds it (found by review)', async () => {
+  it('reads the pods again before a culprit moves: a no-migrate label put on meanwhile holds it', async () => {
     const { cluster, reconciler, pods } = world((p) => [
       share(p.db, 40, 'Culprit'),
       { kind: 'System', sharePercent: 60, role: 'System' },
@@ -221,7 +221,7 @@ describe('PolicyReconciler and the measured culprit', () => {
     expect(cluster.takeEvents().filter((e) => e.includes('IoCulpritFound'))).to.deep.equal([]);
   });
 
-  it('holds maxPodsPerNode for the whole remediation, after its Migrate records left the recent actions (found by review)', async () => {
+  it('holds maxPodsPerNode for the whole remediation, after its Migrate records left the recent actions', async () => {
     let top: keyof Pods = 'db';
     const { cluster, reconciler, pods } = world(
       (p) => [share(p[top], 40, 'Culprit'), { kind: 'System', sharePercent: 60, role: 'System' }],

@@ -84,7 +84,8 @@ function headTree(): Tree {
   const clock = new FakeClock(secondsAfter(T0, 600).getTime());
   const cluster = indexed(MemoryCluster);
   populate(cluster, (n) => aNode(n), clock.now());
-  const { reconciler } = buildControllers({
+  // Each decision applied at once, in the background, as the before tree's carry-out did: the pass is what is timed.
+  const { reconciler, applier } = buildControllers({
     cache: cluster,
     writer: cluster,
     recorder: cluster,
@@ -92,6 +93,9 @@ function headTree(): Tree {
     clock,
     logger: silentLogger,
     resyncMs: 3_600_000,
+    scheduleApply: (policy) => {
+      void applier.reconcile(policy).catch(() => undefined);
+    },
   });
   return {
     addPod: (pod) => {

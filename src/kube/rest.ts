@@ -33,7 +33,7 @@ export interface ApiAccess {
   tokenFile?: string;
 }
 
-/** A non-2xx answer. `code` and `body` are what kube/errors.ts's apiStatus reads, as from client-node. */
+/** A non-2xx answer. `code` and `body` are what ports/errors.ts's apiStatus reads, as from client-node. */
 export class ApiError extends Error {
   constructor(
     readonly code: number,

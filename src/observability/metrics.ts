@@ -5,7 +5,7 @@ export class OperatorMetrics {
   readonly registry = new Registry();
   readonly reconciles = new Counter({
     name: 'sandbox_remediator_reconcile_total',
-    help: 'Policy reconciles by result (success, error, terminal).',
+    help: "Policy reconciles by result (success, error, terminal): each policy pass, and each failed apply of a policy's decision (a failed write).",
     labelNames: ['result'] as const,
     registers: [this.registry],
   });

@@ -54,6 +54,7 @@ export class MeasuredNode {
   constructor(
     readonly name: string,
     private readonly cleanup: Cleanup,
+    private readonly version: 'v1' | 'v2' = 'v2',
   ) {}
 
   /** Starts the agent over idle /proc and an empty tree; the disk turns busy with `pressure('load')`. */
@@ -62,7 +63,7 @@ export class MeasuredNode {
     this.cleanup.add(() => this.proc.remove());
     this.cgroups = await mkdtemp(join(tmpdir(), 'cgroups-'));
     this.cleanup.add(() => rm(this.cgroups, { recursive: true, force: true }));
-    this.tree = new CgroupTree(this.cgroups, 'v2', 'cgroupfs');
+    this.tree = new CgroupTree(this.cgroups, this.version, 'cgroupfs');
     await mkdir(join(proc, '1'), { recursive: true });
     await writeFile(
       join(proc, '1', 'mountinfo'),
@@ -83,9 +84,12 @@ export class MeasuredNode {
     this.cleanup.add(() => this.agent.stop());
   }
 
-  /** A pod of the cast (by its UID and QoS class, as the apiserver gave them) doing `load` from now on. */
+  /**
+   * A pod of the cast (by its UID and QoS class, as the apiserver gave them) doing `load` from now on; one already
+   * there keeps its counters, as the kernel's only grow.
+   */
   pod(uid: string, qos: Qos, load: Load): void {
-    this.pods.set(uid, { qos, load, total: zero() });
+    this.pods.set(uid, { qos, load, total: this.pods.get(uid)?.total ?? zero() });
   }
 
   /** The pod left the node (evicted): kubelet removes its cgroup, and its IO stops. */

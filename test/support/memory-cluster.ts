@@ -89,7 +89,7 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   readonly protectedPods = new Set<string>();
   lagging = false;
   watching = true;
-  /** Reported of every change the cache shows, with the node it is about (as the mapper tells the reconciler). */
+  /** Told of every change the cache shows, with the node it is about (as the mapper tells the reconciler). */
   private readonly listeners: ((node: string | undefined) => void)[] = [];
   private version = 100;
   private readonly versions = new Map<string, number>();

@@ -138,7 +138,10 @@ export class SettledReconciler {
  * buildControllers, as a test reads them: the apply queue run by hand (HandApplyQueue), and `reconciler` settled
  * (SettledReconciler). `requeues` lists what the background asked of the queues, in order.
  */
-export function settledControllers(deps: ControllerDeps): Omit<Controllers, 'reconciler'> & {
+export function settledControllers(deps: Omit<ControllerDeps, 'scheduleApply'>): Omit<
+  Controllers,
+  'reconciler'
+> & {
   reconciler: SettledReconciler;
   requeues: Requeued[];
   applies: HandApplyQueue;

@@ -6,6 +6,7 @@
 // off: its passes meanwhile look and report.
 import { describeError } from '../../ports/errors.js';
 import type { Logger } from '../../observability/log.js';
+import type { ClusterCache } from '../../ports/cluster.js';
 import type { EventRecorder, StatusWriter } from '../../ports/writes.js';
 import type { ReconcileResult } from '../../runtime/controller.js';
 import { sameStatus } from '../../status/health-patch.js';
@@ -34,6 +35,7 @@ export interface Decision {
 }
 
 export interface ApplierDeps extends ActDeps {
+  cache: Pick<ClusterCache, 'policy'>;
   writer: StatusWriter;
   mutations: MutationCache;
   evictor: Evictor;
@@ -69,12 +71,17 @@ export class Applier {
 
   constructor(private readonly deps: ApplierDeps) {}
 
+  /** Whether the policy's apply waits, runs or backs off. */
+  busy(policy: string): boolean {
+    return this.waiting.has(policy) || this.applying.has(policy) || this.retries.has(policy);
+  }
+
   /**
-   * Whether the policy's apply waits, runs or backs off, so that a pass now decides nothing; the pass it holds back is
-   * asked for again once the apply is done. A policy deleted and made again under its name waits for its namesake's.
+   * Whether a pass of the policy must decide nothing now, its apply busy; if so, that pass is asked for again once the
+   * apply is done. A policy deleted and made again under its name waits for its namesake's.
    */
-  holds(policy: string): boolean {
-    const busy = this.waiting.has(policy) || this.applying.has(policy) || this.retries.has(policy);
+  holdsBack(policy: string): boolean {
+    const busy = this.busy(policy);
     if (busy) this.held.add(policy);
     return busy;
   }
@@ -112,14 +119,22 @@ export class Applier {
 
   /** The apply controller's reconcile: the policy's waiting decision carried out, or its retry after the backoff. */
   async reconcile(policy: string): Promise<ReconcileResult> {
-    const decision = this.waiting.get(policy);
+    let decision = this.waiting.get(policy);
     this.waiting.delete(policy);
+    const current = this.deps.cache.policy(policy);
+    if (decision && !sameGeneration(decision, current)) {
+      // Deleted, made again, edited (paused, a dry run) while it waited for a worker: it is not carried out, and the
+      // policy as it is now decides again.
+      decision = undefined;
+      this.held.add(policy);
+    }
     const retry = this.retries.get(policy);
     if (!decision && retry?.backingOff) {
       // The backoff is over: the retry is a new decision, on what the policy's pass sees now. Until that apply is
-      // back, the backoff stands, so that it grows for as long as writes keep failing.
+      // back, the backoff stands, so that it grows for as long as writes keep failing; a policy gone forgets it.
       this.retries.delete(policy);
       this.held.delete(policy);
+      if (!current) return {};
       this.deps.requeue(policy, 0);
       return { keepBackoff: true };
     }
@@ -139,8 +154,9 @@ export class Applier {
       const [first] = failed.failed.splice(0);
       throw new Error(`a write of sandboxpolicy/${policy} failed: ${describeError(first)}`, { cause: first });
     }
-    if (this.held.delete(policy)) this.deps.requeue(policy, 0);
-    else if (wait !== undefined) this.deps.requeue(policy, wait);
+    if (this.held.delete(policy)) {
+      if (current) this.deps.requeue(policy, 0);
+    } else if (wait !== undefined) this.deps.requeue(policy, wait);
     return {};
   }
 
@@ -212,3 +228,7 @@ export class Applier {
     }
   }
 }
+
+/** Whether the policy is still the one, at the generation, that the decision was made for. */
+const sameGeneration = (decision: Decision, current: { uid: string; generation: number } | undefined) =>
+  current?.uid === decision.pass.policy.uid && current.generation === decision.pass.policy.generation;

@@ -21,6 +21,12 @@ import { SWEEP_KEY } from '../orphans/sweeper.js';
 import { MetricsHooks, reconcileHooks } from './metrics-hooks.js';
 import { buildControllers, type Controllers } from './wiring.js';
 
+/**
+ * The longest the apply queue backs a policy off after failed writes: the policy decides nothing meanwhile, so a write
+ * that keeps failing holds its cordons and undos a minute at most between tries, not client-go's 16 minutes.
+ */
+const APPLY_MAX_BACKOFF_MS = 60_000;
+
 /** The adapters the Manager runs the controllers on, built by the composition root (cli/operator.ts). */
 export interface ManagerOptions {
   cache: RunningCache;
@@ -93,7 +99,7 @@ export class Manager {
     this.sweeps = new WorkQueue<string>({ clock });
     this.leases = new WorkQueue<string>({ clock });
     // The apply controller's: one apply of a policy at a time, and its failures backed off here alone.
-    this.applies = new WorkQueue<string>({ clock });
+    this.applies = new WorkQueue<string>({ clock, maxDelayMs: APPLY_MAX_BACKOFF_MS });
     this.events = new BackgroundQueue<Transition>({
       concurrency: 4,
       limit: 10_000,

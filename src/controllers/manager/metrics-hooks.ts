@@ -47,7 +47,7 @@ export class MetricsHooks {
         metrics.healthReportWait.observe({ urgency }, waitedMs / 1000);
       },
       onFencedReport: (applied) => {
-        metrics.fencedHealthReports.inc({ outcome: applied ? 'applied' : 'refused' });
+        metrics.fencedHealthReports.inc({ outcome: applied ? 'landed' : 'refused' }); // the label's values are the metric's API
       },
       onNodeCondition: (policy, status, reason) => {
         metrics.nodeConditionTransitions.inc({ policy, status, reason });
@@ -85,7 +85,8 @@ const FAILED = {
 
 /**
  * A controller's reconciles, as metrics and logs: the reconcile metrics count policy passes (as they did before the
- * sweep and the apply had queues of their own); every failure is logged, with its retry.
+ * sweep and the apply had queues of their own), and the failures of a policy's passes and of its applies (a failed
+ * write used to fail the pass); every failure is logged, with its retry.
  */
 export function reconcileHooks(
   { metrics, logger }: { metrics: OperatorMetrics; logger: Logger },
@@ -99,7 +100,8 @@ export function reconcileHooks(
       metrics.reconcileSeconds.observe(ms / 1000);
     },
     onError: (key, err, retryInMs) => {
-      if (policy) metrics.reconciles.inc({ result: retryInMs === undefined ? 'terminal' : 'error' });
+      if (policy || what === 'apply')
+        metrics.reconciles.inc({ result: retryInMs === undefined ? 'terminal' : 'error' });
       logger.warn(FAILED[what], {
         ...(policy || what === 'apply' ? { policy: key } : {}),
         error: describeError(err),

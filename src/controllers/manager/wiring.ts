@@ -57,10 +57,10 @@ export interface ControllerDeps {
    */
   requeue?: ((policy: string, afterMs: number) => void) | undefined;
   /**
-   * Adds a policy to the apply queue (the Manager's), whose controller runs Applier.reconcile: a test without one
-   * runs it by hand.
+   * Adds a policy to the apply queue (the Manager's), whose controller runs Applier.reconcile; tests run it by hand
+   * (test/support/reconciler.ts).
    */
-  scheduleApply?: ((policy: string) => void) | undefined;
+  scheduleApply(policy: string): void;
 }
 
 export interface Controllers {
@@ -163,6 +163,7 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     },
   });
   const applier: Applier = new Applier({
+    cache,
     writer,
     recorder,
     logger,
@@ -178,7 +179,9 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     conditions,
     reporter,
     unreported,
-    schedule: deps.scheduleApply ?? (() => undefined),
+    schedule: (policy) => {
+      deps.scheduleApply(policy);
+    },
     requeue,
   });
   const reconciler = new PolicyReconciler({

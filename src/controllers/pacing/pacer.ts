@@ -57,7 +57,7 @@ export interface PacerHooks {
  * the set rate (oldest first), all at once when the pressure is gone, and anyway after maxGateSeconds. It also lifts
  * the gates a gone or invalid policy left: a gate never strands a pod. Lifting a gate only gives back, so it is done
  * for real even in a dry run (the actuator it is given is the real one). It owns the gates lifted that the cache may
- * still show (in the expectations) and which gated pods were reported they wait.
+ * still show (in the expectations) and which gated pods were told why they wait (a PodStartHeld Event).
  */
 export class Pacer {
   /** The gate release log in the policy's status: reserved before lifting, written again as lifted. */
@@ -125,7 +125,9 @@ export class Pacer {
    * when they really were (act's log) leaves its successor a window that ends no earlier than theirs would.
    */
   reservation(plan: PacingPlan, now: Date): string[] | undefined {
-    return this.budget.reserve(plan.kept, now, plan.paced, new Date(now.getTime() + LIFT_ALLOWANCE_MS));
+    // From when it is written, not from the pass: a decision may wait for its apply.
+    const by = new Date(this.deps.clock.now() + LIFT_ALLOWANCE_MS);
+    return this.budget.reserve(plan.kept, now, plan.paced, by);
   }
 
   /**

@@ -248,7 +248,8 @@ function sameStamps(a: NodeStamps | undefined, b: NodeStamps | undefined): boole
     a.since.getTime() === b.since.getTime() &&
     a.reason === b.reason &&
     a.cordoned === b.cordoned &&
-    (a.taint && b.taint ? sameTaint(a.taint, b.taint) : a.taint === b.taint)
+    (a.taint && b.taint ? sameTaint(a.taint, b.taint) : a.taint === b.taint) &&
+    (a.taintsBefore ?? []).join('\n') === (b.taintsBefore ?? []).join('\n')
   );
 }
 

@@ -120,7 +120,7 @@ export class PolicyReconciler {
     const seen = { ...observed, unsettled: observed.unsettled + superseded.length };
     // One apply of a policy at a time: while one waits, runs or backs off, a pass looks and reports, and decides
     // nothing (the apply asks for a pass when it is done).
-    const plan = this.deps.applier.holds(name) ? undefined : this.decide(pass, seen);
+    const plan = this.deps.applier.holdsBack(name) ? undefined : this.decide(pass, seen);
     const reported = this.report(pass, seen, plan);
     if (plan) this.deps.applier.submit({ pass, seen, plan });
     // Set once, at the end: with two workers, another policy's pass may have run in between.
@@ -159,7 +159,7 @@ export class PolicyReconciler {
     problems: PolicyProblem[],
   ): Promise<ReconcileResult> {
     // A decision of its valid self still under way writes the status last: refuse once its apply is done.
-    if (this.deps.applier.holds(policy.name)) return {};
+    if (this.deps.applier.holdsBack(policy.name)) return {};
     const now = new Date(this.deps.clock.now());
     const status = invalidPolicyStatus(
       { generation: policy.generation, previous: policy.status, now },

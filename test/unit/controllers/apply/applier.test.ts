@@ -26,7 +26,7 @@ async function settle(): Promise<void> {
   for (let i = 0; i < 20; i++) await new Promise((resolve) => setImmediate(resolve));
 }
 
-function world() {
+function world({ start = true } = {}) {
   const cluster = new MemoryCluster().addPolicy('p', IO_SPEC).addNodes(aNode('n1'), aNode('n2'), aNode('n3'));
   const clock = new FakeClock(secondsAfter(T0, 600).getTime());
   const queue = new WorkQueue<string>({ clock });
@@ -59,7 +59,7 @@ function world() {
   const controller = new Controller('apply', queue, (key) => controllers.applier.reconcile(key), {
     onError: (_key, err) => errors.push(err),
   });
-  controller.start(1);
+  if (start) controller.start(1);
   const pod = {
     ...aPod().named('web-1').onNode('n1').waitingSince(T0).build(),
     controllerKind: 'ReplicaSet',
@@ -89,7 +89,7 @@ describe('the apply controller', () => {
     w.reconciler.markDirty('p', 'n1');
     await w.pass();
     expect(w.cordons()).to.deep.equal([]);
-    expect(w.applier.holds('p')).to.equal(true);
+    expect(w.applier.busy('p')).to.equal(true);
 
     // The backoff over, the retry asks for a pass at once, and its backoff stands.
     w.clock.advance(5);
@@ -105,7 +105,7 @@ describe('the apply controller', () => {
     w.clock.advance(5);
     await settle();
     expect(w.queue.failures('p'), 'not yet over: 10 ms').to.equal(2);
-    expect(w.applier.holds('p')).to.equal(true);
+    expect(w.applier.busy('p')).to.equal(true);
     w.clock.advance(5);
     await settle();
 
@@ -114,7 +114,7 @@ describe('the apply controller', () => {
     expect(w.cordons()).to.deep.equal(['patch node/n1']);
     expect(w.cluster.nodeMap.get('n1')!.unschedulable).to.equal(true);
     expect(w.queue.failures('p')).to.equal(0);
-    expect(w.applier.holds('p')).to.equal(false);
+    expect(w.applier.busy('p')).to.equal(false);
     await w.controller.stop();
   });
 
@@ -140,5 +140,31 @@ describe('the apply controller', () => {
     expect(w.queue.failures('p'), 'one step for the round').to.equal(1);
     expect(w.applier.failing('p')).to.equal(true);
     await w.controller.stop();
+  });
+
+  it('carries out no decision whose policy was paused or deleted while it waited for a worker, and asks the policy to decide again', async () => {
+    for (const change of ['paused', 'deleted'] as const) {
+      const w = world({ start: false });
+      await w.reconciler.reconcile('p'); // decides the cordon of n1: it waits for a worker
+      const old = w.cluster.policyMap.get('p')!;
+      if (change === 'deleted') w.cluster.policyMap.delete('p');
+      else
+        w.cluster.policyMap.set('p', {
+          ...old,
+          generation: 2,
+          spec: { ...IO_SPEC, safety: { ...IO_SPEC.safety, paused: true } },
+        });
+      const passes = w.passes.length;
+      w.controller.start(1);
+      await settle();
+      expect(w.cordons(), change).to.deep.equal([]);
+      expect(w.cluster.nodeMap.get('n1')!.unschedulable, change).to.equal(false);
+      expect(
+        w.passes.slice(passes),
+        `${change}: a pass asked for only while the policy is there`,
+      ).to.deep.equal(change === 'paused' ? [0] : []);
+      expect(w.applier.busy('p')).to.equal(false);
+      await w.controller.stop();
+    }
   });
 });

@@ -26,6 +26,11 @@ import { buildControllers, type Controllers } from './wiring.js';
  * that keeps failing holds its cordons and undos a minute at most between tries, not client-go's 16 minutes.
  */
 const APPLY_MAX_BACKOFF_MS = 60_000;
+/**
+ * Applies of different policies at once: they wait on the apiserver, not the CPU (each writes at most writeConcurrency
+ * at a time), and a pass handed its decision over without waiting, as carried-out decisions once ran side by side.
+ */
+const APPLY_WORKERS = 8;
 
 /** The adapters the Manager runs the controllers on, built by the composition root (cli/operator.ts). */
 export interface ManagerOptions {
@@ -251,7 +256,7 @@ export class Manager {
     const workers = this.options.workers ?? 2;
     const [policies, applies, sweeps, leases] = this.running;
     policies?.start(workers);
-    applies?.start(workers);
+    applies?.start(APPLY_WORKERS);
     sweeps?.start(1);
     leases?.start(1);
     for (const policy of cache.policies()) this.queue.add(policy.name);

@@ -27,10 +27,11 @@ import { buildControllers, type Controllers } from './wiring.js';
  */
 const APPLY_MAX_BACKOFF_MS = 60_000;
 /**
- * Applies of different policies at once: they wait on the apiserver, not the CPU (each writes at most writeConcurrency
- * at a time), and a pass handed its decision over without waiting, as carried-out decisions once ran side by side.
+ * Applies of different policies at once. They wait on the apiserver, not the CPU (each writes at most writeConcurrency
+ * at a time), and decisions once ran side by side unbounded: with 1,000 policies made at once (the policy fuzz, same
+ * seed), 8 workers took 106 s to write every Valid condition where the unbounded pipeline took 40 s; 64 took 39 s.
  */
-const APPLY_WORKERS = 8;
+const APPLY_WORKERS = 64;
 
 /** The adapters the Manager runs the controllers on, built by the composition root (cli/operator.ts). */
 export interface ManagerOptions {

@@ -124,6 +124,8 @@ async function beforeTree(dir: string): Promise<Tree> {
   const clock = new OldClock(secondsAfter(T0, 600).getTime());
   const cluster = indexed(support.MemoryCluster);
   populate(cluster, (n) => support.aNode(n), clock.now());
+  // A tree with an apply controller (issue 43) applies each decision at once, in the background, as head's does.
+  let applier: { reconcile(policy: string): Promise<unknown> } | undefined;
   const deps = {
     cache: cluster,
     writer: cluster,
@@ -132,6 +134,9 @@ async function beforeTree(dir: string): Promise<Tree> {
     clock,
     logger: silentLogger,
     resyncMs: 3_600_000,
+    scheduleApply: (policy: string) => {
+      void applier?.reconcile(policy).catch(() => undefined);
+    },
   };
   interface OldReconciler {
     reconcile(name: string): Promise<unknown>;
@@ -143,10 +148,16 @@ async function beforeTree(dir: string): Promise<Tree> {
   const wiringAt = ['src/controllers/manager/wiring.ts', 'src/controllers/wiring.ts'].find((p) =>
     existsSync(join(dir, p)),
   );
-  const reconciler = wiringAt
+  const built = wiringAt
     ? (
-        await load<{ buildControllers: (d: typeof deps) => { reconciler: OldReconciler } }>(wiringAt)
-      ).buildControllers(deps).reconciler
+        await load<{
+          buildControllers: (d: typeof deps) => { reconciler: OldReconciler; applier?: typeof applier };
+        }>(wiringAt)
+      ).buildControllers(deps)
+    : undefined;
+  applier = built?.applier;
+  const reconciler = built
+    ? built.reconciler
     : new (
         await load<{ PolicyReconciler: new (d: typeof deps) => OldReconciler }>(
           'src/controllers/policy-reconciler.ts',

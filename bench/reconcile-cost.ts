@@ -125,7 +125,7 @@ async function beforeTree(dir: string): Promise<Tree> {
   const cluster = indexed(support.MemoryCluster);
   populate(cluster, (n) => support.aNode(n), clock.now());
   // A tree with an apply controller (issue 43) applies each decision at once, in the background, as head's does.
-  let applier: { reconcile(policy: string): Promise<unknown> } | undefined;
+  const late: { applier?: { reconcile(policy: string): Promise<unknown> } | undefined } = {};
   const deps = {
     cache: cluster,
     writer: cluster,
@@ -135,7 +135,7 @@ async function beforeTree(dir: string): Promise<Tree> {
     logger: silentLogger,
     resyncMs: 3_600_000,
     scheduleApply: (policy: string) => {
-      void applier?.reconcile(policy).catch(() => undefined);
+      void late.applier?.reconcile(policy).catch(() => undefined);
     },
   };
   interface OldReconciler {
@@ -151,11 +151,11 @@ async function beforeTree(dir: string): Promise<Tree> {
   const built = wiringAt
     ? (
         await load<{
-          buildControllers: (d: typeof deps) => { reconciler: OldReconciler; applier?: typeof applier };
+          buildControllers: (d: typeof deps) => { reconciler: OldReconciler; applier?: typeof late.applier };
         }>(wiringAt)
       ).buildControllers(deps)
     : undefined;
-  applier = built?.applier;
+  late.applier = built?.applier;
   const reconciler = built
     ? built.reconciler
     : new (

@@ -68,16 +68,11 @@ export interface NodeState {
   /** The node as the last pass that looked at it saw it; absent until a pass looks (again, after a full pass). */
   observation?: NodeObservation;
   /**
-   * Its facts as last computed, and what they were computed from: reused while the node's observation, remediation,
-   * unreported results (UnreportedResults.changed, `reported`) and dry run are the same (the policy reconciler's).
+   * Its facts as last computed, and what they were computed from: reused while the node's observation, unreported
+   * results (UnreportedResults.changed, `reported`) and dry run are the same (the policy reconciler's); dropped when
+   * its remediation changes (setRemediation).
    */
-  facts?: {
-    dryRun: boolean;
-    reported: number;
-    observation: NodeObservation;
-    remediation: RemediationParts | undefined;
-    facts: NodeFacts;
-  };
+  facts?: { dryRun: boolean; reported: number; observation: NodeObservation; facts: NodeFacts };
   /** The remediation its reports say; absent until a decision about it has been carried out in this process. */
   remediation?: RemediationParts;
   /** The blocks counted already (blockKey): each is counted once, when first decided. */

@@ -310,8 +310,9 @@ export class PolicyReconciler {
   }
 
   /**
-   * The node's facts; reused while nothing they depend on changed (the same observation and remediation, the same
-   * unreported results, the same dry run) and no eviction is in flight (they leave it out).
+   * The node's facts; reused while nothing they depend on changed (the same observation, the same unreported results,
+   * the same dry run; a change of its remediation drops them, setRemediation) and no eviction is in flight (they
+   * leave it out).
    */
   private factsOf(
     memory: PolicyMemory,
@@ -326,7 +327,6 @@ export class PolicyReconciler {
       memo?.dryRun === dryRun &&
       memo.reported === reported &&
       memo.observation === observation &&
-      memo.remediation === state.remediation &&
       inFlight.size === 0
     )
       return memo.facts;
@@ -345,8 +345,7 @@ export class PolicyReconciler {
       simulatedStamps:
         dryRun && state.remediation?.dryRun ? { stamps: simulatedOf(state.remediation) } : undefined,
     });
-    if (inFlight.size === 0)
-      state.facts = { dryRun, reported, observation, remediation: state.remediation, facts };
+    if (inFlight.size === 0) state.facts = { dryRun, reported, observation, facts };
     else delete state.facts;
     return facts;
   }

@@ -1,0 +1,66 @@
+// The mutation cache alone: our own status writes stand in for what the watch has not shown yet, until it shows that
+// version or a newer one, never for a time.
+import { expect } from 'chai';
+import type { SandboxHealthStatus, SandboxPolicyStatus } from '../../../../src/api/v1alpha1/index.js';
+import { MutationCache } from '../../../../src/controllers/reporting/mutation-cache.js';
+import { PolicyMemory } from '../../../../src/controllers/sandboxpolicy/policy-memory.js';
+import type { PolicyObject } from '../../../../src/ports/cluster.js';
+import { FakeClock } from '../../../../src/runtime/clock.js';
+import { Expectations } from '../../../../src/runtime/expectations.js';
+import { T0 } from '../../../support/builders.js';
+
+function aCache() {
+  const versions = new Map<string, string>();
+  const clock = new FakeClock(T0.getTime());
+  const cache = new MutationCache(
+    { observedVersion: (kind, name) => versions.get(`${kind}/${name}`) },
+    new Expectations(clock),
+  );
+  return { versions, cache, clock };
+}
+
+const policy = (status: Partial<SandboxPolicyStatus>): PolicyObject =>
+  ({ name: 'p', uid: 'uid-p', generation: 1, createdAt: T0, spec: {}, status }) as PolicyObject;
+
+describe('the mutation cache', () => {
+  const policyCases = [
+    { name: 'stands in while the cache shows an older version', cached: '10', want: 'ours' },
+    { name: 'gives way once the cache shows our version', cached: '12', want: 'cached' },
+    { name: 'gives way once the cache shows a newer version', cached: '13', want: 'cached' },
+    { name: 'stands in while the cache shows none', cached: undefined, want: 'ours' },
+  ] as const;
+  for (const { name, cached, want } of policyCases)
+    it(`a policy status written: ${name}`, () => {
+      const { versions, cache } = aCache();
+      const memory = new PolicyMemory('uid-p');
+      cache.wrotePolicyStatus(memory, '12', { actionCount: 1 }, { actionCount: 2 });
+      if (cached) versions.set('SandboxPolicy/p', cached);
+      const status = cache.policyStatus(memory, policy({ actionCount: 1 }));
+      expect(status?.actionCount).to.equal(want === 'ours' ? 2 : 1);
+    });
+
+  it('merges each patch of the policy status over the last one it stands in for, and stands for nothing with no version', () => {
+    const { cache } = aCache();
+    const memory = new PolicyMemory('uid-p');
+    cache.wrotePolicyStatus(memory, '12', { actionCount: 1, degradedNodes: 3 }, { actionCount: 2 });
+    cache.wrotePolicyStatus(memory, '13', undefined, { degradedNodes: 0 });
+    expect(cache.policyStatus(memory, policy({}))).to.include({ actionCount: 2, degradedNodes: 0 });
+    cache.wrotePolicyStatus(memory, undefined, undefined, { actionCount: 5 });
+    expect(cache.policyStatus(memory, policy({ actionCount: 1 }))?.actionCount).to.equal(1);
+  });
+
+  it("stands in for a node's SandboxHealth until the cache shows our write, and waits when a write has nothing to stand in for it", () => {
+    const { versions, cache } = aCache();
+    const status = { policy: 'p', state: 'Healthy' } as SandboxHealthStatus;
+    cache.wroteHealth('n1', '20', status);
+    versions.set('SandboxHealth/n1', '19');
+    expect(cache.health('n1')).to.equal(status);
+    versions.set('SandboxHealth/n1', '20');
+    expect(cache.health('n1'), 'the cache shows it: read the cache').to.equal(undefined);
+    cache.wroteHealth('n2', '30', undefined); // answered with no status to stand in
+    versions.set('SandboxHealth/n2', '29');
+    expect(cache.health('n2'), 'wait for the watch').to.equal(null);
+    cache.forgetHealth('n2'); // deleted meanwhile: our write will never show
+    expect(cache.health('n2')).to.equal(undefined);
+  });
+});

@@ -20,7 +20,7 @@ function aCache() {
 }
 
 const policy = (status: Partial<SandboxPolicyStatus>): PolicyObject =>
-  ({ name: 'p', uid: 'uid-p', generation: 1, createdAt: T0, spec: {}, status }) as PolicyObject;
+  ({ name: 'p', uid: 'uid-p', generation: 1, createdAt: T0, spec: {}, status });
 
 describe('the mutation cache', () => {
   const policyCases = [

@@ -6,12 +6,17 @@ import { MutationCache } from '../../../../src/controllers/reporting/mutation-ca
 import { Reporter } from '../../../../src/controllers/reporting/reporter.js';
 import { UnreportedResults } from '../../../../src/controllers/reporting/unreported.js';
 import { PolicyMemory } from '../../../../src/controllers/sandboxpolicy/policy-memory.js';
-import { detectNodeFindings, detectStuckPods, indexFailureEvents } from '../../../../src/detection/index.js';
+import {
+  detectNodeFindings,
+  detectStuckPods,
+  indexFailureEvents,
+  type PodView,
+} from '../../../../src/detection/index.js';
 import { silentLogger } from '../../../../src/observability/log.js';
 import { FakeClock } from '../../../../src/runtime/clock.js';
 import { Expectations } from '../../../../src/runtime/expectations.js';
 import { desiredDetectionStatus } from '../../../../src/status/health-status.js';
-import { secondsAfter, T0 } from '../../../support/builders.js';
+import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../../support/builders.js';
 import { aNode, MemoryCluster } from '../../../support/memory-cluster.js';
 
 function aReporter(writeConcurrency = 2) {
@@ -19,6 +24,8 @@ function aReporter(writeConcurrency = 2) {
   const clock = new FakeClock(secondsAfter(T0, 600).getTime());
   const unreported = new UnreportedResults();
   const failed: string[] = [];
+  /** Whether the policy's writes wait for the apply queue's retry. */
+  const failing = { now: false };
   const requeues: number[] = [];
   const reporter = new Reporter({
     writer: cluster,
@@ -31,17 +38,18 @@ function aReporter(writeConcurrency = 2) {
     requeue: (_policy, afterMs) => requeues.push(afterMs),
     failures: {
       fail: (policy, error) => failed.push(`${policy}: ${String(error)}`),
-      failing: () => false,
+      failing: () => failing.now,
     },
   });
   const memory = new PolicyMemory('uid-p');
   memory.startPass(1, ['n1', 'n2'], clock.now());
   /** A pass's look at a quiet node, and a decision about it (nothing to do), as the memory keeps them. */
-  const look = (name: string) => {
+  const look = (name: string, stuck: PodView[] = []) => {
     const node = cluster.nodeMap.get(name)!;
     const now = new Date(clock.now());
+    const events = stuck.map((pod) => anEvent().about(pod).saying(nameReservedMessage(pod)).build());
     const findings = detectNodeFindings(
-      detectStuckPods([], indexFailureEvents([]), { stuckThresholdSeconds: 30, now }),
+      detectStuckPods(stuck, indexFailureEvents(events), { stuckThresholdSeconds: 30, now }),
       [name],
       1,
     ).get(name)!;
@@ -78,7 +86,7 @@ function aReporter(writeConcurrency = 2) {
       dryRun: false,
     };
   };
-  return { cluster, clock, reporter, memory, look, failed, requeues };
+  return { cluster, clock, reporter, memory, look, failed, failing, requeues };
 }
 
 describe('the Reporter', () => {
@@ -135,4 +143,17 @@ describe('the Reporter', () => {
     await reporter.idle();
     expect(cluster.takeWrites().filter((w) => w.endsWith('/n2'))).to.deep.equal([]);
   });
+
+  for (const failingNow of [false, true])
+    it(`${failingNow ? 'asks for no pass' : 'asks for a pass at once'} once a report first explains a stuck pod on a fenced node${failingNow ? ", while the policy's writes wait for their retry" : ''}`, async () => {
+      const { cluster, reporter, memory, look, failing, requeues } = aReporter();
+      cluster.nodeMap.set('n1', { ...cluster.nodeMap.get('n1')!, unschedulable: true });
+      const pod = aPod().named('web-1').onNode('n1').waitingSince(T0).build();
+      look('n1', [pod]);
+      failing.now = failingNow;
+      reporter.submit('p', memory, 'n1');
+      await reporter.idle();
+      expect(cluster.health('n1')!.status!.stuckPods!.map((p) => p.name)).to.deep.equal(['web-1']);
+      expect(requeues).to.deep.equal(failingNow ? [] : [0]);
+    });
 });

@@ -38,6 +38,18 @@ export function aReconciler(cluster: MemoryCluster, options: ReconcilerOptions =
   return { clock, ...controllers, pacing };
 }
 
+/** A policy read from Prometheus whose IO pressure counts at once (no sustain) above PSI 40, with room to act. */
+export const IO_SPEC = {
+  detection: { stuckThresholdSeconds: 30 },
+  ioPressure: {
+    source: 'prometheus',
+    prometheus: { url: 'http://prometheus:9090' },
+    sustainSeconds: 0,
+    thresholds: { psiSomeAvg10Percent: 40 },
+  },
+  safety: { maxUnhealthyNodes: 10, cooldownSeconds: 0 },
+};
+
 /** What the background asked of a queue, in order: a pass after `after` ms, or the apply queue's backoff. */
 export interface Requeued {
   policy: string;

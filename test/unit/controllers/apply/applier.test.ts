@@ -9,17 +9,7 @@ import { Controller } from '../../../../src/runtime/controller.js';
 import { WorkQueue } from '../../../../src/runtime/work-queue.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../../support/builders.js';
 import { aNode, MemoryCluster, tellOfChanges } from '../../../support/memory-cluster.js';
-
-const IO_SPEC = {
-  detection: { stuckThresholdSeconds: 30 },
-  ioPressure: {
-    source: 'prometheus',
-    prometheus: { url: 'http://prometheus:9090' },
-    sustainSeconds: 0,
-    thresholds: { psiSomeAvg10Percent: 40 },
-  },
-  safety: { maxUnhealthyNodes: 10, cooldownSeconds: 0 },
-};
+import { IO_SPEC } from '../../../support/reconciler.js';
 
 /** Lets the queue's worker and the writes it starts run. */
 async function settle(): Promise<void> {

@@ -7,7 +7,7 @@ import { silentLogger } from '../../../../src/observability/log.js';
 import { FakeClock } from '../../../../src/runtime/clock.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../../support/builders.js';
 import { aNode, MemoryCluster, tellOfChanges } from '../../../support/memory-cluster.js';
-import { HandApplyQueue, type Requeued } from '../../../support/reconciler.js';
+import { HandApplyQueue, IO_SPEC, type Requeued } from '../../../support/reconciler.js';
 
 /**
  * Calls of the cluster's write methods that match are held until released (or, `answers`, carried out at once and
@@ -66,16 +66,6 @@ function holding(cluster: MemoryCluster) {
 }
 
 const turn = () => new Promise((resolve) => setImmediate(resolve));
-const IO_SPEC = {
-  detection: { stuckThresholdSeconds: 30 },
-  ioPressure: {
-    source: 'prometheus',
-    prometheus: { url: 'http://prometheus:9090' },
-    sustainSeconds: 0,
-    thresholds: { psiSomeAvg10Percent: 40 },
-  },
-  safety: { maxUnhealthyNodes: 10, cooldownSeconds: 0 },
-};
 
 function world(spec: object = IO_SPEC) {
   const cluster = new MemoryCluster().addPolicy('p', spec).addNodes(aNode('n1'), aNode('n2'), aNode('n3'));

@@ -19,8 +19,14 @@ function aCache() {
   return { versions, cache, clock };
 }
 
-const policy = (status: Partial<SandboxPolicyStatus>): PolicyObject =>
-  ({ name: 'p', uid: 'uid-p', generation: 1, createdAt: T0, spec: {}, status });
+const policy = (status: Partial<SandboxPolicyStatus>): PolicyObject => ({
+  name: 'p',
+  uid: 'uid-p',
+  generation: 1,
+  createdAt: T0,
+  spec: {},
+  status,
+});
 
 describe('the mutation cache', () => {
   const policyCases = [

@@ -138,12 +138,20 @@ export class SettledReconciler {
   }
 
   /** Resolves once no apply runs and every report asked for is written. */
-  async idle(): Promise<void> {
-    do {
-      await this.applies.idle();
-      await this.controllers.reconciler.idle();
-    } while (this.controllers.applier.active);
+  idle(): Promise<void> {
+    return settle(this.controllers, this.applies);
   }
+}
+
+/** Resolves once no apply runs (the hand-run queue's or the applier's) and every report asked for is written. */
+export async function settle(
+  controllers: Pick<Controllers, 'reconciler' | 'applier'>,
+  applies: HandApplyQueue,
+): Promise<void> {
+  do {
+    await applies.idle();
+    await controllers.reconciler.idle();
+  } while (controllers.applier.active);
 }
 
 /**

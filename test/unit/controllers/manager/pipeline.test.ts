@@ -7,7 +7,7 @@ import { silentLogger } from '../../../../src/observability/log.js';
 import { FakeClock } from '../../../../src/runtime/clock.js';
 import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../../../support/builders.js';
 import { aNode, MemoryCluster, tellOfChanges } from '../../../support/memory-cluster.js';
-import { HandApplyQueue, IO_SPEC, type Requeued } from '../../../support/reconciler.js';
+import { HandApplyQueue, IO_SPEC, settle, type Requeued } from '../../../support/reconciler.js';
 
 /**
  * Calls of the cluster's write methods that match are held until released (or, `answers`, carried out at once and
@@ -111,12 +111,7 @@ function world(spec: object = IO_SPEC) {
     },
   });
   /** Every apply started and every report asked for is done. */
-  const idle = async () => {
-    do {
-      await applies.idle();
-      await controllers.reconciler.idle();
-    } while (controllers.applier.active);
-  };
+  const idle = () => settle(controllers, applies);
   tellOfChanges(cluster, controllers.reconciler);
   /** A pod stuck on `node` since T0 with a NameReserved failure Event. */
   const stuck = (name: string, node: string) => {

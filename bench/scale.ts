@@ -42,7 +42,7 @@ import {
 import { cpus, homedir, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
-import type { SandboxHealthStatus } from '../src/api/v1alpha1/index.js';
+import { NODE_CONDITION_TYPE, type SandboxHealthStatus } from '../src/api/v1alpha1/index.js';
 import { AUDIT_LOG, type AuditEvent } from '../test/support/audit.js';
 import { api, Cleanup, isClusterUp, kubeConfig, kubectl, startCluster } from '../test/support/cluster.js';
 import { REPO_ROOT } from '../test/support/manifests.js';
@@ -744,6 +744,21 @@ async function resetNodes(nodes: string[]): Promise<void> {
       (k) => k.startsWith('sandbox.remediator.io/') && k !== 'sandbox.remediator.io/bench-scale',
     );
     if (ours.length > 0) await kubectl(['annotate', 'node', node, ...ours.map((k) => `${k}-`)]);
+    // Our Node condition too: the next operator measured would otherwise begin by taking back the last one's verdict,
+    // and count those writes as its own incident's.
+    const types = (
+      await kubectl(['get', 'node', node, '-o', 'jsonpath={.status.conditions[*].type}'])
+    ).stdout.split(' ');
+    const at = types.indexOf(NODE_CONDITION_TYPE);
+    if (at >= 0) {
+      const remove = [
+        { op: 'test', path: `/status/conditions/${at}/type`, value: NODE_CONDITION_TYPE },
+        { op: 'remove', path: `/status/conditions/${at}` },
+      ];
+      const args = ['patch', 'node', node, '--subresource=status', '--type=json', '-p', JSON.stringify(remove)];
+      const patched = await kubectl(args);
+      if (patched.code !== 0) throw new Error(`removing ${NODE_CONDITION_TYPE} from ${node}: ${patched.stderr}`);
+    }
   }
   await kubectl(['delete', 'sandboxhealths', '--all', '--wait=false']);
 }

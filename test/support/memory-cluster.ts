@@ -104,6 +104,10 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   beforeNextDeploymentPatch: (() => void) | undefined;
   /** Runs once just before the next node patch reaches the API: someone else's change racing ours. */
   beforeNextNodePatch: (() => void) | undefined;
+  /** The next Node condition write reaches the API only once this settles: a write still in flight. */
+  holdNextConditionWrite: Promise<void> | undefined;
+  /** Awaited once at the start of the next live read of a node's running pods: what happens while a pass looks. */
+  duringNextLiveRead: (() => Promise<void>) | undefined;
   failNextHealthPatch = new Map<string, Error>();
 
   addPolicy(name: string, spec: SandboxPolicySpecInput | Record<string, unknown>, createdAt = T0): this {
@@ -275,12 +279,13 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
     return this.watching;
   }
   /** As the real reader: every running pod with what it keeps on the node (none, unless a test gave it some). */
-  runningPodsOn(node: string, selector: LabelSelector) {
-    return Promise.resolve(
-      this.running
+  async runningPodsOn(node: string, selector: LabelSelector) {
+    const during = this.duringNextLiveRead;
+    this.duringNextLiveRead = undefined;
+    await during?.();
+    return this.running
         .filter((p) => p.nodeName === node && matchesSelector(selector, p.labels))
-        .map((p) => ({ ...p, data: p.data ?? { localVolumes: [], claims: [] } })),
-    );
+        .map((p) => ({ ...p, data: p.data ?? { localVolumes: [], claims: [] } }));
   }
   /**
    * A running pod of a rollout on a node (n1 by default), owned as its kind owns pods: a Deployment's through a
@@ -386,8 +391,11 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
     else delete updated.stamps;
     return Promise.resolve(this.commit(`Node/${change.node}`, () => this.nodeMap.set(change.node, updated)));
   }
-  setNodeCondition(name: string, condition: NodeConditionValue | null): Promise<string | undefined> {
+  async setNodeCondition(name: string, condition: NodeConditionValue | null): Promise<string | undefined> {
     this.writes.push(`${condition ? 'set' : 'remove'} condition node/${name}`);
+    const held = this.holdNextConditionWrite;
+    this.holdNextConditionWrite = undefined;
+    await held;
     const node = this.nodeMap.get(name);
     if (!node) return Promise.reject(new Error(`no node ${name}`));
     const updated: NodeView = { ...node };
@@ -395,7 +403,7 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
       const { status, reason, message, lastTransitionTime, lastHeartbeatTime } = condition;
       updated.ownCondition = { status, reason, message, lastTransitionTime, lastHeartbeatTime };
     } else delete updated.ownCondition;
-    return Promise.resolve(this.commit(`Node/${name}`, () => this.nodeMap.set(name, updated)));
+    return this.commit(`Node/${name}`, () => this.nodeMap.set(name, updated));
   }
   evict(pod: PodRef): Promise<EvictionOutcome> {
     if (this.protectedPods.has(`${pod.namespace}/${pod.name}`))

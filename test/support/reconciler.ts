@@ -137,6 +137,11 @@ export class SettledReconciler {
     }
   }
 
+  /** One pass as the Manager runs it: the applies it starts, and any already running, are not waited for. */
+  pass(policy: string): Promise<ReconcileResult> {
+    return this.controllers.reconciler.reconcile(policy);
+  }
+
   /** Resolves once no apply runs and every report asked for is written. */
   idle(): Promise<void> {
     return settle(this.controllers, this.applies);

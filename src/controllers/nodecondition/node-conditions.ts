@@ -98,7 +98,6 @@ export class NodeConditions {
     node: NodeView,
     condition: NodeConditionValue | null,
   ): Promise<boolean> {
-    memory.markDirty(node.name);
     try {
       const version = await actuator.setNodeCondition(node.name, condition);
       this.deps.expectations.expect(`Node/${node.name}`, version);
@@ -108,6 +107,10 @@ export class NodeConditions {
     } catch (err) {
       failures.add(`${NODE_CONDITION_TYPE} of node/${node.name}`, err);
       return false;
+    } finally {
+      // Marked once the write is done (and expected): a look taken while it was in flight read the node from before
+      // it, and the next pass must look again, behind the expectation, rather than decide on that look.
+      memory.markDirty(node.name);
     }
   }
 

@@ -111,6 +111,9 @@ export class PolicyReconciler {
     const memory = memories.of(name, object.uid);
     const validation = validatePolicy(object);
     if (!validation.valid) return this.refuse(object, memory, validation.problems);
+    // Asked before the look: a look begun while an apply ran may have read a node before that apply's last write came
+    // back, even if the apply is done by the time the look is.
+    const heldBack = this.deps.applier.holdsBack(name);
     const status = mutations.policyStatus(memory, object);
     const pass = this.begin(status === undefined ? object : { ...object, status }, validation.spec, memory);
     const observed = await this.observe(pass);
@@ -120,7 +123,7 @@ export class PolicyReconciler {
     const seen = { ...observed, unsettled: observed.unsettled + superseded.length };
     // One apply of a policy at a time: while one waits, runs or backs off, a pass looks and reports, and decides
     // nothing (the apply asks for a pass when it is done).
-    const plan = this.deps.applier.holdsBack(name) ? undefined : this.decide(pass, seen);
+    const plan = heldBack || this.deps.applier.holdsBack(name) ? undefined : this.decide(pass, seen);
     const reported = this.report(pass, seen, plan);
     if (plan) this.deps.applier.submit({ pass, seen, plan });
     // Set once, at the end: with two workers, another policy's pass may have run in between.

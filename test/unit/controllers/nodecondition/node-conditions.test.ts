@@ -20,6 +20,58 @@ describe('PolicyReconciler and the Node condition', () => {
   const conditionEvents = (cluster: MemoryCluster) =>
     cluster.takeEvents().filter((e) => /NodeCondition|RemediationExhausted/.test(e));
 
+  describe('while its own write is in flight', () => {
+    /** Holds the next condition write; resolves once it has reached the API, with the hand that releases it. */
+    const holdConditionWrite = async (cluster: MemoryCluster) => {
+      let release!: () => void;
+      cluster.holdNextConditionWrite = new Promise<void>((r) => (release = r));
+      const held = () => cluster.holdNextConditionWrite !== undefined;
+      for (let i = 0; i < 50 && held(); i++) await new Promise(setImmediate);
+      expect(cluster.holdNextConditionWrite, 'the condition write reached the API').to.equal(undefined);
+      return release;
+    };
+
+    it('writes it once when the apply ends during the live reads of a look that began while it was written', async () => {
+      const migrate = { by: 'labels', podSelector: { matchLabels: { io: 'heavy' } } };
+      const { cluster, reconciler, applies } = world(
+        policySpec({}, { nodeCondition: true, migrateWorkloads: migrate }),
+      );
+      replicaSetPodsOn(cluster, 'n1', 'web-1');
+      await reconciler.pass('p'); // decides the cordon and the condition; the apply starts
+      const release = await holdConditionWrite(cluster);
+      // The look reads n1 cordoned and without the condition; its live read of n1's pods outlasts the apply.
+      cluster.duringNextLiveRead = async () => {
+        release();
+        await applies.idle();
+      };
+      await reconciler.pass('p');
+      expect(cluster.duringNextLiveRead, 'the look read n1 live').to.equal(undefined);
+      await reconciler.reconcile('p');
+      expect(conditionWrites(cluster)).to.deep.equal(['set condition node/n1']);
+      expect(own(cluster)).to.include({ status: 'True', reason: 'IoSaturated' });
+    });
+
+    it('writes it once when a look ran during the write and the next pass runs before the watch shows it', async () => {
+      const { cluster, reconciler, applies } = world(
+        policySpec({}, { nodeCondition: true, cordon: false }),
+      );
+      replicaSetPodsOn(cluster, 'n1', 'web-1');
+      cluster.lagging = true;
+      await reconciler.pass('p'); // decides the condition alone: no node patch
+      const release = await holdConditionWrite(cluster);
+      cluster.deliver(); // the reports so far; the condition is not written yet
+      await reconciler.pass('p'); // a look at n1 as it was before the write
+      release();
+      await applies.idle();
+      await reconciler.reconcile('p'); // the pass the apply asks for, before the watch shows the condition
+      expect(conditionWrites(cluster)).to.deep.equal(['set condition node/n1']);
+      cluster.deliver();
+      await reconciler.reconcile('p');
+      expect(conditionWrites(cluster)).to.deep.equal([]);
+      expect(own(cluster)).to.include({ status: 'True', reason: 'IoSaturated' });
+    });
+  });
+
   it('holds True through the incident with one lastTransitionTime, across a restart, and turns False on recovery', async () => {
     const { cluster, clock, readings, reconciler, start } = world(policySpec({}, { nodeCondition: true }));
     replicaSetPodsOn(cluster, 'n1', 'web-1', 'web-2');

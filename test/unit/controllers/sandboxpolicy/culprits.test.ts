@@ -86,6 +86,31 @@ const share = (pod: PodView, sharePercent: number, role: IoConsumer['role'], psi
 });
 
 describe('PolicyReconciler and the measured culprit', () => {
+  it('writes the Node condition once when its apply ends during the live read of a look begun while it was written', async () => {
+    const { cluster, reconciler, applies } = world((p) => [share(p.db, 40, 'Culprit')], {
+      cordon: false,
+      evictStuckPods: false,
+      nodeCondition: true,
+    });
+    let release!: () => void;
+    cluster.holdNextConditionWrite = new Promise<void>((r) => (release = r));
+    await reconciler.pass('p'); // decides the condition alone; the apply starts, and its write is held
+    const held = () => cluster.holdNextConditionWrite !== undefined;
+    for (let i = 0; i < 50 && held(); i++) await new Promise(setImmediate);
+    expect(held(), 'the condition write reached the API').to.equal(false);
+    // The look reads n1 without the condition; its live read of n1's pods (to name the culprit) outlasts the apply.
+    cluster.duringNextLiveRead = async () => {
+      release();
+      await applies.idle();
+    };
+    reconciler.markDirty('p', 'n1'); // a kubelet retry Event on n1 meanwhile
+    await reconciler.pass('p');
+    expect(cluster.duringNextLiveRead, 'the look read n1 live').to.equal(undefined);
+    await reconciler.reconcile('p');
+    expect(cluster.takeWrites().filter((w) => w.includes('condition'))).to.deep.equal(['set condition node/n1']);
+    expect(cluster.nodeMap.get('n1')!.ownCondition).to.include({ status: 'True' });
+  });
+
   it('moves the culprit, and neither a victim, a DaemonSet pod writing heavily, nor a culprit labelled no-migrate', async () => {
     const { cluster, reconciler } = world((p) => [
       share(p.db, 40, 'Culprit'),

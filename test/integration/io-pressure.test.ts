@@ -131,33 +131,32 @@ describe('IO-pressure evidence on the real cluster', function () {
     await load.stop();
     const loadStopped = Date.now();
     log('stress-ng stopped');
-    for (const node of names) {
-      let last = '';
-      const recovered = await eventually(
-        `IoPressureHigh to clear on ${node}`,
-        async () => {
-          const health = await getHealth(node);
-          const c = condition(health?.conditions, 'IoPressureHigh');
-          // Should it time out, what held it: the condition's words and the reading (another shard's disk load?).
-          last = `${c?.reason}: ${c?.message}; reading ${JSON.stringify(health?.ioReading)}`;
-          // Recovered is said on the pass that clears it; the next pass below the thresholds says BelowThresholds
-          // (a busy machine's poll can miss the first). From True, False is reached only through Recovered, and the
-          // node's IoPressureRecovered Event, checked below, is its lasting record.
-          return c?.status === 'False' && (c.reason === 'Recovered' || c.reason === 'BelowThresholds')
-            ? c
-            : undefined;
-        },
-        { timeoutMs: 180_000, intervalMs: 1000 },
-      ).catch((err: unknown) => {
-        throw new Error(`${err instanceof Error ? err.message : String(err)}; last seen ${last}`);
-      });
-      log(
-        `${node}: recovered ${((Date.now() - loadStopped) / 1000).toFixed(1)}s after the load stopped (${recovered.message})`,
-      );
-      await eventually(`the IoPressureRecovered Event on ${node}`, async () =>
-        (await kubectl(['describe', 'node', node])).stdout.includes('IoPressureRecovered'),
-      );
-    }
+    // Every node awaited at once: Recovered is said on the pass that clears the condition, and the next pass below the
+    // thresholds says BelowThresholds, so a node waited for only after another could pass through it unseen.
+    await Promise.all(
+      names.map(async (node) => {
+        let last = '';
+        const recovered = await eventually(
+          `IoPressureHigh to clear on ${node}`,
+          async () => {
+            const health = await getHealth(node);
+            const c = condition(health?.conditions, 'IoPressureHigh');
+            // Should it time out, what held it: the condition's words and the reading (another shard's disk load?).
+            last = `${c?.reason}: ${c?.message}; reading ${JSON.stringify(health?.ioReading)}`;
+            return c?.status === 'False' && c.reason === 'Recovered' ? c : undefined;
+          },
+          { timeoutMs: 180_000, intervalMs: 1000 },
+        ).catch((err: unknown) => {
+          throw new Error(`${err instanceof Error ? err.message : String(err)}; last seen ${last}`);
+        });
+        log(
+          `${node}: recovered ${((Date.now() - loadStopped) / 1000).toFixed(1)}s after the load stopped (${recovered.message})`,
+        );
+        await eventually(`the IoPressureRecovered Event on ${node}`, async () =>
+          (await kubectl(['describe', 'node', node])).stdout.includes('IoPressureRecovered'),
+        );
+      }),
+    );
     expect(await agent.stop()).to.equal(0);
   });
 

@@ -96,6 +96,7 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   /** What the API holds, ahead of `versions` (what the cache shows) while lagging. */
   private readonly apiVersions = new Map<string, number>();
   private readonly undelivered: (() => void)[] = [];
+  private readonly policyListeners: ((policy: string) => void)[] = [];
   /** SandboxHealths as the API holds them after writes the watch has not delivered yet. */
   private readonly undeliveredHealth = new Map<string, HealthObject>();
   /** Fails the next patch of this node with this error, once. */
@@ -109,6 +110,8 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   /** Awaited once at the start of the next live read of a node's running pods: what happens while a pass looks. */
   duringNextLiveRead: (() => Promise<void>) | undefined;
   failNextHealthPatch = new Map<string, Error>();
+  /** SandboxHealth status patches are answered only once this settles: writes slower than the apply that asked. */
+  healthPatchGate: Promise<void> | undefined;
 
   addPolicy(name: string, spec: SandboxPolicySpecInput | Record<string, unknown>, createdAt = T0): this {
     this.policyMap.set(name, { name, uid: `uid-${name}`, generation: 1, createdAt, spec });
@@ -333,6 +336,11 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
     this.listeners.push(listener);
     return this;
   }
+  /** Calls back with a policy's name each time the cache shows a new version of it, as its informer would. */
+  onPolicyChange(listener: (policy: string) => void): this {
+    this.policyListeners.push(listener);
+    return this;
+  }
   /** Tells listeners that the cache changed for a node (undefined: anything), as informer events would. */
   changed(node?: string): void {
     for (const listener of this.listeners) listener(node);
@@ -343,6 +351,8 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
     const visible = () => {
       apply();
       this.versions.set(key, version);
+      if (key.startsWith('SandboxPolicy/'))
+        for (const listener of this.policyListeners) listener(key.slice('SandboxPolicy/'.length));
       // The mapper drops the operator's own status writes: they make no node dirty.
       if (!quiet) this.changed(key.slice(key.indexOf('/') + 1));
     };
@@ -452,6 +462,15 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
     after?: string,
   ): Promise<{ version?: string; status?: SandboxHealthStatus }> {
     this.writes.push(after === undefined ? `patch health/${name}` : `patch health/${name} after`);
+    const gate = this.healthPatchGate;
+    if (gate) return gate.then(() => this.answerHealthPatch(name, status, after));
+    return this.answerHealthPatch(name, status, after);
+  }
+  private answerHealthPatch(
+    name: string,
+    status: Parameters<StatusWriter['patchHealthStatus']>[1],
+    after?: string,
+  ): Promise<{ version?: string; status?: SandboxHealthStatus }> {
     const failure = this.failNextHealthPatch.get(name);
     if (failure) {
       this.failNextHealthPatch.delete(name);
@@ -558,10 +577,13 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
 /** Wires the cluster's changes to a reconciler's dirty-node tracking, as the manager's mapper does. */
 export function tellOfChanges(
   cluster: MemoryCluster,
-  reconciler: { markDirty(policy: string, node?: string): void },
+  reconciler: { markDirty(policy: string, node?: string): void; policyObserved(policy: string): void },
 ): void {
   cluster.onNodeChange((node) => {
     for (const policy of cluster.policyMap.keys()) reconciler.markDirty(policy, node);
+  });
+  cluster.onPolicyChange((policy) => {
+    reconciler.policyObserved(policy);
   });
 }
 
@@ -603,6 +625,9 @@ export class RunningMemoryCluster extends MemoryCluster implements RunningCache 
   }
   onChange(handler: (change: Change) => void): void {
     this.handlers.push(handler);
+    this.onPolicyChange((policy) => {
+      handler({ kind: 'SandboxPolicy', type: 'update', key: policy });
+    });
     this.onNodeChange((node) => {
       handler(
         node === undefined

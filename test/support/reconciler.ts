@@ -128,6 +128,10 @@ export class SettledReconciler {
     this.controllers.reconciler.markDirty(policy, node);
   }
 
+  policyObserved(policy: string): void {
+    this.controllers.reconciler.policyObserved(policy);
+  }
+
   async reconcile(policy: string): Promise<ReconcileResult> {
     await this.applies.retry();
     try {

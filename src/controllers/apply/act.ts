@@ -117,7 +117,7 @@ async function reserve(
   };
   try {
     const version = await deps.writer.patchPolicyStatus(policy.name, reservation);
-    deps.mutations.wrotePolicyStatus(memory, version, policy.status, reservation);
+    deps.mutations.wrotePolicyStatus(memory, policy.name, version, policy.status, reservation);
     return reservation;
   } catch (err) {
     pass.failures.add(`budget reservation of sandboxpolicy/${policy.name}`, err);

@@ -64,6 +64,11 @@ export class Applier {
   private readonly applying = new Set<string>();
   /** The policies whose writes failed: their apply fails with them, then backs off until the queue retries it. */
   private readonly retries = new Map<string, Retry>();
+  /**
+   * By policy, the nodes whose last report failed: while any does, an apply that succeeds keeps the policy's backoff,
+   * as its reports, answered after it, may fail again, and the backoff must grow for as long as they do.
+   */
+  private readonly struck = new Map<string, Set<string>>();
   /** The policies whose pass was held back by a busy apply: a pass is asked for when it is done. */
   private readonly held = new Set<string>();
   /** Every apply running now, for idle(). */
@@ -117,6 +122,20 @@ export class Applier {
     if (!this.applying.has(policy) && !this.waiting.has(policy)) this.deps.schedule(policy);
   }
 
+  /** A report of the policy on a node failed: fail() with it, and keep the backoff until that node's report is written. */
+  reportFailed(policy: string, node: string, error: unknown): void {
+    let nodes = this.struck.get(policy);
+    if (!nodes) this.struck.set(policy, (nodes = new Set()));
+    nodes.add(node);
+    this.fail(policy, error);
+  }
+
+  /** A report of the policy on a node was written: once none fails, the next apply that succeeds forgets the backoff. */
+  reported(policy: string, node: string): void {
+    const nodes = this.struck.get(policy);
+    if (nodes?.delete(node) && nodes.size === 0) this.struck.delete(policy);
+  }
+
   /** The apply controller's reconcile: the policy's waiting decision carried out, or its retry after the backoff. */
   async reconcile(policy: string): Promise<ReconcileResult> {
     let decision = this.waiting.get(policy);
@@ -134,7 +153,10 @@ export class Applier {
       // back, the backoff stands, so that it grows for as long as writes keep failing; a policy gone forgets it.
       this.retries.delete(policy);
       this.held.delete(policy);
-      if (!current) return {};
+      if (!current) {
+        this.struck.delete(policy);
+        return {};
+      }
       this.deps.requeue(policy, 0);
       return { keepBackoff: true };
     }
@@ -157,7 +179,8 @@ export class Applier {
     if (this.held.delete(policy)) {
       if (current) this.deps.requeue(policy, 0);
     } else if (wait !== undefined) this.deps.requeue(policy, wait);
-    return {};
+    if (!current) this.struck.delete(policy);
+    return this.struck.has(policy) ? { keepBackoff: true } : {};
   }
 
   /** Resolves once no apply runs. */
@@ -209,7 +232,7 @@ export class Applier {
     try {
       const version = await this.deps.writer.patchPolicyStatus(policy.name, status);
       memory.blockedNew -= blockedNew;
-      this.deps.mutations.wrotePolicyStatus(memory, version, stored, status);
+      this.deps.mutations.wrotePolicyStatus(memory, policy.name, version, stored, status);
       const storm = plan.remediation?.storm;
       if (
         storm?.detected &&

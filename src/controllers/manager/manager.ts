@@ -168,6 +168,7 @@ export class Manager {
     const { reconciler } = this.controllers;
     const podByUid = (uid: string) => cache.podByUid(uid);
     const node = nodeOf(change, podByUid);
+    if (change.kind === 'SandboxPolicy' && change.type !== 'delete') reconciler.policyObserved(change.key);
     // A deleted object will never show our last write of it: stop waiting for that.
     if (change.type === 'delete' && (change.kind === 'SandboxHealth' || change.kind === 'Node'))
       reconciler.forgetWrite(change.kind, change.key);

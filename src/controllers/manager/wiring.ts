@@ -156,10 +156,13 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     hooks,
     requeue,
     failures: {
-      fail: (policy, error) => {
-        applier.fail(policy, error);
+      fail: (policy, node, error) => {
+        applier.reportFailed(policy, node, error);
       },
       failing: (policy) => applier.failing(policy),
+      reported: (policy, node) => {
+        applier.reported(policy, node);
+      },
     },
   });
   const applier: Applier = new Applier({

@@ -24,21 +24,24 @@ export class MutationCache {
   ) {}
 
   /**
-   * The status a pass reads for a policy: ours while the cache lags behind our write, the cached one once it shows it.
-   * A write that came back with no version stands in for nothing (the policy was deleted meanwhile).
+   * The status a pass reads for a policy: ours while the cache has not shown our last write of it, the cached one
+   * after. A write that came back with no version stands in for nothing (the policy was deleted meanwhile). Dropped
+   * where the version is learnt (the watch's event, or the write's answer), so a pass compares nothing.
    */
   policyStatus(memory: PolicyMemory, policy: PolicyObject): SandboxPolicyStatus | undefined {
-    const cached = this.cache.observedVersion('SandboxPolicy', policy.name);
-    if (memory.written) {
-      if (!(cached !== undefined && isAtLeast(cached, memory.written.version))) return memory.written.status;
+    return memory.written?.status ?? policy.status;
+  }
+
+  /** The cache shows this version of the policy now: a write of ours it includes stands in no more. */
+  policyObserved(memory: PolicyMemory, observed: string | undefined): void {
+    if (memory.written && observed !== undefined && isAtLeast(observed, memory.written.version))
       memory.written = undefined;
-    }
-    return policy.status;
   }
 
   /** We merge-patched a policy's status: the API now holds what it held with `patch` over it. */
   wrotePolicyStatus(
     memory: PolicyMemory,
+    name: string,
     version: string | undefined,
     before: SandboxPolicyStatus | undefined,
     patch: Partial<SandboxPolicyStatus>,
@@ -49,6 +52,8 @@ export class MutationCache {
       return;
     }
     memory.written = { status: stored({ ...(memory.written?.status ?? before), ...patch }), version };
+    // The watch may have shown the write before its answer came: its event found nothing to drop then.
+    this.policyObserved(memory, this.cache.observedVersion('SandboxPolicy', name));
   }
 
   /**

@@ -206,6 +206,11 @@ export class PolicyMemories {
     this.memories.delete(policy);
   }
 
+  /** The policy's memory, if it has had a pass. */
+  get(policy: string): PolicyMemory | undefined {
+    return this.memories.get(policy);
+  }
+
   /** What the pacing webhook reads: each pacing policy and whether it gates now. */
   pacing(): PacingPolicy[] {
     const policies: PacingPolicy[] = [];

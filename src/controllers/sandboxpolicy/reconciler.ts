@@ -95,6 +95,12 @@ export class PolicyReconciler {
     else this.deps.expectations.forget(`Node/${name}`);
   }
 
+  /** The cache shows a new version of the policy: a status write of ours it includes stands in no more. */
+  policyObserved(name: string): void {
+    const memory = this.deps.memories.get(name);
+    if (memory) this.deps.mutations.policyObserved(memory, this.deps.cache.observedVersion('SandboxPolicy', name));
+  }
+
   /** A node is gone: its Event budget goes, what no report of it reported (the unreported), when we last evicted off it. */
   forgetNode(name: string): void {
     this.deps.reporter.forgetNode(name);

@@ -132,6 +132,40 @@ describe('the apply controller', () => {
     await w.controller.stop();
   });
 
+  it('grows the backoff while reports keep failing though every apply succeeds, and forgets it after a clean round', async () => {
+    const w = world();
+    await w.pass();
+    const pod = { ...aPod().named('web-2').onNode('n2').waitingSince(T0).build(), controllerKind: 'ReplicaSet' };
+    w.cluster.pods.push(pod);
+    w.cluster.events.push(anEvent().about(pod).saying(nameReservedMessage(pod)).build());
+    // A round: a pass, its apply done before its report of n2 is answered, and then the backoff's time.
+    const round = async (failing: boolean, backoffMs: number) => {
+      if (failing) w.cluster.failNextHealthPatch.set('n2', new Error('etcdserver: leader changed'));
+      let answer!: () => void;
+      w.cluster.healthPatchGate = new Promise<void>((r) => (answer = r));
+      w.cluster.changed('n2');
+      await w.reconciler.reconcile('p');
+      await settle();
+      await w.applier.idle();
+      expect(w.applier.active, 'the apply is done').to.equal(false);
+      w.cluster.healthPatchGate = undefined;
+      answer();
+      await settle();
+      await w.reconciler.idle();
+      await settle();
+      w.clock.advance(backoffMs);
+      await settle();
+    };
+    await round(true, 5);
+    expect(w.queue.failures('p'), 'the first failing round').to.equal(1);
+    await round(true, 10);
+    expect(w.queue.failures('p'), 'the apply between succeeded, its reports did not: it grows').to.equal(2);
+    await round(false, 0);
+    await w.pass();
+    expect(w.queue.failures('p'), 'a report written, then a clean apply').to.equal(0);
+    await w.controller.stop();
+  });
+
   it('carries out no decision whose policy was paused or deleted while it waited for a worker, and asks the policy to decide again', async () => {
     for (const change of ['paused', 'deleted'] as const) {
       const w = world({ start: false });

@@ -31,26 +31,6 @@ describe('PolicyReconciler and the Node condition', () => {
       return release;
     };
 
-    it('writes it once when the apply ends during the live reads of a look that began while it was written', async () => {
-      const migrate = { by: 'labels', podSelector: { matchLabels: { io: 'heavy' } } };
-      const { cluster, reconciler, applies } = world(
-        policySpec({}, { nodeCondition: true, migrateWorkloads: migrate }),
-      );
-      replicaSetPodsOn(cluster, 'n1', 'web-1');
-      await reconciler.pass('p'); // decides the cordon and the condition; the apply starts
-      const release = await holdConditionWrite(cluster);
-      // The look reads n1 cordoned and without the condition; its live read of n1's pods outlasts the apply.
-      cluster.duringNextLiveRead = async () => {
-        release();
-        await applies.idle();
-      };
-      await reconciler.pass('p');
-      expect(cluster.duringNextLiveRead, 'the look read n1 live').to.equal(undefined);
-      await reconciler.reconcile('p');
-      expect(conditionWrites(cluster)).to.deep.equal(['set condition node/n1']);
-      expect(own(cluster)).to.include({ status: 'True', reason: 'IoSaturated' });
-    });
-
     it('writes it once when a look ran during the write and the next pass runs before the watch shows it', async () => {
       const { cluster, reconciler, applies } = world(
         policySpec({}, { nodeCondition: true, cordon: false }),

@@ -35,23 +35,35 @@ describe('the mutation cache', () => {
     { name: 'gives way once the cache shows a newer version', cached: '13', want: 'cached' },
     { name: 'stands in while the cache shows none', cached: undefined, want: 'ours' },
   ] as const;
-  for (const { name, cached, want } of policyCases)
-    it(`a policy status written: ${name}`, () => {
+  for (const { name, cached, want } of policyCases) {
+    it(`a policy status written, then the watch's event: ${name}`, () => {
       const { versions, cache } = aCache();
       const memory = new PolicyMemory('uid-p');
-      cache.wrotePolicyStatus(memory, '12', { actionCount: 1 }, { actionCount: 2 });
+      cache.wrotePolicyStatus(memory, 'p', '12', { actionCount: 1 }, { actionCount: 2 });
       if (cached) versions.set('SandboxPolicy/p', cached);
+      cache.policyObserved(memory, cached);
       const status = cache.policyStatus(memory, policy({ actionCount: 1 }));
       expect(status?.actionCount).to.equal(want === 'ours' ? 2 : 1);
     });
 
+    it(`a policy status written after the watch's event: ${name}`, () => {
+      const { versions, cache } = aCache();
+      const memory = new PolicyMemory('uid-p');
+      if (cached) versions.set('SandboxPolicy/p', cached);
+      cache.policyObserved(memory, cached);
+      cache.wrotePolicyStatus(memory, 'p', '12', { actionCount: 1 }, { actionCount: 2 });
+      const status = cache.policyStatus(memory, policy({ actionCount: 1 }));
+      expect(status?.actionCount).to.equal(want === 'ours' ? 2 : 1);
+    });
+  }
+
   it('merges each patch of the policy status over the last one it stands in for, and stands for nothing with no version', () => {
     const { cache } = aCache();
     const memory = new PolicyMemory('uid-p');
-    cache.wrotePolicyStatus(memory, '12', { actionCount: 1, degradedNodes: 3 }, { actionCount: 2 });
-    cache.wrotePolicyStatus(memory, '13', undefined, { degradedNodes: 0 });
+    cache.wrotePolicyStatus(memory, 'p', '12', { actionCount: 1, degradedNodes: 3 }, { actionCount: 2 });
+    cache.wrotePolicyStatus(memory, 'p', '13', undefined, { degradedNodes: 0 });
     expect(cache.policyStatus(memory, policy({}))).to.include({ actionCount: 2, degradedNodes: 0 });
-    cache.wrotePolicyStatus(memory, undefined, undefined, { actionCount: 5 });
+    cache.wrotePolicyStatus(memory, 'p', undefined, undefined, { actionCount: 5 });
     expect(cache.policyStatus(memory, policy({ actionCount: 1 }))?.actionCount).to.equal(1);
   });
 

@@ -86,12 +86,14 @@ const share = (pod: PodView, sharePercent: number, role: IoConsumer['role'], psi
 });
 
 describe('PolicyReconciler and the measured culprit', () => {
+  // The culprit's live read is the window: a look that reads the node's pods again takes long enough for an apply to end.
   it('writes the Node condition once when its apply ends during the live read of a look begun while it was written', async () => {
     const { cluster, reconciler, applies } = world((p) => [share(p.db, 40, 'Culprit')], {
       cordon: false,
       evictStuckPods: false,
       nodeCondition: true,
     });
+    cluster.lagging = true; // nothing we write shows in the cache until deliver()
     let release!: () => void;
     cluster.holdNextConditionWrite = new Promise<void>((r) => (release = r));
     await reconciler.pass('p'); // decides the condition alone; the apply starts, and its write is held
@@ -106,6 +108,9 @@ describe('PolicyReconciler and the measured culprit', () => {
     reconciler.markDirty('p', 'n1'); // a kubelet retry Event on n1 meanwhile
     await reconciler.pass('p');
     expect(cluster.duringNextLiveRead, 'the look read n1 live').to.equal(undefined);
+    // The pass the apply asks for, before the watch shows the condition: it looks at n1 again, and waits for it.
+    await reconciler.reconcile('p');
+    cluster.deliver();
     await reconciler.reconcile('p');
     expect(cluster.takeWrites().filter((w) => w.includes('condition'))).to.deep.equal(['set condition node/n1']);
     expect(cluster.nodeMap.get('n1')!.ownCondition).to.include({ status: 'True' });

@@ -4,7 +4,7 @@ import type { EventRecorder, Transition } from '../../ports/writes.js';
 const FOLLOWED = new Set(['SandboxCreationStuck', 'SandboxCreationDegraded', 'IoPressureHigh']);
 
 /** Records one transition of a report as an Event; the ones an SRE follows are logged too. */
-export async function tell(
+export async function recordEvent(
   deps: { logger: Logger; recorder: EventRecorder },
   policy: string,
   node: string,

@@ -28,7 +28,7 @@ import type { PolicyMemory } from '../sandboxpolicy/policy-memory.js';
 import { ReportsInFlight, type Flight } from './in-flight.js';
 import type { UnreportedResults } from './unreported.js';
 import type { MutationCache } from './mutation-cache.js';
-import { tell } from './events.js';
+import { recordEvent } from './events.js';
 import { StuckEventBudget } from './stuck-event-budget.js';
 
 interface PlannedReport {
@@ -206,7 +206,7 @@ export class Reporter {
     // A pass's look at the node read the status from before this write: look again, at once.
     if (superseded) this.deps.requeue(owner.policy, 0);
     this.deps.hooks?.onReport?.(this.deps.clock.now() - since, planned.urgent);
-    for (const transition of transitions) await tell(this.deps, owner.policy, node, transition);
+    for (const transition of transitions) await recordEvent(this.deps, owner.policy, node, transition);
     // Stuck pods a decision may now evict, their Events reported first.
     if (planned.explains && !superseded) this.deps.requeue(owner.policy, 0);
   }
@@ -320,7 +320,7 @@ export class Reporter {
     if (after && written) this.deps.hooks?.onFencedReport?.(true);
     const reported = [...input.results, ...back.proven.flatMap((f) => f.reported)];
     let superseded = false;
-    if (back.latest && written) superseded = this.stand(memory, observation, written, flight, reported);
+    if (back.latest && written) superseded = this.recordApplied(memory, observation, written, flight, reported);
     // Answered after a later write that holds it, or failed as the API answered it and yet applied (a later write that
     // followed it did): its results are reported, its Events too, and nothing else of it stands.
     else if (!this.gone.has(node.name)) this.deps.unreported.reportedBy(node.name, reported);
@@ -335,7 +335,7 @@ export class Reporter {
    * it (an answer that cannot be read stands in for nothing: the node waits for the watch). Returns whether a pass
    * looked at the node while it was in flight (that look is stale now).
    */
-  private stand(
+  private recordApplied(
     memory: PolicyMemory,
     observation: NodeObservation,
     written: Awaited<ReturnType<StatusWriter['patchHealthStatus']>>,

@@ -126,7 +126,7 @@ export function remediationBeforeActing(pass: Pass, seen: Seen, plan: Plan): Map
     if (acted.has(name)) continue;
     const old = pass.memory.nodes.get(name)?.remediation;
     const stamps = plan.remediation.stampsAfter.get(name);
-    if (stands(old, seen, name, { blocked: blocked.get(name), stamps })) continue;
+    if (unchanged(old, seen, name, { blocked: blocked.get(name), stamps })) continue;
     parts.set(
       name,
       partsOf(pass, plan, observation, {
@@ -169,7 +169,7 @@ export function remediationOf(pass: Pass, seen: Seen, plan: Plan, done: Done): R
       old.throttling.length === 0 &&
       !done.failedNodes.has(name) &&
       plan.remediation &&
-      stands(old, seen, name, { blocked: blocked.get(name), stamps })
+      unchanged(old, seen, name, { blocked: blocked.get(name), stamps })
     ) {
       // A quiet node nothing was decided or done on, not looked at: what its reports say stands.
       if (old.stampsAfter) remediation.remediating++;
@@ -260,7 +260,7 @@ function sameStamps(a: NodeStamps | undefined, b: NodeStamps | undefined): boole
  * Whether what a node's reports say of its remediation stands as it is, without working it out again: the pass did not
  * look at the node, and holds no block on it where none stood, with the stamps as they were.
  */
-function stands(
+function unchanged(
   old: RemediationParts | undefined,
   seen: Seen,
   node: string,

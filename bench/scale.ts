@@ -755,9 +755,18 @@ async function resetNodes(nodes: string[]): Promise<void> {
         { op: 'test', path: `/status/conditions/${at}/type`, value: NODE_CONDITION_TYPE },
         { op: 'remove', path: `/status/conditions/${at}` },
       ];
-      const args = ['patch', 'node', node, '--subresource=status', '--type=json', '-p', JSON.stringify(remove)];
+      const args = [
+        'patch',
+        'node',
+        node,
+        '--subresource=status',
+        '--type=json',
+        '-p',
+        JSON.stringify(remove),
+      ];
       const patched = await kubectl(args);
-      if (patched.code !== 0) throw new Error(`removing ${NODE_CONDITION_TYPE} from ${node}: ${patched.stderr}`);
+      if (patched.code !== 0)
+        throw new Error(`removing ${NODE_CONDITION_TYPE} from ${node}: ${patched.stderr}`);
     }
   }
   await kubectl(['delete', 'sandboxhealths', '--all', '--wait=false']);

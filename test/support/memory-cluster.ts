@@ -287,8 +287,8 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
     this.duringNextLiveRead = undefined;
     await during?.();
     return this.running
-        .filter((p) => p.nodeName === node && matchesSelector(selector, p.labels))
-        .map((p) => ({ ...p, data: p.data ?? { localVolumes: [], claims: [] } }));
+      .filter((p) => p.nodeName === node && matchesSelector(selector, p.labels))
+      .map((p) => ({ ...p, data: p.data ?? { localVolumes: [], claims: [] } }));
   }
   /**
    * A running pod of a rollout on a node (n1 by default), owned as its kind owns pods: a Deployment's through a

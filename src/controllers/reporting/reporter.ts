@@ -320,7 +320,8 @@ export class Reporter {
     if (after && written) this.deps.hooks?.onFencedReport?.(true);
     const reported = [...input.results, ...back.proven.flatMap((f) => f.reported)];
     let superseded = false;
-    if (back.latest && written) superseded = this.recordApplied(memory, observation, written, flight, reported);
+    if (back.latest && written)
+      superseded = this.recordApplied(memory, observation, written, flight, reported);
     // Answered after a later write that holds it, or failed as the API answered it and yet applied (a later write that
     // followed it did): its results are reported, its Events too, and nothing else of it stands.
     else if (!this.gone.has(node.name)) this.deps.unreported.reportedBy(node.name, reported);

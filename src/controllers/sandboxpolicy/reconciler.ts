@@ -98,7 +98,8 @@ export class PolicyReconciler {
   /** The cache shows a new version of the policy: a status write of ours it includes stands in no more. */
   policyObserved(name: string): void {
     const memory = this.deps.memories.get(name);
-    if (memory) this.deps.mutations.policyObserved(memory, this.deps.cache.observedVersion('SandboxPolicy', name));
+    if (memory)
+      this.deps.mutations.policyObserved(memory, this.deps.cache.observedVersion('SandboxPolicy', name));
   }
 
   /** A node is gone: its Event budget goes, what no report of it reported (the unreported), when we last evicted off it. */

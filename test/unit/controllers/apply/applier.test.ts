@@ -135,7 +135,10 @@ describe('the apply controller', () => {
   it('grows the backoff while reports keep failing though every apply succeeds, and forgets it after a clean round', async () => {
     const w = world();
     await w.pass();
-    const pod = { ...aPod().named('web-2').onNode('n2').waitingSince(T0).build(), controllerKind: 'ReplicaSet' };
+    const pod = {
+      ...aPod().named('web-2').onNode('n2').waitingSince(T0).build(),
+      controllerKind: 'ReplicaSet',
+    };
     w.cluster.pods.push(pod);
     w.cluster.events.push(anEvent().about(pod).saying(nameReservedMessage(pod)).build());
     // A round: a pass, its apply done before its report of n2 is answered, and then the backoff's time.

@@ -32,9 +32,7 @@ describe('PolicyReconciler and the Node condition', () => {
     };
 
     it('writes it once when a look ran during the write and the next pass runs before the watch shows it', async () => {
-      const { cluster, reconciler, applies } = world(
-        policySpec({}, { nodeCondition: true, cordon: false }),
-      );
+      const { cluster, reconciler, applies } = world(policySpec({}, { nodeCondition: true, cordon: false }));
       replicaSetPodsOn(cluster, 'n1', 'web-1');
       cluster.lagging = true;
       await reconciler.pass('p'); // decides the condition alone: no node patch

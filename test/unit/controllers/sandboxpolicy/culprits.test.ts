@@ -112,7 +112,9 @@ describe('PolicyReconciler and the measured culprit', () => {
     await reconciler.reconcile('p');
     cluster.deliver();
     await reconciler.reconcile('p');
-    expect(cluster.takeWrites().filter((w) => w.includes('condition'))).to.deep.equal(['set condition node/n1']);
+    expect(cluster.takeWrites().filter((w) => w.includes('condition'))).to.deep.equal([
+      'set condition node/n1',
+    ]);
     expect(cluster.nodeMap.get('n1')!.ownCondition).to.include({ status: 'True' });
   });
 

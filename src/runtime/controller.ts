@@ -5,8 +5,9 @@ export interface ReconcileResult {
   /** Reconcile again after this long (a time-based wait, not an error). */
   requeueAfterMs?: number;
   /**
-   * The failure that backed the key off is not settled by this reconcile, which hands its retry on (the apply
-   * controller's retry asks for a new decision): the key's backoff stands, and grows if that retry fails too.
+   * The failure that backed the key off is not settled by this reconcile: it hands its retry on (the apply
+   * controller's retry asks for a new decision), or what it started may still fail (an apply whose reports are
+   * answered after it). The key's backoff stands, and grows if that fails too.
    */
   keepBackoff?: boolean;
 }

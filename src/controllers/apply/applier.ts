@@ -65,10 +65,10 @@ export class Applier {
   /** The policies whose writes failed: their apply fails with them, then backs off until the queue retries it. */
   private readonly retries = new Map<string, Retry>();
   /**
-   * By policy, the nodes whose last report failed: while any does, an apply that succeeds keeps the policy's backoff,
-   * as its reports, answered after it, may fail again, and the backoff must grow for as long as they do.
+   * The policies a report of which failed since their last apply: the next apply that succeeds keeps the backoff, as
+   * its own reports, answered after it, may fail the same way, and the backoff must grow for as long as they do.
    */
-  private readonly struck = new Map<string, Set<string>>();
+  private readonly reportFailedSince = new Set<string>();
   /** The policies whose pass was held back by a busy apply: a pass is asked for when it is done. */
   private readonly held = new Set<string>();
   /** Every apply running now, for idle(). */
@@ -122,18 +122,10 @@ export class Applier {
     if (!this.applying.has(policy) && !this.waiting.has(policy)) this.deps.schedule(policy);
   }
 
-  /** A report of the policy on a node failed: fail() with it, and keep the backoff until that node's report is written. */
-  reportFailed(policy: string, node: string, error: unknown): void {
-    let nodes = this.struck.get(policy);
-    if (!nodes) this.struck.set(policy, (nodes = new Set()));
-    nodes.add(node);
+  /** A report of the policy failed: fail() with it, and the next apply that succeeds keeps the backoff. */
+  reportFailed(policy: string, error: unknown): void {
+    this.reportFailedSince.add(policy);
     this.fail(policy, error);
-  }
-
-  /** A report of the policy on a node was written: once none fails, the next apply that succeeds forgets the backoff. */
-  reported(policy: string, node: string): void {
-    const nodes = this.struck.get(policy);
-    if (nodes?.delete(node) && nodes.size === 0) this.struck.delete(policy);
   }
 
   /** The apply controller's reconcile: the policy's waiting decision carried out, or its retry after the backoff. */
@@ -154,7 +146,7 @@ export class Applier {
       this.retries.delete(policy);
       this.held.delete(policy);
       if (!current) {
-        this.struck.delete(policy);
+        this.reportFailedSince.delete(policy);
         return {};
       }
       this.deps.requeue(policy, 0);
@@ -179,8 +171,10 @@ export class Applier {
     if (this.held.delete(policy)) {
       if (current) this.deps.requeue(policy, 0);
     } else if (wait !== undefined) this.deps.requeue(policy, wait);
-    if (!current) this.struck.delete(policy);
-    return this.struck.has(policy) ? { keepBackoff: true } : {};
+    // Deleted meanwhile, the policy keeps nothing here; else the backoff is forgotten unless a report failed since the
+    // last apply (this apply's reports are answered after it: a round forgets it only once one passes without).
+    const kept = this.reportFailedSince.delete(policy) && current !== undefined;
+    return kept ? { keepBackoff: true } : {};
   }
 
   /** Resolves once no apply runs. */

@@ -156,13 +156,10 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     hooks,
     requeue,
     failures: {
-      fail: (policy, node, error) => {
-        applier.reportFailed(policy, node, error);
+      fail: (policy, error) => {
+        applier.reportFailed(policy, error);
       },
       failing: (policy) => applier.failing(policy),
-      reported: (policy, node) => {
-        applier.reported(policy, node);
-      },
     },
   });
   const applier: Applier = new Applier({

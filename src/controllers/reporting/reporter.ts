@@ -67,16 +67,10 @@ export interface ReporterDeps {
   /** The policy should look again, after this long (0: at once): a node was wanted again, or news came. */
   requeue(policy: string, afterMs: number): void;
   /**
-   * A write of the policy's failed: its retry is the apply queue's (Applier.fail); `failing` says whether one waits
-   * for it, so that no pass is asked for meanwhile.
+   * A write of the policy's failed: its retry is the apply queue's (Applier.reportFailed); `failing` says whether one
+   * waits for it, so that no pass is asked for meanwhile.
    */
-  failures: {
-    /** A report of the policy on the node failed. */
-    fail(policy: string, node: string, error: unknown): void;
-    failing(policy: string): boolean;
-    /** A report of the policy on the node was written. */
-    reported(policy: string, node: string): void;
-  };
+  failures: { fail(policy: string, error: unknown): void; failing(policy: string): boolean };
 }
 
 /**
@@ -229,9 +223,8 @@ export class Reporter {
     // Looked at afresh: what the API holds is uncertain after a failure, and out of date for a node wanted again.
     if (retriable || wanted) owner.memory.markDirty(node);
     // The apply queue retries it, after its backoff (once per failing round, however many writes failed).
-    if (retriable) this.deps.failures.fail(owner.policy, node, error);
+    if (retriable) this.deps.failures.fail(owner.policy, error);
     else if (wanted) this.deps.requeue(owner.policy, 0);
-    if (error === undefined) this.deps.failures.reported(owner.policy, node);
   }
 
   /**

@@ -111,6 +111,24 @@ describe('Manager', () => {
     expect(cluster.health('n1')!.status!.stuckPodCount).to.equal(0);
   });
 
+  it("drops its stand-in for the policy status once the watch shows its write, so that someone else's edit counts", async () => {
+    const cluster = new RunningMemoryCluster().addPolicy('p', {}).addNodes(aNode('n1'));
+    cluster.lagging = true; // our first status write is not in the cache yet: the mutation cache stands in for it
+    const { manager, asked } = aManager(cluster);
+    await manager.start();
+    await settle(() => asked.includes('patchPolicyStatus'));
+    await settle(() => false, 20);
+    cluster.lagging = false;
+    cluster.deliver(); // the watch shows it: the policy's event drops the stand-in
+    // Someone else empties the conditions (kubectl edit --subresource=status): a pass on its event writes them again.
+    await cluster.patchPolicyStatus('p', { conditions: [] });
+    const valid = () =>
+      cluster.policyMap.get('p')!.status?.conditions?.some((c) => c.type === 'Valid') === true;
+    await settle(valid);
+    await manager.stop();
+    expect(valid(), 'the pass read the edited status, not its own last write').to.equal(true);
+  });
+
   it('sweeps on a Deployment change: resumes what a gone policy paused', async () => {
     const cluster = new RunningMemoryCluster().addPolicy('p', {}).addNodes(aNode('n1'));
     const { manager } = aManager(cluster);

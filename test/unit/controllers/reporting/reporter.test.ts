@@ -37,9 +37,8 @@ function aReporter(writeConcurrency = 2) {
     writeConcurrency,
     requeue: (_policy, afterMs) => requeues.push(afterMs),
     failures: {
-      fail: (policy, _node, error) => failed.push(`${policy}: ${String(error)}`),
+      fail: (policy, error) => failed.push(`${policy}: ${String(error)}`),
       failing: () => failing.now,
-      reported: () => undefined,
     },
   });
   const memory = new PolicyMemory('uid-p');

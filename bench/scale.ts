@@ -13,7 +13,7 @@
 // rollout), every node degraded, and the same incident on 10 other nodes, measured the same way.
 //
 //   make build && npx tsx bench/scale.ts [--sizes 100,300,1000] [--pods-per-node 30] [--storm-pods-per-node 5]
-//     [--idle-seconds 60] [--before <commit>] [--results scale-dev.json] [--keep] [--quick [--profile]]
+//     [--idle-seconds 60] [--before <commit> [--after-first]] [--results scale-dev.json] [--keep] [--quick [--profile]]
 //
 // With --before, each size and the storm are measured twice on the same cluster, one after the other: the operator
 // of that commit (a worktree built into ~/.cache/sandbox-remediator/bench, kept by commit), then this checkout's;
@@ -72,6 +72,9 @@ const QUICK = process.argv.includes('--quick');
 // With --quick, the profiled incident after all (--profile).
 const PROFILE = !QUICK || process.argv.includes('--profile');
 const BEFORE = arg('before', '');
+// Each size and the storm measure the before tree first unless --after-first: the one measured second runs on a
+// cluster an incident older (more Events, a longer audit log), so a ratio is worth reading in both orders.
+const AFTER_FIRST = process.argv.includes('--after-first');
 // Only make bench-scale writes scale.json, the file the docs' figures come from; a run by hand writes beside it.
 const RESULTS = arg('results', 'scale-dev.json');
 const NAMESPACE = 'bench-scale';
@@ -1093,6 +1096,7 @@ async function healthsGone(world: World): Promise<void> {
 if (!existsSync(join(REPO_ROOT, 'dist', 'src', 'main.js')))
   throw new Error('run make build first: the bench starts dist/src/main.js');
 const trees = [...(BEFORE ? [beforeTree(BEFORE)] : []), afterTree()];
+if (AFTER_FIRST) trees.reverse();
 if (!(await isClusterUp())) await startCluster();
 if (!existsSync(AUDIT_LOG)) throw new Error('no audit log: restart the cluster with hack/cluster/up.sh');
 await applyCrds();
@@ -1198,7 +1202,8 @@ function writeResults(): void {
         podsPerNode: PODS_PER_NODE,
         thresholdSeconds: THRESHOLD_SECONDS,
         incident: `${INCIDENT_NODES} nodes x ${INCIDENT_PODS_PER_NODE} new pods`,
-        commit: trees.at(-1)!.commit, // the tree measured, as it was when the run began
+        commit: trees.find((t) => t.name === 'after')!.commit, // the tree measured, as it was when the run began
+        ...(before ? { order: trees.map((t) => t.name) } : {}),
         sizes: after,
         ...(growth ? { growthFirstToLast: growth } : {}),
         ...(deployedEnvEffect ? { deployedEnvEffect } : {}),

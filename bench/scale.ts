@@ -13,11 +13,13 @@
 // rollout), every node degraded, and the same incident on 10 other nodes, measured the same way.
 //
 //   make build && npx tsx bench/scale.ts [--sizes 100,300,1000] [--pods-per-node 30] [--storm-pods-per-node 5]
-//     [--idle-seconds 60] [--before <commit> [--after-first]] [--results scale-dev.json] [--keep] [--quick [--profile]]
+//     [--idle-seconds 60] [--before <commit> [--after-first] [--rounds 1]] [--results scale-dev.json] [--keep]
+//     [--quick [--profile]]
 //
 // With --before, each size and the storm are measured twice on the same cluster, one after the other: the operator
 // of that commit (a worktree built into ~/.cache/sandbox-remediator/bench, kept by commit), then this checkout's;
-// the results hold both, and their ratios side by side.
+// the results hold both, and their ratios side by side. --rounds N measures each size N times per tree, in turn
+// (before, after, after, before...), and compares by the geometric mean of each round's ratio.
 //
 // The cluster grows from size to size (nodes and pods are created in parallel batches and kept); --keep leaves the
 // last one up, otherwise the bench deletes what it created.
@@ -75,6 +77,10 @@ const BEFORE = arg('before', '');
 // Each size and the storm measure the before tree first unless --after-first: the one measured second runs on a
 // cluster an incident older (more Events, a longer audit log), so a ratio is worth reading in both orders.
 const AFTER_FIRST = process.argv.includes('--after-first');
+// With --before, each size is measured --rounds times per tree, the order turned round each round (AB, BA, AB...):
+// each round's ratio is its own after over its own before, and the comparison is their geometric mean, in which a
+// drift the cluster's age brings cancels out over an even number of rounds.
+const ROUNDS = Number(arg('rounds', '1'));
 // Only make bench-scale writes scale.json, the file the docs' figures come from; a run by hand writes beside it.
 const RESULTS = arg('results', 'scale-dev.json');
 const NAMESPACE = 'bench-scale';
@@ -1111,7 +1117,8 @@ const kubeconfig = await writeTokenKubeconfig(
 const world = new World();
 await world.start();
 type Storm = Awaited<ReturnType<typeof measureStorm>>;
-const results: Record<Tree['name'], { sizes: SizeResult[]; storm?: Storm }> = {
+// Per tree, per size, one result per round.
+const results: Record<Tree['name'], { sizes: SizeResult[][]; storm?: Storm }> = {
   before: { sizes: [] },
   after: { sizes: [] },
 };
@@ -1122,10 +1129,13 @@ try {
     log(`growing the cluster to ${size} nodes, ${size * PODS_PER_NODE} pods`);
     await ensureNodes(size);
     await ensurePods(world, size);
-    for (const tree of trees) {
-      results[tree.name].sizes.push(await measureSize(world, size, kubeconfig, tree));
-      writeResults();
-    }
+    for (const tree of trees) results[tree.name].sizes.push([]);
+    for (let round = 0; round < ROUNDS; round++)
+      for (const tree of round % 2 === 0 ? trees : [...trees].reverse()) {
+        if (ROUNDS > 1) log(`${size} nodes: round ${round + 1} of ${ROUNDS}`);
+        results[tree.name].sizes.at(-1)!.push(await measureSize(world, size, kubeconfig, tree));
+        writeResults();
+      }
   }
   // Only when the deployment sets anything: Node's defaults against themselves would say nothing.
   if (!QUICK && (Object.keys(OPERATOR_ENV).length > 0 || OPERATOR_NODE_ARGS.length > 0)) {
@@ -1151,9 +1161,14 @@ try {
   }
 }
 
-/** After over before for each figure both runs have, side by side: below 1 is better for every one of them. */
-function compared(before: SizeResult | Storm | undefined, after: SizeResult | Storm | undefined) {
-  if (!before || !after) return undefined;
+/**
+ * After over before for each figure both runs have, side by side: below 1 is better for every one of them. With
+ * several rounds, `before` and `after` are the rounds' medians, `ratio` the geometric mean of the rounds' own ratios
+ * (`ratios`), which is not the ratio of the medians.
+ */
+function compared(before: readonly (SizeResult | Storm)[], after: readonly (SizeResult | Storm)[]) {
+  const rounds = Math.min(before.length, after.length);
+  if (rounds === 0) return undefined;
   const pick = (r: SizeResult | Storm) => ({
     detectionP50Ms: r.incident.detectionP50Ms,
     detectionP99Ms: r.incident.detectionP99Ms,
@@ -1167,18 +1182,26 @@ function compared(before: SizeResult | Storm | undefined, after: SizeResult | St
     peakRssMiB: r.peakRssMiB,
     ...('idleCpuPercent' in r ? { idleCpuPercent: r.idleCpuPercent, rssMiB: r.rssMiB } : {}),
   });
-  const b = pick(before);
-  const a = pick(after);
+  const b = before.slice(0, rounds).map(pick);
+  const a = after.slice(0, rounds).map(pick);
+  const median = (values: number[]) =>
+    percentile(
+      [...values].sort((x, y) => x - y),
+      50,
+    );
   return Object.fromEntries(
-    Object.entries(a).map(([key, value]) => {
-      const old = b[key as keyof typeof b] ?? NaN;
-      return [key, { before: old, after: value, ratio: round(value / Math.max(old, 0.01), 2) }];
+    Object.keys(a[0]!).map((key) => {
+      const of = (r: ReturnType<typeof pick>) => r[key as keyof typeof r] ?? NaN;
+      const ratios = a.map((r, i) => of(r) / Math.max(of(b[i]!), 0.01));
+      const ratio = round(Math.exp(ratios.reduce((sum, x) => sum + Math.log(x), 0) / rounds), 2);
+      const figures = { before: median(b.map(of)), after: median(a.map(of)), ratio };
+      return [key, rounds > 1 ? { ...figures, ratios: ratios.map((x) => round(x, 2)) } : figures];
     }),
   );
 }
 
 function writeResults(): void {
-  const after = results.after.sizes;
+  const after = results.after.sizes.map((rounds) => rounds[0]!).filter(Boolean);
   const first = after[0];
   const last = after.at(-1);
   const growth =
@@ -1203,7 +1226,7 @@ function writeResults(): void {
         thresholdSeconds: THRESHOLD_SECONDS,
         incident: `${INCIDENT_NODES} nodes x ${INCIDENT_PODS_PER_NODE} new pods`,
         commit: trees.find((t) => t.name === 'after')!.commit, // the tree measured, as it was when the run began
-        ...(before ? { order: trees.map((t) => t.name) } : {}),
+        ...(before ? { order: trees.map((t) => t.name), rounds: ROUNDS } : {}),
         sizes: after,
         ...(growth ? { growthFirstToLast: growth } : {}),
         ...(deployedEnvEffect ? { deployedEnvEffect } : {}),
@@ -1211,10 +1234,21 @@ function writeResults(): void {
         ...(results.after.storm ? { storm: results.after.storm } : {}),
         ...(before
           ? {
-              before: { commit: before.commit, sizes: results.before.sizes, storm: results.before.storm },
+              before: {
+                commit: before.commit,
+                sizes: results.before.sizes.map((rounds) => rounds[0]),
+                storm: results.before.storm,
+              },
+              ...(ROUNDS > 1 ? { rounds: { before: results.before.sizes, after: results.after.sizes } } : {}),
               comparison: {
-                sizes: after.map((a, i) => ({ nodes: a.nodes, ...compared(results.before.sizes[i], a) })),
-                storm: compared(results.before.storm, results.after.storm),
+                sizes: after.map((a, i) => ({
+                  nodes: a.nodes,
+                  ...compared(results.before.sizes[i] ?? [], results.after.sizes[i]!),
+                })),
+                storm: compared(
+                  results.before.storm ? [results.before.storm] : [],
+                  results.after.storm ? [results.after.storm] : [],
+                ),
               },
             }
           : {}),

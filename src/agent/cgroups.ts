@@ -66,6 +66,29 @@ const LAYOUTS: Record<CgroupDriver, { root: string; dirs: [string, RegExp][] }> 
   },
 };
 
+/** The hierarchy IO is read and limited in under a root: the root itself on v2, its blkio on v1; none on neither. */
+export function ioHierarchy(root: string): { version: CgroupVersion; hierarchy: string } | undefined {
+  // Only a v2 root has cgroup.controllers (a hybrid one mounts v2 at unified/).
+  if (existsSync(`${root}/cgroup.controllers`)) return { version: 'v2', hierarchy: root };
+  if (existsSync(`${root}/blkio`)) return { version: 'v1', hierarchy: `${root}/blkio` };
+  return undefined;
+}
+
+/** A pod's cgroup in a hierarchy, relative to it, by the pod's UID, under either driver and any QoS class. */
+export function findPodCgroup(hierarchy: string, uid: string): string | undefined {
+  const escaped = uid.replace(/-/g, '_');
+  for (const driver of ['systemd', 'cgroupfs'] as const) {
+    const layout = LAYOUTS[driver];
+    for (const [qos, pattern] of layout.dirs) {
+      const parent = qos ? `${layout.root}/${qos}` : layout.root;
+      const prefix = driver === 'systemd' ? `${qos ? qos.replace(/\.slice$/, '') : 'kubepods'}-pod` : 'pod';
+      const name = driver === 'systemd' ? `${prefix}${escaped}.slice` : `${prefix}${uid}`;
+      if (pattern.test(name) && existsSync(`${hierarchy}/${parent}/${name}`)) return `${parent}/${name}`;
+    }
+  }
+  return undefined;
+}
+
 /** Problems of the same kind in many cgroups (io.stat missing in all 5,000): one line, with the first and a count. */
 class Problems {
   private readonly kinds = new Map<string, { first: string; count: number }>();
@@ -102,20 +125,16 @@ export class CgroupReader {
     const problems = new Problems();
     const pods = new Map<string, CgroupIo>();
     const sample: CgroupSample = { at: 0, pods, podsFound: 0, problems: [] };
-    // The tree says which it is: only a v2 root has cgroup.controllers (a hybrid one mounts v2 at unified/).
-    const version: CgroupVersion | undefined = existsSync(`${this.root}/cgroup.controllers`)
-      ? 'v2'
-      : existsSync(`${this.root}/blkio`)
-        ? 'v1'
-        : undefined;
-    if (!version) {
+    // The tree says which it is.
+    const tree = ioHierarchy(this.root);
+    if (!tree) {
       problems.add(
         'version',
         `${this.root}: neither cgroup v2 (cgroup.controllers) nor a v1 blkio hierarchy`,
       );
     } else {
+      const { version, hierarchy } = tree;
       sample.version = version;
-      const hierarchy = version === 'v2' ? this.root : `${this.root}/blkio`;
       // Kernels before 4.16 have no _recursive files: a pod's own counters and its containers' are then summed.
       const read =
         version === 'v2'

@@ -1,0 +1,189 @@
+// The agent's level-based IO limits (issue 44) on crafted trees with the kernel's semantics: what the operator wants
+// is set, stepped and lifted until the cgroups hold it; a restarted agent lifts from its report; nothing is written
+// without --allow-io-limits, or for a pod whose cgroup is not on this node.
+import { expect } from 'chai';
+import fc from 'fast-check';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  IoLimitSync,
+  type AppliedIoLimit,
+  type IoLimitSyncResult,
+  type WantedIoLimit,
+} from '../../../src/agent/io-limit-sync.js';
+import { IoLimiter, V1_THROTTLE_FILES } from '../../../src/agent/io-limits.js';
+import { CgroupKernel } from '../../support/cgroup-kernel.js';
+
+const UIDS = ['0b1e7c1a-1111-4000-8000-000000000001', '0b1e7c1a-2222-4000-8000-000000000002'] as const;
+const [DB, WEB] = UIDS;
+const OTHERS = '259:0 rbps=max wbps=4096 riops=max wiops=max\n';
+
+describe('IoLimitSync', () => {
+  let root: string;
+  let kernel: CgroupKernel;
+  beforeEach(() => {
+    root = mkdtempSync(join(tmpdir(), 'io-limit-sync-'));
+    kernel = new CgroupKernel();
+  });
+  afterEach(() => {
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  /** A v2 tree (systemd's layout) with the pods' cgroups, each io.max holding `OTHERS`; the pod directory of each. */
+  function v2Tree(uids: readonly string[] = UIDS): Record<string, string> {
+    writeFileSync(join(root, 'cgroup.controllers'), 'cpu io memory\n');
+    return Object.fromEntries(
+      uids.map((uid) => {
+        const dir = join(
+          root,
+          'kubepods.slice/kubepods-burstable.slice',
+          `kubepods-burstable-pod${uid.replace(/-/g, '_')}.slice`,
+        );
+        mkdirSync(dir, { recursive: true });
+        writeFileSync(join(dir, 'io.max'), OTHERS);
+        return [uid, dir];
+      }),
+    );
+  }
+
+  /** A v1 tree (cgroupfs' layout), a Guaranteed pod's cgroup with empty throttle files. */
+  function v1Pod(uid: string): string {
+    const dir = join(root, 'blkio', 'kubepods', `pod${uid}`);
+    mkdirSync(dir, { recursive: true });
+    for (const file of Object.values(V1_THROTTLE_FILES)) writeFileSync(join(dir, file), '');
+    return dir;
+  }
+
+  const sync = (allowed = true) => new IoLimitSync(root, allowed, new IoLimiter(kernel));
+  const results = (r: IoLimitSyncResult) =>
+    r.outcomes.map((o) => `${o.podUid === DB ? 'db' : 'web'} ${o.result}`);
+  const wantDb = (wbps: number): WantedIoLimit => ({
+    podUid: DB,
+    device: '8:0',
+    limit: { wbps, wiops: 100 },
+  });
+  const ioMax = (dir: string) => readFileSync(join(dir, 'io.max'), 'utf8');
+
+  it('sets, leaves alone while the same is wanted, steps down, and lifts to exactly what was there', () => {
+    const dirs = v2Tree();
+    const agent = sync();
+    const set = agent.sync([wantDb(4000)], []);
+    expect(results(set)).to.deep.equal(['db Set']);
+    expect(ioMax(dirs[DB]!)).to.equal(`${OTHERS}8:0 rbps=max wbps=4000 riops=max wiops=100\n`);
+    expect(ioMax(dirs[WEB]!), 'another pod untouched').to.equal(OTHERS);
+    const writes = kernel.writes.length;
+    const same = agent.sync([wantDb(4000)], set.applied);
+    expect(same.outcomes).to.deep.equal([]);
+    expect(kernel.writes).to.have.length(writes);
+    const step = agent.sync([wantDb(2000)], same.applied);
+    expect(results(step)).to.deep.equal(['db Stepped']);
+    expect(step.applied[0]).to.deep.include({
+      written: { wbps: 2000, wiops: 100 },
+      before: { wbps: 'max', wiops: 'max' },
+    });
+    const lifted = agent.sync([], step.applied);
+    expect(results(lifted)).to.deep.equal(['db Lifted']);
+    expect(lifted.applied).to.deep.equal([]);
+    expect(ioMax(dirs[DB]!)).to.equal(OTHERS);
+  });
+
+  it('a restarted agent lifts exactly from the limits its report carries', () => {
+    const dirs = v2Tree();
+    const { applied } = sync().sync([wantDb(4000)], []);
+    const report = JSON.parse(JSON.stringify(applied)) as AppliedIoLimit[];
+    expect(results(sync().sync([], report))).to.deep.equal(['db Lifted']);
+    expect(ioMax(dirs[DB]!)).to.equal(OTHERS);
+  });
+
+  it('writes nothing without --allow-io-limits, and says so for each limit wanted', () => {
+    const dirs = v2Tree();
+    const r = sync(false).sync([wantDb(4000)], []);
+    expect(r.outcomes).to.deep.equal([
+      {
+        podUid: DB,
+        result: 'Refused',
+        message: 'this agent runs without --allow-io-limits: it writes no cgroup file',
+      },
+    ]);
+    expect(kernel.writes).to.deep.equal([]);
+    expect(ioMax(dirs[DB]!)).to.equal(OTHERS);
+  });
+
+  it('limits no pod whose cgroup is not under this node (bound elsewhere): nothing written', () => {
+    v2Tree([WEB]);
+    const r = sync().sync([wantDb(4000)], []);
+    expect(results(r)).to.deep.equal(['db NoCgroup']);
+    expect(r.applied).to.deep.equal([]);
+    expect(kernel.writes).to.deep.equal([]);
+  });
+
+  it('v1: a pod that left the node is nothing to lift, and its record goes', () => {
+    const dir = v1Pod(DB);
+    const { applied } = sync().sync([wantDb(4000)], []);
+    expect(readFileSync(join(dir, V1_THROTTLE_FILES.wbps), 'utf8')).to.equal('8:0 4000\n');
+    rmSync(dir, { recursive: true });
+    const r = sync().sync([], applied);
+    expect(results(r)).to.deep.equal(['db PodGone']);
+    expect(r.applied).to.deep.equal([]);
+  });
+
+  it('leaves a key someone changed since as they set it, and says so', () => {
+    const dirs = v2Tree();
+    const { applied } = sync().sync([wantDb(4000)], []);
+    kernel.write(join(dirs[DB]!, 'io.max'), '8:0 wbps=3000\n');
+    const r = sync().sync([], applied);
+    expect(results(r)).to.deep.equal(['db LeftAsFound']);
+    expect(r.outcomes[0]!.message).to.match(
+      /^wbps changed by someone else since: left as found; wiops put back$/,
+    );
+    expect(ioMax(dirs[DB]!)).to.equal(`${OTHERS}8:0 rbps=max wbps=3000 riops=max wiops=max\n`);
+  });
+
+  it('keeps a limit it could not lift, and lifts it on a later round', () => {
+    const dirs = v2Tree();
+    const { applied } = sync().sync([wantDb(4000)], []);
+    const good = ioMax(dirs[DB]!);
+    writeFileSync(join(dirs[DB]!, 'io.max'), 'garbage\n');
+    const failed = sync().sync([], applied);
+    expect(results(failed)).to.deep.equal(['db Failed']);
+    expect(failed.applied).to.deep.equal(applied);
+    writeFileSync(join(dirs[DB]!, 'io.max'), good);
+    expect(results(sync().sync([], failed.applied))).to.deep.equal(['db Lifted']);
+    expect(ioMax(dirs[DB]!)).to.equal(OTHERS);
+  });
+
+  it('property: after any rounds of wanted limits, wanting none puts every file back byte for byte', () => {
+    const wanted = fc
+      .array(
+        fc.record({
+          podUid: fc.constantFrom(...UIDS),
+          device: fc.constantFrom('8:0', '259:0'),
+          limit: fc.record(
+            {
+              rbps: fc.integer({ min: 1, max: 9000 }),
+              wbps: fc.integer({ min: 1, max: 9000 }),
+              wiops: fc.integer({ min: 1, max: 500 }),
+            },
+            { requiredKeys: [] },
+          ),
+        }),
+        { maxLength: 3 },
+      )
+      .map((ws) => [...new Map(ws.map((w) => [w.podUid, w])).values()]);
+    fc.assert(
+      fc.property(fc.array(wanted, { minLength: 1, maxLength: 5 }), (rounds) => {
+        rmSync(root, { recursive: true, force: true });
+        mkdirSync(root);
+        const dirs = v2Tree();
+        const agent = sync();
+        let applied: AppliedIoLimit[] = [];
+        for (const round of rounds) applied = agent.sync(round, applied).applied;
+        const last = agent.sync([], applied);
+        expect(last.applied).to.deep.equal([]);
+        for (const uid of UIDS) expect(ioMax(dirs[uid]!)).to.equal(OTHERS);
+      }),
+      { numRuns: 100 },
+    );
+  });
+});

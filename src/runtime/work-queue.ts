@@ -31,6 +31,8 @@ export class WorkQueue<K> {
   private readonly delayed = new Map<K, { at: number; cancel: () => void }>();
   /** Until when each key is held back after its last run (spacing). */
   private readonly spacedUntil = new Map<K, number>();
+  /** Keys asked for now while in flight: queued again when done, with no spacing. */
+  private readonly urgent = new Set<K>();
   private readonly spacing: { factor: number; maxMs: number } | undefined;
   private readonly waiters: ((key: K | undefined) => void)[] = [];
   private readonly clock: Clock;
@@ -70,6 +72,19 @@ export class WorkQueue<K> {
     } else {
       this.queue.push(key);
     }
+  }
+
+  /**
+   * Adds key at once, past its spacing and any delay: for the run a key was waiting for (a pass held back while its
+   * decision was carried out), not for a change, which the spacing takes together with the others.
+   */
+  addNow(key: K): void {
+    if (this.shuttingDown) return;
+    this.spacedUntil.delete(key);
+    this.delayed.get(key)?.cancel();
+    this.delayed.delete(key);
+    if (this.processing.has(key)) this.urgent.add(key);
+    this.add(key);
   }
 
   /** Adds key after ms; an earlier pending delay for the same key wins. */
@@ -126,8 +141,9 @@ export class WorkQueue<K> {
       const now = this.clock.now();
       // Holds gone by go: a key that never comes back (a deleted policy) leaves nothing behind.
       for (const [other, until] of this.spacedUntil) if (until <= now) this.spacedUntil.delete(other);
-      if (hold > 0) this.spacedUntil.set(key, now + hold);
+      if (hold > 0 && !this.urgent.has(key)) this.spacedUntil.set(key, now + hold);
     }
+    this.urgent.delete(key);
     if (this.dirty.delete(key)) this.add(key);
   }
 

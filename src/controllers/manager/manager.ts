@@ -136,6 +136,9 @@ export class Manager {
       requeue: (policy, afterMs) => {
         this.queue.addAfter(policy, afterMs);
       },
+      resume: (policy) => {
+        this.queue.addNow(policy);
+      },
       scheduleApply: (policy) => {
         this.applies.add(policy);
       },

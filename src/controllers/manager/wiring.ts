@@ -57,6 +57,11 @@ export interface ControllerDeps {
    */
   requeue?: ((policy: string, afterMs: number) => void) | undefined;
   /**
+   * Look at a policy again at once, past the queue's spacing: the pass its apply held back, which a decision waits
+   * for (requeue at 0 where not given).
+   */
+  resume?: ((policy: string) => void) | undefined;
+  /**
    * Adds a policy to the apply queue (the Manager's), whose controller runs Applier.reconcile; tests run it by hand
    * (test/support/reconciler.ts).
    */
@@ -78,12 +83,18 @@ const WRITE_CONCURRENCY = 8;
 
 /** The settings every controller reads, with their defaults. */
 function settingsOf(deps: ControllerDeps) {
+  const requeue = deps.requeue ?? (() => undefined);
   return {
     hooks: deps.hooks ?? {},
     writeConcurrency: deps.writeConcurrency ?? WRITE_CONCURRENCY,
     resyncMs: deps.resyncMs ?? 5 * 60_000,
     dryRun: deps.dryRun === true,
-    requeue: deps.requeue ?? (() => undefined),
+    requeue,
+    resume:
+      deps.resume ??
+      ((policy: string) => {
+        requeue(policy, 0);
+      }),
   };
 }
 
@@ -131,7 +142,7 @@ function sharedConcerns(deps: ControllerDeps) {
  */
 export function buildControllers(deps: ControllerDeps): Controllers {
   const { cache, writer, recorder, clock, logger } = deps;
-  const { hooks, writeConcurrency, resyncMs, dryRun, requeue } = settingsOf(deps);
+  const { hooks, writeConcurrency, resyncMs, dryRun, requeue, resume } = settingsOf(deps);
   const { expectations, conditions, actions, pacer, leases } = sharedConcerns(deps);
   const mutations = new MutationCache(cache, expectations);
   const memories = new PolicyMemories();
@@ -183,6 +194,7 @@ export function buildControllers(deps: ControllerDeps): Controllers {
       deps.scheduleApply(policy);
     },
     requeue,
+    resume,
   });
   const reconciler = new PolicyReconciler({
     cache,

@@ -216,6 +216,36 @@ describe('PolicyReconciler and the measured culprit', () => {
     expect(cluster.evicted).to.deep.equal(['shop/web-1', 'shop/db-0']);
   });
 
+  it('moves a culprit first measured after the stuck pods were evicted and gone, nothing stuck on the node any more', async () => {
+    let culprit = false;
+    const { cluster, reconciler, clock } = world(
+      (p) => [
+        share(p.db, culprit ? 35 : 10, culprit ? 'Culprit' : 'Victim'),
+        { kind: 'System', sharePercent: 60, role: 'System' },
+      ],
+      {},
+      { sustainSeconds: 20 },
+    );
+    await reconciler.reconcile('p');
+    clock.advance(20_000);
+    await reconciler.reconcile('p'); // IoPressureHigh: cordon
+    await reconciler.reconcile('p'); // the stuck pod evicted; no culprit yet
+    expect(cluster.evicted).to.deep.equal(['shop/web-1']);
+    cluster.pods = []; // gone, its replacement elsewhere: nothing stuck here any more
+    cluster.events = [];
+    culprit = true;
+    // The reading changes with no event here (the agent's publish would mark the node): a full pass reads it.
+    for (let passes = 0; passes < 60 && cluster.evicted.length < 2; passes++) {
+      clock.advance(5_000);
+      await reconciler.reconcile('p');
+    }
+    expect(cluster.evicted).to.deep.equal(['shop/web-1', 'shop/db-0']);
+    const degraded = cluster
+      .health('n1')!
+      .status!.conditions!.find((c) => c.type === 'SandboxCreationDegraded');
+    expect(degraded?.status, 'moved with nothing stuck on the node').to.equal('False');
+  });
+
   it('reads the pods again before a culprit moves: a no-migrate label put on meanwhile holds it', async () => {
     const { cluster, reconciler, pods } = world((p) => [
       share(p.db, 40, 'Culprit'),

@@ -1,6 +1,7 @@
 // PURE: the in-place remedy for a culprit pod (issue 44): while its node is IoPressureHigh with sandboxes stuck from an
 // IO cause, the culprit's IO on the saturated device is limited, from a fraction of what it does now, stepped down
-// after each sustainSeconds the pressure outlasts, to a floor that keeps the pod working; at the floor with the node
+// after each sustainSeconds the pressure outlasts, to a floor that keeps the pod working (a share of what it did, and
+// never under an absolute minimum); at the floor with the node
 // still saturated, the pod is exhausted and the next remedy the policy allows (migration) may take it. A limit is
 // lifted when the pod no longer wants more than it (its rates under the cap and its own pressure low, for
 // recoverySeconds), when the pod or the policy is gone, or after maxLimitSeconds. A pod is limited again no sooner
@@ -22,8 +23,12 @@ export interface LimitIoSettings {
   startPercent: number;
   /** Each step down: this percentage of the limit before it. */
   stepPercent: number;
-  /** No limit goes below these: what keeps the pod working (its probes, its log, a database's fsyncs). */
-  floor: { bytesPerSecond: number; opsPerSecond: number };
+  /**
+   * No limit goes below a pod's floor, set with its first limit: per key the larger of `percent` of what the pod did
+   * then and the absolute minimum (bytes or operations per second), what keeps any pod working (its probes, its log,
+   * a database's fsyncs).
+   */
+  floor: { bytesPerSecond: number; opsPerSecond: number; percent: number };
   cooldownSeconds: number;
   maxLimitSeconds: number;
   /** The node's pressure: how long a limit is given to work before the next step, and the pod's quiet before a lift. */
@@ -41,6 +46,8 @@ export interface PodLimit {
   /** The saturated device, MAJ:MIN. */
   device: string;
   limit: IoRates;
+  /** The lowest it steps down to (LimitIoSettings.floor, from what the pod did when first limited). */
+  floor: IoRates;
   /** When it was first set, and last set or stepped. */
   since: Date;
   changedAt: Date;
@@ -103,17 +110,24 @@ const KEYS = ['rbps', 'wbps', 'riops', 'wiops'] as const;
 /** A rate this close to its cap is held by it: the pod wants more. */
 const AT_CAP = 0.9;
 
-const floorOf = (s: LimitIoSettings, key: keyof IoRates) =>
-  key === 'rbps' || key === 'wbps' ? s.floor.bytesPerSecond : s.floor.opsPerSecond;
-
 /** `percent` of each rate, never under the floor. */
-function scaled(rates: IoRates, percent: number, s: LimitIoSettings): IoRates {
+function scaled(rates: IoRates, percent: number, floor: IoRates): IoRates {
   const out = { ...rates };
-  for (const key of KEYS) out[key] = Math.max(floorOf(s, key), Math.floor((rates[key] * percent) / 100));
+  for (const key of KEYS) out[key] = Math.max(floor[key], Math.floor((rates[key] * percent) / 100));
   return out;
 }
 
-const atFloor = (limit: IoRates, s: LimitIoSettings) => KEYS.every((k) => limit[k] <= floorOf(s, k));
+/** A pod's floor, from what it does when first limited. */
+function floorFor(rates: IoRates, s: LimitIoSettings): IoRates {
+  const out = { ...rates };
+  for (const key of KEYS) {
+    const minimum = key === 'rbps' || key === 'wbps' ? s.floor.bytesPerSecond : s.floor.opsPerSecond;
+    out[key] = Math.max(minimum, Math.floor((rates[key] * s.floor.percent) / 100));
+  }
+  return out;
+}
+
+const atFloor = (pod: PodLimit) => KEYS.every((k) => pod.limit[k] <= pod.floor[k]);
 const seconds = (from: Date, to: Date) => (to.getTime() - from.getTime()) / 1000;
 
 /** Whether a limited pod wants no more than its limit: every rate clear of its cap, and its own pressure low. */
@@ -146,12 +160,12 @@ export function decideLimits(input: LimitInput): LimitPlan {
         continue;
       }
       const due = saturated && seconds(held.changedAt, now) >= s.sustainSeconds && !held.exhausted;
-      if (due && atFloor(held.limit, s)) {
+      if (due && atFloor(held)) {
         next.exhausted = true;
         decisions.push({ kind: 'Exhausted', pod: next });
       } else if (due && budget > 0) {
         budget--;
-        next.limit = scaled(held.limit, s.stepPercent, s);
+        next.limit = scaled(held.limit, s.stepPercent, held.floor);
         next.changedAt = now;
         decisions.push({ kind: 'Step', pod: next, before: held.limit });
       } else if (due) decisions.push({ kind: 'Held', uid: held.uid, why: 'Rate' });
@@ -180,12 +194,14 @@ export function decideLimits(input: LimitInput): LimitPlan {
     }
     budget--;
     const { uid, namespace, name } = pod;
+    const floor = floorFor(pod.rates, s);
     const set: PodLimit = {
       uid,
       namespace,
       name,
       device: input.device,
-      limit: scaled(pod.rates, s.startPercent, s),
+      limit: scaled(pod.rates, s.startPercent, floor),
+      floor,
       since: now,
       changedAt: now,
     };

@@ -16,7 +16,7 @@ const settings: LimitIoSettings = {
   minSharePercent: 25,
   startPercent: 50,
   stepPercent: 50,
-  floor: { bytesPerSecond: MiB, opsPerSecond: 20 },
+  floor: { bytesPerSecond: MiB, opsPerSecond: 20, percent: 10 },
   cooldownSeconds: 300,
   maxLimitSeconds: 3600,
   sustainSeconds: 30,
@@ -40,6 +40,7 @@ const limitOf = (over: Partial<PodLimit> = {}): PodLimit => ({
   name: 'db-0',
   device: '8:0',
   limit: { rbps: MiB, wbps: 40 * MiB, riops: 20, wiops: 1000 },
+  floor: { rbps: MiB, wbps: 8 * MiB, riops: 20, wiops: 200 },
   since: t(0),
   changedAt: t(0),
   ...over,
@@ -64,10 +65,11 @@ const kinds = (i: LimitInput) =>
   );
 
 describe('decideLimits', () => {
-  it('sets the first limit at startPercent of what the culprit does, never under the floor', () => {
+  it('sets the first limit at startPercent of what the culprit does, and its floor: floor.percent of it, at least the minimum', () => {
     const plan = decideLimits(input());
     expect(plan.decisions.map((d) => d.kind)).to.deep.equal(['Set']);
     expect(plan.limits[0]!.limit).to.deep.equal({ rbps: MiB, wbps: 40 * MiB, riops: 20, wiops: 1000 });
+    expect(plan.limits[0]!.floor).to.deep.equal({ rbps: MiB, wbps: 8 * MiB, riops: 20, wiops: 200 });
     expect(plan.limits[0]).to.deep.include({ device: '8:0', since: t(0), changedAt: t(0) });
   });
 
@@ -126,8 +128,14 @@ describe('decideLimits', () => {
         if (after) expect(plan.limits[0]!.limit).to.deep.equal(after);
       });
 
+    it("steps no lower than the pod's floor", () => {
+      const near = limitOf({ limit: { rbps: MiB, wbps: 10 * MiB, riops: 20, wiops: 300 } });
+      const plan = decideLimits(input({ now: t(30), limits: [near] }));
+      expect(plan.limits[0]!.limit).to.deep.equal({ rbps: MiB, wbps: 8 * MiB, riops: 20, wiops: 200 });
+    });
+
     it('at the floor and still saturated: exhausted once, the limit kept for the next remedy', () => {
-      const floor = { rbps: MiB, wbps: MiB, riops: 20, wiops: 20 };
+      const floor = { rbps: MiB, wbps: 8 * MiB, riops: 20, wiops: 200 };
       const first = decideLimits(input({ now: t(30), limits: [limitOf({ limit: floor })] }));
       expect(first.decisions.map((d) => d.kind)).to.deep.equal(['Exhausted']);
       expect(first.limits[0]).to.deep.include({ exhausted: true, limit: floor });
@@ -203,6 +211,7 @@ describe('decideLimits', () => {
         riops: r.riops + 20,
         wiops: r.wiops + 20,
       })),
+      floor: fc.constant({ rbps: MiB, wbps: MiB, riops: 20, wiops: 20 }),
       since: fc.integer({ min: -4000, max: 0 }).map(t),
       changedAt: fc.integer({ min: -100, max: 0 }).map(t),
     });
@@ -233,10 +242,11 @@ describe('decideLimits', () => {
         fc.property(inputs, (over) => {
           const i = input(over);
           const plan = decideLimits(i);
-          for (const l of plan.limits) {
-            expect(l.limit.rbps).to.be.at.least(MiB);
-            expect(l.limit.wiops).to.be.at.least(20);
-          }
+          for (const l of plan.limits)
+            for (const k of ['rbps', 'wbps', 'riops', 'wiops'] as const) {
+              expect(l.limit[k]).to.be.at.least(l.floor[k]);
+              expect(l.floor[k]).to.be.at.least(k.endsWith('bps') ? MiB : 20);
+            }
           for (const d of plan.decisions)
             if (d.kind === 'Step')
               for (const k of ['rbps', 'wbps', 'riops', 'wiops'] as const)

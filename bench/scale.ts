@@ -81,6 +81,9 @@ const AFTER_FIRST = process.argv.includes('--after-first');
 // each round's ratio is its own after over its own before, and the comparison is their geometric mean, in which a
 // drift the cluster's age brings cancels out over an even number of rounds.
 const ROUNDS = Number(arg('rounds', '1'));
+if (!Number.isInteger(ROUNDS) || ROUNDS < 1)
+  throw new Error(`--rounds ${arg('rounds', '')}: a whole number, 1 or more`);
+if (ROUNDS > 1 && !BEFORE) throw new Error('--rounds compares two trees: give --before <commit> too');
 // Only make bench-scale writes scale.json, the file the docs' figures come from; a run by hand writes beside it.
 const RESULTS = arg('results', 'scale-dev.json');
 const NAMESPACE = 'bench-scale';
@@ -1184,11 +1187,8 @@ function compared(before: readonly (SizeResult | Storm)[], after: readonly (Size
   });
   const b = before.slice(0, rounds).map(pick);
   const a = after.slice(0, rounds).map(pick);
-  const median = (values: number[]) =>
-    percentile(
-      [...values].sort((x, y) => x - y),
-      50,
-    );
+  // Nearest rank: of two rounds, the lower.
+  const median = (values: number[]) => percentile([...values].sort((x, y) => x - y), 0.5);
   return Object.fromEntries(
     Object.keys(a[0]!).map((key) => {
       const of = (r: ReturnType<typeof pick>) => r[key as keyof typeof r] ?? NaN;
@@ -1226,7 +1226,7 @@ function writeResults(): void {
         thresholdSeconds: THRESHOLD_SECONDS,
         incident: `${INCIDENT_NODES} nodes x ${INCIDENT_PODS_PER_NODE} new pods`,
         commit: trees.find((t) => t.name === 'after')!.commit, // the tree measured, as it was when the run began
-        ...(before ? { order: trees.map((t) => t.name), rounds: ROUNDS } : {}),
+        ...(before ? { order: trees.map((t) => t.name), roundsPerTree: ROUNDS } : {}),
         sizes: after,
         ...(growth ? { growthFirstToLast: growth } : {}),
         ...(deployedEnvEffect ? { deployedEnvEffect } : {}),

@@ -13,7 +13,9 @@ export interface WorkQueueOptions {
    * After a run that took d ms, its key is handed out again no sooner than min(maxMs, factor * d) after it ended: the
    * changes that arrive meanwhile are taken together by one run, not one run each, so that a run whose cost grows
    * with the cluster takes at most about 1 / (1 + factor) of the time however fast changes come, and a cheap one is
-   * held back hardly at all.
+   * held back hardly at all. A run asked for with addUnspaced skips it: with at most one such run for each run that
+   * was spaced (one pass held back for each apply, which a pass that decided started), runs take at most about
+   * 2 / (2 + factor) of the time.
    */
   spacing?: { factor: number; maxMs: number };
 }
@@ -75,10 +77,11 @@ export class WorkQueue<K> {
   }
 
   /**
-   * Adds key at once, past its spacing and any delay: for the run a key was waiting for (a pass held back while its
+   * Adds key at once, past its spacing and any delay (a failed run's backoff included: the run asked for is the retry),
+   * and, if it is in flight, again as soon as it is done: for the run a key waits for (a pass held back while its
    * decision was carried out), not for a change, which the spacing takes together with the others.
    */
-  addNow(key: K): void {
+  addUnspaced(key: K): void {
     if (this.shuttingDown) return;
     this.spacedUntil.delete(key);
     this.delayed.get(key)?.cancel();

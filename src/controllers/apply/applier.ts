@@ -50,7 +50,7 @@ export interface ApplierDeps extends ActDeps {
   /** Asks the policy reconciler for a pass of the policy after this long (0: at once). */
   requeue(policy: string, afterMs: number): void;
   /** Asks for the pass an apply held back, at once, past the queue's spacing: the decision it held waits for it. */
-  resume(policy: string): void;
+  requeueNow(policy: string): void;
 }
 
 /** A policy's apply as the queue sees it: failed writes still to fail an apply with, and whether one backs off now. */
@@ -151,7 +151,7 @@ export class Applier {
         this.reportFailedSince.delete(policy);
         return {};
       }
-      this.deps.requeue(policy, 0);
+      this.deps.requeueNow(policy);
       return { keepBackoff: true };
     }
     this.applying.add(policy);
@@ -171,7 +171,7 @@ export class Applier {
       throw new Error(`a write of sandboxpolicy/${policy} failed: ${describeError(first)}`, { cause: first });
     }
     if (this.held.delete(policy)) {
-      if (current) this.deps.resume(policy);
+      if (current) this.deps.requeueNow(policy);
     } else if (wait !== undefined) this.deps.requeue(policy, wait);
     // Deleted meanwhile, the policy keeps nothing here; else the backoff is forgotten unless a report failed since the
     // last apply (this apply's reports are answered after it: a round forgets it only once one passes without).

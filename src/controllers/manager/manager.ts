@@ -136,8 +136,8 @@ export class Manager {
       requeue: (policy, afterMs) => {
         this.queue.addAfter(policy, afterMs);
       },
-      resume: (policy) => {
-        this.queue.addNow(policy);
+      requeueNow: (policy) => {
+        this.queue.addUnspaced(policy);
       },
       scheduleApply: (policy) => {
         this.applies.add(policy);

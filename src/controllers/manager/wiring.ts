@@ -60,7 +60,7 @@ export interface ControllerDeps {
    * Look at a policy again at once, past the queue's spacing: the pass its apply held back, which a decision waits
    * for (requeue at 0 where not given).
    */
-  resume?: ((policy: string) => void) | undefined;
+  requeueNow?: ((policy: string) => void) | undefined;
   /**
    * Adds a policy to the apply queue (the Manager's), whose controller runs Applier.reconcile; tests run it by hand
    * (test/support/reconciler.ts).
@@ -90,8 +90,8 @@ function settingsOf(deps: ControllerDeps) {
     resyncMs: deps.resyncMs ?? 5 * 60_000,
     dryRun: deps.dryRun === true,
     requeue,
-    resume:
-      deps.resume ??
+    requeueNow:
+      deps.requeueNow ??
       ((policy: string) => {
         requeue(policy, 0);
       }),
@@ -142,7 +142,7 @@ function sharedConcerns(deps: ControllerDeps) {
  */
 export function buildControllers(deps: ControllerDeps): Controllers {
   const { cache, writer, recorder, clock, logger } = deps;
-  const { hooks, writeConcurrency, resyncMs, dryRun, requeue, resume } = settingsOf(deps);
+  const { hooks, writeConcurrency, resyncMs, dryRun, requeue, requeueNow } = settingsOf(deps);
   const { expectations, conditions, actions, pacer, leases } = sharedConcerns(deps);
   const mutations = new MutationCache(cache, expectations);
   const memories = new PolicyMemories();
@@ -194,7 +194,7 @@ export function buildControllers(deps: ControllerDeps): Controllers {
       deps.scheduleApply(policy);
     },
     requeue,
-    resume,
+    requeueNow,
   });
   const reconciler = new PolicyReconciler({
     cache,

@@ -20,7 +20,7 @@ function world({ start = true } = {}) {
   const cluster = new MemoryCluster().addPolicy('p', IO_SPEC).addNodes(aNode('n1'), aNode('n2'), aNode('n3'));
   const clock = new FakeClock(secondsAfter(T0, 600).getTime());
   const queue = new WorkQueue<string>({ clock });
-  /** The passes asked for: after so many ms, or now, past the queue's spacing (resume). */
+  /** The passes asked for: after so many ms, or now, past the queue's spacing (requeueNow). */
   const passes: (number | 'now')[] = [];
   const controllers = buildControllers({
     cache: cluster,
@@ -41,7 +41,7 @@ function world({ start = true } = {}) {
       }),
     }),
     requeue: (_policy, after) => passes.push(after),
-    resume: () => passes.push('now'),
+    requeueNow: () => passes.push('now'),
     scheduleApply: (policy) => {
       queue.add(policy);
     },
@@ -83,10 +83,10 @@ describe('the apply controller', () => {
     expect(w.cordons()).to.deep.equal([]);
     expect(w.applier.busy('p')).to.equal(true);
 
-    // The backoff over, the retry asks for a pass at once, and its backoff stands.
+    // The backoff over, the retry asks for a pass at once, past the spacing, and its backoff stands.
     w.clock.advance(5);
     await settle();
-    expect(w.passes.at(-1)).to.equal(0);
+    expect(w.passes.at(-1), 'past the spacing').to.equal('now');
     expect(w.queue.failures('p'), 'kept until an apply succeeds').to.equal(1);
 
     // The new decision fails again: the backoff grows.

@@ -2,9 +2,11 @@
 // the operator wants for this node's pods and the limits this agent applied (its report, which a restarted agent
 // reads back), it sets, steps and lifts until the cgroups hold what is wanted, and says what it did to each. It
 // finds each pod's cgroup under its own node's tree, so it limits only pods bound to its node. Without
-// --allow-io-limits it writes nothing and says so for every limit wanted.
+// --allow-io-limits it sets nothing and says so for every limit wanted; it still lifts what it applied before (a
+// lift only puts back what the files held), so a limit is never left in force by turning writing off. A limit
+// someone changed while it is wanted is theirs: not written again.
 import { findPodCgroup, ioHierarchy, type CgroupVersion } from './cgroups.js';
-import { IoLimiter, type IoLimit, type LimitRecord } from './io-limits.js';
+import { IO_LIMIT_KEYS, IoLimiter, IoLimitWriteError, type IoLimit, type LimitRecord } from './io-limits.js';
 
 /** A limit the operator wants on one pod's device. */
 export interface WantedIoLimit {
@@ -38,8 +40,10 @@ export interface IoLimitSyncResult {
   outcomes: IoLimitOutcome[];
 }
 
-const sameLimit = (a: IoLimit, b: IoLimit) =>
-  (['rbps', 'wbps', 'riops', 'wiops'] as const).every((k) => a[k] === b[k]);
+const sameLimit = (a: IoLimit, b: IoLimit) => IO_LIMIT_KEYS.every((k) => a[k] === b[k]);
+
+/** A limit's key: a pod may be limited on more than one device. */
+const keyOf = (limit: { podUid: string; device: string }) => `${limit.podUid} ${limit.device}`;
 
 const describe = (limit: IoLimit) =>
   Object.entries(limit)
@@ -47,6 +51,8 @@ const describe = (limit: IoLimit) =>
     .join(' ');
 
 const failure = (err: unknown) => (err instanceof Error ? err.message : String(err));
+const isGone = (err: unknown): boolean =>
+  (err as NodeJS.ErrnoException).code === 'ENOENT' || (err instanceof IoLimitWriteError && isGone(err.cause));
 
 export class IoLimitSync {
   constructor(
@@ -60,27 +66,24 @@ export class IoLimitSync {
   /** One round: lifts what is no longer wanted, then sets or steps what is; the limits applied after it. */
   sync(wanted: readonly WantedIoLimit[], applied: readonly AppliedIoLimit[]): IoLimitSyncResult {
     const outcomes: IoLimitOutcome[] = [];
-    if (!this.allowed) {
-      for (const w of wanted)
-        outcomes.push({
-          podUid: w.podUid,
-          result: 'Refused',
-          message: 'this agent runs without --allow-io-limits: it writes no cgroup file',
-        });
-      return { applied: [...applied], outcomes };
-    }
-    const byPod = new Map(wanted.map((w) => [w.podUid, w]));
+    const byKey = new Map(wanted.map((w) => [keyOf(w), w])); // the last of a pod's device wanted twice
     const after: AppliedIoLimit[] = [];
     const previous = new Map<string, AppliedIoLimit>();
     for (const record of applied) {
-      const want = byPod.get(record.podUid);
-      if (want?.device === record.device) previous.set(record.podUid, record);
+      if (byKey.has(keyOf(record))) previous.set(keyOf(record), record);
       else this.lift(record, after, outcomes);
     }
-    for (const want of wanted) {
-      const record = previous.get(want.podUid);
+    for (const want of byKey.values()) {
+      const record = previous.get(keyOf(want));
       if (record && sameLimit(record.wanted, want.limit)) after.push(record);
-      else this.apply(want, record, after, outcomes);
+      else if (!this.allowed) {
+        if (record) after.push(record);
+        outcomes.push({
+          podUid: want.podUid,
+          result: 'Refused',
+          message: 'this agent runs without --allow-io-limits: it sets no limit',
+        });
+      } else this.apply(want, record, after, outcomes);
     }
     return { applied: after, outcomes };
   }
@@ -114,9 +117,11 @@ export class IoLimitSync {
         message: `${want.device} ${describe(done.written) || 'nothing lower than what was held'} (held before: ${describe(done.before) || 'nothing of ours'})`,
       });
     } catch (err) {
-      if (record) after.push(record);
-      const gone = (err as NodeJS.ErrnoException).code === 'ENOENT';
-      outcomes.push({ podUid, result: gone ? 'PodGone' : 'Failed', message: failure(err) });
+      // What landed before the failure is in force: kept, wanted again next round (nothing wanted is ever {}).
+      if (err instanceof IoLimitWriteError && Object.keys(err.record.written).length > 0)
+        after.push({ ...err.record, podUid, version: tree.version, cgroup, wanted: {} });
+      else if (record) after.push(record);
+      outcomes.push({ podUid, result: isGone(err) ? 'PodGone' : 'Failed', message: failure(err) });
     }
   }
 
@@ -139,7 +144,9 @@ export class IoLimitSync {
             : { podUid, result: 'Lifted', message: `${record.device} ${describe(record.before)} put back` },
       );
     } catch (err) {
-      after.push(record); // tried again next round: a limit is never forgotten while it may still be in force
+      // Tried again next round: a limit is never forgotten while it may still be in force (what was put back goes).
+      const left = err instanceof IoLimitWriteError ? err.record : record;
+      if (Object.keys(left.written).length > 0) after.push({ ...record, ...left });
       outcomes.push({ podUid, result: 'Failed', message: failure(err) });
     }
   }

@@ -132,23 +132,51 @@ export interface LiftResult {
   gone: boolean;
 }
 
+/**
+ * A write of a limit failed part of the way (cgroup v1 writes a file a key): `record` is what is in force of ours now,
+ * the keys whose writes landed and those not yet rewritten, so nothing of ours is forgotten.
+ */
+export class IoLimitWriteError extends Error {
+  constructor(
+    readonly record: LimitRecord,
+    cause: unknown,
+  ) {
+    super(cause instanceof Error ? cause.message : String(cause), { cause });
+    this.name = 'IoLimitWriteError';
+  }
+}
+
+/** The part of a record on these keys. */
+function only(record: LimitRecord, keys: readonly string[]): LimitRecord {
+  const part: LimitRecord = { device: record.device, written: {}, before: {} };
+  for (const key of IO_LIMIT_KEYS) {
+    const written = record.written[key];
+    if (!keys.includes(key) || written === undefined) continue;
+    part.written[key] = written;
+    part.before[key] = record.before[key] ?? 'max';
+  }
+  return part;
+}
+
+/** The record but for one key. */
+const without = (record: LimitRecord, key: IoLimitKey): LimitRecord =>
+  only(
+    record,
+    IO_LIMIT_KEYS.filter((k) => k !== key),
+  );
+
+const ALL_MAX: Readonly<Required<IoLimit>> = { rbps: 'max', wbps: 'max', riops: 'max', wiops: 'max' };
+
 /** Sets and lifts limits on one device of a cgroup (a pod's directory in the io or blkio hierarchy). */
 export class IoLimiter {
   constructor(private readonly files: CgroupFiles = KERNEL_CGROUP_FILES) {}
 
-  /** What the cgroup holds for `device` now, every key ("max" where unlimited). */
-  held(dir: string, version: CgroupVersion, device: string): Required<IoLimit> {
+  /** Reads what the cgroup holds for `device` now, every key ("max" where unlimited). */
+  readHeld(dir: string, version: CgroupVersion, device: string): Required<IoLimit> {
     if (!DEVICE.test(device)) throw new Error(`not a MAJ:MIN device number: ${JSON.stringify(device)}`);
     if (version === 'v2')
-      return (
-        parseIoMax(this.files.read(`${dir}/io.max`), `${dir}/io.max`).get(device) ?? {
-          rbps: 'max',
-          wbps: 'max',
-          riops: 'max',
-          wiops: 'max',
-        }
-      );
-    const held = {} as Required<IoLimit>;
+      return parseIoMax(this.files.read(`${dir}/io.max`), `${dir}/io.max`).get(device) ?? { ...ALL_MAX };
+    const held = { ...ALL_MAX };
     for (const key of IO_LIMIT_KEYS) {
       const file = `${dir}/${V1_THROTTLE_FILES[key]}`;
       held[key] = parseThrottleDevice(this.files.read(file), file).get(device) ?? 'max';
@@ -159,7 +187,8 @@ export class IoLimiter {
   /**
    * Limits `device` to `want`, key by key below what is held, and returns the record to lift it by. With the record
    * of a limit already set (a step down), what it wrote and still holds counts as unlimited-by-others: its `before`
-   * carries on; a key someone changed since is theirs, and leaves the record.
+   * carries on; a key someone changed since is theirs, and leaves the record. A write that fails part of the way
+   * throws IoLimitWriteError with the record as it stands.
    */
   apply(
     dir: string,
@@ -173,7 +202,7 @@ export class IoLimiter {
       if (value !== undefined && value !== 'max' && !(Number.isSafeInteger(value) && value > 0))
         throw new Error(`${key} ${value}: a limit is a positive whole number (or max)`);
     }
-    const now = this.held(dir, version, device);
+    const now = this.readHeld(dir, version, device);
     const ours = previous ? planLift(now, previous) : { restore: {}, changed: [] };
     // What the files would hold without our limit: the base the new one is planned over.
     const base: IoLimit = { ...now, ...ours.restore };
@@ -182,38 +211,79 @@ export class IoLimiter {
     const back: IoLimit = {};
     for (const [key, value] of Object.entries(ours.restore) as [IoLimitKey, IoLimitValue][])
       if (write[key] === undefined) back[key] = value;
-    this.write(dir, version, device, { ...back, ...write });
-    const before: IoLimit = {};
-    for (const key of Object.keys(write) as IoLimitKey[]) before[key] = base[key] ?? 'max';
-    return { device, written: write, before };
+    // Ours until rewritten: the keys of the previous record that still hold what it wrote.
+    let record = previous ? only(previous, Object.keys(ours.restore)) : { device, written: {}, before: {} };
+    this.write(
+      dir,
+      version,
+      device,
+      { ...back, ...write },
+      () => record,
+      (key) => {
+        const value = write[key];
+        record = without(record, key);
+        if (value !== undefined) {
+          record.written[key] = value;
+          record.before[key] = base[key] ?? 'max';
+        }
+      },
+    );
+    return record;
   }
 
-  /** Lifts what `record` wrote: each key back to what it held, where it still holds what was written. */
+  /**
+   * Lifts what `record` wrote: each key back to what it held, where it still holds what was written. A write that
+   * fails part of the way throws IoLimitWriteError with the keys not yet put back.
+   */
   lift(dir: string, version: CgroupVersion, record: LimitRecord): LiftResult {
     let now: Required<IoLimit>;
     try {
-      now = this.held(dir, version, record.device);
+      now = this.readHeld(dir, version, record.device);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { restored: [], changed: [], gone: true };
       throw err;
     }
     const { restore, changed } = planLift(now, record);
-    this.write(dir, version, record.device, restore);
+    let left = only(record, Object.keys(restore));
+    this.write(
+      dir,
+      version,
+      record.device,
+      restore,
+      () => left,
+      (key) => {
+        left = without(left, key);
+      },
+    );
     return { restored: Object.keys(restore) as IoLimitKey[], changed, gone: false };
   }
 
-  private write(dir: string, version: CgroupVersion, device: string, limit: IoLimit): void {
+  /** Writes the keys of `limit`, telling `landed` of each write done; a failure throws with the record `now`. */
+  private write(
+    dir: string,
+    version: CgroupVersion,
+    device: string,
+    limit: IoLimit,
+    now: () => LimitRecord,
+    landed: (key: IoLimitKey) => void,
+  ): void {
     const entries = IO_LIMIT_KEYS.flatMap((key) => {
       const value = limit[key];
       return value === undefined ? [] : [[key, value] as const];
     });
-    if (entries.length === 0) return;
-    if (version === 'v2') {
-      // One line, the keys to change only: the kernel keeps the others as they are.
-      this.files.write(`${dir}/io.max`, `${device} ${entries.map(([k, v]) => `${k}=${v}`).join(' ')}\n`);
-      return;
+    try {
+      if (version === 'v2' && entries.length > 0) {
+        // One line, the keys to change only: the kernel keeps the others as they are.
+        this.files.write(`${dir}/io.max`, `${device} ${entries.map(([k, v]) => `${k}=${v}`).join(' ')}\n`);
+        for (const [key] of entries) landed(key);
+      }
+      if (version === 'v1')
+        for (const [key, value] of entries) {
+          this.files.write(`${dir}/${V1_THROTTLE_FILES[key]}`, `${device} ${value === 'max' ? 0 : value}\n`);
+          landed(key);
+        }
+    } catch (err) {
+      throw new IoLimitWriteError(structuredClone(now()), err);
     }
-    for (const [key, value] of entries)
-      this.files.write(`${dir}/${V1_THROTTLE_FILES[key]}`, `${device} ${value === 'max' ? 0 : value}\n`);
   }
 }

@@ -1,11 +1,11 @@
-// PURE: the in-place remedy for a culprit pod (issue 44): while its node is IoPressureHigh with sandboxes stuck from an
-// IO cause, the culprit's IO on the saturated device is limited, from a fraction of what it does now, stepped down
+// PURE: the in-place remedy for a culprit pod (issue 44): while its node is IoPressureHigh with sandboxes stuck from
+// an IO cause, the culprit's IO on the saturated device is limited, from a fraction of what it does now, stepped down
 // after each sustainSeconds the pressure outlasts, to a floor that keeps the pod working (a share of what it did, and
-// never under an absolute minimum); at the floor with the node
-// still saturated, the pod is exhausted and the next remedy the policy allows (migration) may take it. A limit is
-// lifted when the pod no longer wants more than it (its rates under the cap and its own pressure low, for
-// recoverySeconds), when the pod or the policy is gone, or after maxLimitSeconds. A pod is limited again no sooner
-// than cooldownSeconds after a lift. What the limit is in files, and putting them back, is the agent's (io-limits.ts).
+// never under an absolute minimum); at the floor with the node still saturated, the pod is exhausted and the next
+// remedy the policy allows (migration) may take it. A limit is lifted when the pod no longer wants more than it (its
+// rates under the cap and its own pressure low, for recoverySeconds), when the pod or the policy is gone, when it is
+// labelled no-limit, or after maxLimitSeconds. A pod is limited again no sooner than cooldownSeconds after a lift.
+// What the limit is in files, and putting them back, is the agent's (agent/io-limits.ts).
 import type { IoState } from './node-facts.js';
 
 /** Bytes and operations per second, read and written: io.max's keys. */
@@ -91,7 +91,7 @@ export interface LimitInput {
   budget: number;
 }
 
-export type LiftReason = 'NoLongerNeeded' | 'PodGone' | 'PolicyGone' | 'MaxDuration';
+export type LiftReason = 'NoLongerNeeded' | 'PodGone' | 'PolicyGone' | 'MaxDuration' | 'Exempted';
 
 export type LimitDecision =
   | { kind: 'Set'; pod: PodLimit; from: IoRates }
@@ -150,6 +150,8 @@ export function decideLimits(input: LimitInput): LimitPlan {
     if (!input.active) lift('PolicyGone');
     else if (!input.running.has(held.uid)) lift('PodGone');
     else if (seconds(held.since, now) >= s.maxLimitSeconds) lift('MaxDuration');
+    else if (pod?.exempt)
+      lift('Exempted'); // labelled no-limit since
     else {
       const quiet = pod !== undefined && !saturated && wantsNoMore(pod, held.limit, s);
       const next: PodLimit = { ...held };
@@ -159,7 +161,12 @@ export function decideLimits(input: LimitInput): LimitPlan {
         lift('NoLongerNeeded');
         continue;
       }
-      const due = saturated && seconds(held.changedAt, now) >= s.sustainSeconds && !held.exhausted;
+      // Stepped only while the device it limits is the one saturated.
+      const due =
+        saturated &&
+        input.device === held.device &&
+        seconds(held.changedAt, now) >= s.sustainSeconds &&
+        !held.exhausted;
       if (due && atFloor(held)) {
         next.exhausted = true;
         decisions.push({ kind: 'Exhausted', pod: next });

@@ -103,11 +103,56 @@ describe('IoLimitSync', () => {
       {
         podUid: DB,
         result: 'Refused',
-        message: 'this agent runs without --allow-io-limits: it writes no cgroup file',
+        message: 'this agent runs without --allow-io-limits: it sets no limit',
       },
     ]);
     expect(kernel.writes).to.deep.equal([]);
     expect(ioMax(dirs[DB]!)).to.equal(OTHERS);
+  });
+
+  it('still lifts, without --allow-io-limits, what it applied before (restarted with writing off)', () => {
+    const dirs = v2Tree();
+    const { applied } = sync().sync([wantDb(4000)], []);
+    const off = sync(false);
+    const wanted = off.sync([wantDb(2000)], applied);
+    expect(results(wanted), 'no step').to.deep.equal(['db Refused']);
+    expect(wanted.applied).to.deep.equal(applied);
+    expect(results(off.sync([], wanted.applied))).to.deep.equal(['db Lifted']);
+    expect(ioMax(dirs[DB]!)).to.equal(OTHERS);
+  });
+
+  it('v1: a write that fails part of the way keeps what landed, sets the rest next round, and lifts it all', () => {
+    const dir = v1Pod(DB);
+    kernel.failing = (file) => file === V1_THROTTLE_FILES.wiops;
+    const failed = sync().sync([wantDb(4000)], []);
+    expect(results(failed)).to.deep.equal(['db Failed']);
+    expect(failed.applied.map((a) => a.written)).to.deep.equal([{ wbps: 4000 }]);
+    kernel.failing = () => false;
+    const set = sync().sync([wantDb(4000)], failed.applied);
+    expect(results(set)).to.deep.equal(['db Stepped']);
+    expect(readFileSync(join(dir, V1_THROTTLE_FILES.wiops), 'utf8')).to.equal('8:0 100\n');
+    kernel.failing = (file) => file === V1_THROTTLE_FILES.wiops;
+    const half = sync().sync([], set.applied);
+    expect(results(half)).to.deep.equal(['db Failed']);
+    expect(
+      half.applied.map((a) => a.written),
+      'wbps put back, wiops still ours',
+    ).to.deep.equal([{ wiops: 100 }]);
+    kernel.failing = () => false;
+    expect(results(sync().sync([], half.applied))).to.deep.equal(['db Lifted']);
+    for (const file of Object.values(V1_THROTTLE_FILES))
+      expect(readFileSync(join(dir, file), 'utf8'), file).to.equal('');
+  });
+
+  it('limits a pod on two devices apart, and lifts one while the other stays', () => {
+    const dirs = v2Tree();
+    const onSda = wantDb(4000);
+    const onNvme: WantedIoLimit = { podUid: DB, device: '259:0', limit: { wbps: 1000 } };
+    const both = sync().sync([onSda, onNvme], []);
+    expect(results(both)).to.deep.equal(['db Set', 'db Set']);
+    const one = sync().sync([onSda], both.applied);
+    expect(results(one)).to.deep.equal(['db Lifted']);
+    expect(ioMax(dirs[DB]!)).to.equal(`${OTHERS}8:0 rbps=max wbps=4000 riops=max wiops=100\n`);
   });
 
   it('limits no pod whose cgroup is not under this node (bound elsewhere): nothing written', () => {
@@ -153,37 +198,46 @@ describe('IoLimitSync', () => {
     expect(ioMax(dirs[DB]!)).to.equal(OTHERS);
   });
 
-  it('property: after any rounds of wanted limits, wanting none puts every file back byte for byte', () => {
-    const wanted = fc
-      .array(
-        fc.record({
-          podUid: fc.constantFrom(...UIDS),
-          device: fc.constantFrom('8:0', '259:0'),
-          limit: fc.record(
-            {
-              rbps: fc.integer({ min: 1, max: 9000 }),
-              wbps: fc.integer({ min: 1, max: 9000 }),
-              wiops: fc.integer({ min: 1, max: 500 }),
-            },
-            { requiredKeys: [] },
-          ),
-        }),
-        { maxLength: 3 },
-      )
-      .map((ws) => [...new Map(ws.map((w) => [w.podUid, w])).values()]);
-    fc.assert(
-      fc.property(fc.array(wanted, { minLength: 1, maxLength: 5 }), (rounds) => {
-        rmSync(root, { recursive: true, force: true });
-        mkdirSync(root);
-        const dirs = v2Tree();
-        const agent = sync();
-        let applied: AppliedIoLimit[] = [];
-        for (const round of rounds) applied = agent.sync(round, applied).applied;
-        const last = agent.sync([], applied);
-        expect(last.applied).to.deep.equal([]);
-        for (const uid of UIDS) expect(ioMax(dirs[uid]!)).to.equal(OTHERS);
+  it('property: after any rounds of wanted limits, writes failing among them, wanting none puts every file back byte for byte', () => {
+    const wanted = fc.array(
+      fc.record({
+        podUid: fc.constantFrom(...UIDS),
+        device: fc.constantFrom('8:0', '259:0'),
+        limit: fc.record(
+          {
+            rbps: fc.integer({ min: 1, max: 9000 }),
+            wbps: fc.integer({ min: 1, max: 9000 }),
+            wiops: fc.integer({ min: 1, max: 500 }),
+          },
+          { requiredKeys: [] },
+        ),
       }),
-      { numRuns: 100 },
+      { maxLength: 4 },
+    );
+    fc.assert(
+      fc.property(
+        fc.array(wanted, { minLength: 1, maxLength: 5 }),
+        fc.array(fc.boolean(), { minLength: 5, maxLength: 5 }),
+        fc.array(fc.boolean(), { maxLength: 40 }),
+        (rounds, allowed, faults) => {
+          rmSync(root, { recursive: true, force: true });
+          mkdirSync(root);
+          const dirs = v2Tree();
+          // Writes fail as `faults` says while the rounds run, writing on or off round by round; the last round,
+          // with writing off and nothing failing, wants none.
+          let write = 0;
+          kernel.failing = () => faults[write++] === true;
+          let applied: AppliedIoLimit[] = [];
+          rounds.forEach((round, i) => {
+            applied = sync(allowed[i]).sync(round, applied).applied;
+          });
+          kernel.failing = () => false;
+          const last = sync(false).sync([], applied);
+          expect(last.applied).to.deep.equal([]);
+          for (const uid of UIDS) expect(ioMax(dirs[uid]!)).to.equal(OTHERS);
+        },
+      ),
+      { numRuns: 150 },
     );
   });
 });

@@ -223,7 +223,7 @@ describe('IoLimiter on a crafted tree', () => {
               let record = limiter.apply(dir, version, device, steps[0]!);
               for (const want of steps.slice(1)) record = limiter.apply(dir, version, device, want, record);
               // Every limit in force is the lower of the last one wanted and what was held before us.
-              const held = limiter.held(dir, version, device);
+              const held = limiter.readHeld(dir, version, device);
               const first = files[device] ?? MAX;
               for (const key of IO_LIMIT_KEYS) {
                 const want = steps.at(-1)![key];
@@ -255,7 +255,7 @@ describe('IoLimiter on a crafted tree', () => {
             if (record.written[key] === theirs) return;
             kernel.write(join(dir, 'io.max'), `8:0 ${key}=${theirs}\n`);
             const result = limiter.lift(dir, 'v2', record);
-            const after = limiter.held(dir, 'v2', '8:0');
+            const after = limiter.readHeld(dir, 'v2', '8:0');
             expect(after[key]).to.equal(theirs);
             for (const other of IO_LIMIT_KEYS.filter((k) => k !== key))
               expect(after[other]).to.equal(original[other]);

@@ -114,6 +114,8 @@ describe('decideLimits', () => {
         { rbps: MiB, wbps: 40 * MiB, riops: 20, wiops: 1000 },
       ],
       ['the node no longer stuck: kept, not stepped', { now: t(30), ioStuck: false }, [], undefined],
+      ['another device saturated now: kept, not stepped', { now: t(30), device: '259:0' }, [], undefined],
+      ['no device attributed now: kept, not stepped', { now: t(30), device: '' }, [], undefined],
       [
         'no rate left: held, kept',
         { now: t(30), budget: 0 },
@@ -148,6 +150,7 @@ describe('decideLimits', () => {
     const table: [string, Partial<LimitInput>, string[]][] = [
       ['the policy paused or gone', { active: false }, ['Lift PolicyGone']],
       ['the pod gone', { running: new Set(), pods: [] }, ['Lift PodGone']],
+      ['labelled no-limit since', { pods: [db({ exempt: true })] }, ['Lift Exempted']],
       [
         'maxLimitSeconds after it was set',
         { now: t(3600), io: 'Low', ioStuck: false, pods: [db()] },

@@ -101,7 +101,7 @@ function kill(pid: number): void {
 }
 
 /** The whole disk under a path, "MAJ:MIN" (a partition's parent: throttle rules are set on disks). */
-function diskOf(path: string): string {
+export function diskOf(path: string): string {
   const dev = statSync(path).dev;
   const major = (Math.floor(dev / 256) & 0xfff) | (Math.floor(dev / 2 ** 32) & ~0xfff);
   const minor = (dev & 0xff) | (Math.floor(dev / 4096) & ~0xff);

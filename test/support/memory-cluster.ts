@@ -401,6 +401,22 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
     else delete updated.stamps;
     return Promise.resolve(this.commit(`Node/${change.node}`, () => this.nodeMap.set(change.node, updated)));
   }
+  /**
+   * Holds the next Node condition write where it reaches the API: `reached` resolves once it is held there (and
+   * throws if it never comes), `release` lets it through.
+   */
+  holdConditionWrite(): { reached: () => Promise<void>; release: () => void } {
+    let release!: () => void;
+    this.holdNextConditionWrite = new Promise<void>((resolve) => (release = resolve));
+    const reached = async () => {
+      for (let i = 0; i < 50 && this.holdNextConditionWrite !== undefined; i++)
+        await new Promise(setImmediate);
+      if (this.holdNextConditionWrite !== undefined)
+        throw new Error('the condition write never reached the API');
+    };
+    return { reached, release };
+  }
+
   async setNodeCondition(name: string, condition: NodeConditionValue | null): Promise<string | undefined> {
     this.writes.push(`${condition ? 'set' : 'remove'} condition node/${name}`);
     const held = this.holdNextConditionWrite;

@@ -23,12 +23,9 @@ describe('PolicyReconciler and the Node condition', () => {
   describe('while its own write is in flight', () => {
     /** Holds the next condition write; resolves once it has reached the API, with the hand that releases it. */
     const holdConditionWrite = async (cluster: MemoryCluster) => {
-      let release!: () => void;
-      cluster.holdNextConditionWrite = new Promise<void>((r) => (release = r));
-      const held = () => cluster.holdNextConditionWrite !== undefined;
-      for (let i = 0; i < 50 && held(); i++) await new Promise(setImmediate);
-      expect(cluster.holdNextConditionWrite, 'the condition write reached the API').to.equal(undefined);
-      return release;
+      const write = cluster.holdConditionWrite();
+      await write.reached();
+      return write.release;
     };
 
     it('writes it once when a look ran during the write and the next pass runs before the watch shows it', async () => {

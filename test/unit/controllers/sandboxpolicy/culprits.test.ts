@@ -94,15 +94,12 @@ describe('PolicyReconciler and the measured culprit', () => {
       nodeCondition: true,
     });
     cluster.lagging = true; // nothing we write shows in the cache until deliver()
-    let release!: () => void;
-    cluster.holdNextConditionWrite = new Promise<void>((r) => (release = r));
+    const write = cluster.holdConditionWrite();
     await reconciler.pass('p'); // decides the condition alone; the apply starts, and its write is held
-    const held = () => cluster.holdNextConditionWrite !== undefined;
-    for (let i = 0; i < 50 && held(); i++) await new Promise(setImmediate);
-    expect(held(), 'the condition write reached the API').to.equal(false);
+    await write.reached();
     // The look reads n1 without the condition; its live read of n1's pods (to name the culprit) outlasts the apply.
     cluster.duringNextLiveRead = async () => {
-      release();
+      write.release();
       await applies.idle();
     };
     reconciler.markDirty('p', 'n1'); // a kubelet retry Event on n1 meanwhile

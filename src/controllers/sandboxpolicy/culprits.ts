@@ -1,4 +1,9 @@
-import type { IoAttribution, IoConsumer, SandboxPolicySpec } from '../../api/v1alpha1/index.js';
+import type {
+  IoAttribution,
+  IoConsumer,
+  LabelSelector,
+  SandboxPolicySpec,
+} from '../../api/v1alpha1/index.js';
 import { consumerId, matchesSelector, NO_MIGRATE_LABEL } from '../../api/v1alpha1/index.js';
 import type { MeasuredPod, PodView } from '../../detection/index.js';
 import { describeError } from '../../ports/errors.js';
@@ -50,7 +55,9 @@ export async function resolveAttribution(
       return pod ? { ...c, podUid: pod.uid, namespace: pod.namespace, name: pod.name } : c;
     });
     const resolved = { ...attribution, consumers };
-    return { resolved, cause: decideIoCause(resolved, context) };
+    const cause = decideIoCause(resolved, context);
+    const stay = migrate?.by === 'measuredIo' ? staying(cause.culprits, pods, node, migrate.podSelector) : '';
+    return { resolved, cause: stay ? { ...cause, message: `${cause.message} ${stay}` } : cause };
   };
   let pods = await runningPods(deps, request.policy, node, attribution, memory, false);
   let { resolved, cause } = decide(pods);
@@ -74,6 +81,28 @@ export async function resolveAttribution(
     return [{ ...pod, ...(c.sharePercent !== undefined ? { sharePercent: c.sharePercent } : {}) }];
   });
   return { attribution: resolved, cause, culprits, ...(dueAt !== undefined ? { dueAt } : {}) };
+}
+
+/**
+ * The culprits no migration can take, and why, in words for status (empty when every one may move): a culprit outside
+ * migrateWorkloads.podSelector, or one no running pod of the node answers to. The guards (a DaemonSet's pod, one
+ * labelled no-migrate, local storage) say their own in status.blocked when the move is tried.
+ */
+function staying(
+  culprits: readonly IoConsumer[],
+  pods: ReadonlyMap<string, PodView>,
+  node: string,
+  selector: LabelSelector | undefined,
+): string {
+  if (pods.size === 0) return ''; // not read (a failed read is logged): nothing to say of them
+  const reasons = culprits.flatMap((c) => {
+    const pod = pods.get(consumerId(c));
+    if (!pod) return [`${consumerId(c)} (no running pod of ${node} answers to it)`];
+    if (selector && !matchesSelector(selector, pod.labels))
+      return [`${pod.namespace}/${pod.name} (outside migrateWorkloads.podSelector)`];
+    return [];
+  });
+  return reasons.length > 0 ? `Not moved: ${reasons.join(', ')}.` : '';
 }
 
 /** Whether a pod is labelled never to be migrated. */

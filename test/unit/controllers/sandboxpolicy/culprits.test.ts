@@ -192,6 +192,24 @@ describe('PolicyReconciler and the measured culprit', () => {
     await reconciler.reconcile('p');
     await reconciler.reconcile('p');
     expect(cluster.evicted).to.deep.equal(['shop/web-1', 'shop/db-0']);
+    expect(cluster.health('n1')!.status!.ioCause!.message, 'says which culprit stays, and why').to.match(
+      /Not moved: shop\/api-0 \(outside migrateWorkloads\.podSelector\)\.$/,
+    );
+  });
+
+  it('says of a culprit no running pod answers to that it is not moved', async () => {
+    const { cluster, reconciler, pods } = world((p) => [
+      { kind: 'Pod', podUid: 'f00dfeed-0000-4000-8000-00000000dead', sharePercent: 60, role: 'Culprit' },
+      share(p.db, 30, 'Culprit'),
+      { kind: 'System', sharePercent: 10, role: 'System' },
+    ]);
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    expect(cluster.evicted).to.deep.equal(['shop/web-1', 'shop/db-0']);
+    expect(pods.db.name).to.equal('db-0');
+    expect(cluster.health('n1')!.status!.ioCause!.message).to.match(
+      /Not moved: f00dfeed-0000-4000-8000-00000000dead \(no running pod of n1 answers to it\)\.$/,
+    );
   });
 
   it('moves a culprit only once it has been one for sustainSeconds, as the pressure must be (a burst is none)', async () => {

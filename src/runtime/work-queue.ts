@@ -13,9 +13,7 @@ export interface WorkQueueOptions {
    * After a run that took d ms, its key is handed out again no sooner than min(maxMs, factor * d) after it ended: the
    * changes that arrive meanwhile are taken together by one run, not one run each, so that a run whose cost grows
    * with the cluster takes at most about 1 / (1 + factor) of the time however fast changes come, and a cheap one is
-   * held back hardly at all. A run asked for with addUnspaced skips it: with at most one such run for each run that
-   * was spaced (one pass held back for each apply, which a pass that decided started), runs take at most about
-   * 2 / (2 + factor) of the time.
+   * held back hardly at all.
    */
   spacing?: { factor: number; maxMs: number };
 }
@@ -33,8 +31,6 @@ export class WorkQueue<K> {
   private readonly delayed = new Map<K, { at: number; cancel: () => void }>();
   /** Until when each key is held back after its last run (spacing). */
   private readonly spacedUntil = new Map<K, number>();
-  /** Keys asked for now while in flight: queued again when done, with no spacing. */
-  private readonly urgent = new Set<K>();
   private readonly spacing: { factor: number; maxMs: number } | undefined;
   private readonly waiters: ((key: K | undefined) => void)[] = [];
   private readonly clock: Clock;
@@ -74,20 +70,6 @@ export class WorkQueue<K> {
     } else {
       this.queue.push(key);
     }
-  }
-
-  /**
-   * Adds key at once, past its spacing and any delay (a failed run's backoff included: the run asked for is the retry),
-   * and, if it is in flight, again as soon as it is done: for the run a key waits for (a pass held back while its
-   * decision was carried out), not for a change, which the spacing takes together with the others.
-   */
-  addUnspaced(key: K): void {
-    if (this.shuttingDown) return;
-    this.spacedUntil.delete(key);
-    this.delayed.get(key)?.cancel();
-    this.delayed.delete(key);
-    if (this.processing.has(key)) this.urgent.add(key);
-    this.add(key);
   }
 
   /** Adds key after ms; an earlier pending delay for the same key wins. */
@@ -144,9 +126,8 @@ export class WorkQueue<K> {
       const now = this.clock.now();
       // Holds gone by go: a key that never comes back (a deleted policy) leaves nothing behind.
       for (const [other, until] of this.spacedUntil) if (until <= now) this.spacedUntil.delete(other);
-      if (hold > 0 && !this.urgent.has(key)) this.spacedUntil.set(key, now + hold);
+      if (hold > 0) this.spacedUntil.set(key, now + hold);
     }
-    this.urgent.delete(key);
     if (this.dirty.delete(key)) this.add(key);
   }
 

@@ -49,8 +49,6 @@ export interface ApplierDeps extends ActDeps {
   schedule(policy: string): void;
   /** Asks the policy reconciler for a pass of the policy after this long (0: at once). */
   requeue(policy: string, afterMs: number): void;
-  /** Asks for the pass an apply held back, at once, past the queue's spacing: the decision it held waits for it. */
-  requeueNow(policy: string): void;
 }
 
 /** A policy's apply as the queue sees it: failed writes still to fail an apply with, and whether one backs off now. */
@@ -151,7 +149,7 @@ export class Applier {
         this.reportFailedSince.delete(policy);
         return {};
       }
-      this.deps.requeueNow(policy);
+      this.deps.requeue(policy, 0);
       return { keepBackoff: true };
     }
     this.applying.add(policy);
@@ -171,7 +169,7 @@ export class Applier {
       throw new Error(`a write of sandboxpolicy/${policy} failed: ${describeError(first)}`, { cause: first });
     }
     if (this.held.delete(policy)) {
-      if (current) this.deps.requeueNow(policy);
+      if (current) this.deps.requeue(policy, 0);
     } else if (wait !== undefined) this.deps.requeue(policy, wait);
     // Deleted meanwhile, the policy keeps nothing here; else the backoff is forgotten unless a report failed since the
     // last apply (this apply's reports are answered after it: a round forgets it only once one passes without).

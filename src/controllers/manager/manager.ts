@@ -95,8 +95,8 @@ export class Manager {
     this.operatorNamespace = options.operatorNamespace ?? 'sandbox-remediator-system';
     this.gauges = new MetricsHooks(metrics);
     this.liveness = new Liveness(logger, options.wedgedAfterMs);
-    // A policy's pass looks at every node it owns for its guards: passes take at most about a fifth of the time (a
-    // third with the pass an apply held back, asked for past the spacing), and a change waits at most 200 ms.
+    // A policy's pass looks at every node it owns for its guards: passes take at most about a fifth of the time,
+    // however fast changes come, and a change is held back at most 200 ms for the pass that takes it.
     this.queue = new WorkQueue<string>({ clock, spacing: { factor: 4, maxMs: 200 } });
     this.sweeps = new WorkQueue<string>({ clock });
     this.leases = new WorkQueue<string>({ clock });
@@ -135,9 +135,6 @@ export class Manager {
       hooks: this.gauges.hooks(),
       requeue: (policy, afterMs) => {
         this.queue.addAfter(policy, afterMs);
-      },
-      requeueNow: (policy) => {
-        this.queue.addUnspaced(policy);
       },
       scheduleApply: (policy) => {
         this.applies.add(policy);

@@ -57,11 +57,6 @@ export interface ControllerDeps {
    */
   requeue?: ((policy: string, afterMs: number) => void) | undefined;
   /**
-   * Look at a policy again at once, past the queue's spacing: the pass its apply held back, which a decision waits
-   * for (requeue at 0 where not given).
-   */
-  requeueNow?: ((policy: string) => void) | undefined;
-  /**
    * Adds a policy to the apply queue (the Manager's), whose controller runs Applier.reconcile; tests run it by hand
    * (test/support/reconciler.ts).
    */
@@ -83,18 +78,12 @@ const WRITE_CONCURRENCY = 8;
 
 /** The settings every controller reads, with their defaults. */
 function settingsOf(deps: ControllerDeps) {
-  const requeue = deps.requeue ?? (() => undefined);
   return {
     hooks: deps.hooks ?? {},
     writeConcurrency: deps.writeConcurrency ?? WRITE_CONCURRENCY,
     resyncMs: deps.resyncMs ?? 5 * 60_000,
     dryRun: deps.dryRun === true,
-    requeue,
-    requeueNow:
-      deps.requeueNow ??
-      ((policy: string) => {
-        requeue(policy, 0);
-      }),
+    requeue: deps.requeue ?? (() => undefined),
   };
 }
 
@@ -142,7 +131,7 @@ function sharedConcerns(deps: ControllerDeps) {
  */
 export function buildControllers(deps: ControllerDeps): Controllers {
   const { cache, writer, recorder, clock, logger } = deps;
-  const { hooks, writeConcurrency, resyncMs, dryRun, requeue, requeueNow } = settingsOf(deps);
+  const { hooks, writeConcurrency, resyncMs, dryRun, requeue } = settingsOf(deps);
   const { expectations, conditions, actions, pacer, leases } = sharedConcerns(deps);
   const mutations = new MutationCache(cache, expectations);
   const memories = new PolicyMemories();
@@ -194,7 +183,6 @@ export function buildControllers(deps: ControllerDeps): Controllers {
       deps.scheduleApply(policy);
     },
     requeue,
-    requeueNow,
   });
   const reconciler = new PolicyReconciler({
     cache,

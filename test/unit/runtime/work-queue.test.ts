@@ -138,24 +138,4 @@ describe('backoff', () => {
     queue.add('p');
     expect(queue.length).to.equal(1);
   });
-
-  it('addUnspaced hands a spaced or delayed key out at once, and one in flight again as soon as it is done', async () => {
-    const clock = new FakeClock(0);
-    const queue = new WorkQueue<string>({ clock, spacing: { factor: 4, maxMs: 200 } });
-    queue.add('p');
-    queue.done((await queue.get())!, 30);
-    queue.add('p'); // spaced: 120 ms
-    expect(queue.length).to.equal(0);
-    queue.addUnspaced('p');
-    expect(queue.length).to.equal(1);
-    const key = (await queue.get())!;
-    queue.addUnspaced('p'); // in flight: again when done, not 4 x 50 ms later
-    queue.done(key, 50);
-    expect(queue.length).to.equal(1);
-    queue.done((await queue.get())!, 50); // a run of its own is spaced as any
-    queue.add('p');
-    expect(queue.length).to.equal(0);
-    clock.advance(200);
-    expect(queue.length).to.equal(1);
-  });
 });

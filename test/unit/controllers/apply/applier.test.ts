@@ -20,8 +20,7 @@ function world({ start = true } = {}) {
   const cluster = new MemoryCluster().addPolicy('p', IO_SPEC).addNodes(aNode('n1'), aNode('n2'), aNode('n3'));
   const clock = new FakeClock(secondsAfter(T0, 600).getTime());
   const queue = new WorkQueue<string>({ clock });
-  /** The passes asked for: after so many ms, or now, past the queue's spacing (requeueNow). */
-  const passes: (number | 'now')[] = [];
+  const passes: number[] = [];
   const controllers = buildControllers({
     cache: cluster,
     writer: cluster,
@@ -41,7 +40,6 @@ function world({ start = true } = {}) {
       }),
     }),
     requeue: (_policy, after) => passes.push(after),
-    requeueNow: () => passes.push('now'),
     scheduleApply: (policy) => {
       queue.add(policy);
     },
@@ -83,10 +81,10 @@ describe('the apply controller', () => {
     expect(w.cordons()).to.deep.equal([]);
     expect(w.applier.busy('p')).to.equal(true);
 
-    // The backoff over, the retry asks for a pass at once, past the spacing, and its backoff stands.
+    // The backoff over, the retry asks for a pass at once, and its backoff stands.
     w.clock.advance(5);
     await settle();
-    expect(w.passes.at(-1), 'past the spacing').to.equal('now');
+    expect(w.passes.at(-1)).to.equal(0);
     expect(w.queue.failures('p'), 'kept until an apply succeeds').to.equal(1);
 
     // The new decision fails again: the backoff grows.
@@ -191,23 +189,9 @@ describe('the apply controller', () => {
       expect(
         w.passes.slice(passes),
         `${change}: a pass asked for only while the policy is there`,
-      ).to.deep.equal(change === 'paused' ? ['now'] : []);
+      ).to.deep.equal(change === 'paused' ? [0] : []);
       expect(w.applier.busy('p')).to.equal(false);
       await w.controller.stop();
     }
-  });
-
-  it('asks for the pass it held back at once, past the spacing, when its apply is done', async () => {
-    const w = world({ start: false });
-    await w.reconciler.reconcile('p'); // decides the cordon of n1: it waits for a worker
-    await w.reconciler.reconcile('p'); // held back: decides nothing
-    expect(w.applier.busy('p')).to.equal(true);
-    const passes = w.passes.length;
-    w.controller.start(1);
-    await settle();
-    expect(w.cordons()).to.deep.equal(['patch node/n1']);
-    // The held pass first, at once; then what its report asks (the stuck pod it lists for the first time).
-    expect(w.passes.slice(passes)).to.deep.equal(['now', 0]);
-    await w.controller.stop();
   });
 });

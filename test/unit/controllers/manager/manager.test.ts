@@ -88,43 +88,6 @@ describe('Manager', () => {
     expect(deletions, 'the orphan deleted once').to.equal(1);
   });
 
-  it('asks for the pass its apply held back past the queue spacing, once the apply is done', async () => {
-    const cluster = new RunningMemoryCluster()
-      .addPolicy('p', { detection: { stuckThresholdSeconds: 30 }, remediation: { requireIoPressure: false } })
-      .addNodes(aNode('n1'), aNode('n2'), aNode('n3'));
-    const pod = aPod().named('web-1').onNode('n1').waitingSince(T0).build();
-    cluster.pods.push(pod);
-    cluster.events.push(anEvent().about(pod).saying(nameReservedMessage(pod)).build());
-    // The cordon of n1 waits at the API: its apply runs on while a pass looks.
-    let release!: () => void;
-    const held = new Promise<void>((resolve) => (release = resolve));
-    let patching = false;
-    const patchNode = cluster.patchNode.bind(cluster);
-    cluster.patchNode = async (change) => {
-      patching = true;
-      await held;
-      return patchNode(change);
-    };
-    const { manager } = aManager(cluster);
-    const unspaced: string[] = [];
-    const addUnspaced = manager.queue.addUnspaced.bind(manager.queue);
-    manager.queue.addUnspaced = (key) => {
-      unspaced.push(key);
-      addUnspaced(key);
-    };
-    await manager.start();
-    await settle(() => patching);
-    expect(patching, 'the cordon reached the API').to.equal(true);
-    cluster.changed('n2'); // a pass, held back: its decision waits for the apply
-    await settle(() => false, 60); // past the queue's spacing (at most 200 ms)
-    expect(unspaced).to.deep.equal([]);
-    release();
-    await settle(() => unspaced.length > 0 && cluster.nodeMap.get('n1')!.unschedulable);
-    await manager.stop();
-    expect(unspaced).to.deep.equal(['p']);
-    expect(cluster.nodeMap.get('n1')!.unschedulable).to.equal(true);
-  });
-
   it('runs a pass for each policy from a change, with nothing written once the fence is closed', async () => {
     const cluster = new RunningMemoryCluster()
       .addPolicy('p', { detection: { stuckThresholdSeconds: 30 }, ioPressure: { sustainSeconds: 0 } })

@@ -1188,7 +1188,11 @@ function compared(before: readonly (SizeResult | Storm)[], after: readonly (Size
   const b = before.slice(0, rounds).map(pick);
   const a = after.slice(0, rounds).map(pick);
   // Nearest rank: of two rounds, the lower.
-  const median = (values: number[]) => percentile([...values].sort((x, y) => x - y), 0.5);
+  const median = (values: number[]) =>
+    percentile(
+      [...values].sort((x, y) => x - y),
+      0.5,
+    );
   return Object.fromEntries(
     Object.keys(a[0]!).map((key) => {
       const of = (r: ReturnType<typeof pick>) => r[key as keyof typeof r] ?? NaN;

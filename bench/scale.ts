@@ -181,6 +181,46 @@ async function operatorAudit(since: Date, users = [OPERATOR_USER]): Promise<Audi
 }
 
 /**
+ * The cordon as the apiserver timed it, apart from the bench's watches: per node, from its answer to the first Event
+ * of a pod on the node (the injector's) to its receipt of the operator's first node patch after it (the cordon, the
+ * first change of the node's spec in an incident), both on this machine's clock, sorted.
+ */
+function serverCordonLatencies(
+  world: World,
+  nodes: readonly string[],
+  injected: AuditEvent[],
+  operatorWrites: AuditEvent[],
+): number[] {
+  const firstEvent = new Map<string, number>();
+  for (const e of injected) {
+    if (e.verb !== 'create' || e.objectRef?.resource !== 'events' || (e.responseStatus?.code ?? 0) >= 300)
+      continue;
+    const pod = (e.objectRef.name ?? '').replace(/\.[0-9a-f]+$/, '');
+    const node = world.nodeOfPodName.get(`${e.objectRef.namespace}/${pod}`);
+    const at = new Date(e.stageTimestamp ?? e.requestReceivedTimestamp).getTime();
+    if (node && at < (firstEvent.get(node) ?? Infinity)) firstEvent.set(node, at);
+  }
+  const latencies: number[] = [];
+  for (const node of nodes) {
+    const event = firstEvent.get(node);
+    if (event === undefined) continue;
+    const patched = operatorWrites
+      .filter(
+        (e) =>
+          e.verb === 'patch' &&
+          e.objectRef?.resource === 'nodes' &&
+          !e.objectRef.subresource &&
+          e.objectRef.name === node,
+      )
+      .map((e) => new Date(e.requestReceivedTimestamp).getTime())
+      .filter((at) => at >= event)
+      .sort((a, b) => a - b)[0];
+    if (patched !== undefined) latencies.push(patched - event);
+  }
+  return latencies.sort((a, b) => a - b);
+}
+
+/**
  * Detection as the apiserver timed it, apart from when the bench's own watches delivered it (a bench busy with 30,000
  * pods can take both an Event and a SandboxHealth late, in one batch): from the apiserver's answer to the first Event
  * of the pod (the injector's, as the admin) to its answer to the last status patch of the pod's SandboxHealth by the
@@ -584,6 +624,9 @@ interface IncidentResult {
   serverDetectionP50Ms: number;
   serverDetectionP99Ms: number;
   cordonP50Ms: number;
+  /** The cordon as the apiserver timed it: its answer to the node's first Event to the operator's node patch. */
+  serverCordonP50Ms: number;
+  serverCordonP99Ms: number;
   cordonP99Ms: number;
   cordoned: number;
   firstEvictionP50Ms: number;
@@ -713,6 +756,7 @@ async function measureIncident(
   );
   const injected = read.filter((e) => e.user.username === INJECTOR_USER);
   const serverLatencies = serverDetection(world, firstPods, injected, healthPatches);
+  const serverCordon = serverCordonLatencies(world, nodes, injected, audit);
   // The apiserver's own time for each SandboxHealth status patch: a report cannot be seen before it is written.
   const patchMs = healthPatches
     .map(
@@ -731,6 +775,8 @@ async function measureIncident(
     serverDetectionP99Ms: Math.round(percentile(serverLatencies, 0.99)),
     cordonP50Ms: Math.round(percentile(cordon, 0.5)),
     cordonP99Ms: Math.round(percentile(cordon, 0.99)),
+    serverCordonP50Ms: Math.round(percentile(serverCordon, 0.5)),
+    serverCordonP99Ms: Math.round(percentile(serverCordon, 0.99)),
     cordoned: cordon.length,
     firstEvictionP50Ms: Math.round(percentile(eviction, 0.5)),
     firstEvictionP99Ms: Math.round(percentile(eviction, 0.99)),
@@ -1177,6 +1223,8 @@ function compared(before: readonly (SizeResult | Storm)[], after: readonly (Size
     detectionP99Ms: r.incident.detectionP99Ms,
     cordonP50Ms: r.incident.cordonP50Ms,
     cordonP99Ms: r.incident.cordonP99Ms,
+    serverCordonP50Ms: r.incident.serverCordonP50Ms,
+    serverCordonP99Ms: r.incident.serverCordonP99Ms,
     firstEvictionP50Ms: r.incident.firstEvictionP50Ms,
     firstEvictionP99Ms: r.incident.firstEvictionP99Ms,
     apiserverHealthPatchP99Ms: r.incident.apiserverHealthPatchP99Ms,

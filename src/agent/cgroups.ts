@@ -47,21 +47,29 @@ export const DEFAULT_RUNTIME_CGROUPS = [
  * kubelet's pod cgroups, per driver: Guaranteed pods directly under the kubepods cgroup, the others under their
  * QoS class's. systemd writes a pod's UID with "_" for "-" ("-" separates the levels of a slice's name).
  */
-const LAYOUTS: Record<CgroupDriver, { root: string; dirs: [string, RegExp][] }> = {
+const LAYOUTS: Record<CgroupDriver, { root: string; dirs: [string, RegExp, (uid: string) => string][] }> = {
   systemd: {
     root: 'kubepods.slice',
     dirs: [
-      ['', /^kubepods-pod([0-9a-fA-F_]+)\.slice$/],
-      ['kubepods-burstable.slice', /^kubepods-burstable-pod([0-9a-fA-F_]+)\.slice$/],
-      ['kubepods-besteffort.slice', /^kubepods-besteffort-pod([0-9a-fA-F_]+)\.slice$/],
+      ['', /^kubepods-pod([0-9a-fA-F_]+)\.slice$/, (uid) => `kubepods-pod${uid.replace(/-/g, '_')}.slice`],
+      [
+        'kubepods-burstable.slice',
+        /^kubepods-burstable-pod([0-9a-fA-F_]+)\.slice$/,
+        (uid) => `kubepods-burstable-pod${uid.replace(/-/g, '_')}.slice`,
+      ],
+      [
+        'kubepods-besteffort.slice',
+        /^kubepods-besteffort-pod([0-9a-fA-F_]+)\.slice$/,
+        (uid) => `kubepods-besteffort-pod${uid.replace(/-/g, '_')}.slice`,
+      ],
     ],
   },
   cgroupfs: {
     root: 'kubepods',
     dirs: [
-      ['', /^pod([0-9a-fA-F-]+)$/],
-      ['burstable', /^pod([0-9a-fA-F-]+)$/],
-      ['besteffort', /^pod([0-9a-fA-F-]+)$/],
+      ['', /^pod([0-9a-fA-F-]+)$/, (uid) => `pod${uid}`],
+      ['burstable', /^pod([0-9a-fA-F-]+)$/, (uid) => `pod${uid}`],
+      ['besteffort', /^pod([0-9a-fA-F-]+)$/, (uid) => `pod${uid}`],
     ],
   },
 };
@@ -76,14 +84,11 @@ export function ioHierarchy(root: string): { version: CgroupVersion; hierarchy: 
 
 /** A pod's cgroup in a hierarchy, relative to it, by the pod's UID, under either driver and any QoS class. */
 export function findPodCgroup(hierarchy: string, uid: string): string | undefined {
-  const escaped = uid.replace(/-/g, '_');
   for (const driver of ['systemd', 'cgroupfs'] as const) {
     const layout = LAYOUTS[driver];
-    for (const [qos, pattern] of layout.dirs) {
-      const parent = qos ? `${layout.root}/${qos}` : layout.root;
-      const prefix = driver === 'systemd' ? `${qos ? qos.replace(/\.slice$/, '') : 'kubepods'}-pod` : 'pod';
-      const name = driver === 'systemd' ? `${prefix}${escaped}.slice` : `${prefix}${uid}`;
-      if (pattern.test(name) && existsSync(`${hierarchy}/${parent}/${name}`)) return `${parent}/${name}`;
+    for (const [qos, , nameOf] of layout.dirs) {
+      const cgroup = `${qos ? `${layout.root}/${qos}` : layout.root}/${nameOf(uid)}`;
+      if (existsSync(`${hierarchy}/${cgroup}`)) return cgroup;
     }
   }
   return undefined;

@@ -180,6 +180,21 @@ async function operatorAudit(since: Date, users = [OPERATOR_USER]): Promise<Audi
   return events.sort((a, b) => a.requestReceivedTimestamp.localeCompare(b.requestReceivedTimestamp));
 }
 
+const done = (e: AuditEvent) => new Date(e.stageTimestamp ?? e.requestReceivedTimestamp).getTime();
+
+/** The apiserver's answer to the first Event the injector created for each pod, by "namespace/name". */
+function firstInjectedEvents(injected: AuditEvent[]): Map<string, number> {
+  const first = new Map<string, number>();
+  for (const e of injected) {
+    if (e.verb !== 'create' || e.objectRef?.resource !== 'events' || (e.responseStatus?.code ?? 0) >= 300)
+      continue;
+    const pod = `${e.objectRef.namespace}/${(e.objectRef.name ?? '').replace(/\.[0-9a-f]+$/, '')}`;
+    const at = done(e);
+    if (at < (first.get(pod) ?? Infinity)) first.set(pod, at);
+  }
+  return first;
+}
+
 /**
  * The cordon as the apiserver timed it, apart from the bench's watches: per node, from its answer to the first Event
  * of a pod on the node (the injector's) to its receipt of the operator's first node patch after it (the cordon, the
@@ -192,12 +207,8 @@ function serverCordonLatencies(
   operatorWrites: AuditEvent[],
 ): number[] {
   const firstEvent = new Map<string, number>();
-  for (const e of injected) {
-    if (e.verb !== 'create' || e.objectRef?.resource !== 'events' || (e.responseStatus?.code ?? 0) >= 300)
-      continue;
-    const pod = (e.objectRef.name ?? '').replace(/\.[0-9a-f]+$/, '');
-    const node = world.nodeOfPodName.get(`${e.objectRef.namespace}/${pod}`);
-    const at = new Date(e.stageTimestamp ?? e.requestReceivedTimestamp).getTime();
+  for (const [pod, at] of firstInjectedEvents(injected)) {
+    const node = world.nodeOfPodName.get(pod);
     if (node && at < (firstEvent.get(node) ?? Infinity)) firstEvent.set(node, at);
   }
   const latencies: number[] = [];
@@ -233,19 +244,11 @@ function serverDetection(
   injected: AuditEvent[],
   healthPatches: AuditEvent[],
 ): number[] {
-  const done = (e: AuditEvent) => new Date(e.stageTimestamp ?? e.requestReceivedTimestamp).getTime();
-  const firstEvent = new Map<string, number>();
-  for (const e of injected) {
-    if (e.verb !== 'create' || e.objectRef?.resource !== 'events' || (e.responseStatus?.code ?? 0) >= 300)
-      continue;
-    const pod = (e.objectRef.name ?? '').replace(/\.[0-9a-f]+$/, '');
-    const at = done(e);
-    if (at < (firstEvent.get(pod) ?? Infinity)) firstEvent.set(pod, at);
-  }
+  const firstEvent = firstInjectedEvents(injected);
   const latencies: number[] = [];
   for (const [uid, node] of pods) {
     const seen = world.detected.get(uid);
-    const event = firstEvent.get(world.podName.get(uid) ?? '');
+    const event = firstEvent.get(`${NAMESPACE}/${world.podName.get(uid) ?? ''}`);
     const created = world.podCreated.get(uid);
     if (seen === undefined || event === undefined || created === undefined) continue;
     const written = healthPatches

@@ -232,6 +232,44 @@ function serverCordonLatencies(
 }
 
 /**
+ * Where the time from a node's first Event to its cordon goes, as the apiserver saw it: per incident node, from the
+ * first injected Event on it, each write of the operator to the node's objects (the node, its SandboxHealth) and to
+ * the policy, as "ms verb resource/subresource name", up to the node's first patch (for reading, not a figure).
+ */
+function writeTimeline(
+  world: World,
+  nodes: readonly string[],
+  injected: AuditEvent[],
+  operatorWrites: AuditEvent[],
+): Record<string, string[]> {
+  const firstEvent = new Map<string, number>();
+  for (const [pod, at] of firstInjectedEvents(injected)) {
+    const node = world.nodeOfPodName.get(pod);
+    if (node && at < (firstEvent.get(node) ?? Infinity)) firstEvent.set(node, at);
+  }
+  const timeline: Record<string, string[]> = {};
+  for (const node of nodes) {
+    const start = firstEvent.get(node);
+    if (start === undefined) continue;
+    const lines: string[] = [];
+    for (const e of operatorWrites) {
+      const at = new Date(e.requestReceivedTimestamp).getTime() - start;
+      const ref = e.objectRef;
+      const mine =
+        ref?.name === node || ref?.name?.startsWith(`${node}.`) || ref?.resource === 'sandboxpolicies';
+      if (at < -2000 || !mine) continue;
+      const answered = done(e) - start;
+      lines.push(
+        `${at} ${answered} ${e.verb} ${[ref?.resource, ref?.subresource].filter(Boolean).join('/')} ${ref?.name ?? ''}`,
+      );
+      if (e.verb === 'patch' && ref?.resource === 'nodes' && !ref.subresource && at >= 0) break;
+    }
+    timeline[node] = lines;
+  }
+  return timeline;
+}
+
+/**
  * Detection as the apiserver timed it, apart from when the bench's own watches delivered it (a bench busy with 30,000
  * pods can take both an Event and a SandboxHealth late, in one batch): from the apiserver's answer to the first Event
  * of the pod (the injector's, as the admin) to its answer to the last status patch of the pod's SandboxHealth by the
@@ -760,6 +798,10 @@ async function measureIncident(
   const injected = read.filter((e) => e.user.username === INJECTOR_USER);
   const serverLatencies = serverDetection(world, firstPods, injected, healthPatches);
   const serverCordon = serverCordonLatencies(world, nodes, injected, audit);
+  writeFileSync(
+    join(REPO_ROOT, '.cluster', 'logs', `scale-${tag}-timeline.json`),
+    JSON.stringify(writeTimeline(world, nodes, injected, audit), null, 1),
+  );
   // The apiserver's own time for each SandboxHealth status patch: a report cannot be seen before it is written.
   const patchMs = healthPatches
     .map(

@@ -1,13 +1,17 @@
-import type { IoReadingStatus } from '../api/v1alpha1/index.js';
+import type { IoLimitReport, IoLimitsAnswer, IoReadingStatus } from '../api/v1alpha1/index.js';
 import type { Logger } from '../observability/log.js';
 import { isMaterialChange, isQuiet } from '../signals/material-change.js';
 import { Attributor, type AttributorOptions } from './attributor.js';
+import type { IoLimitKeeper } from './io-limit-keeper.js';
 import { AgentMetrics } from './metrics.js';
 import { computeReading } from './reading.js';
 import { ProcReader, type RawSample } from './sampler.js';
 
 export interface Publisher {
-  publish(reading: IoReadingStatus): Promise<'published' | 'missing'>;
+  /** What the node's SandboxHealth says of IO limits, as the write was answered; 'missing' when there is none yet. */
+  publish(reading: IoReadingStatus): Promise<IoLimitsAnswer | 'missing'>;
+  /** Writes the agent's report of the IO limits it applied. */
+  publishLimits(report: IoLimitReport): Promise<IoLimitsAnswer | 'missing'>;
 }
 
 export interface AgentOptions {
@@ -30,6 +34,8 @@ export interface AgentOptions {
   attribution?: Omit<AttributorOptions, 'procRoot' | 'intervalMs' | 'now'>;
   /** The samples' monotonic clock in milliseconds (tests give one that moves a second a tick). */
   sampleClock?: () => number;
+  /** Brings the pods' cgroups to the IO limits the operator wants, on each answer to a publish (limitIo). */
+  ioLimits?: IoLimitKeeper;
 }
 
 /**
@@ -84,8 +90,9 @@ export class NodeAgent {
     const { logger } = this.options;
     const now = performance.now();
     // Above idle, the published value must stay close to the truth: a short heartbeat. Idle, the long one.
+    // So are limits wanted or in force: the operator's wish to lift one is read from the answer to a publish.
     const heartbeatMs =
-      isQuiet(this.published) && isQuiet(reading)
+      isQuiet(this.published) && isQuiet(reading) && !this.options.ioLimits?.active
         ? this.options.heartbeatMs
         : Math.min(this.options.heartbeatMs, this.options.pressuredHeartbeatMs ?? 10_000);
     const heartbeatDue = now - this.publishedAt >= heartbeatMs;
@@ -97,12 +104,13 @@ export class NodeAgent {
           ...reading,
           heartbeatSeconds: Math.max(1, Math.round(this.options.heartbeatMs / 1000)),
         });
-        this.metrics.publishes.inc({ result });
-        if (result === 'published') {
+        this.metrics.publishes.inc({ result: result === 'missing' ? result : 'published' });
+        if (result !== 'missing') {
           this.metrics.lastPublish.set(Date.now() / 1000);
           this.published = reading;
           this.publishedAt = now;
           this.failures = 0;
+          await this.keepLimits(this.options.publisher, result);
         } else {
           // Nothing selects the node yet (or the operator is not running): ask again at the next heartbeat,
           // not every second; an agent runs on every node, selected or not.
@@ -112,6 +120,8 @@ export class NodeAgent {
               { node: this.options.nodeName },
             );
           this.retryAt = now + this.options.heartbeatMs;
+          // No SandboxHealth, no limit wanted: what this agent applied is lifted (there is no report to write).
+          await this.keepLimits(this.options.publisher, { wanted: [] }, { report: false });
         }
       } catch (err) {
         this.metrics.publishes.inc({ result: 'error' });
@@ -124,6 +134,34 @@ export class NodeAgent {
       }
     }
     return reading;
+  }
+
+  /**
+   * The IO limits brought to what the answer wants, each outcome counted and logged, and the report written when it
+   * changed. A failed write of the report is written again next round: the keeper's memory holds what was applied.
+   */
+  private async keepLimits(
+    publisher: Publisher,
+    answer: IoLimitsAnswer,
+    { report: write } = { report: true },
+  ): Promise<void> {
+    const keeper = this.options.ioLimits;
+    if (!keeper || (!write && !keeper.active)) return;
+    const { logger, nodeName } = this.options;
+    const { report, outcomes } = keeper.round(answer);
+    for (const outcome of outcomes) {
+      // Refused again every round while wanted: counted and logged once, when the report first says it.
+      if (outcome.result === 'Refused' && !report) continue;
+      this.metrics.ioLimits.inc({ result: outcome.result });
+      const quiet = outcome.result === 'Set' || outcome.result === 'Stepped' || outcome.result === 'Lifted';
+      logger[quiet ? 'info' : 'warn'](`IO limit ${outcome.result}`, { node: nodeName, ...outcome });
+    }
+    if (!report || !write) return;
+    try {
+      if ((await publisher.publishLimits(report)) !== 'missing') keeper.written(report);
+    } catch (err) {
+      logger.warn('Failed to report IO limits', { node: nodeName, error: (err as Error).message });
+    }
   }
 
   /** Counts a sample with problems, and logs them when they are not the ones logged last. */

@@ -54,6 +54,10 @@ const failure = (err: unknown) => (err instanceof Error ? err.message : String(e
 const isGone = (err: unknown): boolean =>
   (err as NodeJS.ErrnoException).code === 'ENOENT' || (err instanceof IoLimitWriteError && isGone(err.cause));
 
+/** Whether a record is of the pod's own cgroup on this node. */
+const isPodsOwn = (record: AppliedIoLimit, version: CgroupVersion, cgroup: string | undefined) =>
+  record.version === version && record.cgroup === cgroup;
+
 export class IoLimitSync {
   constructor(
     /** The host's cgroup root as the agent mounts it. */
@@ -90,13 +94,15 @@ export class IoLimitSync {
 
   private apply(
     want: WantedIoLimit,
-    record: AppliedIoLimit | undefined,
+    ours: AppliedIoLimit | undefined,
     after: AppliedIoLimit[],
     outcomes: IoLimitOutcome[],
   ): void {
     const { podUid } = want;
     const tree = ioHierarchy(this.root);
-    const cgroup = tree && (record?.cgroup ?? findPodCgroup(tree.hierarchy, podUid));
+    // Always the pod's own cgroup on this node, never a path a report names.
+    const cgroup = tree && findPodCgroup(tree.hierarchy, podUid);
+    const record = ours && tree && isPodsOwn(ours, tree.version, cgroup) ? ours : undefined;
     if (!tree || !cgroup) {
       if (record) after.push(record);
       outcomes.push({ podUid, result: 'NoCgroup', message: `no cgroup of pod ${podUid} under ${this.root}` });
@@ -130,6 +136,21 @@ export class IoLimitSync {
     const tree = ioHierarchy(this.root);
     try {
       if (!tree) throw new Error(`no cgroup hierarchy under ${this.root}`);
+      const cgroup = findPodCgroup(tree.hierarchy, podUid);
+      if (!cgroup) {
+        outcomes.push({ podUid, result: 'PodGone', message: 'its cgroup is gone: nothing to put back' });
+        return;
+      }
+      // A record (read back from a report) naming another cgroup than the pod's own is none of ours: no file is
+      // written for it, so a forged report cannot have a lift write elsewhere.
+      if (!isPodsOwn(record, tree.version, cgroup)) {
+        outcomes.push({
+          podUid,
+          result: 'LeftAsFound',
+          message: `the record names ${record.version} cgroup ${record.cgroup}, not the pod's own ${tree.version} ${cgroup}: none of ours, nothing put back`,
+        });
+        return;
+      }
       const lifted = this.limiter.lift(`${tree.hierarchy}/${record.cgroup}`, record.version, record);
       const changed = lifted.changed.join(', ');
       outcomes.push(

@@ -97,7 +97,9 @@ export interface LimitRecord {
 
 /**
  * Lifting a limit: each key written goes back to what it held before, where it still holds what was written; a key
- * someone changed since is theirs, left as found (`changed`).
+ * someone changed since is theirs, left as found (`changed`). A lift only ever raises a limit or removes it: we write
+ * a key only below what it held, so a record whose `before` is not above what it wrote is none of ours (a forged or
+ * corrupt report, read back by a restarted agent), and its key is left as found too.
  */
 export function planLift(now: IoLimit, record: LimitRecord): { restore: IoLimit; changed: IoLimitKey[] } {
   const restore: IoLimit = {};
@@ -105,7 +107,8 @@ export function planLift(now: IoLimit, record: LimitRecord): { restore: IoLimit;
   for (const key of IO_LIMIT_KEYS) {
     const written = record.written[key];
     if (written === undefined) continue;
-    if ((now[key] ?? 'max') === written) restore[key] = record.before[key] ?? 'max';
+    const before = record.before[key] ?? 'max';
+    if ((now[key] ?? 'max') === written && below(written, before)) restore[key] = before;
     else changed.push(key);
   }
   return { restore, changed };

@@ -156,6 +156,10 @@ export class AgentMetrics {
     `${PREFIX}read_problems_total`,
     'Samples in which a /proc part or a cgroup file could not be read or parsed.',
   );
+  readonly ioLimits = new Counter(
+    `${PREFIX}io_limits_total`,
+    'IO limits this agent set, stepped, lifted, left as found, refused (no --allow-io-limits) or failed, by result (spec.remediation.limitIo).',
+  );
   readonly sampleSeconds = new Histogram(
     `${PREFIX}sample_duration_seconds`,
     'Time one sample of /proc (and of the cgroup tree, when attributing) took.',
@@ -192,6 +196,7 @@ export class AgentMetrics {
       this.publishes,
       ...(publishing ? [this.lastPublish] : []),
       this.readProblems,
+      this.ioLimits,
       this.sampleSeconds,
       ...own,
     ];

@@ -21,6 +21,7 @@ export interface AgentFlags {
   victimPsiPercent: number;
   runtimeCgroup?: string;
   includeLoopDevices: boolean;
+  allowIoLimits: boolean;
   metricsBindAddress: string;
   logLevel: LogLevel;
 }
@@ -136,6 +137,14 @@ export const AGENT_OPTIONS: readonly AgentOption[] = [
     kind: 'switch',
     description:
       "count loop devices as disks (disk busy, and whose IO the attribution splits): for a node whose runtime sits on a loop-mounted image, as make lab's does; without it a loop device's IO counts only on the disk under it",
+    default: false,
+  },
+  {
+    flag: 'allow-io-limits',
+    key: 'allowIoLimits',
+    kind: 'switch',
+    description:
+      "write the IO limits the operator wants on this node's pods (a SandboxPolicy's remediation.limitIo) into their cgroups under --cgroup-root, which must then be mounted writable; without it the agent sets none and says so in its report, and still lifts any it set before",
     default: false,
   },
   {

@@ -1,4 +1,6 @@
 import { NodeAgent, type Publisher } from '../agent/agent.js';
+import { IoLimitKeeper } from '../agent/io-limit-keeper.js';
+import { IoLimitSync } from '../agent/io-limit-sync.js';
 import { type AgentFlags, formatAgentHelp, parseAgentArgs } from './agent-options.js';
 import { bindRefusal, closeServers, untilStopSignal } from './process.js';
 import { createLineLogger } from '../observability/log.js';
@@ -40,6 +42,10 @@ export async function runAgent(flags: AgentFlags): Promise<number> {
       return 2;
     }
   }
+  // Limits are kept whenever the agent publishes: without --allow-io-limits it sets none, but lifts what it set.
+  const ioLimits =
+    publisher &&
+    new IoLimitKeeper(new IoLimitSync(flags.cgroupRoot, flags.allowIoLimits), flags.allowIoLimits);
   const agent = new NodeAgent({
     nodeName,
     procRoot: flags.procRoot,
@@ -59,6 +65,7 @@ export async function runAgent(flags: AgentFlags): Promise<number> {
         }
       : {}),
     ...(publisher ? { publisher } : {}),
+    ...(ioLimits ? { ioLimits } : {}),
   });
   let server: Awaited<ReturnType<typeof serve>>;
   try {
@@ -82,6 +89,7 @@ export async function runAgent(flags: AgentFlags): Promise<number> {
     node: nodeName,
     procRoot: flags.procRoot,
     cgroupRoot: flags.attribution ? flags.cgroupRoot : 'off',
+    ioLimits: flags.allowIoLimits ? 'allowed' : 'refused',
     intervalSeconds: flags.intervalSeconds,
     publish: flags.publish,
     metricsPort: server?.port,

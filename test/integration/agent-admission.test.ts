@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CustomObjectsApi, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import { GROUP, VERSION, type IoReadingStatus } from '../../src/api/v1alpha1/index.js';
+import { GROUP, VERSION, type IoLimitReport, type IoReadingStatus } from '../../src/api/v1alpha1/index.js';
 import { loadKubeConfig } from '../../src/kube/client.js';
 import { ReadingPublisher } from '../../src/kube/reading-publisher.js';
 import { loadApiAccess } from '../../src/kube/rest.js';
@@ -90,6 +90,8 @@ describe('config/agent/admission-policy.yaml: the agent writes only its own node
   /** The agent's own publisher, as `sandbox-remediator agent --kubeconfig` builds it. */
   const publisherFor = (node: string, config = boundConfig) => ({
     publish: async (r: IoReadingStatus) => new ReadingPublisher(await loadApiAccess(config), node).publish(r),
+    publishLimits: async (r: IoLimitReport) =>
+      new ReadingPublisher(await loadApiAccess(config), node).publishLimits(r),
   });
 
   /** Applies manifests, deleting in after() only the objects that did not exist before. */
@@ -215,12 +217,41 @@ describe('config/agent/admission-policy.yaml: the agent writes only its own node
   });
 
   it("lets the agent publish its own node's reading", async () => {
-    expect(await publisherFor(nodeA).publish(reading(12.5))).to.equal('published');
+    expect(await publisherFor(nodeA).publish(reading(12.5))).to.deep.equal({ wanted: [], report: undefined });
     const health = await getHealth(nodeA);
     expect(health?.ioReading?.psiSomeAvg10Percent).to.equal(12.5);
     // The operator's fields survive the agent's write.
     expect(health?.state).to.equal('Healthy');
     expect(health?.conditions?.map((c) => c.type)).to.deep.equal(['IoPressureHigh']);
+  });
+
+  it('lets the agent report the IO limits it applied, which its next reading leaves in place', async () => {
+    const report: IoLimitReport = {
+      allowed: true,
+      observedTime: new Date().toISOString(),
+      applied: [
+        {
+          podUid: '11111111-2222-4333-8444-555555555555',
+          device: '254:0',
+          cgroupVersion: 'v1',
+          cgroup: 'kubepods/burstable/pod11111111-2222-4333-8444-555555555555',
+          wanted: { wbps: 1_048_576 },
+          written: { wbps: 1_048_576 },
+          before: {},
+        },
+      ],
+      results: [
+        { podUid: '11111111-2222-4333-8444-555555555555', result: 'Set', message: '254:0 wbps=1048576' },
+      ],
+    };
+    const answer = await publisherFor(nodeA).publishLimits(report);
+    expect(answer).to.deep.equal({ wanted: [], report });
+    // The reading is applied under another field manager: its apply does not drop the report.
+    expect(await publisherFor(nodeA).publish(reading(3))).to.deep.equal({ wanted: [], report });
+    const health = await getHealth(nodeA);
+    expect(health?.ioLimits).to.deep.equal(report);
+    expect(health?.ioReading?.psiSomeAvg10Percent).to.equal(3);
+    expect(health?.state).to.equal('Healthy');
   });
 
   it("refuses the agent another node's reading", async () => {
@@ -247,12 +278,12 @@ describe('config/agent/admission-policy.yaml: the agent writes only its own node
       },
     };
     expect(await refusal(() => patchAsAgent(nodeA, conditions, { status: true }))).to.contain(
-      deniedBecause('the agent may write only status.ioReading, not status.conditions'),
+      deniedBecause('the agent may write only status.ioReading and status.ioLimits, not status.conditions'),
     );
     // The reading and a forged state in one write: all or nothing.
     const both = { status: { ioReading: reading(1), state: 'Remediating' } };
     expect(await refusal(() => patchAsAgent(nodeA, both, { status: true }))).to.contain(
-      deniedBecause('the agent may write only status.ioReading, not status.state'),
+      deniedBecause('the agent may write only status.ioReading and status.ioLimits, not status.state'),
     );
     expect((await getHealth(nodeA))?.state).to.equal('Healthy');
   });
@@ -310,7 +341,7 @@ describe('config/agent/admission-policy.yaml: the agent writes only its own node
     it('refuses its metadata and spec', async () => {
       const labels = { metadata: { labels: { 'sandbox.remediator.io/exclude': 'true' } } };
       expect(await refusal(() => patchAsAgent(nodeA, labels))).to.contain(
-        deniedBecause('the agent may write only status.ioReading, not metadata.labels'),
+        deniedBecause('the agent may write only status.ioReading and status.ioLimits, not metadata.labels'),
       );
       // An owner that does not exist would have the garbage collector delete the object.
       const owner = {
@@ -322,7 +353,9 @@ describe('config/agent/admission-policy.yaml: the agent writes only its own node
       const owned = { metadata: { ownerReferences: [owner], annotations: { a: 'b' } } };
       // Every changed field is named, in map order, which is none.
       expect(await refusal(() => patchAsAgent(nodeA, owned)))
-        .to.contain(deniedBecause('the agent may write only status.ioReading, not metadata.'))
+        .to.contain(
+          deniedBecause('the agent may write only status.ioReading and status.ioLimits, not metadata.'),
+        )
         .and.to.contain('metadata.annotations')
         .and.to.contain('metadata.ownerReferences');
       // The CRD's rule (name equals spec.nodeName, its only field) refuses any spec change before admission;
@@ -332,6 +365,29 @@ describe('config/agent/admission-policy.yaml: the agent writes only its own node
       );
       const health = await kubectl(['get', 'sandboxhealth', nodeA, '-o', 'jsonpath={.metadata}']);
       expect(JSON.parse(health.stdout)).to.not.have.any.keys('labels', 'annotations', 'ownerReferences');
+    });
+
+    it('refuses it the IO limits wanted of its node (spec.ioLimits): the operator alone sets them', async () => {
+      const wanted = {
+        spec: {
+          ioLimits: [
+            {
+              podUid: '66666666-7777-4888-9999-000000000000',
+              pod: 'shop/db-0',
+              device: '254:0',
+              limit: { wbps: 65_536 },
+              policy: 'forged',
+              since: new Date().toISOString(),
+            },
+          ],
+        },
+      };
+      // Refused by this policy and by config/rbac's for spec.ioLimits: the apiserver may name either.
+      expect(await refusal(() => patchAsAgent(nodeA, wanted))).to.match(
+        /the agent may write only status\.ioReading and status\.ioLimits, not spec|only the operator may add or change IO limits/,
+      );
+      const health = await kubectl(['get', 'sandboxhealth', nodeA, '-o', 'jsonpath={.spec.ioLimits}']);
+      expect(health.stdout).to.equal('');
     });
 
     it('refuses to create or delete a SandboxHealth, even its own', async () => {

@@ -6,3 +6,4 @@ export * from './resources.js';
 export * from './validation.js';
 export * from './stamps.js';
 export * from './node-condition.js';
+export * from './io-limits.js';

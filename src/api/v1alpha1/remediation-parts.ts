@@ -79,3 +79,100 @@ export const MigrateWorkloadsSchema = z
     "Moves IO-heavy running pods off a saturated node through the Eviction API: those selected by label, or those measured as doing its IO. Never DaemonSet, static or bare pods, pods labelled sandbox.remediator.io/no-migrate=true, pods in kube-system or the operator's namespace, pods a PodDisruptionBudget protects, pods whose data would be lost or that could not start elsewhere (see evictLocalStoragePods), or system-critical pods (see evictSystemCriticalPods). Stuck pods never started, hold no data, and are evicted whatever their volumes.",
   );
 export type MigrateWorkloads = z.infer<typeof MigrateWorkloadsSchema>;
+
+/** Upper bound of limitIo.maxLimitsPerMinute. */
+export const MAX_IO_LIMITS_PER_MINUTE = 600;
+
+export const LimitIoFloorSchema = z
+  .strictObject({
+    bytesPerSecond: z
+      .int()
+      .min(65_536)
+      .max(1_099_511_627_776)
+      .default(1_048_576)
+      .describe(
+        'No read or write bandwidth limit goes below this many bytes per second, whatever the pod did: enough for its probes, its log and a small fsync. Default 1 MiB/s.',
+      ),
+    opsPerSecond: z
+      .int()
+      .min(10)
+      .max(10_000_000)
+      .default(50)
+      .describe('No read or write operations limit goes below this many per second, whatever the pod did.'),
+    percent: z
+      .int()
+      .min(1)
+      .max(100)
+      .default(10)
+      .describe(
+        'No limit goes below this percentage of what the pod did when it was first limited (each of the four rates apart). At most startPercent.',
+      ),
+  })
+  .describe(
+    "The lowest a pod's limit is stepped down to, set with its first limit: per rate, the larger of percent of what the pod did then and the absolute minimum. A pod limited to its floor with its node still saturated is handed to the next remedy the policy allows (migrateWorkloads, if the pod may move).",
+  );
+
+export const LimitIoSchema = z
+  .strictObject({
+    minSharePercent: z
+      .int()
+      .min(1)
+      .max(100)
+      .default(25)
+      .describe(
+        "A pod is limited with at least this share of the saturated device's bytes or operations (as migrateWorkloads.by measuredIo measures it).",
+      ),
+    startPercent: z
+      .int()
+      .min(1)
+      .max(99)
+      .default(50)
+      .describe('The first limit: this percentage of what the pod reads and writes when it is limited.'),
+    stepPercent: z
+      .int()
+      .min(1)
+      .max(99)
+      .default(50)
+      .describe(
+        "Each step down: this percentage of the limit before it, never under the floor. A step is taken when the node's IO pressure has not fallen below its thresholds sustainSeconds after the last limit.",
+      ),
+    floor: LimitIoFloorSchema.prefault({}),
+    sustainSeconds: seconds(5, 3_600)
+      .default(30)
+      .describe(
+        "How long a limit is given to work before the next step, while the node's IO pressure lasts.",
+      ),
+    recoverySeconds: seconds(5, 3_600)
+      .default(60)
+      .describe(
+        'A limit is lifted once the pod has wanted no more than it this long: every rate under 90 % of its limit, and its own IO pressure (cgroup v2) under podPsiPercent.',
+      ),
+    podPsiPercent: z
+      .int()
+      .min(1)
+      .max(100)
+      .default(10)
+      .describe(
+        'A limited pod whose own IO pressure (cgroup v2 io.pressure, some avg10) is at least this wants more than its limit: it is not lifted for recovery. cgroup v1 has no per-pod pressure: its rates alone say.',
+      ),
+    cooldownSeconds: seconds(0, 86_400)
+      .default(300)
+      .describe('A pod is limited again no sooner than this after its last limit was lifted: no flapping.'),
+    maxLimitSeconds: seconds(60, 604_800)
+      .default(3_600)
+      .describe(
+        'A limit is lifted this long after it was first set, whatever the pressure: a limit never stays for good.',
+      ),
+    maxLimitsPerMinute: z
+      .int()
+      .min(1)
+      .max(MAX_IO_LIMITS_PER_MINUTE)
+      .default(10)
+      .describe(
+        'Limits set or stepped, across all nodes of the policy, in any 60-second window (lifts are never held back). Counts against no eviction budget.',
+      ),
+  })
+  .describe(
+    "Limits the IO of the pods that saturate a node's disk, in place, so the runtime can create sandboxes again without moving them: while the node is IoPressureHigh with sandboxes stuck from an IO cause, each culprit pod gets a limit on the saturated device (cgroup v2 io.max, cgroup v1 blkio.throttle.*_device), stepped down while the pressure lasts and lifted exactly (the file gets back what it held, if it still holds our limit) once the pod no longer needs it, the pod or the policy is gone, or maxLimitSeconds pass. Every kind of pod, DaemonSet and local-storage pods included; never one labelled sandbox.remediator.io/no-limit=true or the operator's own. The node's agent writes the files, and only when it runs with --allow-io-limits. Present means on. Not carried out by this version yet: a policy with it is refused (Valid=False) until the operator sets limits.",
+  );
+export type LimitIo = z.infer<typeof LimitIoSchema>;

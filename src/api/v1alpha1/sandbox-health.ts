@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { IoAttributionSchema, IoCauseSchema } from './io-attribution.js';
+import { IoLimitReportSchema, WantedIoLimitsSchema } from './io-limits.js';
 import { ConditionsSchema, K8S_LIST_MAP_KEYS, K8S_LIST_TYPE } from './meta.js';
 
 export const FAILURE_CAUSES = [
@@ -239,8 +240,9 @@ export type BlockedAction = z.infer<typeof BlockedActionSchema>;
 export const SandboxHealthSpecSchema = z
   .object({
     nodeName: z.string().min(1).describe('The node this object describes (also its name).'),
+    ioLimits: WantedIoLimitsSchema.optional(),
   })
-  .describe('Identifies the node.');
+  .describe('Identifies the node, and the IO limits the operator wants on its pods.');
 
 export const SandboxHealthStatusSchema = z
   .object({
@@ -268,6 +270,7 @@ export const SandboxHealthStatusSchema = z
       .optional()
       .describe('Whether the failure messages point at IO (NameReserved, DeadlineExceeded) or elsewhere.'),
     ioReading: IoReadingSchema.optional(),
+    ioLimits: IoLimitReportSchema.optional(),
     ioPressure: IoPressureTrackingSchema.optional(),
     ioCause: IoCauseSchema.optional(),
     topConsumer: z

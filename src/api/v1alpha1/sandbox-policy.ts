@@ -3,6 +3,7 @@ import { ConditionsSchema, IntOrPercentSchema, LabelSelectorSchema } from './met
 import { NodeConditionSourceSchema, PrometheusSourceSchema } from './io-sources.js';
 import {
   EscalationSchema,
+  LimitIoSchema,
   MAX_EVICTIONS_PER_MINUTE,
   MAX_POD_STARTS_PER_MINUTE,
   MigrateWorkloadsSchema,
@@ -11,10 +12,13 @@ import {
 import { ROLLOUT_KINDS } from './stamps.js';
 
 export {
+  LimitIoSchema,
   MAX_EVICTIONS_PER_MINUTE,
+  MAX_IO_LIMITS_PER_MINUTE,
   MAX_POD_STARTS_PER_MINUTE,
   MigrateWorkloadsSchema,
   PacePodStartsSchema,
+  type LimitIo,
   type MigrateWorkloads,
 } from './remediation-parts.js';
 
@@ -159,6 +163,7 @@ export const RemediationSpecSchema = z
         'Evict pods stuck on the node (through the Eviction API, honouring PodDisruptionBudgets) so they are recreated elsewhere with a new sandbox name.',
       ),
     migrateWorkloads: MigrateWorkloadsSchema.optional(),
+    limitIo: LimitIoSchema.optional(),
     throttleRollouts: ThrottleRolloutsSchema.optional(),
     requireIoPressure: z
       .boolean()

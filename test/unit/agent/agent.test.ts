@@ -4,7 +4,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { NodeAgent, type Publisher } from '../../../src/agent/agent.js';
-import type { IoReadingStatus } from '../../../src/api/v1alpha1/index.js';
+import { IoLimitKeeper } from '../../../src/agent/io-limit-keeper.js';
+import type { AppliedIoLimit, WantedIoLimit } from '../../../src/agent/io-limit-sync.js';
+import type {
+  IoLimitReport,
+  IoLimitsAnswer,
+  IoReadingStatus,
+  WantedIoLimitSpec,
+} from '../../../src/api/v1alpha1/index.js';
 
 const quiet = {
   info: () => undefined,
@@ -32,9 +39,14 @@ async function writeProc(root: string, dState: number, psi = 0.5): Promise<void>
 
 class RecordingPublisher implements Publisher {
   readonly readings: IoReadingStatus[] = [];
-  answer: 'published' | 'missing' = 'published';
-  publish(reading: IoReadingStatus): Promise<'published' | 'missing'> {
+  readonly reports: IoLimitReport[] = [];
+  answer: IoLimitsAnswer | 'missing' = { wanted: [] };
+  publish(reading: IoReadingStatus): Promise<IoLimitsAnswer | 'missing'> {
     this.readings.push(reading);
+    return Promise.resolve(this.answer);
+  }
+  publishLimits(report: IoLimitReport): Promise<IoLimitsAnswer | 'missing'> {
+    this.reports.push(report);
     return Promise.resolve(this.answer);
   }
 }
@@ -46,7 +58,7 @@ describe('NodeAgent publishing', () => {
   });
   after(() => rm(root, { recursive: true, force: true }));
 
-  function agent(heartbeatMs: number, pressuredHeartbeatMs = 10_000) {
+  function agent(heartbeatMs: number, pressuredHeartbeatMs = 10_000, ioLimits?: IoLimitKeeper) {
     const publisher = new RecordingPublisher();
     const node = new NodeAgent({
       nodeName: 'n1',
@@ -56,6 +68,7 @@ describe('NodeAgent publishing', () => {
       pressuredHeartbeatMs,
       publisher,
       logger: quiet,
+      ...(ioLimits ? { ioLimits } : {}),
     });
     /** Samples a /proc with this many D-state tasks; returns how many publishes it took so far. */
     const tick = async (dState: number, psi?: number) => {
@@ -108,5 +121,71 @@ describe('NodeAgent publishing', () => {
     expect(await tick(0)).to.equal(1);
     expect(await tick(0)).to.equal(1);
     expect(await tick(20, 90)).to.equal(1); // even a material change waits: nothing selects this node yet
+  });
+
+  describe('with IO limits (limitIo)', () => {
+    /** A keeper over a sync that records what it was asked and applies it as asked. */
+    function limits() {
+      const asked: string[][] = [];
+      const sync = {
+        sync: (wanted: readonly WantedIoLimit[], applied: readonly AppliedIoLimit[]) => {
+          asked.push(wanted.map((w) => `${w.podUid} ${String(w.limit.wbps)}`));
+          const after = wanted.map((w) => ({
+            podUid: w.podUid,
+            device: w.device,
+            version: 'v2' as const,
+            cgroup: `pod${w.podUid}`,
+            wanted: w.limit,
+            written: w.limit,
+            before: { wbps: 'max' as const },
+          }));
+          const outcomes = [
+            ...wanted
+              .filter((w) => !applied.some((a) => a.podUid === w.podUid))
+              .map((w) => ({ podUid: w.podUid, result: 'Set' as const, message: '' })),
+            ...applied
+              .filter((a) => !wanted.some((w) => w.podUid === a.podUid))
+              .map((a) => ({ podUid: a.podUid, result: 'Lifted' as const, message: '' })),
+          ];
+          return { applied: after, outcomes };
+        },
+      };
+      return { asked, keeper: new IoLimitKeeper(sync, true) };
+    }
+    const want: WantedIoLimitSpec = {
+      podUid: 'db',
+      pod: 'shop/db-0',
+      device: '8:0',
+      limit: { wbps: 4000 },
+      policy: 'p',
+      since: '2026-12-06T00:00:00Z',
+    };
+
+    it('applies what the answer to its publish wants, reports it, and publishes on the short heartbeat meanwhile', async () => {
+      const { asked, keeper } = limits();
+      const { node, publisher, tick } = agent(60_000, 400, keeper);
+      publisher.answer = { wanted: [want] };
+      expect(await tick(0)).to.equal(1);
+      expect(asked).to.deep.equal([['db 4000']]);
+      expect(publisher.reports.map((r) => r.results?.map((x) => x.result))).to.deep.equal([['Set']]);
+      expect(node.metrics.ioLimits.get({ result: 'Set' })).to.equal(1);
+      await tick(0); // disk busy known: published again, nothing new to report
+      await sleep(450);
+      expect(await tick(0), 'a limit in force: the short heartbeat, idle or not').to.equal(3);
+      expect(publisher.reports).to.have.length(1);
+    });
+
+    it('lifts what it applied once its SandboxHealth is gone: no policy wants a limit there', async () => {
+      const { asked, keeper } = limits();
+      const { node, publisher, tick } = agent(60_000, 10_000, keeper);
+      publisher.answer = { wanted: [want] };
+      await tick(0);
+      publisher.answer = 'missing';
+      await tick(20, 90);
+      expect(asked).to.deep.equal([['db 4000'], []]);
+      expect(node.metrics.ioLimits.get({ result: 'Lifted' })).to.equal(1);
+      expect(publisher.reports, 'no SandboxHealth to report into').to.have.length(1);
+      expect(keeper.active).to.equal(false);
+    });
   });
 });

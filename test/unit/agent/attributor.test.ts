@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { NodeAgent, type Publisher } from '../../../src/agent/agent.js';
 import { readSpacingMs } from '../../../src/agent/attributor.js';
-import type { IoReadingStatus } from '../../../src/api/v1alpha1/index.js';
+import type { IoLimitsAnswer, IoReadingStatus } from '../../../src/api/v1alpha1/index.js';
 import type { Logger } from '../../../src/observability/log.js';
 import { CgroupTree, io } from '../../support/cgroup-tree.js';
 
@@ -16,9 +16,12 @@ const WEB = '66666666-7777-4888-9999-000000000000';
 
 class RecordingPublisher implements Publisher {
   readonly readings: IoReadingStatus[] = [];
-  publish(reading: IoReadingStatus): Promise<'published'> {
+  publish(reading: IoReadingStatus): Promise<IoLimitsAnswer> {
     this.readings.push(reading);
-    return Promise.resolve('published');
+    return Promise.resolve({ wanted: [] });
+  }
+  publishLimits(): Promise<IoLimitsAnswer> {
+    return Promise.resolve({ wanted: [] });
   }
 }
 

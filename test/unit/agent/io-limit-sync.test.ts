@@ -96,6 +96,32 @@ describe('IoLimitSync', () => {
     expect(ioMax(dirs[DB]!)).to.equal(OTHERS);
   });
 
+  it('writes nothing for a record naming another cgroup than the pod own (a forged report read back)', () => {
+    const dirs = v2Tree();
+    const runtime = join(root, 'system.slice/containerd.service');
+    mkdirSync(runtime, { recursive: true });
+    writeFileSync(join(runtime, 'io.max'), '8:0 rbps=max wbps=1000 riops=max wiops=max\n');
+    const forged: AppliedIoLimit = {
+      podUid: DB,
+      device: '8:0',
+      version: 'v2',
+      cgroup: 'system.slice/containerd.service',
+      wanted: { wbps: 1000 },
+      written: { wbps: 1000 },
+      before: { wbps: 'max' },
+    };
+    const lifted = sync().sync([], [forged]);
+    expect(results(lifted)).to.deep.equal(['db LeftAsFound']);
+    expect(lifted.applied).to.deep.equal([]);
+    // Wanted, the limit goes to the pod's own cgroup, as a first limit (the forged record is not carried on).
+    const set = sync().sync([wantDb(4000)], [forged]);
+    expect(results(set)).to.deep.equal(['db Set']);
+    expect(set.applied[0]?.cgroup).to.not.equal(forged.cgroup);
+    expect(ioMax(dirs[DB]!)).to.contain('wbps=4000');
+    expect(kernel.writes.filter((w) => w.startsWith(runtime))).to.deep.equal([]);
+    expect(readFileSync(join(runtime, 'io.max'), 'utf8')).to.contain('wbps=1000');
+  });
+
   it('writes nothing without --allow-io-limits, and says so for each limit wanted', () => {
     const dirs = v2Tree();
     const r = sync(false).sync([wantDb(4000)], []);

@@ -83,6 +83,17 @@ describe('IO limit files', () => {
     ];
     for (const [what, now, restore, changed] of table)
       it(what, () => expect(planLift(now, record)).to.deep.equal({ restore, changed }));
+    it('never lowers a key: a record whose before is not above what it wrote is none of ours', () => {
+      const forged = {
+        device: '8:0',
+        written: { wbps: 'max' as const, rbps: 100 },
+        before: { wbps: 1, rbps: 100 },
+      };
+      expect(planLift({ ...MAX, rbps: 100 }, forged)).to.deep.equal({
+        restore: {},
+        changed: ['rbps', 'wbps'],
+      });
+    });
   });
 });
 

@@ -519,6 +519,7 @@ describe('NodeAgent running over a /proc tree with faults', () => {
         if (calls % 2) return Promise.reject(new Error('apiserver said no'));
         throw new Error('thrown, not rejected');
       },
+      publishLimits: () => Promise.reject(new Error('not asked for')),
     };
     const agent = new NodeAgent({
       nodeName: 'n1',

@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import fc from 'fast-check';
 import {
   labelValueProblem,
+  LimitIoSchema,
   qualifiedNameProblem,
   resolveIntOrPercent,
   type IntOrPercent,
@@ -43,6 +44,25 @@ describe('validateSandboxPolicySpec', () => {
       dryRun: false,
       paused: false,
       nodeLease: false,
+    });
+  });
+
+  it('fills the defaults of limitIo, and refuses it while the operator does not carry it out', () => {
+    const result = validateSandboxPolicySpec({ remediation: { limitIo: {} } });
+    expect(result.valid).to.equal(false);
+    if (result.valid) return;
+    expect(result.problems.map((p) => p.field)).to.deep.equal(['spec.remediation.limitIo']);
+    expect(LimitIoSchema.parse({})).to.deep.equal({
+      minSharePercent: 25,
+      startPercent: 50,
+      stepPercent: 50,
+      floor: { bytesPerSecond: 1_048_576, opsPerSecond: 50, percent: 10 },
+      sustainSeconds: 30,
+      recoverySeconds: 60,
+      podPsiPercent: 10,
+      cooldownSeconds: 300,
+      maxLimitSeconds: 3_600,
+      maxLimitsPerMinute: 10,
     });
   });
 
@@ -181,6 +201,21 @@ describe('validateSandboxPolicySpec', () => {
       name: 'an empty migration selector',
       spec: { remediation: { migrateWorkloads: { podSelector: {} } } },
       fields: ['spec.remediation.migrateWorkloads.podSelector'],
+    },
+    {
+      name: 'a limitIo floor over its first limit',
+      spec: { remediation: { limitIo: { startPercent: 20, floor: { percent: 30 } } } },
+      fields: ['spec.remediation.limitIo', 'spec.remediation.limitIo.floor.percent'],
+    },
+    {
+      name: 'a limitIo step of 100% (no step at all)',
+      spec: { remediation: { limitIo: { stepPercent: 100 } } },
+      fields: ['spec.remediation.limitIo.stepPercent'],
+    },
+    {
+      name: 'a limitIo floor under 64 KiB/s',
+      spec: { remediation: { limitIo: { floor: { bytesPerSecond: 4096 } } } },
+      fields: ['spec.remediation.limitIo.floor.bytesPerSecond'],
     },
     {
       name: 'In without values in the node selector',

@@ -7,7 +7,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { IoReadingStatus } from '../../../src/api/v1alpha1/index.js';
 import { apiStatus, describeError } from '../../../src/kube/errors.js';
-import { AGENT_FIELD_MANAGER, ReadingPublisher } from '../../../src/kube/reading-publisher.js';
+import {
+  AGENT_FIELD_MANAGER,
+  AGENT_LIMITS_FIELD_MANAGER,
+  ReadingPublisher,
+} from '../../../src/kube/reading-publisher.js';
 import {
   ApiClient,
   inClusterAccess,
@@ -104,7 +108,10 @@ describe('ReadingPublisher over kube/rest.ts', () => {
     const api = await fakeApiserver(() => ({ status: 200, body: {} }));
     try {
       const access: ApiAccess = { server: api.server, ca: Buffer.from(serving.caPem), token: 'agent-token' };
-      expect(await new ReadingPublisher(access, 'node-1').publish(reading)).to.equal('published');
+      expect(await new ReadingPublisher(access, 'node-1').publish(reading)).to.deep.equal({
+        wanted: [],
+        report: undefined,
+      });
       const [request] = api.seen;
       expect(request?.method).to.equal('PATCH');
       const url = new URL(request?.url ?? '', api.server);
@@ -121,6 +128,39 @@ describe('ReadingPublisher over kube/rest.ts', () => {
         metadata: { name: 'node-1' },
         status: { ioReading: reading },
       });
+    } finally {
+      await api.close();
+    }
+  });
+
+  it('answers with the IO limits the SandboxHealth holds, and reports its own under a field manager of its own', async () => {
+    const limits = [
+      {
+        podUid: 'u1',
+        pod: 'shop/db-0',
+        device: '8:0',
+        limit: { wbps: 4000 },
+        policy: 'p',
+        since: '2026-12-06T00:00:00Z',
+      },
+    ];
+    const report = { allowed: true, observedTime: '2026-12-06T00:00:01Z' };
+    const api = await fakeApiserver(() => ({
+      status: 200,
+      body: { spec: { nodeName: 'node-1', ioLimits: limits }, status: { ioLimits: report } },
+    }));
+    try {
+      const publisher = new ReadingPublisher(
+        { server: api.server, ca: Buffer.from(serving.caPem) },
+        'node-1',
+      );
+      expect(await publisher.publish(reading)).to.deep.equal({ wanted: limits, report });
+      expect(await publisher.publishLimits(report)).to.deep.equal({ wanted: limits, report });
+      const [, limitsWrite] = api.seen;
+      const url = new URL(limitsWrite?.url ?? '', api.server);
+      expect(url.pathname).to.equal('/apis/sandbox.remediator.io/v1alpha1/sandboxhealths/node-1/status');
+      expect(url.searchParams.get('fieldManager')).to.equal(AGENT_LIMITS_FIELD_MANAGER);
+      expect(JSON.parse(limitsWrite?.body ?? '')).to.deep.include({ status: { ioLimits: report } });
     } finally {
       await api.close();
     }

@@ -1,0 +1,119 @@
+// The agent's IO limits across rounds, through the report it writes and reads back (as JSON, the way the API hands
+// it back), on a crafted cgroup v2 tree with the kernel's write semantics.
+import { expect } from 'chai';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { IoLimitReport, IoLimitsAnswer, WantedIoLimitSpec } from '../../../src/api/v1alpha1/index.js';
+import { IoLimitKeeper } from '../../../src/agent/io-limit-keeper.js';
+import { IoLimitSync } from '../../../src/agent/io-limit-sync.js';
+import { IoLimiter } from '../../../src/agent/io-limits.js';
+import { CgroupKernel } from '../../support/cgroup-kernel.js';
+
+const DB = '0b1e7c1a-1111-4000-8000-000000000001';
+const OTHERS = '259:0 rbps=max wbps=4096 riops=max wiops=max\n';
+const NOW = new Date('2026-12-06T01:00:00Z');
+
+const wanted = (wbps: number): WantedIoLimitSpec => ({
+  podUid: DB,
+  pod: 'shop/db-0',
+  device: '8:0',
+  limit: { wbps },
+  policy: 'p',
+  since: NOW.toISOString(),
+});
+
+describe('IoLimitKeeper', () => {
+  let root: string;
+  let ioMax: string;
+  let kernel: CgroupKernel;
+  beforeEach(() => {
+    root = mkdtempSync(join(tmpdir(), 'io-limit-keeper-'));
+    writeFileSync(join(root, 'cgroup.controllers'), 'cpu io memory\n');
+    const pod = join(
+      root,
+      'kubepods.slice/kubepods-burstable.slice',
+      `kubepods-burstable-pod${DB.replace(/-/g, '_')}.slice`,
+    );
+    mkdirSync(pod, { recursive: true });
+    ioMax = join(pod, 'io.max');
+    writeFileSync(ioMax, OTHERS);
+    kernel = new CgroupKernel();
+  });
+  afterEach(() => {
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  const keeper = (allowed = true) =>
+    new IoLimitKeeper(new IoLimitSync(root, allowed, new IoLimiter(kernel)), allowed, () => NOW);
+  /** The report as the API gives it back. */
+  const stored = (report: IoLimitReport | undefined) =>
+    report && (JSON.parse(JSON.stringify(report)) as IoLimitReport);
+
+  it('writes nothing on a node with no limit wanted, applied or reported', () => {
+    const k = keeper();
+    expect(k.round({ wanted: [] })).to.deep.equal({ outcomes: [] });
+    expect(k.active).to.equal(false);
+    expect(kernel.writes).to.deep.equal([]);
+  });
+
+  it('sets what is wanted, reports it once, and reports again only when something changed', () => {
+    const k = keeper();
+    const first = k.round({ wanted: [wanted(4000)] });
+    expect(first.outcomes.map((o) => o.result)).to.deep.equal(['Set']);
+    expect(first.report).to.deep.include({ allowed: true, observedTime: NOW.toISOString() });
+    expect(first.report?.applied).to.deep.equal([
+      {
+        podUid: DB,
+        device: '8:0',
+        cgroupVersion: 'v2',
+        cgroup: `kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod${DB.replace(/-/g, '_')}.slice`,
+        wanted: { wbps: 4000 },
+        written: { wbps: 4000 },
+        before: { wbps: 'max' },
+      },
+    ]);
+    expect(k.active).to.equal(true);
+    k.written(first.report!);
+    const answer: IoLimitsAnswer = { wanted: [wanted(4000)], report: stored(first.report) };
+    expect(k.round(answer), 'the same again: nothing to write').to.deep.equal({ outcomes: [] });
+    const step = k.round({ ...answer, wanted: [wanted(2000)] });
+    expect(step.outcomes.map((o) => o.result)).to.deep.equal(['Stepped']);
+    expect(step.report?.applied?.[0]?.written).to.deep.equal({ wbps: 2000 });
+  });
+
+  it('writes the report again after a failed write, though nothing more was done', () => {
+    const k = keeper();
+    const first = k.round({ wanted: [wanted(4000)] });
+    // first.report never written: the API still holds none.
+    const again = k.round({ wanted: [wanted(4000)] });
+    expect(again.outcomes).to.deep.equal([]);
+    expect(again.report?.applied).to.deep.equal(first.report?.applied);
+    expect(again.report?.results, 'what was last done, still said').to.deep.equal(first.report?.results);
+  });
+
+  it('restarted, lifts exactly what its report says it wrote once the limit is no longer wanted', () => {
+    const before = keeper().round({ wanted: [wanted(4000)] }).report;
+    expect(readFileSync(ioMax, 'utf8')).to.equal(`${OTHERS}8:0 rbps=max wbps=4000 riops=max wiops=max\n`);
+    const restarted = keeper();
+    const lifted = restarted.round({ wanted: [], report: stored(before) });
+    expect(lifted.outcomes.map((o) => o.result)).to.deep.equal(['Lifted']);
+    expect(readFileSync(ioMax, 'utf8')).to.equal(OTHERS);
+    expect(lifted.report).to.not.have.property('applied');
+    expect(restarted.active).to.equal(false);
+  });
+
+  it('without --allow-io-limits, sets nothing and says so once, while still lifting what it set before', () => {
+    const before = keeper(true).round({ wanted: [wanted(4000)] }).report;
+    const k = keeper(false);
+    const refused = k.round({ wanted: [wanted(2000)], report: stored(before) });
+    expect(refused.report?.allowed).to.equal(false);
+    expect(refused.report?.results?.map((r) => r.result)).to.deep.equal(['Refused']);
+    expect(readFileSync(ioMax, 'utf8'), 'the limit set before stays until lifted').to.contain('wbps=4000');
+    k.written(refused.report!);
+    expect(k.round({ wanted: [wanted(2000)], report: stored(refused.report) }).report).to.equal(undefined);
+    const lifted = k.round({ wanted: [], report: stored(refused.report) });
+    expect(lifted.outcomes.map((o) => o.result)).to.deep.equal(['Lifted']);
+    expect(readFileSync(ioMax, 'utf8')).to.equal(OTHERS);
+  });
+});

@@ -109,7 +109,7 @@ export class PolicyReconciler {
   }
 
   async reconcile(name: string): Promise<ReconcileResult> {
-    const { cache, memories, mutations } = this.deps;
+    const { cache, memories } = this.deps;
     const object = cache.policy(name);
     if (!object) {
       memories.forget(name);
@@ -118,12 +118,31 @@ export class PolicyReconciler {
     const memory = memories.of(name, object.uid);
     const validation = validatePolicy(object);
     if (!validation.valid) return this.refuse(object, memory, validation.problems);
-    // Asked before the look: a look begun while an apply ran may have read a node before that apply's last write came
-    // back, even if the apply is done by the time the look is.
-    const heldBack = this.deps.applier.holdsBack(name);
-    const status = mutations.policyStatus(memory, object);
-    const pass = this.begin(status === undefined ? object : { ...object, status }, validation.spec, memory);
-    const observed = await this.observe(pass);
+    // Asked before the look: a look begun while an apply ran may have read a node (or the policy's status) before that
+    // apply's last write came back, even if the apply is done by the time the look is.
+    let heldBack = this.deps.applier.holdsBack(name);
+    let pass = this.begin(object, validation.spec, memory);
+    let observed = await this.observe(pass);
+    const current = cache.policy(name);
+    if (
+      heldBack &&
+      !this.deps.applier.busy(name) &&
+      current?.uid === object.uid &&
+      current.generation === object.generation
+    ) {
+      // That apply is done: its writes are fenced now (the nodes it touched marked dirty, its status in the mutation
+      // cache). A second look, at those nodes and the status as they are now, is ground for a decision at once, as
+      // the pass the apply asks for would be, without waiting for the queue to run it.
+      pass = this.begin(current, validation.spec, memory);
+      const again = await this.observe(pass);
+      observed = {
+        full: observed.full || again.full,
+        observed: new Set([...observed.observed, ...again.observed]),
+        unsettled: again.unsettled,
+        source: again.source,
+      };
+      heldBack = false;
+    }
     // A look a report of ours superseded read the status from before it (what that report reported, its results, gone
     // from the unreported results then): no ground for a decision. Its node is looked at again first.
     const superseded = memory.observations().filter((o) => this.deps.unreported.stale(o));
@@ -183,7 +202,10 @@ export class PolicyReconciler {
     return {};
   }
 
-  private begin(policy: PolicyObject, spec: SandboxPolicySpec, memory: PolicyMemory): Pass {
+  /** A pass of the policy, on its status as our writes left it (the mutation cache's, until the watch shows them). */
+  private begin(object: PolicyObject, spec: SandboxPolicySpec, memory: PolicyMemory): Pass {
+    const status = this.deps.mutations.policyStatus(memory, object);
+    const policy = status === undefined ? object : { ...object, status };
     const assignment = this.ownership.of(this.deps.cache);
     const dryRun = spec.safety.dryRun || this.deps.dryRun;
     return {

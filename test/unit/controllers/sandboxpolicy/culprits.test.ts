@@ -115,6 +115,30 @@ describe('PolicyReconciler and the measured culprit', () => {
     expect(cluster.nodeMap.get('n1')!.ownCondition).to.include({ status: 'True' });
   });
 
+  it('decides in a pass begun while an apply ran as soon as that apply is done, on a second look at what it wrote', async () => {
+    const { cluster, reconciler, applier } = world((p) => [share(p.db, 40, 'Culprit')], {
+      cordon: false,
+      evictStuckPods: false,
+      nodeCondition: true,
+    });
+    const write = cluster.holdConditionWrite();
+    await reconciler.pass('p');
+    await write.reached();
+    cluster.duringNextLiveRead = async () => {
+      write.release();
+      await reconciler.idle();
+    };
+    reconciler.markDirty('p', 'n1');
+    await reconciler.pass('p');
+    expect(cluster.duringNextLiveRead, 'the look read n1 live').to.equal(undefined);
+    // Not held for another pass: this one handed a decision to the apply queue.
+    expect(applier.busy('p')).to.equal(true);
+    await reconciler.idle();
+    expect(cluster.takeWrites().filter((w) => w.includes('condition'))).to.deep.equal([
+      'set condition node/n1',
+    ]);
+  });
+
   it('moves the culprit, and neither a victim, a DaemonSet pod writing heavily, nor a culprit labelled no-migrate', async () => {
     const { cluster, reconciler } = world((p) => [
       share(p.db, 40, 'Culprit'),

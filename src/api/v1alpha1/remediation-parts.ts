@@ -7,6 +7,8 @@ export const MAX_EVICTIONS_PER_MINUTE = 600;
 export const MAX_POD_STARTS_PER_MINUTE = 600;
 
 const seconds = (min: number, max: number) => z.int().min(min).max(max);
+/** A culprit's share of the saturated device, as measuredIo and limitIo both judge it. */
+const minSharePercent = () => z.int().min(1).max(100).default(25);
 
 export const PacePodStartsSchema = z
   .strictObject({
@@ -48,14 +50,9 @@ export const MigrateWorkloadsSchema = z
     podSelector: LabelSelectorSchema.optional().describe(
       'Selects the IO-heavy pods to move off a saturated node (by labels: required), or the pods that may be moved (by measuredIo: optional). Must not be empty: an empty selector would select every pod.',
     ),
-    minSharePercent: z
-      .int()
-      .min(1)
-      .max(100)
-      .default(25)
-      .describe(
-        "by measuredIo: a pod is a culprit with at least this share of the saturated device's bytes or operations.",
-      ),
+    minSharePercent: minSharePercent().describe(
+      "by measuredIo: a pod is a culprit with at least this share of the saturated device's bytes or operations.",
+    ),
     maxPodsPerNode: z
       .int()
       .min(1)
@@ -114,14 +111,9 @@ export const LimitIoFloorSchema = z
 
 export const LimitIoSchema = z
   .strictObject({
-    minSharePercent: z
-      .int()
-      .min(1)
-      .max(100)
-      .default(25)
-      .describe(
-        "A pod is limited with at least this share of the saturated device's bytes or operations (as migrateWorkloads.by measuredIo measures it).",
-      ),
+    minSharePercent: minSharePercent().describe(
+      "A pod is limited with at least this share of the saturated device's bytes or operations (as migrateWorkloads.by measuredIo measures it).",
+    ),
     startPercent: z
       .int()
       .min(1)

@@ -266,8 +266,24 @@ export function templateAgent(doc: Document, holes: Holes): Defaults {
       `the agent's --cgroup-root (${mountPath}) is not the mount of a hostPath volume under /host: teach hack/chart/workloads.ts`,
     );
   const root = '{{ .Values.agent.cgroupRoot }}';
-  w.args({ '--cgroup-root': [`- --cgroup-root=/host${root}`] }, [], '.Values.agent.extraArgs');
+  // limitIo's writes (off, as in config/): the flag, the cgroup tree mounted writable, and root, which owns its files.
+  const allow = '.Values.agent.allowIoLimits';
+  w.args(
+    { '--cgroup-root': [`- --cgroup-root=/host${root}`] },
+    [`{{- if ${allow} }}`, '- --allow-io-limits', '{{- end }}'],
+    '.Values.agent.extraArgs',
+  );
+  defaults['agent.allowIoLimits'] = false;
   doc.setIn([...w.container, 'volumeMounts', mountIndex, 'mountPath'], holes.inline(`/host${root}`));
+  doc.setIn([...w.container, 'volumeMounts', mountIndex, 'readOnly'], holes.inline(`{{ not ${allow} }}`));
+  const user = doc.getIn([...POD, 'securityContext', 'runAsUser']) as number | undefined;
+  if (user === undefined || doc.getIn([...POD, 'securityContext', 'runAsNonRoot']) !== true)
+    throw new Error("the agent's pod runs as no named non-root user: teach hack/chart/workloads.ts");
+  doc.setIn([...POD, 'securityContext', 'runAsNonRoot'], holes.inline(`{{ not ${allow} }}`));
+  doc.setIn(
+    [...POD, 'securityContext', 'runAsUser'],
+    holes.inline(`{{ if ${allow} }}0{{ else }}${user}{{ end }}`),
+  );
   doc.setIn([...POD, 'volumes', volumeIndex, 'hostPath', 'path'], holes.inline(root));
   defaults['agent.cgroupRoot'] = hostPath;
   defaults['agent.resources'] = w.spec['resources' as keyof typeof w.spec];

@@ -59,6 +59,7 @@ const EVERYTHING = {
   'operator.nodeSelector.kubernetes\\.io/os': 'linux',
   'agent.cgroupRoot': '/sys/fs/cgroup/unified',
   'agent.extraArgs[0]': '--include-loop-devices',
+  'agent.allowIoLimits': true,
   // Issue 42: what a production install sets.
   'operator.priorityClassName': 'system-cluster-critical',
   'operator.podLabels.team': 'sre',
@@ -327,12 +328,16 @@ describe('the Helm chart (charts/sandbox-remediator)', function () {
       const agent = daemonSet.spec.template.spec.containers[0]!;
       expect(agent.args).to.include.members([
         '--cgroup-root=/host/sys/fs/cgroup/unified',
+        '--allow-io-limits',
         '--include-loop-devices',
       ]);
-      expect(agent.volumeMounts).to.deep.include({
-        name: 'host-cgroup',
-        mountPath: '/host/sys/fs/cgroup/unified',
-        readOnly: true,
+      // allowIoLimits: the cgroup tree writable, and root, which owns its files (no capability more).
+      const cgroupMount = agent.volumeMounts?.find((m) => m.name === 'host-cgroup');
+      expect(cgroupMount).to.include({ mountPath: '/host/sys/fs/cgroup/unified' });
+      expect(cgroupMount, 'writable (false is left out)').to.not.have.property('readOnly', true);
+      expect(daemonSet.spec.template.spec.securityContext).to.deep.include({
+        runAsNonRoot: false,
+        runAsUser: 0,
       });
       expect(daemonSet.spec.template.spec.tolerations).to.deep.equal([{ operator: 'Exists' }]);
       expect(daemonSet.spec.template.spec.priorityClassName, 'emptied: none').to.equal(undefined);
@@ -475,7 +480,13 @@ describe('the Helm chart (charts/sandbox-remediator)', function () {
 });
 
 interface PodSpec {
-  containers: { image: string; args: string[]; volumeMounts?: unknown[]; env?: unknown[] }[];
+  containers: {
+    image: string;
+    args: string[];
+    volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
+    env?: unknown[];
+  }[];
+  securityContext?: object;
   volumes?: unknown[];
   tolerations?: unknown[];
   priorityClassName?: string;

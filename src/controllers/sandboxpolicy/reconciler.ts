@@ -120,36 +120,33 @@ export class PolicyReconciler {
     if (!validation.valid) return this.refuse(object, memory, validation.problems);
     // Asked before the look: a look begun while an apply ran may have read a node (or the policy's status) before that
     // apply's last write came back, even if the apply is done by the time the look is.
-    let heldBack = this.deps.applier.holdsBack(name);
+    const busyBefore = this.deps.applier.busy(name);
     let pass = this.begin(object, validation.spec, memory);
     let observed = await this.observe(pass);
-    const current = cache.policy(name);
-    if (
-      heldBack &&
-      !this.deps.applier.busy(name) &&
-      current?.uid === object.uid &&
-      current.generation === object.generation
-    ) {
-      // That apply is done: its writes are fenced now (the nodes it touched marked dirty, its status in the mutation
-      // cache). A second look, at those nodes and the status as they are now, is ground for a decision at once, as
-      // the pass the apply asks for would be, without waiting for the queue to run it.
-      pass = this.begin(current, validation.spec, memory);
-      const again = await this.observe(pass);
-      observed = {
-        full: observed.full || again.full,
-        observed: new Set([...observed.observed, ...again.observed]),
-        unsettled: again.unsettled,
-        source: again.source,
-      };
-      heldBack = false;
+    // Such a look decides nothing; once its apply is done, a second look does.
+    let stale = false;
+    if (busyBefore && !this.deps.applier.busy(name)) {
+      const current = cache.policy(name);
+      if (current?.uid === object.uid && current.generation === object.generation) {
+        // The apply's writes are fenced now (the nodes it touched marked dirty, its status in the mutation cache): a
+        // second look, at those nodes and the status as they are now, is ground for a decision at once.
+        pass = this.begin(current, validation.spec, memory);
+        const again = await this.observe(pass);
+        observed = {
+          full: observed.full || again.full,
+          observed: new Set([...observed.observed, ...again.observed]),
+          unsettled: again.unsettled,
+          source: again.source,
+        };
+      } else stale = true; // deleted, made again or edited meanwhile: looked at again at once
     }
     // A look a report of ours superseded read the status from before it (what that report reported, its results, gone
     // from the unreported results then): no ground for a decision. Its node is looked at again first.
     const superseded = memory.observations().filter((o) => this.deps.unreported.stale(o));
     const seen = { ...observed, unsettled: observed.unsettled + superseded.length };
     // One apply of a policy at a time: while one waits, runs or backs off, a pass looks and reports, and decides
-    // nothing (the apply asks for a pass when it is done).
-    const plan = heldBack || this.deps.applier.holdsBack(name) ? undefined : this.decide(pass, seen);
+    // nothing (holdsBack asks the apply for a pass when it is done).
+    const plan = stale || this.deps.applier.holdsBack(name) ? undefined : this.decide(pass, seen);
     const reported = this.report(pass, seen, plan);
     if (plan) this.deps.applier.submit({ pass, seen, plan });
     // Set once, at the end: with two workers, another policy's pass may have run in between.
@@ -164,7 +161,9 @@ export class PolicyReconciler {
     const next = this.next(pass, seen, plan);
     // Looked at again at once when this pass's own look was superseded; one still waiting for the watch (no look this
     // pass) waits SETTLE_RETRY_MS, as any unsettled node, rather than pass after pass at once.
-    return superseded.some((o) => observed.observed.has(o.node.name)) ? { ...next, requeueAfterMs: 0 } : next;
+    return stale || superseded.some((o) => observed.observed.has(o.node.name))
+      ? { ...next, requeueAfterMs: 0 }
+      : next;
   }
 
   /** No more writes: the reports still waiting are dropped (a decision under way ends at the fence). */

@@ -105,7 +105,7 @@ describe('PolicyReconciler and the measured culprit', () => {
     reconciler.markDirty('p', 'n1'); // a kubelet retry Event on n1 meanwhile
     await reconciler.pass('p');
     expect(cluster.duringNextLiveRead, 'the look read n1 live').to.equal(undefined);
-    // The pass the apply asks for, before the watch shows the condition: it looks at n1 again, and waits for it.
+    // Before the watch shows the condition, n1 is looked at again (the second look, then this pass) and waits for it.
     await reconciler.reconcile('p');
     cluster.deliver();
     await reconciler.reconcile('p');
@@ -116,11 +116,12 @@ describe('PolicyReconciler and the measured culprit', () => {
   });
 
   it('decides in a pass begun while an apply ran as soon as that apply is done, on a second look at what it wrote', async () => {
-    const { cluster, reconciler, applier } = world((p) => [share(p.db, 40, 'Culprit')], {
+    const { cluster, reconciler, applier, requeues } = world((p) => [share(p.db, 40, 'Culprit')], {
       cordon: false,
       evictStuckPods: false,
       nodeCondition: true,
     });
+    cluster.lagging = true; // the condition shows in the cache only on deliver(): its fence must hold the second look
     const write = cluster.holdConditionWrite();
     await reconciler.pass('p');
     await write.reached();
@@ -129,11 +130,16 @@ describe('PolicyReconciler and the measured culprit', () => {
       await reconciler.idle();
     };
     reconciler.markDirty('p', 'n1');
+    const asked = requeues.length;
     await reconciler.pass('p');
     expect(cluster.duringNextLiveRead, 'the look read n1 live').to.equal(undefined);
-    // Not held for another pass: this one handed a decision to the apply queue.
+    // Not held for another pass: this one handed a decision to the apply queue, and the apply that was done asked for
+    // no pass at once (its follow-up, if any, as it planned).
     expect(applier.busy('p')).to.equal(true);
+    expect(requeues.slice(asked).filter((r) => r.after === 0)).to.deep.equal([]);
     await reconciler.idle();
+    cluster.deliver();
+    await reconciler.reconcile('p');
     expect(cluster.takeWrites().filter((w) => w.includes('condition'))).to.deep.equal([
       'set condition node/n1',
     ]);

@@ -148,7 +148,23 @@ export class NodeAgent {
     const keeper = this.options.ioLimits;
     if (!keeper || (!write && !keeper.active)) return;
     const { logger, nodeName } = this.options;
-    const { report, outcomes } = keeper.round(answer);
+    let step = keeper.round(answer);
+    if (step.ahead) {
+      // What is about to be written is reported first: with no SandboxHealth, or the write refused, nothing is.
+      if (!write) return;
+      try {
+        if ((await publisher.publishLimits(step.ahead)) === 'missing') return;
+      } catch (err) {
+        logger.warn('Failed to report the IO limits about to be set: none set this round', {
+          node: nodeName,
+          error: (err as Error).message,
+        });
+        return;
+      }
+      keeper.written(step.ahead);
+      step = keeper.carryOut();
+    }
+    const { report, outcomes } = step.ahead ? { report: undefined, outcomes: [] } : step;
     for (const outcome of outcomes) {
       // Refused again every round while wanted: counted and logged once, when the report first says it.
       if (outcome.result === 'Refused' && !report) continue;

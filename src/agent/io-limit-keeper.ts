@@ -9,7 +9,7 @@ import type {
   IoLimitReport,
   IoLimitsAnswer,
 } from '../api/v1alpha1/index.js';
-import type { AppliedIoLimit, IoLimitOutcome, IoLimitSync } from './io-limit-sync.js';
+import type { AppliedIoLimit, IoLimitOutcome, IoLimitSync, WantedIoLimit } from './io-limit-sync.js';
 import { IO_LIMIT_KEYS, type IoLimit } from './io-limits.js';
 
 /** Only the keys given (the API's optional keys may hold undefined; the files' never do). */
@@ -30,6 +30,7 @@ const toStatus = (a: AppliedIoLimit): AppliedIoLimitStatus => ({
   wanted: rates(a.wanted),
   written: rates(a.written),
   before: rates(a.before),
+  ...(a.replacing ? { replacing: rates(a.replacing) } : {}),
 });
 
 const fromStatus = (a: AppliedIoLimitStatus): AppliedIoLimit => ({
@@ -40,6 +41,7 @@ const fromStatus = (a: AppliedIoLimitStatus): AppliedIoLimit => ({
   wanted: rates(a.wanted),
   written: rates(a.written),
   before: rates(a.before),
+  ...(a.replacing ? { replacing: rates(a.replacing) } : {}),
 });
 
 /** Whether two reports say the same, observedTime apart. */
@@ -62,6 +64,10 @@ function canonical(value: unknown): unknown {
   return value;
 }
 
+/** A round's step: a report to store before any file is written (then carryOut()), or what the round did. */
+export type IoLimitStep =
+  { ahead: IoLimitReport } | { ahead?: undefined; report?: IoLimitReport; outcomes: IoLimitOutcome[] };
+
 export class IoLimitKeeper {
   /** What this agent applied; undefined until the first answer gives back its last report. */
   private applied: AppliedIoLimit[] | undefined;
@@ -71,9 +77,11 @@ export class IoLimitKeeper {
   private wantedCount = 0;
   /** What the last round that did anything did: a report says it until another round does something. */
   private results: IoLimitReport['results'];
+  /** The limits wanted by the round whose report ahead waits to be stored. */
+  private pending: WantedIoLimit[] | undefined;
 
   constructor(
-    private readonly sync: Pick<IoLimitSync, 'sync'>,
+    private readonly sync: Pick<IoLimitSync, 'sync' | 'ahead'>,
     private readonly allowed: boolean,
     private readonly now: () => Date = () => new Date(),
   ) {}
@@ -83,32 +91,54 @@ export class IoLimitKeeper {
     return (this.applied?.length ?? 0) > 0 || this.wantedCount > 0;
   }
 
-  /** One round on a publish's answer: the cgroups brought to what is wanted; the report to write, if it changed. */
-  round(answer: IoLimitsAnswer): { report?: IoLimitReport; outcomes: IoLimitOutcome[] } {
+  /**
+   * One round on a publish's answer. A limit to be set or stepped is reported first (`ahead`: store it, then
+   * carryOut()), so that whatever this agent writes is in a stored report before it is in a file; lifts alone are
+   * written at once (a lift reported late is found put back). Else the cgroups are brought to what is wanted, and the
+   * report to write is returned if it changed.
+   */
+  round(answer: IoLimitsAnswer): IoLimitStep {
     this.wantedCount = answer.wanted.length;
+    this.pending = undefined;
     if (this.applied === undefined) {
       this.applied = (answer.report?.applied ?? []).map(fromStatus);
       this.reported = answer.report;
       this.results = answer.report?.results;
     }
     if (answer.wanted.length === 0 && this.applied.length === 0 && !this.reported) return { outcomes: [] };
-    const { applied, outcomes } = this.sync.sync(
-      answer.wanted.map((w) => ({ podUid: w.podUid, device: w.device, limit: rates(w.limit) })),
-      this.applied,
-    );
-    this.applied = applied;
-    if (outcomes.length > 0) this.results = outcomes.map((o) => ({ ...o }));
-    const report: IoLimitReport = {
-      allowed: this.allowed,
-      observedTime: this.now().toISOString(),
-      ...(applied.length > 0 ? { applied: applied.map(toStatus) } : {}),
-      ...(this.results ? { results: this.results } : {}),
-    };
-    return sameReport(this.reported, report) ? { outcomes } : { report, outcomes };
+    const wanted = answer.wanted.map((w) => ({ podUid: w.podUid, device: w.device, limit: rates(w.limit) }));
+    const ahead = this.sync.ahead(wanted, this.applied);
+    if (!ahead) return this.carry(wanted);
+    this.pending = wanted;
+    return { ahead: this.reportOf(ahead) };
+  }
+
+  /** The round whose report ahead was stored: its writes, and the report of what they did. */
+  carryOut(): IoLimitStep {
+    const wanted = this.pending;
+    this.pending = undefined;
+    return wanted ? this.carry(wanted) : { outcomes: [] };
   }
 
   /** The report was written. */
   written(report: IoLimitReport): void {
     this.reported = report;
+  }
+
+  private carry(wanted: WantedIoLimit[]): IoLimitStep {
+    const { applied, outcomes } = this.sync.sync(wanted, this.applied ?? []);
+    this.applied = applied;
+    if (outcomes.length > 0) this.results = outcomes.map((o) => ({ ...o }));
+    const report = this.reportOf(applied);
+    return sameReport(this.reported, report) ? { outcomes } : { report, outcomes };
+  }
+
+  private reportOf(applied: readonly AppliedIoLimit[]): IoLimitReport {
+    return {
+      allowed: this.allowed,
+      observedTime: this.now().toISOString(),
+      ...(applied.length > 0 ? { applied: applied.map(toStatus) } : {}),
+      ...(this.results ? { results: this.results } : {}),
+    };
   }
 }

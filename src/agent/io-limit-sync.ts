@@ -41,6 +41,12 @@ export interface IoLimitSyncResult {
 }
 
 const sameLimit = (a: IoLimit, b: IoLimit) => IO_LIMIT_KEYS.every((k) => a[k] === b[k]);
+const sameRecord = (a: AppliedIoLimit, b: AppliedIoLimit) =>
+  a.cgroup === b.cgroup &&
+  a.version === b.version &&
+  sameLimit(a.written, b.written) &&
+  sameLimit(a.before, b.before) &&
+  sameLimit(a.replacing ?? {}, b.replacing ?? {});
 
 /** A limit's key: a pod may be limited on more than one device. */
 const keyOf = (limit: { podUid: string; device: string }) => `${limit.podUid} ${limit.device}`;
@@ -66,6 +72,36 @@ export class IoLimitSync {
     private readonly allowed: boolean,
     private readonly limiter = new IoLimiter(),
   ) {}
+
+  /**
+   * The limits this round's sets and steps will leave, worked out without writing: what a report written ahead of the
+   * writes names, so that an agent restarted before its report of them still knows them for ours. Each limit to be
+   * set or stepped as it will be, with what the limit it replaces wrote (`replacing`, still in force until the step
+   * lands) and what that one held before; every other limit applied as it is (one to be lifted is ours until it is).
+   * Undefined when no limit is to be set or stepped.
+   */
+  ahead(wanted: readonly WantedIoLimit[], applied: readonly AppliedIoLimit[]): AppliedIoLimit[] | undefined {
+    if (!this.allowed) return undefined;
+    const planned = new IoLimitSync(this.root, true, this.limiter.dry()).sync(wanted, applied).applied;
+    const records = new Map(applied.map((a) => [keyOf(a), a]));
+    let changes = false;
+    for (const next of planned) {
+      const was = records.get(keyOf(next));
+      if (was && sameRecord(was, next)) continue;
+      changes = true;
+      records.set(
+        keyOf(next),
+        was?.cgroup === next.cgroup
+          ? {
+              ...next,
+              before: { ...was.before, ...next.before },
+              replacing: { ...was.replacing, ...was.written },
+            }
+          : next,
+      );
+    }
+    return changes ? [...records.values()] : undefined;
+  }
 
   /** One round: lifts what is no longer wanted, then sets or steps what is; the limits applied after it. */
   sync(wanted: readonly WantedIoLimit[], applied: readonly AppliedIoLimit[]): IoLimitSyncResult {
@@ -160,7 +196,7 @@ export class IoLimitSync {
             ? {
                 podUid,
                 result: 'LeftAsFound',
-                message: `${changed} changed by someone else since: left as found; ${lifted.restored.join(', ') || 'nothing else'} put back`,
+                message: `${changed} no longer held our limit (changed by someone since, or never written): left as found; ${lifted.restored.join(', ') || 'nothing else'} put back`,
               }
             : { podUid, result: 'Lifted', message: `${record.device} ${describe(record.before)} put back` },
       );

@@ -93,22 +93,30 @@ export interface LimitRecord {
   device: string;
   written: IoLimit;
   before: IoLimit;
+  /**
+   * A step reported ahead of its write: what the limit it replaces wrote, still in force (and ours) until the step's
+   * writes land. A lift takes a key holding either value for ours.
+   */
+  replacing?: IoLimit;
 }
 
 /**
- * Lifting a limit: each key written goes back to what it held before, where it still holds what was written; a key
- * someone changed since is theirs, left as found (`changed`). A lift only ever raises a limit or removes it: we write
- * a key only below what it held, so a record whose `before` is not above what it wrote is none of ours (a forged or
- * corrupt report, read back by a restarted agent), and its key is left as found too.
+ * Lifting a limit: each key written goes back to what it held before, where it still holds what was written (or, a
+ * step reported ahead of its write, what the limit it replaced wrote); a key that holds anything else is left as found
+ * (`changed`): someone changed it since, or a write reported ahead never landed (it then holds what it held before,
+ * and there is nothing to put back). A lift only ever raises a limit or removes it: we write a key only below
+ * what it held, so a record whose `before` is not above what it wrote is none of ours (a forged or corrupt report,
+ * read back by a restarted agent), and its key is left as found too.
  */
 export function planLift(now: IoLimit, record: LimitRecord): { restore: IoLimit; changed: IoLimitKey[] } {
   const restore: IoLimit = {};
   const changed: IoLimitKey[] = [];
   for (const key of IO_LIMIT_KEYS) {
-    const written = record.written[key];
-    if (written === undefined) continue;
+    const ours = [record.written[key], record.replacing?.[key]].filter((v) => v !== undefined);
+    if (ours.length === 0) continue;
     const before = record.before[key] ?? 'max';
-    if ((now[key] ?? 'max') === written && below(written, before)) restore[key] = before;
+    const held = now[key] ?? 'max';
+    if (ours.includes(held) && below(held, before)) restore[key] = before;
     else changed.push(key);
   }
   return { restore, changed };
@@ -161,6 +169,16 @@ function only(record: LimitRecord, keys: readonly string[]): LimitRecord {
   return part;
 }
 
+/** Ours of `record` on these keys, as the files hold them now (what was written, or what a step replaces). */
+function held(now: IoLimit, record: LimitRecord, keys: readonly IoLimitKey[]): LimitRecord {
+  const part: LimitRecord = { device: record.device, written: {}, before: {} };
+  for (const key of keys) {
+    part.written[key] = now[key] ?? 'max';
+    part.before[key] = record.before[key] ?? 'max';
+  }
+  return part;
+}
+
 /** The record but for one key. */
 const without = (record: LimitRecord, key: IoLimitKey): LimitRecord =>
   only(
@@ -173,6 +191,11 @@ const ALL_MAX: Readonly<Required<IoLimit>> = { rbps: 'max', wbps: 'max', riops: 
 /** Sets and lifts limits on one device of a cgroup (a pod's directory in the io or blkio hierarchy). */
 export class IoLimiter {
   constructor(private readonly files: CgroupFiles = KERNEL_CGROUP_FILES) {}
+
+  /** The same, writing nothing: what it would do, worked out on the files as they are. */
+  dry(): IoLimiter {
+    return new IoLimiter({ read: (path) => this.files.read(path), write: () => undefined });
+  }
 
   /** Reads what the cgroup holds for `device` now, every key ("max" where unlimited). */
   readHeld(dir: string, version: CgroupVersion, device: string): Required<IoLimit> {
@@ -215,7 +238,9 @@ export class IoLimiter {
     for (const [key, value] of Object.entries(ours.restore) as [IoLimitKey, IoLimitValue][])
       if (write[key] === undefined) back[key] = value;
     // Ours until rewritten: the keys of the previous record that still hold what it wrote.
-    let record = previous ? only(previous, Object.keys(ours.restore)) : { device, written: {}, before: {} };
+    let record = previous
+      ? held(now, previous, Object.keys(ours.restore) as IoLimitKey[])
+      : { device, written: {}, before: {} };
     this.write(
       dir,
       version,
@@ -247,7 +272,7 @@ export class IoLimiter {
       throw err;
     }
     const { restore, changed } = planLift(now, record);
-    let left = only(record, Object.keys(restore));
+    let left = held(now, record, Object.keys(restore) as IoLimitKey[]);
     this.write(
       dir,
       version,

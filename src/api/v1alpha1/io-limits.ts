@@ -75,6 +75,9 @@ export const AppliedIoLimitSchema = z
     before: IoLimitRatesSchema.describe(
       'What the files held before, key by key ("max", a value, or absent for no line): what a lift puts back, where the file still holds what was written.',
     ),
+    replacing: IoLimitRatesSchema.optional().describe(
+      'A step reported before it is written: what the limit it replaces wrote, in force until the step lands. A key holding either is ours.',
+    ),
   })
   .describe("A limit the node's agent applied, and what the files held before it.");
 export type AppliedIoLimitStatus = z.infer<typeof AppliedIoLimitSchema>;

@@ -46,6 +46,16 @@ describe('IoLimitKeeper', () => {
 
   const keeper = (allowed = true) =>
     new IoLimitKeeper(new IoLimitSync(root, allowed, new IoLimiter(kernel)), allowed, () => NOW);
+  /** A round as the agent runs it: a report ahead stored before carryOut() writes; the step the round ends with. */
+  function settle(k: IoLimitKeeper, answer: IoLimitsAnswer) {
+    const step = k.round(answer);
+    if (!step.ahead) return { ...step, ahead: undefined };
+    const ahead = step.ahead;
+    k.written(ahead);
+    const done = k.carryOut();
+    if (done.ahead) throw new Error('carryOut reported ahead');
+    return { ...done, ahead };
+  }
   /** The report as the API gives it back. */
   const stored = (report: IoLimitReport | undefined) =>
     report && (JSON.parse(JSON.stringify(report)) as IoLimitReport);
@@ -59,7 +69,7 @@ describe('IoLimitKeeper', () => {
 
   it('sets what is wanted, reports it once, and reports again only when something changed', () => {
     const k = keeper();
-    const first = k.round({ wanted: [wanted(4000)] });
+    const first = settle(k, { wanted: [wanted(4000)] });
     expect(first.outcomes.map((o) => o.result)).to.deep.equal(['Set']);
     expect(first.report).to.deep.include({ allowed: true, observedTime: NOW.toISOString() });
     expect(first.report?.applied).to.deep.equal([
@@ -77,26 +87,26 @@ describe('IoLimitKeeper', () => {
     k.written(first.report!);
     const answer: IoLimitsAnswer = { wanted: [wanted(4000)], report: stored(first.report) };
     expect(k.round(answer), 'the same again: nothing to write').to.deep.equal({ outcomes: [] });
-    const step = k.round({ ...answer, wanted: [wanted(2000)] });
+    const step = settle(k, { ...answer, wanted: [wanted(2000)] });
     expect(step.outcomes.map((o) => o.result)).to.deep.equal(['Stepped']);
     expect(step.report?.applied?.[0]?.written).to.deep.equal({ wbps: 2000 });
   });
 
   it('writes the report again after a failed write, though nothing more was done', () => {
     const k = keeper();
-    const first = k.round({ wanted: [wanted(4000)] });
-    // first.report never written: the API still holds none.
-    const again = k.round({ wanted: [wanted(4000)] });
+    const first = settle(k, { wanted: [wanted(4000)] });
+    // first.report never written: the API still holds the report ahead only.
+    const again = settle(k, { wanted: [wanted(4000)] });
     expect(again.outcomes).to.deep.equal([]);
     expect(again.report?.applied).to.deep.equal(first.report?.applied);
     expect(again.report?.results, 'what was last done, still said').to.deep.equal(first.report?.results);
   });
 
   it('restarted, lifts exactly what its report says it wrote once the limit is no longer wanted', () => {
-    const before = keeper().round({ wanted: [wanted(4000)] }).report;
+    const before = settle(keeper(), { wanted: [wanted(4000)] }).report;
     expect(readFileSync(ioMax, 'utf8')).to.equal(`${OTHERS}8:0 rbps=max wbps=4000 riops=max wiops=max\n`);
     const restarted = keeper();
-    const lifted = restarted.round({ wanted: [], report: stored(before) });
+    const lifted = settle(restarted, { wanted: [], report: stored(before) });
     expect(lifted.outcomes.map((o) => o.result)).to.deep.equal(['Lifted']);
     expect(readFileSync(ioMax, 'utf8')).to.equal(OTHERS);
     expect(lifted.report).to.not.have.property('applied');
@@ -104,15 +114,44 @@ describe('IoLimitKeeper', () => {
   });
 
   it('without --allow-io-limits, sets nothing and says so once, while still lifting what it set before', () => {
-    const before = keeper(true).round({ wanted: [wanted(4000)] }).report;
+    const before = settle(keeper(true), { wanted: [wanted(4000)] }).report;
     const k = keeper(false);
-    const refused = k.round({ wanted: [wanted(2000)], report: stored(before) });
+    const refused = settle(k, { wanted: [wanted(2000)], report: stored(before) });
     expect(refused.report?.allowed).to.equal(false);
     expect(refused.report?.results?.map((r) => r.result)).to.deep.equal(['Refused']);
     expect(readFileSync(ioMax, 'utf8'), 'the limit set before stays until lifted').to.contain('wbps=4000');
     k.written(refused.report!);
-    expect(k.round({ wanted: [wanted(2000)], report: stored(refused.report) }).report).to.equal(undefined);
-    const lifted = k.round({ wanted: [], report: stored(refused.report) });
+    expect(settle(k, { wanted: [wanted(2000)], report: stored(refused.report) }).report).to.equal(undefined);
+    const lifted = settle(k, { wanted: [], report: stored(refused.report) });
+    expect(lifted.outcomes.map((o) => o.result)).to.deep.equal(['Lifted']);
+    expect(readFileSync(ioMax, 'utf8')).to.equal(OTHERS);
+  });
+
+  it('reports a limit before it writes one, and writes none when that report is not stored', () => {
+    const k = keeper();
+    const step = k.round({ wanted: [wanted(4000)] });
+    expect(step.ahead?.applied?.[0]).to.deep.include({ written: { wbps: 4000 }, before: { wbps: 'max' } });
+    expect(kernel.writes, 'nothing written before the report is stored').to.deep.equal([]);
+    // Not stored (the write failed): the next round reports ahead again, and still writes nothing.
+    expect(k.round({ wanted: [wanted(4000)] }).ahead).to.deep.include({ applied: step.ahead?.applied });
+    expect(kernel.writes).to.deep.equal([]);
+  });
+
+  it('restarted between its report ahead and its writes, lifts nothing that is not ours', () => {
+    const ahead = keeper().round({ wanted: [wanted(4000)] }).ahead;
+    const lifted = settle(keeper(), { wanted: [], report: stored(ahead) });
+    expect(lifted.outcomes.map((o) => o.result)).to.deep.equal(['LeftAsFound']);
+    expect(readFileSync(ioMax, 'utf8')).to.equal(OTHERS);
+    expect(kernel.writes).to.deep.equal([]);
+  });
+
+  it('restarted between a step reported ahead and its write, still lifts the limit the step replaces', () => {
+    const k = keeper();
+    const set = settle(k, { wanted: [wanted(4000)] }).report;
+    const step = k.round({ wanted: [wanted(2000)], report: stored(set) }).ahead;
+    expect(step?.applied?.[0]).to.deep.include({ written: { wbps: 2000 }, replacing: { wbps: 4000 } });
+    expect(readFileSync(ioMax, 'utf8'), 'the step not written yet').to.contain('wbps=4000');
+    const lifted = settle(keeper(), { wanted: [], report: stored(step) });
     expect(lifted.outcomes.map((o) => o.result)).to.deep.equal(['Lifted']);
     expect(readFileSync(ioMax, 'utf8')).to.equal(OTHERS);
   });

@@ -206,7 +206,7 @@ describe('IoLimitSync', () => {
     const r = sync().sync([], applied);
     expect(results(r)).to.deep.equal(['db LeftAsFound']);
     expect(r.outcomes[0]!.message).to.match(
-      /^wbps changed by someone else since: left as found; wiops put back$/,
+      /^wbps no longer held our limit \(changed by someone since, or never written\): left as found; wiops put back$/,
     );
     expect(ioMax(dirs[DB]!)).to.equal(`${OTHERS}8:0 rbps=max wbps=3000 riops=max wiops=max\n`);
   });

@@ -83,6 +83,12 @@ describe('IO limit files', () => {
     ];
     for (const [what, now, restore, changed] of table)
       it(what, () => expect(planLift(now, record)).to.deep.equal({ restore, changed }));
+    it('takes a key holding what a step reported ahead replaces for ours too, until the step lands', () => {
+      const step = { device: '8:0', written: { wbps: 50 }, before: { wbps: 500 }, replacing: { wbps: 100 } };
+      for (const held of [50, 100])
+        expect(planLift({ ...MAX, wbps: held }, step)).to.deep.equal({ restore: { wbps: 500 }, changed: [] });
+      expect(planLift({ ...MAX, wbps: 500 }, step)).to.deep.equal({ restore: {}, changed: ['wbps'] });
+    });
     it('never lowers a key: a record whose before is not above what it wrote is none of ours', () => {
       const forged = {
         device: '8:0',

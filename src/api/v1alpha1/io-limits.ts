@@ -45,6 +45,19 @@ export const WantedIoLimitSchema = z
     since: z.iso
       .datetime()
       .describe('When the pod was first limited (RFC 3339): maxLimitSeconds count from it.'),
+    changedAt: z.iso
+      .datetime()
+      .optional()
+      .describe(
+        'When the limit was last set or stepped (RFC 3339): the next step waits sustainSeconds from it.',
+      ),
+    floor: IoLimitRatesSchema.optional().describe(
+      "The lowest the limit steps down to, set with the first limit (limitIo.floor): the operator's, for a restarted operator.",
+    ),
+    exhausted: z
+      .boolean()
+      .optional()
+      .describe('At the floor with the node still saturated: handed to the next remedy the policy allows.'),
   })
   .describe("A limit the operator wants on one device of one of the node's pods.");
 export type WantedIoLimitSpec = z.infer<typeof WantedIoLimitSchema>;

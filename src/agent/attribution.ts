@@ -33,7 +33,11 @@ const WRITEBACK_CHARGED = new Set(['ext4', 'xfs', 'btrfs']);
 interface Rate {
   readBytes: number;
   writeBytes: number;
+  /** Reads and writes: a share is of both together. */
   ops: number;
+  /** Apart, as io.max limits them (riops, wiops). */
+  readOps: number;
+  writeOps: number;
 }
 
 /** Per second between two counters; undefined when one went back (the cgroup was recreated): it starts again. */
@@ -47,6 +51,8 @@ function rate(before: IoCounters, after: IoCounters, ms: number): Rate | undefin
     readBytes: (read * 1000) / ms,
     writeBytes: (write * 1000) / ms,
     ops: ((reads + writes) * 1000) / ms,
+    readOps: (reads * 1000) / ms,
+    writeOps: (writes * 1000) / ms,
   };
 }
 
@@ -118,6 +124,8 @@ const figures = (r: Rate) => ({
   readBytesPerSecond: Math.round(r.readBytes),
   writeBytesPerSecond: Math.round(r.writeBytes),
   opsPerSecond: Math.round(r.ops * 10) / 10,
+  readOpsPerSecond: Math.round(r.readOps * 10) / 10,
+  writeOpsPerSecond: Math.round(r.writeOps * 10) / 10,
 });
 
 /** The device's rate and every cgroup's on it, shares scaled to add up to 100 at most. */
@@ -203,6 +211,8 @@ function listConsumers({ device, pods, runtime }: Split, context: AttributionCon
       readBytes: rest((r) => r.readBytes),
       writeBytes: rest((r) => r.writeBytes),
       ops: rest((r) => r.ops),
+      readOps: rest((r) => r.readOps),
+      writeOps: rest((r) => r.writeOps),
     }),
     sharePercent: shares.at(-1) ?? 0,
     role: 'System',

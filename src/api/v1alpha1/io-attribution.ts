@@ -39,6 +39,16 @@ export const IoConsumerSchema = z
       .optional()
       .describe('Bytes written to the device per second over the interval.'),
     opsPerSecond: z.number().min(0).optional().describe('Reads and writes per second over the interval.'),
+    readOpsPerSecond: z
+      .number()
+      .min(0)
+      .optional()
+      .describe('Reads per second over the interval (what limitIo limits as riops).'),
+    writeOpsPerSecond: z
+      .number()
+      .min(0)
+      .optional()
+      .describe('Writes per second over the interval (what limitIo limits as wiops).'),
     sharePercent: z
       .number()
       .min(0)

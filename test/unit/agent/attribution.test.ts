@@ -123,13 +123,18 @@ describe('computeAttribution', () => {
     ]);
     const db = a!.consumers[0]!;
     expect(db).to.include({ readBytesPerSecond: 0, writeBytesPerSecond: 60 * MB, opsPerSecond: 100 });
+    // Apart too, as io.max limits them: the database only writes.
+    expect(db).to.include({ readOpsPerSecond: 0, writeOpsPerSecond: 100 });
     expect(a!.consumers[1]!.psiSomeAvg10Percent).to.equal(30);
     expect(a!.consumers.at(-1)).to.include({
       kind: 'System',
       readBytesPerSecond: 18 * MB,
       writeBytesPerSecond: 15 * MB,
       opsPerSecond: 550,
+      readOpsPerSecond: 100,
+      writeOpsPerSecond: 450,
     });
+    expect(a!.consumers[1]).to.include({ readOpsPerSecond: 300, writeOpsPerSecond: 0 });
   });
 
   it('scales the cgroups down to 100 when their shares exceed the device (bios as submitted, not as merged)', () => {
@@ -237,6 +242,8 @@ describe('computeAttribution', () => {
         readBytesPerSecond: 0,
         writeBytesPerSecond: 0,
         opsPerSecond: 0,
+        readOpsPerSecond: 0,
+        writeOpsPerSecond: 0,
         psiSomeAvg10Percent: 45,
         role: 'Victim',
       },

@@ -122,7 +122,10 @@ describe('rollout throttling on the real cluster', function () {
       { timeoutMs: 90_000 },
     );
     expect(resumed.metadata?.annotations ?? {}).to.not.have.property('sandbox.remediator.io/pause-reason');
-    expect(second.logs.some((l) => l.message === 'Released rollout')).to.equal(true);
+    // Logged once the write's answer is back, which may be after the apiserver shows it.
+    await eventually('the release logged', () =>
+      Promise.resolve(second.logs.some((l) => l.message === 'Released rollout')),
+    );
     await eventually('the rollout finished', async () => isComplete(await readDeployment(namespace, 'web')), {
       timeoutMs: 60_000,
     });

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import type { Condition, SandboxHealthStatus, SandboxPolicyStatus } from '../../src/api/v1alpha1/index.js';
-import { api, type Cleanup, kubectl } from './cluster.js';
+import { Watch } from '@kubernetes/client-node';
+import { api, type Cleanup, kubeConfig, kubectl } from './cluster.js';
 
 const GROUP = 'sandbox.remediator.io';
 
@@ -21,6 +22,45 @@ export async function getHealth(node: string): Promise<SandboxHealthStatus | und
   } catch {
     return undefined;
   }
+}
+
+/** Every status a node's SandboxHealth has had since `watchHealth` was called, in order, as the watch delivered it. */
+export interface HealthHistory {
+  readonly seen: readonly SandboxHealthStatus[];
+}
+
+/**
+ * Watches a node's SandboxHealth and keeps every status it takes, so that a test sees a state the operator holds for
+ * one pass only, which a poll can miss. A watch the apiserver ends is resumed from the last version seen; the
+ * watch stops at cleanup.
+ */
+export async function watchHealth(cleanup: Cleanup, node: string): Promise<HealthHistory> {
+  const seen: SandboxHealthStatus[] = [];
+  const watch = new Watch(kubeConfig());
+  let version: string | undefined;
+  let stopped = false;
+  let abort: AbortController | undefined;
+  const start = async (): Promise<void> => {
+    abort = await watch.watch(
+      `/apis/${GROUP}/v1alpha1/sandboxhealths`,
+      { fieldSelector: `metadata.name=${node}`, ...(version ? { resourceVersion: version } : {}) },
+      (type: string, object: { metadata?: { resourceVersion?: string }; status?: SandboxHealthStatus }) => {
+        if (type === 'BOOKMARK' || type === 'ERROR') return;
+        version = object.metadata?.resourceVersion ?? version;
+        if (object.status) seen.push(object.status);
+      },
+      () => {
+        if (!stopped) setTimeout(() => void start().catch(() => undefined), 200);
+      },
+    );
+  };
+  await start();
+  cleanup.add(() => {
+    stopped = true;
+    abort?.abort();
+    return Promise.resolve();
+  });
+  return { seen };
 }
 
 export async function getPolicyStatus(name: string): Promise<SandboxPolicyStatus | undefined> {

@@ -99,10 +99,10 @@ export class NodeConditions {
     condition: NodeConditionValue | null,
   ): Promise<boolean> {
     try {
-      const version = await actuator.setNodeCondition(node.name, condition);
-      this.deps.expectations.expect(`Node/${node.name}`, version);
-      // A node patch refused on the version we just moved past stays refused: our own write is no change of theirs.
-      memory.refused.movedByUs(node.name, version);
+      this.deps.expectations.expect(
+        `Node/${node.name}`,
+        await actuator.setNodeCondition(node.name, condition),
+      );
       return true;
     } catch (err) {
       failures.add(`${NODE_CONDITION_TYPE} of node/${node.name}`, err);

@@ -57,7 +57,7 @@ export interface NodePatchInput {
 /**
  * Patches each node once with everything decided for it, independent nodes side by side under the write limit, each
  * on the version it was decided on (a node changed since answers 409, not our undo of it). A change the apiserver
- * refused for what it is is not sent again until the node or the policy changes. Returns the nodes whose patch failed
+ * refused for what it is is not sent again until someone changes the node or the policy changes. Returns the nodes whose patch failed
  * (they keep the stamps they had: claim nothing that was not written) and what the refusals block.
  */
 export async function patchNodes(
@@ -73,7 +73,7 @@ export async function patchNodes(
   await forEachLimit([...byNode], deps.writeConcurrency, async ([nodeName, actions]) => {
     const observation = observations.get(nodeName);
     if (!observation) return;
-    const refusal = input.memory.refused.refusal(nodeName, observation.version, input.generation);
+    const refusal = input.memory.refused.refusal(observation.node, input.generation);
     if (refusal !== undefined) {
       failedNodes.add(nodeName);
       blocked.push(...blockAll(actions, nodeName, { guard: 'RefusedByApi', message: refusal }));
@@ -107,7 +107,7 @@ export async function patchNodes(
         return;
       }
       if (err instanceof TerminalError)
-        input.memory.refused.refuse(nodeName, observation.version, input.generation, err.message);
+        input.memory.refused.refuse(observation.node, input.generation, err.message);
       input.failures.add(`patch of node/${nodeName}`, err);
       const detail = err instanceof Error ? err.message : String(err);
       for (const action of actions) input.report({ action, outcome: 'Failed', detail });

@@ -110,19 +110,28 @@ describe('node patching', () => {
   });
 
   it('sends a refused change again only once someone else changed the node, not after a write of our own', async () => {
-    const { cluster, memory, patch } = world();
+    const { cluster, patch } = world();
     cluster.failNextNodePatch.set('n1', new TerminalError('spec.taints: Invalid value'));
     await patch('v1');
     cluster.takeWrites();
     expect((await patch('v1')).blocked, 'the same node: not sent').to.deep.equal(['node/n1 RefusedByApi']);
-    memory.refused.movedByUs('n1', 'v2'); // our condition write
-    expect((await patch('v2')).blocked, 'our own write changed nothing of theirs').to.deep.equal([
-      'node/n1 RefusedByApi',
-    ]);
-    expect(cluster.takeWrites()).to.deep.equal([]);
-    expect((await patch('v3')).outcomes, 'someone changed the node: sent').to.deep.equal([
-      'node/n1 Succeeded',
-    ]);
+    await cluster.setNodeCondition('n1', {
+      status: 'True',
+      reason: 'IoSaturated',
+      message: 'ours',
+      lastTransitionTime: T0.toISOString(),
+      lastHeartbeatTime: T0.toISOString(),
+    });
+    expect(
+      (await patch(cluster.observedVersion('Node', 'n1')!)).blocked,
+      'our own condition write changed nothing of theirs',
+    ).to.deep.equal(['node/n1 RefusedByApi']);
+    expect(cluster.takeWrites().filter((w) => w.startsWith('patch node/'))).to.deep.equal([]);
+    cluster.changeNode('n1', (n) => ({ ...n, labels: { ...n.labels, fixed: 'true' } }));
+    expect(
+      (await patch(cluster.observedVersion('Node', 'n1')!)).outcomes,
+      'someone changed the node: sent',
+    ).to.deep.equal(['node/n1 Succeeded']);
   });
 
   const ends = [

@@ -71,9 +71,27 @@ export type Eviction = Extract<Action, { kind: 'Evict' | 'Migrate' }>;
 /** An action carried out by patching its node (spec.unschedulable, its taints). */
 export type NodeAction = Exclude<Action, Eviction>;
 
-/** Whether an action is carried out on its node (the rest are evictions). */
+/**
+ * Whether an action is carried out by patching its node. Each kind is named: a new kind fails to compile here until
+ * it is given its place, rather than falling to the node patch (or to the evictions) unannounced.
+ */
 export function isNodeAction(action: Action): action is NodeAction {
-  return !isEviction(action);
+  switch (action.kind) {
+    case 'Cordon':
+    case 'Uncordon':
+    case 'Taint':
+    case 'Untaint':
+      return true;
+    case 'Evict':
+    case 'Migrate':
+      return false;
+    default:
+      return unnamedKind(action);
+  }
+}
+
+function unnamedKind(action: never): never {
+  throw new Error(`no place for action kind ${(action as { kind: string }).kind}`);
 }
 
 /** Whether an action (or a recorded one) evicts a pod. */

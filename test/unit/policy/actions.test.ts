@@ -1,0 +1,44 @@
+// Which actions are carried out by patching their node, and which by the Eviction API: each kind by name.
+import { expect } from 'chai';
+import { ACTION_KINDS } from '../../../src/api/v1alpha1/index.js';
+import { isEviction, isNodeAction, type Action } from '../../../src/policy/actions.js';
+
+const base = { node: 'n1', target: 'node/n1', reason: 'SandboxCreationStuckOnIo', message: 'stuck' };
+const pod = { namespace: 'ns', name: 'web-1', uid: 'u1' };
+const taint = { key: 'sandbox.remediator.io/io-saturated', effect: 'NoSchedule' };
+const actionOf: Record<Action['kind'], Action> = {
+  Cordon: { ...base, kind: 'Cordon' },
+  Uncordon: { ...base, kind: 'Uncordon' },
+  Taint: { ...base, kind: 'Taint', taint },
+  Untaint: { ...base, kind: 'Untaint', taint },
+  Evict: { ...base, kind: 'Evict', pod },
+  Migrate: { ...base, kind: 'Migrate', pod },
+};
+
+describe('action kinds', () => {
+  const table: [Action['kind'], 'node' | 'eviction'][] = [
+    ['Cordon', 'node'],
+    ['Uncordon', 'node'],
+    ['Taint', 'node'],
+    ['Untaint', 'node'],
+    ['Evict', 'eviction'],
+    ['Migrate', 'eviction'],
+  ];
+  for (const [kind, carrier] of table)
+    it(`carries ${kind} out by ${carrier === 'node' ? 'patching its node' : 'the Eviction API'}`, () => {
+      const action = actionOf[kind];
+      expect([isNodeAction(action), isEviction(action)]).to.deep.equal([
+        carrier === 'node',
+        carrier === 'eviction',
+      ]);
+    });
+
+  it('names every kind the API knows', () => {
+    expect(table.map(([kind]) => kind)).to.have.members([...ACTION_KINDS]);
+  });
+
+  it('refuses a kind it does not name rather than patch a node with it', () => {
+    const unknown = { ...base, kind: 'Throttle' } as unknown as Action;
+    expect(() => isNodeAction(unknown)).to.throw(/no place for action kind Throttle/);
+  });
+});

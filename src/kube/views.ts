@@ -8,6 +8,7 @@ import {
   readStamps,
   SandboxHealthStatusSchema,
   SandboxPolicyStatusSchema,
+  WantedIoLimitsSchema,
   type OwnNodeCondition,
 } from '../api/v1alpha1/index.js';
 import {
@@ -272,6 +273,12 @@ export function healthView(raw: RawObject): HealthObject | undefined {
   if (nodeName) view.nodeName = nodeName;
   const status = SandboxHealthStatusSchema.safeParse(raw.status);
   if (status.success) view.status = status.data;
+  const wanted = obj(raw.spec).ioLimits;
+  if (wanted !== undefined && wanted !== null) {
+    const limits = WantedIoLimitsSchema.safeParse(wanted);
+    if (limits.success) view.ioLimits = limits.data;
+    else view.ioLimitsUnreadable = true;
+  }
   // The apiserver's clock for the agent's last write: an agent whose clock is ahead cannot make its last reading
   // look new after it stopped (io-pressure.ts readingTime).
   const written = arr(meta.managedFields).find(

@@ -14,6 +14,7 @@ import {
   VERSION,
   type SandboxHealthStatus,
   type SandboxPolicyStatus,
+  type WantedIoLimitSpec,
 } from '../api/v1alpha1/index.js';
 import type { EventRecorder, StatusWriter, Transition } from '../ports/writes.js';
 import type { NodeView } from '../detection/index.js';
@@ -101,6 +102,36 @@ export class KubeStatusWriter implements StatusWriter {
       // refused as a merge patch would be).
       if (after !== undefined && (isPatchNotApplicable(err) || isNotFound(err)))
         throw new OutOfTurnError(what, { cause: err });
+      throw terminalIfInvalid(err, what);
+    }
+  }
+
+  async patchHealthIoLimits(
+    name: string,
+    limits: readonly WantedIoLimitSpec[],
+    read: readonly WantedIoLimitSpec[] | undefined,
+  ): Promise<string | undefined> {
+    const what = `spec.ioLimits patch of sandboxhealth/${name}`;
+    // Tested on the list alone, not the object's version: the agent's reports change the object every few seconds.
+    const ops: object[] =
+      read === undefined
+        ? [{ op: 'add', path: '/spec/ioLimits', value: limits }]
+        : [
+            { op: 'test', path: '/spec/ioLimits', value: read },
+            limits.length > 0
+              ? { op: 'replace', path: '/spec/ioLimits', value: limits }
+              : { op: 'remove', path: '/spec/ioLimits' },
+          ];
+    try {
+      const updated = (await this.custom.patchClusterCustomObject(
+        { group: GROUP, version: VERSION, plural: 'sandboxhealths', name, body: ops },
+        jsonPatch(),
+      )) as { metadata?: { resourceVersion?: string } };
+      return updated.metadata?.resourceVersion;
+    } catch (err) {
+      // The list is not what was read (someone lifted a limit, or it is gone with its object): changed meanwhile.
+      if (isPatchNotApplicable(err) || isNotFound(err))
+        throw Object.assign(new Error(`${what}: changed meanwhile`, { cause: err }), { code: 409, body: {} });
       throw terminalIfInvalid(err, what);
     }
   }

@@ -51,6 +51,12 @@ export class OperatorMetrics {
     labelNames: ['action', 'result', 'dry_run'] as const,
     registers: [this.registry],
   });
+  readonly ioLimits = new Counter({
+    name: 'sandbox_remediator_io_limits_total',
+    help: "IO limits (limitIo) by action: Set, Step, Lift, Exhausted (at the floor, handed on), LiftedByOthers (a person removed one), NotApplied (the node's agent could not apply one).",
+    labelNames: ['policy', 'action'] as const,
+    registers: [this.registry],
+  });
   readonly ignoredEvents = new Counter({
     name: 'sandbox_remediator_failure_events_ignored_total',
     help: 'Failure Events about stuck pods not counted, by reason: NotKubelet (another component wrote it) or OtherNode (the kubelet of another node, or none).',

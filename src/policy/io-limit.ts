@@ -89,6 +89,11 @@ export interface LimitInput {
   liftedAt: ReadonlyMap<string, Date>;
   /** How many more limits may be set or stepped now (the remedy's own rate). */
   budget: number;
+  /**
+   * The limited pods (by UID) whose limit the agent's report does not show applied as wanted: not yet in force, so
+   * it is neither stepped nor found exhausted (a step is never taken on a limit that did not work yet).
+   */
+  unverified?: ReadonlySet<string>;
 }
 
 export type LiftReason = 'NoLongerNeeded' | 'PodGone' | 'PolicyGone' | 'MaxDuration' | 'Exempted';
@@ -166,7 +171,8 @@ export function decideLimits(input: LimitInput): LimitPlan {
         saturated &&
         input.device === held.device &&
         seconds(held.changedAt, now) >= s.sustainSeconds &&
-        !held.exhausted;
+        !held.exhausted &&
+        !input.unverified?.has(held.uid);
       if (due && atFloor(held)) {
         next.exhausted = true;
         decisions.push({ kind: 'Exhausted', pod: next });

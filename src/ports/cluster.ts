@@ -4,6 +4,7 @@ import type {
   LabelSelector,
   RolloutKind,
   SandboxHealthStatus,
+  WantedIoLimitSpec,
   SandboxPolicyStatus,
 } from '../api/v1alpha1/index.js';
 import type { WorkloadView, EventView, GatedPodView, NodeView, PodView } from '../detection/index.js';
@@ -34,6 +35,12 @@ export interface HealthObject {
   uid: string;
   nodeName?: string;
   status?: SandboxHealthStatus;
+  /**
+   * spec.ioLimits, the IO limits the operator wants on the node's pods, as stored (absent: none); a list that does
+   * not parse is `unreadable` instead, and left alone.
+   */
+  ioLimits?: WantedIoLimitSpec[];
+  ioLimitsUnreadable?: true;
   /** When the apiserver last took the agent's status.ioReading (its managedFields time, whole seconds). */
   readingWrittenTime?: string;
 }

@@ -1,6 +1,11 @@
 // What the controllers write of their own: SandboxHealth objects, both kinds' status, and Events. The actuator
 // (src/actuation) is the port for what they change on other people's objects.
-import type { RolloutKind, SandboxHealthStatus, SandboxPolicyStatus } from '../api/v1alpha1/index.js';
+import type {
+  RolloutKind,
+  SandboxHealthStatus,
+  SandboxPolicyStatus,
+  WantedIoLimitSpec,
+} from '../api/v1alpha1/index.js';
 import type { NodeView } from '../detection/index.js';
 
 /** Writes the operator's own objects. Implementations patch only what they are given. */
@@ -17,6 +22,16 @@ export interface StatusWriter {
     after?: string,
   ): Promise<{ version?: string; status?: SandboxHealthStatus }>;
   deleteHealth(name: string): Promise<void>;
+  /**
+   * Writes a SandboxHealth's spec.ioLimits whole (empty: removed), only if it still holds `read` (undefined: absent),
+   * tested by the API as it applies the write; resolves with the new resourceVersion. A list changed since (a person
+   * lifted a limit) is a 409, so it is never written over.
+   */
+  patchHealthIoLimits(
+    name: string,
+    limits: readonly WantedIoLimitSpec[],
+    read: readonly WantedIoLimitSpec[] | undefined,
+  ): Promise<string | undefined>;
   /** Resolves with the policy's new resourceVersion (undefined when it is gone or none was returned). */
   patchPolicyStatus(name: string, status: SandboxPolicyStatus): Promise<string | undefined>;
 }

@@ -1,6 +1,6 @@
 // Crafted cgroup trees for the agent's attribution tests: the files kubelet's two drivers and the kernel's two
 // hierarchies give a pod, written in the kernel's formats (test/fixtures/cgroups holds files from real kernels).
-import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { IoCounters } from '../../src/agent/cgroup-files.js';
 
@@ -105,6 +105,12 @@ export class CgroupTree {
     suffix = this.recursive ? '_recursive' : '',
   ): void {
     mkdirSync(dir, { recursive: true });
+    // The limit files, empty (no limit) as the kernel shows them, and left to whoever writes them (the agent's limits).
+    const limitFiles =
+      this.version === 'v2'
+        ? ['io.max']
+        : ['read_bps', 'write_bps', 'read_iops', 'write_iops'].map((k) => `blkio.throttle.${k}_device`);
+    for (const file of limitFiles) if (!existsSync(join(dir, file))) writeFileSync(join(dir, file), '');
     if (this.version === 'v2') {
       put(join(dir, 'io.stat'), ioStatText(counters));
       put(join(dir, 'io.pressure'), pressureText(psi ?? 0));

@@ -4,7 +4,7 @@
 // advance continuously: a step once a second, at the agent's own 1 s interval, made a sample window that straddled a
 // step see two seconds of one file and one of another, a 60 % share read as 30 %), for at most MAX_TICKS, so that a
 // test that forgets to stop it leaves nothing running.
-import { renameSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -63,6 +63,8 @@ export class MeasuredNode {
     readonly name: string,
     private readonly cleanup: Cleanup,
     private readonly version: 'v1' | 'v2' = 'v2',
+    /** The agent runs with --allow-io-limits: it writes the limits the operator wants into the crafted tree. */
+    private readonly allowIoLimits = false,
   ) {}
 
   /** Starts the agent over idle /proc and an empty tree; the disk turns busy with `pressure('load')`. */
@@ -89,6 +91,7 @@ export class MeasuredNode {
       '--interval-seconds=1',
       '--heartbeat-seconds=3',
       `--culprit-share-percent=${CULPRIT_SHARE_PERCENT}`,
+      ...(this.allowIoLimits ? ['--allow-io-limits'] : []),
     ]);
     this.cleanup.add(() => this.agent.stop());
   }
@@ -99,6 +102,12 @@ export class MeasuredNode {
    */
   pod(uid: string, qos: Qos, load: Load): void {
     this.pods.set(uid, { qos, load, total: this.pods.get(uid)?.total ?? zero() });
+  }
+
+  /** The pod's io.max (v2) as the agent left it: its limit lines, empty when it has none. */
+  ioMax(uid: string, qos: Qos): string {
+    if (!this.tree) return '';
+    return readFileSync(join(this.tree.podDir({ uid, qos }), 'io.max'), 'utf8');
   }
 
   /** The pod left the node (evicted): kubelet removes its cgroup, and its IO stops. */

@@ -24,6 +24,7 @@ import {
   type SandboxPolicySpecInput,
   type SandboxPolicyStatus,
   type NodeConditionValue,
+  type WantedIoLimitSpec,
 } from '../../src/api/v1alpha1/index.js';
 import type {
   Change,
@@ -526,6 +527,48 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
       version,
       status: JSON.parse(JSON.stringify(updated.status)) as SandboxHealthStatus,
     });
+  }
+  /** Fails the next spec.ioLimits write of a SandboxHealth with this error. */
+  readonly failNextIoLimitsPatch = new Map<string, Error>();
+  /**
+   * As the apiserver applies the operator's JSON Patch of spec.ioLimits: only while the list is still what was read
+   * (a 409-shaped error otherwise), a new version of the object.
+   */
+  patchHealthIoLimits(
+    name: string,
+    limits: readonly WantedIoLimitSpec[],
+    read: readonly WantedIoLimitSpec[] | undefined,
+  ): Promise<string | undefined> {
+    this.writes.push(`patch health/${name} ioLimits`);
+    const failure = this.failNextIoLimitsPatch.get(name);
+    if (failure) {
+      this.failNextIoLimitsPatch.delete(name);
+      return Promise.reject(failure);
+    }
+    const health = this.vanished.has(name) ? undefined : this.apiHealth(name);
+    const stored = health?.ioLimits;
+    if (!health || JSON.stringify(stored) !== JSON.stringify(read))
+      return Promise.reject(Object.assign(new Error('changed meanwhile'), { code: 409, body: {} }));
+    const updated: HealthObject = { ...health };
+    if (limits.length > 0) updated.ioLimits = JSON.parse(JSON.stringify(limits)) as WantedIoLimitSpec[];
+    else delete updated.ioLimits;
+    if (this.lagging) this.undeliveredHealth.set(name, updated);
+    return Promise.resolve(
+      this.commit(
+        `SandboxHealth/${name}`,
+        () => {
+          this.healthMap.set(name, updated);
+          if (this.undeliveredHealth.get(name) === updated) this.undeliveredHealth.delete(name);
+        },
+        { quiet: true },
+      ),
+    );
+  }
+  /** Someone else (an SRE, the agent) changes a SandboxHealth: a new version, seen at once. */
+  changeHealth(name: string, change: (health: HealthObject) => HealthObject): void {
+    const health = this.healthMap.get(name);
+    if (!health) throw new Error(`no sandboxhealth ${name}`);
+    this.commit(`SandboxHealth/${name}`, () => this.healthMap.set(name, change(health)));
   }
   /** A SandboxHealth as the API holds it (ahead of the cache while lagging). */
   apiHealth(name: string) {

@@ -147,6 +147,8 @@ export const CONTROL_PLANE_LABEL = 'node-role.kubernetes.io/control-plane';
 export const EXCLUDE_LABEL = `${KEY_PREFIX}exclude`;
 /** A pod labelled so (true) is never migrated, however much IO it does. */
 export const NO_MIGRATE_LABEL = `${KEY_PREFIX}no-migrate`;
+/** A pod labelled so (true) never has its IO limited (limitIo). */
+export const NO_LIMIT_LABEL = `${KEY_PREFIX}no-limit`;
 
 /** A label selector in the apiserver's query syntax (labelSelector=...), the same set matchesSelector picks. */
 export function formatSelector(selector: LabelSelector): string {

@@ -158,13 +158,6 @@ function crossFieldFindings(spec: SandboxPolicySpec): Finding[] {
     problems.push(...selectorProblems(selector, 'spec.remediation.migrateWorkloads.podSelector'));
   }
   const limitIo = remediation.limitIo;
-  // Until the operator sets limits, a policy asking for them is refused rather than quietly not served.
-  if (limitIo)
-    problems.push({
-      field: 'spec.remediation.limitIo',
-      message:
-        'is not carried out by this version of the operator yet (its node agent can apply limits; the operator does not set them): leave it out',
-    });
   if (limitIo && limitIo.floor.percent > limitIo.startPercent)
     problems.push({
       field: 'spec.remediation.limitIo.floor.percent',

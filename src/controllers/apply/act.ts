@@ -1,12 +1,13 @@
-// A pass's writes, from its plan: the node patches, then three strands side by side (the Node conditions, the
-// rollouts, and the budget reservation with the evictions and gate lifts it pays for), none waiting on another's
-// slowest write.
+// A pass's writes, from its plan: the node patches, then four strands side by side (the Node conditions, the
+// rollouts, the budget reservation with the evictions and gate lifts it pays for, and the IO limits), none waiting on
+// another's slowest write.
 import type { SandboxPolicyStatus } from '../../api/v1alpha1/index.js';
 import type { StatusWriter } from '../../ports/writes.js';
 import { allSettledOrFirstError } from '../../runtime/limit.js';
 import type { ActionResult } from '../../status/remediation-status.js';
 import type { ActionLog } from './action-log.js';
 import type { Evictor } from '../remediation/evictor.js';
+import type { IoLimiter } from '../iolimits/limiter.js';
 import type { NodeConditions } from '../nodecondition/node-conditions.js';
 import { patchNodes, type NodePatchDeps } from '../remediation/node-changes.js';
 import type { Pacer } from '../pacing/pacer.js';
@@ -22,6 +23,7 @@ export interface ActDeps extends NodePatchDeps {
   throttler: RolloutThrottler;
   pacer: Pacer;
   conditions: NodeConditions;
+  limiter: IoLimiter;
 }
 
 type Report = (result: ActionResult) => void;
@@ -60,6 +62,9 @@ export async function actOnPlan(deps: ActDeps, pass: Pass, plan: Plan): Promise<
     deps.conditions.write(pass, plan, nodes.failedNodes),
     deps.throttler.act(policy.name, plan.rollouts, actuator, failures, now),
     spendBudgets(deps, pass, plan, nodes.failedNodes, report),
+    deps.limiter.act(plan.limits, failures, now, (node) => {
+      memory.markDirty(node);
+    }),
   ]);
   return {
     results,

@@ -32,6 +32,9 @@ export class MetricsHooks {
       onBlocked: (guard) => {
         metrics.actionsBlocked.inc({ guard });
       },
+      onIoLimit: (policy, action) => {
+        metrics.ioLimits.inc({ policy, action });
+      },
       onIgnoredEvent: (reason) => {
         metrics.ignoredEvents.inc({ reason });
       },

@@ -20,6 +20,7 @@ import { PolicyReconciler } from '../sandboxpolicy/reconciler.js';
 import { UnreportedResults } from '../reporting/unreported.js';
 import { Reporter, type ReporterHooks } from '../reporting/reporter.js';
 import { RolloutThrottler } from '../rollouts/throttler.js';
+import { IoLimiter, type IoLimiterHooks } from '../iolimits/limiter.js';
 import { MutationCache } from '../reporting/mutation-cache.js';
 
 /** What the operator's metrics hear of the controllers. */
@@ -28,7 +29,8 @@ export type ControllerHooks = PassHooks &
   PacerHooks &
   ReporterHooks &
   NodeConditionHooks &
-  IgnoredEventHooks;
+  IgnoredEventHooks &
+  IoLimiterHooks;
 
 /** The adapters the controllers are built on: the cluster (or a test's memory of one), and how to act on it. */
 export interface ControllerDeps {
@@ -144,6 +146,14 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     actions,
     operatorNamespace: deps.operatorNamespace,
   });
+  const limiter = new IoLimiter({
+    cache,
+    writer,
+    expectations,
+    recorder,
+    operatorNamespace: deps.operatorNamespace,
+    hooks,
+  });
   // The reporter's failed writes are retried by the apply queue: built before the applier, it calls it only later.
   const reporter: Reporter = new Reporter({
     unreported,
@@ -177,6 +187,7 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     throttler,
     pacer,
     conditions,
+    limiter,
     reporter,
     unreported,
     schedule: (policy) => {
@@ -204,6 +215,7 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     evictor,
     throttler,
     pacer,
+    limiter,
     unreported,
     reporter,
     ignoredEvents: new IgnoredEvents(logger, hooks),

@@ -1,8 +1,15 @@
-import type { IoReadingStatus, SandboxHealthStatus, SandboxPolicySpec } from '../../api/v1alpha1/index.js';
+import {
+  NO_LIMIT_LABEL,
+  type IoReadingStatus,
+  type SandboxHealthStatus,
+  type SandboxPolicySpec,
+  type WantedIoLimitSpec,
+} from '../../api/v1alpha1/index.js';
 import {
   detectNodeFindings,
   detectStuckPods,
   nextStuckAt,
+  type MeasuredPod,
   type NodeFindings,
   type NodeView,
 } from '../../detection/index.js';
@@ -110,13 +117,30 @@ async function readLive(
     );
     draft.cause = cause;
     draft.attribution = attribution;
-    draft.ioHeavyPods = culprits;
+    draft.ioHeavyPods = request.spec.remediation.limitIo
+      ? movableDespiteLimits(culprits, deps.cache.health(draft.node.name)?.ioLimits, request.policy)
+      : culprits;
     if (dueAt !== undefined) draft.dueAt = Math.min(draft.dueAt, dueAt);
   } else delete memory.state(draft.node.name).culprits;
   await readIoHeavyPods(deps, request, draft);
   if (!needsLiveReads(request.spec, draft, memory)) return;
   await resolveClaims(deps, request.policy, draft, memory);
   await readRunningRollouts(deps, request, draft, memory);
+}
+
+/**
+ * With limitIo, a culprit is limited in place first: it may move only once its limit is exhausted (at the floor with
+ * the node still saturated, or not applied by the agent), or when it is labelled never to be limited.
+ */
+function movableDespiteLimits(
+  culprits: MeasuredPod[],
+  limits: readonly WantedIoLimitSpec[] | undefined,
+  policy: string,
+): MeasuredPod[] {
+  const exhausted = new Set(
+    (limits ?? []).filter((l) => l.policy === policy && l.exhausted).map((l) => l.podUid),
+  );
+  return culprits.filter((p) => exhausted.has(p.uid) || p.labels[NO_LIMIT_LABEL] === 'true');
 }
 
 /** The attributed device's busy time in the reading it came with (the busiest disk's where the source lists none). */
@@ -149,7 +173,8 @@ function finish(request: ObserveRequest, draft: Draft): NodeObservation {
     ...(draft.io ? { io: { decision: draft.io, ...(readingToWrite ? { readingToWrite } : {}) } } : {}),
     ...(draft.cause ? { cause: { decision: draft.cause, attribution: draft.attribution } } : {}),
   });
-  return { ...observation, detection };
+  const measured = draft.reading?.attribution;
+  return { ...observation, ...(measured ? { measured } : {}), detection };
 }
 
 async function refreshSource(

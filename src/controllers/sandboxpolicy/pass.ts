@@ -1,5 +1,6 @@
 // The shape of one pass of a policy (what it saw, what it decided, what it did), and the pure steps that turn those
 // into what it reports and when it looks again.
+import type { IoLimitPlan } from '../iolimits/limiter.js';
 import type { Actuator } from '../../actuation/actuator.js';
 import {
   sameTaint,
@@ -85,6 +86,8 @@ export interface Plan {
   evictions: EvictionPlan;
   rollouts: RolloutPlan | undefined;
   pacing: PacingPlan;
+  /** The IO limits of the nodes that have or want some (limitIo). */
+  limits: IoLimitPlan | undefined;
 }
 
 /** What the pass did. */

@@ -28,6 +28,11 @@ export interface NodeObservation {
   ioHeavyPods: MeasuredPod[];
   /** Who does the device's IO, its pods named; absent on a quiet node with no attribution. */
   attribution?: IoAttribution | undefined;
+  /**
+   * The reading's attribution as measured, its pods by UID alone, whatever the pressure: what a limited pod does on a
+   * node no longer saturated (its IO limit is lifted once it wants no more).
+   */
+  measured?: IoAttribution | undefined;
   cause?: IoCauseDecision | undefined;
   /** Its medik8s lease (node-<node> in medik8s-leases), when there is one. */
   lease?: NodeLeaseView | undefined;

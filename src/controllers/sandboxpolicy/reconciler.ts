@@ -36,6 +36,7 @@ import type { UnreportedResults } from '../reporting/unreported.js';
 import { sameStatus } from '../../status/health-patch.js';
 import type { Reporter } from '../reporting/reporter.js';
 import { saturatedNodes, saturatedPlacements } from '../rollouts/observe.js';
+import type { IoLimiter } from '../iolimits/limiter.js';
 import type { RolloutThrottler } from '../rollouts/throttler.js';
 import type { MutationCache } from '../reporting/mutation-cache.js';
 
@@ -63,6 +64,7 @@ export interface PolicyReconcilerDeps extends NodePatchDeps {
   evictor: Evictor;
   throttler: RolloutThrottler;
   pacer: Pacer;
+  limiter: IoLimiter;
   reporter: Reporter;
   unreported: UnreportedResults;
   ignoredEvents: IgnoredEvents;
@@ -106,6 +108,7 @@ export class PolicyReconciler {
   forgetNode(name: string): void {
     this.deps.reporter.forgetNode(name);
     this.deps.evictor.forgetNode(name);
+    this.deps.limiter.forgetNode(name);
   }
 
   async reconcile(name: string): Promise<ReconcileResult> {
@@ -298,6 +301,16 @@ export class PolicyReconciler {
         saturated,
         stampsAfter,
         cacheReady: cache.watchesHealthy() && seen.unsettled === 0,
+      }),
+      // IO limits: each node's culprits limited in place while its disk is saturated, and lifted after.
+      limits: this.deps.limiter.plan({
+        policy,
+        spec,
+        dryRun,
+        now,
+        observations,
+        facts,
+        running: (node) => memory.state(node).pods?.byId,
       }),
       pacing: this.deps.pacer.plan({
         policy: policy.name,

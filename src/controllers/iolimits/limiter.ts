@@ -1,0 +1,347 @@
+// The in-place remedy, the operator's side (spec.remediation.limitIo, issue 44, ADR 0031): for each node a policy
+// owns, the IO limits it wants on the node's culprit pods, decided by decideLimits on the node's reading and the
+// limits read back from the node's SandboxHealth (spec.ioLimits, the agent's report in status.ioLimits), and written
+// there. The node's agent applies them and reports. A limit is taken to work only once the report shows it applied;
+// an entry someone else removed is theirs (the pod is held for cooldownSeconds); a limit the agent could not apply
+// hands the pod on to the next remedy.
+import {
+  NO_LIMIT_LABEL,
+  LimitIoSchema,
+  type LimitIo,
+  type SandboxPolicySpec,
+  type WantedIoLimitSpec,
+} from '../../api/v1alpha1/index.js';
+import type { PodView } from '../../detection/index.js';
+import {
+  decideLimits,
+  type LimitDecision,
+  type MeasuredPodIo,
+  type PodLimit,
+} from '../../policy/io-limit.js';
+import { limitKey, readBack, wishOf, type LimitState } from '../../policy/io-limit-wish.js';
+import type { NodeFacts } from '../../policy/node-facts.js';
+import type { ClusterCache, PolicyObject } from '../../ports/cluster.js';
+import { isConflict } from '../../ports/errors.js';
+import type { EventRecorder, StatusWriter } from '../../ports/writes.js';
+import type { Expectations } from '../../runtime/expectations.js';
+import { limitEvent, liftedByOthersEvent, notAppliedEvent } from '../../status/io-limit-events.js';
+import type { Failures } from '../failures.js';
+import type { NodeObservation } from '../sandboxpolicy/policy-memory.js';
+
+const MINUTE_MS = 60_000;
+const DAY_MS = 86_400_000;
+/** The settings a policy without limitIo lifts its limits with (only `active: false` is read then). */
+const DEFAULTS: LimitIo = LimitIoSchema.parse({});
+
+/** What a pass decided about one node's limits, with what it needs to write them. */
+export interface NodeLimitPlan {
+  node: string;
+  /** spec.ioLimits as read (undefined: absent): the write applies only while it still holds this. */
+  read: readonly WantedIoLimitSpec[] | undefined;
+  /** spec.ioLimits to write, whole; undefined: as it is. */
+  wish: WantedIoLimitSpec[] | undefined;
+  decisions: LimitDecision[];
+  /** This policy's entries someone else removed since the operator last wrote the list: lifted by a person. */
+  liftedByOthers: WantedIoLimitSpec[];
+  /** Limits the agent's report says it did not apply, and why: the pod goes on to the next remedy. */
+  notApplied: { limit: PodLimit; state: LimitState }[];
+}
+
+export interface IoLimitPlan {
+  policy: string;
+  dryRun: boolean;
+  /** How long a pod whose limit a person lifted is left alone. */
+  cooldownSeconds: number;
+  nodes: NodeLimitPlan[];
+}
+
+export interface IoLimitPlanInput {
+  policy: PolicyObject;
+  spec: SandboxPolicySpec;
+  dryRun: boolean;
+  now: Date;
+  observations: readonly NodeObservation[];
+  facts: ReadonlyMap<string, NodeFacts>;
+  /** The node's running pods by UID, as last read (undefined: not read, so no pod is known gone or new). */
+  running: (node: string) => ReadonlyMap<string, PodView> | undefined;
+}
+
+export interface IoLimiterHooks {
+  onIoLimit?(policy: string, action: LimitDecision['kind'] | 'LiftedByOthers' | 'NotApplied'): void;
+}
+
+/** Whether a node is in an IO incident that a limit answers: IoPressureHigh, with sandboxes stuck or fenced for it. */
+const inIoIncident = (f: NodeFacts | undefined) =>
+  f !== undefined && (f.degradedByIo || f.ioStuckPods.length > 0 || f.stamps !== undefined);
+
+/**
+ * The pods of a node's attribution a limit can be set on: named, with all four rates measured (a figure missing is
+ * unknown, not zero, and a limit is set on all four keys).
+ */
+function measuredPods(
+  observation: NodeObservation,
+  running: ReadonlyMap<string, PodView> | undefined,
+  limits: readonly PodLimit[],
+  operatorNamespace: string | undefined,
+): MeasuredPodIo[] {
+  const pods: MeasuredPodIo[] = [];
+  // Named where the pressure is proven; else as measured, by UID, which names only the pods limited already.
+  const attribution = observation.attribution ?? observation.measured;
+  const limited = new Map(limits.map((l) => [l.uid, l]));
+  for (const c of attribution?.consumers ?? []) {
+    const { readBytesPerSecond: rbps, writeBytesPerSecond: wbps } = c;
+    const { readOpsPerSecond: riops, writeOpsPerSecond: wiops } = c;
+    const podUid = c.podUid;
+    const namespace = c.namespace ?? (podUid ? limited.get(podUid)?.namespace : undefined);
+    const name = c.name ?? (podUid ? limited.get(podUid)?.name : undefined);
+    if (c.kind !== 'Pod' || !podUid || !namespace || !name) continue;
+    if (rbps === undefined || wbps === undefined || riops === undefined || wiops === undefined) continue;
+    const pod = running?.get(podUid);
+    pods.push({
+      uid: podUid,
+      namespace,
+      name,
+      sharePercent: c.sharePercent ?? 0,
+      rates: { rbps, wbps, riops, wiops },
+      ...(c.psiSomeAvg10Percent !== undefined ? { psiPercent: c.psiSomeAvg10Percent } : {}),
+      exempt: pod?.labels[NO_LIMIT_LABEL] === 'true' || namespace === operatorNamespace,
+    });
+  }
+  // A limited pod the reading does not list did less than those it lists (an idle device lists none): it presses no
+  // cap. Without a reading nothing is known of it.
+  if (attribution)
+    for (const l of limits)
+      if (!pods.some((p) => p.uid === l.uid))
+        pods.push({
+          uid: l.uid,
+          namespace: l.namespace,
+          name: l.name,
+          sharePercent: 0,
+          rates: { rbps: 0, wbps: 0, riops: 0, wiops: 0 },
+          exempt: running?.get(l.uid)?.labels[NO_LIMIT_LABEL] === 'true',
+        });
+  return pods;
+}
+
+const sameList = (a: readonly WantedIoLimitSpec[] | undefined, b: readonly WantedIoLimitSpec[]) =>
+  JSON.stringify(a ?? []) === JSON.stringify(b);
+
+/**
+ * Sets, steps and lifts the IO limits of the policies' nodes' culprit pods, and says so: an Event on each pod, a
+ * metric. It owns what the API does not hold: when each pod's last limit was lifted (the cooldown), since when each
+ * limited pod has been quiet, the limits set per policy in the last minute (the rate), what it last wrote per node
+ * (to tell a person's lift), and a dry run's limits.
+ */
+export class IoLimiter {
+  private readonly liftedAt = new Map<string, Date>();
+  private readonly quietSince = new Map<string, Date>();
+  private readonly recent = new Map<string, number[]>();
+  /** By node, this policy's entries as the operator last wrote them, by limitKey. */
+  private readonly written = new Map<string, Map<string, WantedIoLimitSpec>>();
+  private readonly simulated = new Map<string, WantedIoLimitSpec[]>();
+  /** "key state" of each limit whose not being applied was said, so it is said once. */
+  private readonly told = new Set<string>();
+
+  constructor(
+    private readonly deps: {
+      cache: ClusterCache;
+      writer: StatusWriter;
+      expectations: Expectations;
+      recorder: EventRecorder;
+      operatorNamespace?: string | undefined;
+      hooks?: IoLimiterHooks | undefined;
+    },
+  ) {}
+
+  /** The limits of each node of the policy that has or wants some; undefined when none has or wants any. */
+  plan(input: IoLimitPlanInput): IoLimitPlan | undefined {
+    const { cache, expectations } = this.deps;
+    const { policy, spec, dryRun, now } = input;
+    const settings = spec.remediation.limitIo;
+    const active = settings !== undefined && !spec.safety.paused;
+    let budget = active ? this.budget(policy.name, settings.maxLimitsPerMinute, now) : 0;
+    // No cooldown is longer than a day (the schema's bound): older lifts are forgotten.
+    for (const [uid, at] of this.liftedAt)
+      if (now.getTime() - at.getTime() > DAY_MS) this.liftedAt.delete(uid);
+    const nodes: NodeLimitPlan[] = [];
+    for (const observation of input.observations) {
+      const name = observation.node.name;
+      const health = cache.health(name);
+      // No SandboxHealth yet (its report makes it), or a list that is none of ours to rewrite: left alone.
+      if (!health || health.ioLimitsUnreadable) continue;
+      const read = dryRun ? this.simulated.get(name) : health.ioLimits;
+      if (!active && (read ?? []).length === 0) continue;
+      // Our last write of the list not yet shown by the watch: decided on once it is.
+      if (!expectations.isSettled(specKey(name), cache.observedVersion('SandboxHealth', name))) continue;
+      const back = readBack(read, health.status?.ioLimits, policy.name);
+      const limits = back.limits.map((l) => {
+        const quiet = this.quietSince.get(limitKey({ podUid: l.uid, device: l.device }));
+        return quiet ? { ...l, quietSince: quiet } : l;
+      });
+      const state = (l: PodLimit) => back.states.get(limitKey({ podUid: l.uid, device: l.device }));
+      const running = input.running(name);
+      const goneUids = new Set(limits.filter((l) => state(l) === 'PodGone').map((l) => l.uid));
+      const facts = input.facts.get(name);
+      const device = observation.attribution?.deviceNumber;
+      const decided = decideLimits({
+        settings: settings ?? DEFAULTS,
+        now,
+        active,
+        io: facts?.io ?? 'Unknown',
+        ioStuck: inIoIncident(facts),
+        ...(device ? { device } : {}),
+        pods: measuredPods(observation, running, limits, this.deps.operatorNamespace),
+        // Not read: no limited pod is known gone, and no pod new. One whose cgroup the agent found gone is gone.
+        running: new Set(
+          [...(running ? running.keys() : limits.map((l) => l.uid))].filter((uid) => !goneUids.has(uid)),
+        ),
+        limits,
+        liftedAt: this.liftedAt,
+        budget,
+        unverified: new Set(limits.filter((l) => state(l) !== 'Applied').map((l) => l.uid)),
+      });
+      budget -= decided.decisions.filter((d) => d.kind === 'Set' || d.kind === 'Step').length;
+      // A limit the agent could not apply (no --allow-io-limits, no cgroup, a failed write) hands the pod on.
+      const notApplied = decided.limits.flatMap((limit) => {
+        const s = state(limit);
+        return s === 'Refused' || s === 'NoCgroup' || s === 'Failed' ? [{ limit, state: s }] : [];
+      });
+      const handed = new Set(notApplied.map((n) => n.limit.uid));
+      const own = wishOf(
+        decided.limits.map((l) => (handed.has(l.uid) ? { ...l, exhausted: true as const } : l)),
+        policy.name,
+      );
+      // Entries of this policy that are none the operator writes stay as they are; others' are lifted.
+      const kept = (read ?? []).filter(
+        (e) =>
+          e.policy === policy.name && !back.limits.some((l) => l.uid === e.podUid && l.device === e.device),
+      );
+      const wish = [...kept, ...own];
+      // What we wrote that is gone, and not by our hand: a person lifted it.
+      const present = new Set((read ?? []).map(limitKey));
+      const liftedByOthers = [...(this.written.get(name)?.values() ?? [])].filter(
+        (e) => !present.has(limitKey(e)),
+      );
+      for (const l of decided.limits) this.keepQuiet(l);
+      if (
+        decided.decisions.length === 0 &&
+        sameList(read, wish) &&
+        liftedByOthers.length === 0 &&
+        notApplied.length === 0
+      )
+        continue;
+      nodes.push({
+        node: name,
+        read,
+        wish: sameList(read, wish) ? undefined : wish,
+        decisions: decided.decisions,
+        liftedByOthers,
+        notApplied,
+      });
+    }
+    const cooldownSeconds = (settings ?? DEFAULTS).cooldownSeconds;
+    return nodes.length > 0 ? { policy: policy.name, dryRun, cooldownSeconds, nodes } : undefined;
+  }
+
+  /** Writes each node's list (a dry run keeps it here) and says what changed; a failed write is retried by the queue. */
+  async act(plan: IoLimitPlan | undefined, failures: Failures, now: Date, markDirty: (node: string) => void) {
+    if (!plan) return;
+    for (const node of plan.nodes) {
+      if (node.wish) {
+        if (plan.dryRun) this.simulated.set(node.node, node.wish);
+        else if (!(await this.write(plan.policy, node, failures, markDirty))) continue;
+      }
+      await this.tell(plan, node, now);
+    }
+  }
+
+  /** A pod or node gone from the cluster: what the limiter keeps of it goes. */
+  forgetNode(node: string): void {
+    this.written.delete(node);
+    this.simulated.delete(node);
+  }
+
+  private async write(
+    policy: string,
+    node: NodeLimitPlan,
+    failures: Failures,
+    markDirty: (node: string) => void,
+  ): Promise<boolean> {
+    const wish = node.wish ?? [];
+    try {
+      const version = await this.deps.writer.patchHealthIoLimits(node.node, wish, node.read);
+      this.deps.expectations.expect(specKey(node.node), version);
+      this.written.set(
+        node.node,
+        new Map(wish.filter((e) => e.policy === policy).map((e) => [limitKey(e), e])),
+      );
+      return true;
+    } catch (err) {
+      markDirty(node.node);
+      failures.add(
+        isConflict(err)
+          ? `spec.ioLimits of sandboxhealth/${node.node} (changed meanwhile)`
+          : `spec.ioLimits of sandboxhealth/${node.node}`,
+        err,
+      );
+      return false;
+    }
+  }
+
+  /** The Events, the metric, and what the limiter keeps of what was done. */
+  private async tell(plan: IoLimitPlan, node: NodeLimitPlan, now: Date): Promise<void> {
+    const { recorder, hooks } = this.deps;
+    const count = (action: Parameters<NonNullable<IoLimiterHooks['onIoLimit']>>[1]) =>
+      hooks?.onIoLimit?.(plan.policy, action);
+    for (const decision of node.decisions) {
+      if (decision.kind === 'Set' || decision.kind === 'Step') this.spend(plan.policy, now);
+      if (decision.kind === 'Lift') this.forgetLimit(decision.pod.uid, decision.pod.device, now);
+      const event = limitEvent(decision, node.node, plan.dryRun);
+      if (event) {
+        count(decision.kind);
+        await recorder.record(event);
+      }
+    }
+    for (const lifted of node.liftedByOthers) {
+      this.forgetLimit(lifted.podUid, lifted.device, now);
+      this.written.get(node.node)?.delete(limitKey(lifted));
+      count('LiftedByOthers');
+      await recorder.record(liftedByOthersEvent(node.node, lifted, plan.cooldownSeconds));
+    }
+    for (const { limit, state } of node.notApplied) {
+      const key = `${limitKey({ podUid: limit.uid, device: limit.device })} ${state}`;
+      if (this.told.has(key)) continue;
+      this.told.add(key);
+      count('NotApplied');
+      await recorder.record(notAppliedEvent(node.node, limit, state));
+    }
+  }
+
+  /** A limit lifted (by us or by a person): the pod's cooldown starts, and what was kept of the limit goes. */
+  private forgetLimit(podUid: string, device: string, now: Date): void {
+    const key = limitKey({ podUid, device });
+    this.liftedAt.set(podUid, now);
+    this.quietSince.delete(key);
+    for (const told of this.told) if (told.startsWith(`${key} `)) this.told.delete(told);
+  }
+
+  private keepQuiet(limit: PodLimit): void {
+    const key = limitKey({ podUid: limit.uid, device: limit.device });
+    if (limit.quietSince) this.quietSince.set(key, limit.quietSince);
+    else this.quietSince.delete(key);
+  }
+
+  /** Limits set or stepped for the policy in the last minute, less the cap. */
+  private budget(policy: string, perMinute: number, now: Date): number {
+    const kept = (this.recent.get(policy) ?? []).filter((t) => now.getTime() - t < MINUTE_MS);
+    this.recent.set(policy, kept);
+    return Math.max(0, perMinute - kept.length);
+  }
+
+  private spend(policy: string, now: Date): void {
+    this.recent.set(policy, [...(this.recent.get(policy) ?? []), now.getTime()]);
+  }
+}
+
+/** The expectation key of our writes of a node's spec.ioLimits. */
+const specKey = (node: string) => `IoLimits/${node}`;

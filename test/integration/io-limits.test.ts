@@ -1,0 +1,147 @@
+// The culprit limited in place on the real cluster (issue 44): a real agent with --allow-io-limits reads a crafted
+// /proc and cgroup v2 tree in which one pod saturates the disk; the operator wants a limit on it in its node's
+// SandboxHealth (spec.ioLimits), the agent writes it into the pod's io.max and reports it, and once the disk is quiet
+// and the pod wants no more, the limit is lifted and io.max holds no limit again. The pod is never moved.
+import type { V1Pod } from '@kubernetes/client-node';
+import { expect } from 'chai';
+import type { IoLimitReport, WantedIoLimitSpec } from '../../src/api/v1alpha1/index.js';
+import type { Qos } from '../support/cgroup-tree.js';
+import {
+  api,
+  Cleanup,
+  createNamespace,
+  createNodes,
+  eventually,
+  hack,
+  kubectl,
+  uniqueName,
+} from '../support/cluster.js';
+import { MeasuredNode } from '../support/measured-node.js';
+import { useOperator } from '../support/operator-process.js';
+import { FAST_IO } from '../support/proc-root.js';
+import { applyPolicy } from '../support/resources.js';
+import { isRunning, podsOf, startIncident, waitForRunning } from '../support/workloads.js';
+
+const SATURATING_IO = { ...FAST_IO, thresholds: { ...FAST_IO.thresholds, diskBusyPercent: 85 } };
+const MIB = 1024 * 1024;
+const poolSelector = (pool: string) => ({ matchLabels: { 'sandbox.remediator.io/test-pool': pool } });
+const qosOf = (pod: V1Pod) => (pod.status?.qosClass ?? 'BestEffort') as Qos;
+
+interface HealthSpecAndReport {
+  spec?: { ioLimits?: WantedIoLimitSpec[] };
+  status?: { ioLimits?: IoLimitReport };
+}
+
+async function readHealth(node: string): Promise<HealthSpecAndReport> {
+  const got = await kubectl(['get', 'sandboxhealth', node, '-o', 'json']);
+  return got.code === 0 ? (JSON.parse(got.stdout) as HealthSpecAndReport) : {};
+}
+
+describe('the culprit limited in place on the real cluster', function () {
+  const operator = useOperator();
+  const cleanup = new Cleanup();
+  afterEach(() => cleanup.run());
+
+  it('limits the pod that saturates the disk in its io.max, verified by the agent, and lifts it once the disk is quiet', async function () {
+    this.timeout(240_000);
+    const namespace = await createNamespace(cleanup);
+    const { pool, names } = await createNodes(cleanup, 3);
+    const sick = names[0]!;
+    await applyPolicy(cleanup, uniqueName('it-limit'), {
+      nodeSelector: poolSelector(pool),
+      detection: { stuckThresholdSeconds: 3 },
+      ioPressure: SATURATING_IO,
+      // No step within the test; a lift soon after the pod is quiet.
+      remediation: { limitIo: { sustainSeconds: 600, recoverySeconds: 5, cooldownSeconds: 5 } },
+      safety: { maxUnhealthyNodes: 1, minSchedulableNodes: 1, cooldownSeconds: 5 },
+    });
+    const { apps } = api();
+    const deployment = async (name: string) => {
+      await apps.createNamespacedDeployment({
+        namespace,
+        body: {
+          metadata: { name },
+          spec: {
+            replicas: 1,
+            selector: { matchLabels: { app: name } },
+            template: {
+              metadata: { labels: { app: name } },
+              spec: {
+                nodeSelector: { 'kubernetes.io/hostname': sick },
+                terminationGracePeriodSeconds: 0,
+                containers: [{ name: 'app', image: 'registry.local/app:1' }],
+              },
+            },
+          },
+        },
+      });
+      cleanup.add(() => apps.deleteNamespacedDeployment({ name, namespace }).catch(() => undefined));
+    };
+    await deployment('db');
+    const [db] = await waitForRunning(namespace, 'db', 1);
+    const uid = db!.metadata!.uid!;
+
+    const node = new MeasuredNode(sick, cleanup, 'v2', true);
+    await node.start();
+    node.pod(uid, qosOf(db!), { percent: 60 }); // 60 MiB/s and 600 writes/s of the crafted disk's 100 MiB/s
+    node.runtimeLoad({ percent: 3 });
+    await startIncident(cleanup, sick);
+    await deployment('web');
+    await eventually('the web pod stuck on the sick node', async () =>
+      (await podsOf(namespace, 'web')).some((p) => !isRunning(p)),
+    );
+    await node.pressure('load');
+
+    // The operator's wish, then the agent's write and report of it.
+    const wanted = await eventually(
+      'a limit wanted on the culprit',
+      async () => (await readHealth(sick)).spec?.ioLimits?.find((l) => l.podUid === uid),
+      { timeoutMs: 90_000 },
+    ).catch((err: unknown) => {
+      const trail = operator.logs
+        .filter((l) => l.level !== 'debug')
+        .map((l) => JSON.stringify(l))
+        .slice(-30);
+      throw new Error(`${String(err)}\n${trail.join('\n')}`);
+    });
+    expect(wanted).to.include({ device: '254:0', pod: `${namespace}/${db!.metadata!.name}` });
+    // Half of what it did when limited (startPercent 50): about 30 MiB/s written, measured over the agent's window.
+    expect(Number(wanted.limit.wbps)).to.be.within(20 * MIB, 40 * MIB);
+    expect(wanted.limit.rbps, 'no reads: the floor').to.equal(MIB);
+    const applied = await eventually(
+      'the agent reports the limit applied',
+      async () => (await readHealth(sick)).status?.ioLimits?.applied?.find((a) => a.podUid === uid),
+      { timeoutMs: 30_000 },
+    );
+    expect(applied.wanted).to.deep.equal(wanted.limit);
+    expect(node.ioMax(uid, qosOf(db!))).to.match(new RegExp(`^254:0 .*wbps=${wanted.limit.wbps}\\b`));
+    await eventually('the IoLimited Event on the pod', async () =>
+      (await kubectl(['describe', 'pod', '-n', namespace, db!.metadata!.name!])).stdout.includes('IoLimited'),
+    );
+
+    // The disk quiet and the pod wanting no more: the limit is lifted, and io.max holds no limit again.
+    const stopped = await hack('incident', ['stop', '--node', sick]);
+    expect(stopped.code, stopped.stderr).to.equal(0);
+    node.pod(uid, qosOf(db!), { percent: 1 });
+    await node.pressure('idle');
+    await eventually(
+      'the limit no longer wanted',
+      async () => !(await readHealth(sick)).spec?.ioLimits?.length,
+      {
+        timeoutMs: 90_000,
+      },
+    );
+    await eventually(
+      'io.max without our limit',
+      () => Promise.resolve(!/wbps=\d/.test(node.ioMax(uid, qosOf(db!)))),
+      { timeoutMs: 30_000 },
+    );
+    await eventually('the IoLimitLifted Event on the pod', async () =>
+      (await kubectl(['describe', 'pod', '-n', namespace, db!.metadata!.name!])).stdout.includes(
+        'IoLimitLifted',
+      ),
+    );
+    // Limited, never moved.
+    expect((await podsOf(namespace, 'db')).map((p) => p.metadata?.uid)).to.deep.equal([uid]);
+  });
+});

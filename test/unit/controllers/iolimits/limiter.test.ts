@@ -1,0 +1,262 @@
+// Reconcile tests of the in-place remedy (limitIo, issue 44): the culprit of a saturated node is limited in
+// spec.ioLimits, verified by the agent's report before a step, stepped while the disk stays saturated, lifted once it
+// wants no more; a person's lift is theirs; a limit the agent could not apply hands the pod on to migration.
+import { expect } from 'chai';
+import type {
+  IoAttribution,
+  IoConsumer,
+  IoLimitReport,
+  WantedIoLimitSpec,
+} from '../../../../src/api/v1alpha1/index.js';
+import type { PodView } from '../../../../src/detection/index.js';
+import { aPod, anEvent, nameReservedMessage } from '../../../support/builders.js';
+import { aNode, MemoryCluster } from '../../../support/memory-cluster.js';
+import { aReconciler } from '../../../support/reconciler.js';
+
+const MIB = 1024 * 1024;
+const running = (name: string, labels: Record<string, string> = {}): PodView => ({
+  ...aPod().named(name, 'shop').onNode('n1').running().labelled(labels).build(),
+  controllerKind: 'StatefulSet',
+});
+
+/** What each pod does: 40 MiB/s written and 400 writes/s for the db, a little for the others. */
+const consumer = (pod: PodView, share: number, role: IoConsumer['role'], scale = 1): IoConsumer => ({
+  kind: 'Pod',
+  podUid: pod.uid,
+  sharePercent: share,
+  role,
+  readBytesPerSecond: 4 * MIB * scale,
+  writeBytesPerSecond: 40 * MIB * scale,
+  readOpsPerSecond: 40 * scale,
+  writeOpsPerSecond: 400 * scale,
+});
+
+function world(remediation: Record<string, unknown> = {}, safety: Record<string, unknown> = {}) {
+  const cluster = new MemoryCluster()
+    .addPolicy('p', {
+      detection: { stuckThresholdSeconds: 30 },
+      ioPressure: { sustainSeconds: 0, recoverySeconds: 0, staleAfterSeconds: 3600 },
+      remediation: {
+        cordon: false,
+        evictStuckPods: false,
+        limitIo: { sustainSeconds: 30, recoverySeconds: 60, cooldownSeconds: 300 },
+        ...remediation,
+      },
+      safety: { maxUnhealthyNodes: 1, ...safety },
+    })
+    .addNodes(aNode('n1'), aNode('n2'), aNode('n3'));
+  const db = running('db-0');
+  const api = running('api-0');
+  const exempt = running('ingest-0', { 'sandbox.remediator.io/no-limit': 'true' });
+  cluster.running = [db, api, exempt];
+  const stuck = {
+    ...aPod().named('web-1', 'shop').onNode('n1').waitingSince(new Date(0)).build(),
+    controllerKind: 'ReplicaSet',
+  };
+  cluster.pods = [stuck];
+  cluster.events = [anEvent().about(stuck).saying(nameReservedMessage(stuck)).build()];
+  const state = { saturated: true, dbScale: 1 };
+  const attribution = (): IoAttribution => ({
+    cgroupVersion: 'v2',
+    driver: 'systemd',
+    device: 'sda',
+    deviceNumber: '8:0',
+    confidence: 'High',
+    confidenceReason: 'cgroup v2, ext4',
+    podsMeasured: 3,
+    consumers: [
+      consumer(db, 45, 'Culprit', state.dbScale),
+      consumer(exempt, 30, 'Culprit'),
+      consumer(api, 2, 'Bystander', 0.05),
+    ],
+  });
+  const controllers = aReconciler(cluster, {
+    startSeconds: 600,
+    sources: () => ({
+      kind: 'agent',
+      refresh: () => Promise.resolve(),
+      read: (node: string) => ({
+        source: 'agent',
+        observedTime: new Date(controllers.clock.now()).toISOString(),
+        psiSomeAvg10Percent: node === 'n1' && state.saturated ? 60 : 1,
+        ...(node === 'n1'
+          ? {
+              attribution: attribution(),
+              diskBusyPercent: state.saturated ? 97 : 10,
+              devices: [{ name: 'sda', busyPercent: state.saturated ? 97 : 10, inFlight: 30 }],
+            }
+          : {}),
+      }),
+    }),
+  });
+  const wanted = () => cluster.healthMap.get('n1')?.ioLimits ?? [];
+  /** The node's agent: applies what is wanted (or refuses it) and reports, as a new version of the object. */
+  const agentReports = (allowed = true) => {
+    const limits = wanted();
+    const report: IoLimitReport = {
+      allowed,
+      observedTime: new Date(controllers.clock.now()).toISOString(),
+      applied: allowed
+        ? limits.map((l) => ({
+            podUid: l.podUid,
+            device: l.device,
+            cgroupVersion: 'v2' as const,
+            cgroup: `kubepods.slice/pod${l.podUid}`,
+            wanted: l.limit,
+            written: l.limit,
+            before: {
+              rbps: 'max' as const,
+              wbps: 'max' as const,
+              riops: 'max' as const,
+              wiops: 'max' as const,
+            },
+          }))
+        : [],
+      results: limits.map((l) => ({
+        podUid: l.podUid,
+        result: allowed ? ('Set' as const) : ('Refused' as const),
+        message: allowed ? 'set' : 'no --allow-io-limits',
+      })),
+    };
+    cluster.changeHealth('n1', (h) => ({ ...h, status: { ...h.status!, ioLimits: report } }));
+  };
+  const events = (reason: string) => cluster.takeEvents().filter((e) => e.includes(reason));
+  return { cluster, db, api, exempt, state, wanted, agentReports, events, ...controllers };
+}
+
+const rates = (l: WantedIoLimitSpec | undefined) =>
+  l && [l.limit.rbps, l.limit.wbps, l.limit.riops, l.limit.wiops];
+
+describe('IoLimiter: the culprit limited in place', () => {
+  it('limits the culprit of a saturated node at startPercent of what it does, and not a bystander nor a no-limit pod', async () => {
+    const { cluster, reconciler, wanted, db } = world();
+    await reconciler.reconcile('p'); // the SandboxHealth made
+    await reconciler.reconcile('p');
+    expect(wanted().map((l) => l.pod)).to.deep.equal([`shop/${db.name}`]);
+    expect(rates(wanted()[0])).to.deep.equal([2 * MIB, 20 * MIB, 50, 200]); // riops: 20 is under the 50 ops/s floor
+    expect(wanted()[0]).to.include({ device: '8:0', policy: 'p', podUid: db.uid });
+    expect(cluster.takeEvents()).to.include(`Pod/${db.name} Warning IoLimited`);
+  });
+
+  it('steps a limit down only once the agent reports it applied, and after sustainSeconds of pressure', async () => {
+    const { reconciler, wanted, agentReports, clock, events } = world();
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    events('IoLimited');
+    clock.advance(40_000);
+    reconciler.markDirty('p', 'n1');
+    await reconciler.reconcile('p');
+    expect(rates(wanted()[0]), 'not applied yet: never stepped').to.deep.equal([2 * MIB, 20 * MIB, 50, 200]);
+    agentReports();
+    await reconciler.reconcile('p');
+    expect(rates(wanted()[0]), 'applied, still saturated: stepped').to.deep.equal([MIB, 10 * MIB, 50, 100]);
+    expect(events('IoLimitStepped')).to.have.length(1);
+  });
+
+  it('lifts the limit once the disk is no longer saturated and the pod wants no more for recoverySeconds', async () => {
+    const { reconciler, wanted, agentReports, clock, state, events } = world();
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    agentReports();
+    state.saturated = false;
+    state.dbScale = 0.1; // well under its cap
+    reconciler.markDirty('p', 'n1');
+    await reconciler.reconcile('p');
+    expect(wanted(), 'quiet, not yet for recoverySeconds').to.have.length(1);
+    clock.advance(61_000);
+    reconciler.markDirty('p', 'n1');
+    await reconciler.reconcile('p');
+    expect(wanted()).to.deep.equal([]);
+    expect(events('IoLimitLifted')).to.have.length(1);
+  });
+
+  it('keeps the limit of a pod that still presses against its cap after the disk recovered', async () => {
+    const { reconciler, wanted, agentReports, clock, state } = world();
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    agentReports();
+    state.saturated = false; // its cap is what holds the disk down: the pod still does all its limit allows
+    state.dbScale = 0.5;
+    clock.advance(61_000);
+    reconciler.markDirty('p', 'n1');
+    await reconciler.reconcile('p');
+    expect(wanted()).to.have.length(1);
+  });
+
+  it('leaves a limit a person lifted to them: said once, and not set again within the cooldown', async () => {
+    const { cluster, reconciler, wanted, db, clock, events } = world();
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    events('IoLimited');
+    cluster.changeHealth('n1', (h) => {
+      const { ioLimits: _lifted, ...rest } = h;
+      return rest; // kubectl patch sandboxhealth n1 --type json -p '[{"op":"remove","path":"/spec/ioLimits"}]'
+    });
+    await reconciler.reconcile('p');
+    expect(events('IoLimitLiftedByOthers')).to.deep.equal([`Pod/${db.name} Normal IoLimitLiftedByOthers`]);
+    clock.advance(60_000);
+    reconciler.markDirty('p', 'n1');
+    await reconciler.reconcile('p');
+    expect(wanted(), 'within the cooldown').to.deep.equal([]);
+    expect(events('IoLimit')).to.deep.equal([]);
+    clock.advance(300_000);
+    reconciler.markDirty('p', 'n1');
+    await reconciler.reconcile('p');
+    expect(
+      wanted().map((l) => l.podUid),
+      'after it',
+    ).to.deep.equal([db.uid]);
+  });
+
+  it('writes over no one: a list changed between the look and the write is decided again', async () => {
+    const { cluster, reconciler, wanted } = world();
+    await reconciler.reconcile('p');
+    cluster.failNextIoLimitsPatch.set('n1', Object.assign(new Error('changed'), { code: 409, body: {} }));
+    await reconciler.reconcile('p');
+    expect(wanted(), 'the write refused').to.deep.equal([]);
+    await reconciler.reconcile('p'); // the retry, after the apply queue's backoff
+    expect(wanted()).to.have.length(1);
+  });
+
+  it('hands a pod whose limit the agent refused on to migration, and says why', async () => {
+    const { cluster, reconciler, agentReports, db, events } = world({
+      migrateWorkloads: { by: 'measuredIo', maxPodsPerNode: 5 },
+    });
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    expect(
+      cluster.takeWrites().filter((w) => w.startsWith('evict')),
+      'limited first, not moved',
+    ).to.deep.equal([]);
+    agentReports(false);
+    await reconciler.reconcile('p');
+    expect(events('IoLimitNotApplied')).to.deep.equal([`Pod/${db.name} Warning IoLimitNotApplied`]);
+    await reconciler.reconcile('p');
+    expect(cluster.takeWrites().filter((w) => w.startsWith('evict'))).to.include(`evict pod/shop/${db.name}`);
+  });
+
+  it('lifts every limit of a policy that no longer asks for them', async () => {
+    const { cluster, reconciler, wanted, events } = world();
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    expect(wanted()).to.have.length(1);
+    const policy = cluster.policy('p')!;
+    const spec = policy.spec as { remediation: Record<string, unknown> };
+    const { limitIo: _removed, ...remediation } = spec.remediation;
+    cluster.policyMap.set('p', { ...policy, generation: 2, spec: { ...spec, remediation } });
+    await reconciler.reconcile('p');
+    expect(wanted()).to.deep.equal([]);
+    expect(events('IoLimitLifted')).to.have.length(1);
+  });
+
+  it('in a dry run, says the limit it would set, once, and writes nothing', async () => {
+    const { cluster, reconciler, wanted, events } = world({}, { dryRun: true });
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    reconciler.markDirty('p', 'n1');
+    await reconciler.reconcile('p');
+    expect(wanted()).to.deep.equal([]);
+    expect(cluster.takeWrites().filter((w) => w.includes('ioLimits'))).to.deep.equal([]);
+    expect(events('IoLimited')).to.have.length(1);
+  });
+});

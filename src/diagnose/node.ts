@@ -9,6 +9,7 @@ import {
 } from '../api/v1alpha1/index.js';
 import { assessRuntimeVersion, classifyFailureMessage } from '../detection/index.js';
 import { consumerName } from '../policy/io-cause.js';
+import { limitKey, readBack } from '../policy/io-limit-wish.js';
 import { judgeReading, readingTime, staleAfterFor } from '../policy/io-pressure.js';
 import type { NodeDiagnosisInput } from './inputs.js';
 import { deriveBlockers, deriveNextSteps, type NodeSituation } from './next-steps.js';
@@ -49,6 +50,7 @@ export function diagnoseNode(input: NodeDiagnosisInput): NodeDiagnosis {
         (a, b) => Number(b.runtime) - Number(a.runtime),
       ),
     },
+    ioLimits: ioLimitsOf(input.health),
     done: {
       cordonedByOperator: realStamps?.cordoned === true,
       stamps: { ...input.node?.annotations },
@@ -308,4 +310,21 @@ function summarise(d: NodeDiagnosis, stamps: NodeStamps | undefined): string {
   const evicted = d.done.actions.filter((a) => a.kind === 'Evict' && a.outcome === 'Succeeded').length;
   if (evicted > 0) parts.push(`${evicted} pod(s) evicted`);
   return `${d.node}: ${parts.join('; ')}`;
+}
+
+/** The IO limits wanted on the node's pods, each with what its agent's report says of it. */
+function ioLimitsOf(health: NodeDiagnosisInput['health']): NodeDiagnosis['ioLimits'] {
+  const wish = health?.ioLimits ?? [];
+  return wish.map((w) => {
+    const back = readBack([w], health?.status?.ioLimits, w.policy);
+    return {
+      pod: w.pod,
+      device: w.device,
+      limit: w.limit,
+      state: back.states.get(limitKey(w)) ?? 'Pending',
+      since: w.since,
+      exhausted: w.exhausted === true,
+      policy: w.policy,
+    };
+  });
 }

@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import {
   IoCauseSchema,
+  IoLimitRatesSchema,
   ACTION_KINDS,
   ROLLOUT_KINDS,
   ActionRecordSchema,
@@ -218,6 +219,25 @@ export const NodeDiagnosisSchema = z
       "Who does the saturated device's IO (status.ioCause): the culprit first, and the remedy it calls for.",
     ),
     nodeEvidence: NodeEvidenceSchema,
+    ioLimits: z
+      .array(
+        z.object({
+          pod: z.string().describe('namespace/name.'),
+          device: z.string().describe('MAJ:MIN.'),
+          limit: IoLimitRatesSchema,
+          state: z
+            .enum(['Applied', 'Pending', 'Refused', 'NoCgroup', 'Failed', 'PodGone'])
+            .describe("What the node agent's report says of it: applied as wanted, not yet, or why not."),
+          since: z.string().describe('When the pod was first limited.'),
+          exhausted: z
+            .boolean()
+            .describe('At its floor with the disk still saturated: handed to the next remedy.'),
+          policy: z.string(),
+        }),
+      )
+      .describe(
+        "The IO limits the operator wants on the node's pods (spec.ioLimits, limitIo), and their state.",
+      ),
     runtime: RuntimeSchema.optional(),
     done: z
       .object({

@@ -65,6 +65,23 @@ function ioCauseSection(d: NodeDiagnosis): string[] {
   return section(`Who does the IO: ${cause.cause}`, [`  ${cut(oneLine(cause.message))}`, ...table(rows)]);
 }
 
+const rate = (value: number | 'max' | undefined, unit: string) =>
+  value === undefined || value === 'max' ? '-' : `${value} ${unit}`;
+
+/** The IO limits wanted on the node's pods, and whether its agent applied them. */
+function ioLimitsSection(d: NodeDiagnosis): string[] {
+  if (d.ioLimits.length === 0) return [];
+  const rows = d.ioLimits.map((l) => [
+    l.pod,
+    l.device,
+    `read ${rate(l.limit.rbps, 'B/s')}, ${rate(l.limit.riops, 'ops/s')}`,
+    `write ${rate(l.limit.wbps, 'B/s')}, ${rate(l.limit.wiops, 'ops/s')}`,
+    l.exhausted ? `${l.state}, exhausted` : l.state,
+    `since ${l.since}`,
+  ]);
+  return section('IO limits (limitIo)', table(rows));
+}
+
 /** The reads that failed, when any did. */
 const notRead = (unavailable: readonly { what: string; message: string }[]) =>
   unavailable.length > 0
@@ -91,6 +108,7 @@ export function formatNodeDiagnosis(d: NodeDiagnosis): string {
   lines.push(`  as of ${d.generatedAt}`);
   // The culprit first: it decides the remedy (a pod to move, the runtime to calm, or nothing to single out).
   lines.push(...ioCauseSection(d));
+  lines.push(...ioLimitsSection(d));
   lines.push(...stuckPodsSection(d));
   lines.push(...ioSection(d));
   lines.push(...nodeEvidenceSection(d));

@@ -115,7 +115,7 @@ describe('CRDs on the real apiserver', function () {
     expect(patched.code, patched.stderr).to.equal(0);
     const health = await kubectl(['get', 'sandboxhealth', name]);
     expect(health.stdout.split('\n')[0]).to.match(
-      /^NAME\s+STATE\s+STUCK\s+IO-PSI\s+DISK-BUSY\s+TOP IO\s+ACTION\s+AGE$/,
+      /^NAME\s+STATE\s+STUCK\s+IO-PSI\s+DISK-BUSY\s+TOP IO\s+IO-LIMITED\s+ACTION\s+AGE$/,
     );
     expect(health.stdout).to.match(new RegExp(`${name}\\s+Degraded\\s+2\\s+42.5\\s+97\\s+Cordon`));
     const short = await kubectl(['get', 'sbh', name, '-o', 'wide']);

@@ -115,6 +115,10 @@ describe('the culprit limited in place on the real cluster', function () {
     );
     expect(applied.wanted).to.deep.equal(wanted.limit);
     expect(node.ioMax(uid, qosOf(db!))).to.match(new RegExp(`^254:0 .*wbps=${wanted.limit.wbps}\\b`));
+    expect(
+      (await kubectl(['get', 'sandboxhealth', sick])).stdout,
+      'kubectl get sbh: the limited pod',
+    ).to.contain(`${namespace}/${db!.metadata!.name}`);
     await eventually('the IoLimited Event on the pod', async () =>
       (await kubectl(['describe', 'pod', '-n', namespace, db!.metadata!.name!])).stdout.includes('IoLimited'),
     );

@@ -108,6 +108,12 @@ export const SandboxHealthKind: ResourceKind = {
       jsonPath: '.status.topConsumer',
       description: 'The top IO consumer of the saturated device and its share.',
     },
+    {
+      name: 'IO-Limited',
+      type: 'string',
+      jsonPath: '.spec.ioLimits[*].pod',
+      description: 'The pods whose IO the operator limits in place (limitIo), as namespace/name.',
+    },
     { name: 'Action', type: 'string', jsonPath: '.status.lastAction', description: 'Latest action.' },
     { name: 'Age', type: 'date', jsonPath: '.metadata.creationTimestamp', description: 'Age.' },
     {

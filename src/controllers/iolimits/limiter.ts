@@ -83,6 +83,7 @@ function measuredPods(
   running: ReadonlyMap<string, PodView> | undefined,
   limits: readonly PodLimit[],
   operatorNamespace: string | undefined,
+  quietDisk: boolean,
 ): MeasuredPodIo[] {
   const pods: MeasuredPodIo[] = [];
   // Named where the pressure is proven; else as measured, by UID, which names only the pods limited already.
@@ -107,9 +108,10 @@ function measuredPods(
       exempt: pod?.labels[NO_LIMIT_LABEL] === 'true' || namespace === operatorNamespace,
     });
   }
-  // A limited pod the reading does not list did less than those it lists (an idle device lists none): it presses no
-  // cap. Without a reading nothing is known of it.
-  if (attribution)
+  // A limited pod the reading does not list did less than those it lists (an idle device lists none), and on a disk
+  // the reading finds quiet the agent attributes nothing: either way it presses no cap that matters. Without a reading
+  // nothing is known of it.
+  if (attribution || quietDisk)
     for (const l of limits)
       if (!pods.some((p) => p.uid === l.uid))
         pods.push({
@@ -179,6 +181,13 @@ export class IoLimiter {
         return quiet ? { ...l, quietSince: quiet } : l;
       });
       const state = (l: PodLimit) => back.states.get(limitKey({ podUid: l.uid, device: l.device }));
+      // What we wrote that is gone, and not by our hand: a person lifted it, and its pod's cooldown starts now.
+      const present = new Set((read ?? []).map(limitKey));
+      const liftedByOthers = [...(this.written.get(name)?.values() ?? [])].filter(
+        (e) => !present.has(limitKey(e)),
+      );
+      const liftedAt = new Map(this.liftedAt);
+      for (const lifted of liftedByOthers) liftedAt.set(lifted.podUid, now);
       const running = input.running(name);
       const goneUids = new Set(limits.filter((l) => state(l) === 'PodGone').map((l) => l.uid));
       const facts = input.facts.get(name);
@@ -190,13 +199,13 @@ export class IoLimiter {
         io: facts?.io ?? 'Unknown',
         ioStuck: inIoIncident(facts),
         ...(device ? { device } : {}),
-        pods: measuredPods(observation, running, limits, this.deps.operatorNamespace),
+        pods: measuredPods(observation, running, limits, this.deps.operatorNamespace, facts?.io === 'Low'),
         // Not read: no limited pod is known gone, and no pod new. One whose cgroup the agent found gone is gone.
         running: new Set(
           [...(running ? running.keys() : limits.map((l) => l.uid))].filter((uid) => !goneUids.has(uid)),
         ),
         limits,
-        liftedAt: this.liftedAt,
+        liftedAt,
         budget,
         unverified: new Set(limits.filter((l) => state(l) !== 'Applied').map((l) => l.uid)),
       });
@@ -217,11 +226,6 @@ export class IoLimiter {
           e.policy === policy.name && !back.limits.some((l) => l.uid === e.podUid && l.device === e.device),
       );
       const wish = [...kept, ...own];
-      // What we wrote that is gone, and not by our hand: a person lifted it.
-      const present = new Set((read ?? []).map(limitKey));
-      const liftedByOthers = [...(this.written.get(name)?.values() ?? [])].filter(
-        (e) => !present.has(limitKey(e)),
-      );
       for (const l of decided.limits) this.keepQuiet(l);
       if (
         decided.decisions.length === 0 &&
@@ -271,6 +275,8 @@ export class IoLimiter {
     try {
       const version = await this.deps.writer.patchHealthIoLimits(node.node, wish, node.read);
       this.deps.expectations.expect(specKey(node.node), version);
+      // Looked at again behind the expectation: what migration may take depends on the list (an exhausted limit).
+      markDirty(node.node);
       this.written.set(
         node.node,
         new Map(wish.filter((e) => e.policy === policy).map((e) => [limitKey(e), e])),

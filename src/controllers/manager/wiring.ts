@@ -91,7 +91,7 @@ function settingsOf(deps: ControllerDeps) {
 
 /**
  * The concerns more than one controller uses, each owning its own state: one set of expectations (the read-your-writes
- * fence, and the removals in flight), the Node condition, the action log, pacing and the medik8s leases.
+ * fence, and the removals in flight), the Node condition, the action log, pacing, the medik8s leases and the IO limits.
  */
 function sharedConcerns(deps: ControllerDeps) {
   const { cache, recorder, clock, logger } = deps;
@@ -124,7 +124,15 @@ function sharedConcerns(deps: ControllerDeps) {
     logger,
     dryRun,
   });
-  return { expectations, conditions, actions, pacer, leases };
+  const limiter = new IoLimiter({
+    cache,
+    writer: deps.writer,
+    expectations,
+    recorder,
+    operatorNamespace: deps.operatorNamespace,
+    hooks,
+  });
+  return { expectations, conditions, actions, pacer, leases, limiter };
 }
 
 /**
@@ -134,7 +142,7 @@ function sharedConcerns(deps: ControllerDeps) {
 export function buildControllers(deps: ControllerDeps): Controllers {
   const { cache, writer, recorder, clock, logger } = deps;
   const { hooks, writeConcurrency, resyncMs, dryRun, requeue } = settingsOf(deps);
-  const { expectations, conditions, actions, pacer, leases } = sharedConcerns(deps);
+  const { expectations, conditions, actions, pacer, leases, limiter } = sharedConcerns(deps);
   const mutations = new MutationCache(cache, expectations);
   const memories = new PolicyMemories();
   const unreported = new UnreportedResults();
@@ -145,14 +153,6 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     recorder,
     actions,
     operatorNamespace: deps.operatorNamespace,
-  });
-  const limiter = new IoLimiter({
-    cache,
-    writer,
-    expectations,
-    recorder,
-    operatorNamespace: deps.operatorNamespace,
-    hooks,
   });
   // The reporter's failed writes are retried by the apply queue: built before the applier, it calls it only later.
   const reporter: Reporter = new Reporter({

@@ -347,3 +347,53 @@ describe('diagnoseNode', () => {
     expect(NOW.toISOString()).to.equal(diagnoseNode(input).generatedAt);
   });
 });
+
+describe('diagnoseNode: IO limits (limitIo)', () => {
+  const limit = { rbps: 1_048_576, wbps: 20_971_520, riops: 50, wiops: 300 };
+  const wanted = (podUid: string, pod: string) => ({
+    podUid,
+    pod,
+    device: '8:0',
+    limit,
+    policy: 'p1',
+    since: T0.toISOString(),
+    changedAt: T0.toISOString(),
+    floor: { rbps: 1_048_576, wbps: 4_194_304, riops: 50, wiops: 60 },
+  });
+
+  it('lists each limit wanted with what the agent reported of it: applied, refused, or not yet', () => {
+    const input = remediatingInput((i) => {
+      i.health!.ioLimits = [
+        wanted('u-db', 'shop/db-0'),
+        wanted('u-logs', 'shop/logs-x'),
+        wanted('u-q', 'shop/q-0'),
+      ];
+      i.health!.status!.ioLimits = {
+        allowed: true,
+        observedTime: T0.toISOString(),
+        applied: [
+          {
+            podUid: 'u-db',
+            device: '8:0',
+            cgroupVersion: 'v2',
+            cgroup: 'kubepods.slice/pod-u-db',
+            wanted: limit,
+            written: limit,
+            before: {},
+          },
+        ],
+        results: [{ podUid: 'u-logs', result: 'NoCgroup', message: 'no cgroup' }],
+      };
+    });
+    const d = diagnoseNode(input);
+    expect(d.ioLimits.map((l) => [l.pod, l.state])).to.deep.equal([
+      ['shop/db-0', 'Applied'],
+      ['shop/logs-x', 'NoCgroup'],
+      ['shop/q-0', 'Pending'],
+    ]);
+  });
+
+  it('has none on a node with no limit wanted', () => {
+    expect(diagnoseNode(remediatingInput()).ioLimits).to.deep.equal([]);
+  });
+});

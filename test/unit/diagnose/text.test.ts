@@ -243,3 +243,29 @@ describe('diagnose text', () => {
     expect(text).to.not.contain('NODE');
   });
 });
+
+describe('diagnose text: IO limits', () => {
+  it('lists each limit wanted with its rates and state, after who does the IO', () => {
+    const input = remediatingInput((i) => {
+      i.health!.ioLimits = [
+        {
+          podUid: 'u-db',
+          pod: 'shop/db-0',
+          device: '8:0',
+          limit: { rbps: 1_048_576, wbps: 20_971_520, riops: 50, wiops: 300 },
+          policy: 'p1',
+          since: '2026-01-01T00:00:00Z',
+          exhausted: true,
+        },
+      ];
+    });
+    const lines = sectionOf(formatDiagnosis(diagnoseNode(input)), 'IO limits');
+    expect(lines[1]).to.match(
+      /shop\/db-0\s+8:0\s+read 1048576 B\/s, 50 ops\/s\s+write 20971520 B\/s, 300 ops\/s\s+Pending, exhausted\s+since 2026-01-01T00:00:00Z/,
+    );
+  });
+
+  it('has no such section when nothing is limited', () => {
+    expect(formatDiagnosis(diagnoseNode(remediatingInput()))).to.not.contain('IO limits');
+  });
+});

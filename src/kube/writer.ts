@@ -110,12 +110,17 @@ export class KubeStatusWriter implements StatusWriter {
     name: string,
     limits: readonly WantedIoLimitSpec[],
     read: readonly WantedIoLimitSpec[] | undefined,
+    version: string | undefined,
   ): Promise<string | undefined> {
     const what = `spec.ioLimits patch of sandboxhealth/${name}`;
     // Tested on the list alone, not the object's version: the agent's reports change the object every few seconds.
+    // An absent list cannot be tested: it is added only to the version it was read on (add would replace one).
     const ops: object[] =
       read === undefined
-        ? [{ op: 'add', path: '/spec/ioLimits', value: limits }]
+        ? [
+            ...(version ? [{ op: 'test', path: '/metadata/resourceVersion', value: version }] : []),
+            { op: 'add', path: '/spec/ioLimits', value: limits },
+          ]
         : [
             { op: 'test', path: '/spec/ioLimits', value: read },
             limits.length > 0

@@ -72,10 +72,15 @@ export function readBack(
   const result: ReadBack = { limits: [], states: new Map(), others: [], problems: [] };
   const applied = new Map((report?.applied ?? []).map((a) => [limitKey(a), a]));
   const last = new Map((report?.results ?? []).map((r) => [r.podUid, r.result]));
+  const reportedAt = date(report?.observedTime)?.getTime() ?? -Infinity;
   for (const entry of wish ?? []) {
     const key = limitKey(entry);
     const done = applied.get(key);
-    const said = last.get(entry.podUid);
+    // A result older than the limit's last change answers an earlier limit, not this one.
+    const said =
+      reportedAt >= (date(entry.changedAt ?? entry.since)?.getTime() ?? Infinity)
+        ? last.get(entry.podUid)
+        : undefined;
     result.states.set(
       key,
       done && sameRates(done.wanted, entry.limit) ? 'Applied' : notApplied(said) ? said : 'Pending',

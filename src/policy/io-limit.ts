@@ -94,6 +94,8 @@ export interface LimitInput {
    * it is neither stepped nor found exhausted (a step is never taken on a limit that did not work yet).
    */
   unverified?: ReadonlySet<string>;
+  /** The most limits the node may hold (its SandboxHealth's list is bounded): a culprit past it is held (Full). */
+  maxLimits?: number;
 }
 
 export type LiftReason = 'NoLongerNeeded' | 'PodGone' | 'PolicyGone' | 'MaxDuration' | 'Exempted';
@@ -103,7 +105,7 @@ export type LimitDecision =
   | { kind: 'Step'; pod: PodLimit; before: IoRates }
   | { kind: 'Lift'; pod: PodLimit; reason: LiftReason }
   | { kind: 'Exhausted'; pod: PodLimit }
-  | { kind: 'Held'; uid: string; why: 'Cooldown' | 'Rate' | 'Exempt' | 'NoDevice' };
+  | { kind: 'Held'; uid: string; why: 'Cooldown' | 'Rate' | 'Exempt' | 'NoDevice' | 'Full' };
 
 export interface LimitPlan {
   decisions: LimitDecision[];
@@ -200,7 +202,9 @@ export function decideLimits(input: LimitInput): LimitPlan {
           ? 'Cooldown'
           : budget <= 0
             ? 'Rate'
-            : undefined;
+            : limits.length >= (input.maxLimits ?? Infinity)
+              ? 'Full'
+              : undefined;
     if (why || !input.device) {
       decisions.push({ kind: 'Held', uid: pod.uid, why: why ?? 'NoDevice' });
       continue;

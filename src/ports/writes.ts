@@ -23,14 +23,15 @@ export interface StatusWriter {
   ): Promise<{ version?: string; status?: SandboxHealthStatus }>;
   deleteHealth(name: string): Promise<void>;
   /**
-   * Writes a SandboxHealth's spec.ioLimits whole (empty: removed), only if it still holds `read` (undefined: absent),
-   * tested by the API as it applies the write; resolves with the new resourceVersion. A list changed since (a person
-   * lifted a limit) is a 409, so it is never written over.
+   * Writes a SandboxHealth's spec.ioLimits whole (empty: removed), only if it still holds `read`, tested by the API as
+   * it applies the write; an absent list (`read` undefined) is added only to the object's `version`. Resolves with
+   * the new resourceVersion. A list changed since (a person lifted a limit) is a 409, so it is never written over.
    */
   patchHealthIoLimits(
     name: string,
     limits: readonly WantedIoLimitSpec[],
     read: readonly WantedIoLimitSpec[] | undefined,
+    version: string | undefined,
   ): Promise<string | undefined>;
   /** Resolves with the policy's new resourceVersion (undefined when it is gone or none was returned). */
   patchPolicyStatus(name: string, status: SandboxPolicyStatus): Promise<string | undefined>;

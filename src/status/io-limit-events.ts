@@ -2,7 +2,6 @@
 // stepped from what, lifted and why, handed on, and a limit a person lifted.
 import type { WantedIoLimitSpec } from '../api/v1alpha1/index.js';
 import type { IoRates, LimitDecision, LiftReason, PodLimit } from '../policy/io-limit.js';
-import type { LimitState } from '../policy/io-limit-wish.js';
 import type { Transition } from '../ports/writes.js';
 import { DRY_RUN_PREFIX } from './remediation-status.js';
 
@@ -18,7 +17,7 @@ export function describeRates(r: IoRates): string {
 const LIFTED: Record<LiftReason, string> = {
   NoLongerNeeded: 'it no longer wants more than its limit (its rates under the cap, its own IO pressure low)',
   PodGone: 'the pod left the node',
-  PolicyGone: 'the policy no longer limits IO (limitIo removed, the policy paused, deleted or made invalid)',
+  PolicyGone: 'the policy no longer limits IO (limitIo removed, or the policy paused)',
   MaxDuration: 'it reached maxLimitSeconds',
   Exempted: 'it is labelled sandbox.remediator.io/no-limit=true',
 };
@@ -85,23 +84,35 @@ export function liftedByOthersEvent(
   };
 }
 
-const NOT_APPLIED: Record<'Refused' | 'NoCgroup' | 'Failed', string> = {
+/** Why the agent did not apply a limit: its report says so, or it never answered. */
+export type NotAppliedState = 'Refused' | 'NoCgroup' | 'Failed' | 'Unreported';
+
+const NOT_APPLIED: Record<NotAppliedState, string> = {
   Refused: "the node's agent runs without --allow-io-limits (the chart's agent.allowIoLimits)",
   NoCgroup: "the node's agent found no cgroup of the pod",
   Failed: "the node's agent could not write the pod's cgroup files (its report says why)",
+  Unreported:
+    "the node's agent has not reported it applied (is it running, and a version that applies limits?)",
 };
 
 /** A limit the agent did not apply: the pod is handed on to the next remedy as if exhausted. */
-export function notAppliedEvent(
-  node: string,
-  limit: PodLimit,
-  state: 'Refused' | 'NoCgroup' | 'Failed' | LimitState,
-): Transition {
-  const why = state in NOT_APPLIED ? NOT_APPLIED[state as keyof typeof NOT_APPLIED] : state;
+export function notAppliedEvent(node: string, limit: PodLimit, state: NotAppliedState): Transition {
+  const why = NOT_APPLIED[state];
   return {
     target: podTarget(limit),
     type: 'Warning',
     reason: 'IoLimitNotApplied',
     message: `IO limit on ${limit.device} of node ${node} not applied: ${why}; the pod is handed to the next remedy the policy allows`,
+  };
+}
+
+/** Another policy's limit on a node this policy now owns: lifted, as nothing serves it any more. */
+export function otherPolicyLiftedEvent(node: string, lifted: WantedIoLimitSpec, policy: string): Transition {
+  const [namespace = '', name = ''] = lifted.pod.split('/');
+  return {
+    target: { kind: 'Pod', namespace, name, uid: lifted.podUid },
+    type: 'Normal',
+    reason: 'IoLimitLifted',
+    message: `IO limit on ${lifted.device} of node ${node} lifted: it was policy ${lifted.policy}'s, and node ${node} is policy ${policy}'s now; the files get back what they held`,
   };
 }

@@ -538,6 +538,7 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
     name: string,
     limits: readonly WantedIoLimitSpec[],
     read: readonly WantedIoLimitSpec[] | undefined,
+    version: string | undefined,
   ): Promise<string | undefined> {
     this.writes.push(`patch health/${name} ioLimits`);
     const failure = this.failNextIoLimitsPatch.get(name);
@@ -547,7 +548,13 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
     }
     const health = this.vanished.has(name) ? undefined : this.apiHealth(name);
     const stored = health?.ioLimits;
-    if (!health || JSON.stringify(stored) !== JSON.stringify(read))
+    const apiVersion = this.apiVersions.get(`SandboxHealth/${name}`);
+    const added = read === undefined && version !== undefined && apiVersion !== undefined;
+    if (
+      !health ||
+      JSON.stringify(stored) !== JSON.stringify(read) ||
+      (added && String(apiVersion) !== version)
+    )
       return Promise.reject(Object.assign(new Error('changed meanwhile'), { code: 409, body: {} }));
     const updated: HealthObject = { ...health };
     if (limits.length > 0) updated.ioLimits = JSON.parse(JSON.stringify(limits)) as WantedIoLimitSpec[];

@@ -47,6 +47,7 @@ export async function actOnPlan(deps: ActDeps, pass: Pass, plan: Plan): Promise<
     ? await patchNodes(deps, new Map(plan.observations.map((o) => [o.node.name, o])), {
         policy: policy.name,
         generation: policy.generation,
+        now,
         memory,
         actions: plan.actions,
         stampsAfter: plan.remediation.stampsAfter,

@@ -5,31 +5,35 @@
 // an entry someone else removed is theirs (the pod is held for cooldownSeconds); a limit the agent could not apply
 // hands the pod on to the next remedy.
 import {
-  NO_LIMIT_LABEL,
+  MAX_IO_LIMITS_PER_NODE,
   LimitIoSchema,
   type LimitIo,
   type SandboxPolicySpec,
   type WantedIoLimitSpec,
 } from '../../api/v1alpha1/index.js';
 import type { PodView } from '../../detection/index.js';
-import {
-  decideLimits,
-  type LimitDecision,
-  type MeasuredPodIo,
-  type PodLimit,
-} from '../../policy/io-limit.js';
-import { limitKey, readBack, wishOf, type LimitState } from '../../policy/io-limit-wish.js';
+import { decideLimits, type LimitDecision, type PodLimit } from '../../policy/io-limit.js';
+import { limitKey, readBack, wishOf } from '../../policy/io-limit-wish.js';
 import type { NodeFacts } from '../../policy/node-facts.js';
 import type { ClusterCache, PolicyObject } from '../../ports/cluster.js';
 import { isConflict } from '../../ports/errors.js';
 import type { EventRecorder, StatusWriter } from '../../ports/writes.js';
 import type { Expectations } from '../../runtime/expectations.js';
-import { limitEvent, liftedByOthersEvent, notAppliedEvent } from '../../status/io-limit-events.js';
+import {
+  limitEvent,
+  liftedByOthersEvent,
+  notAppliedEvent,
+  otherPolicyLiftedEvent,
+  type NotAppliedState,
+} from '../../status/io-limit-events.js';
 import type { Failures } from '../failures.js';
 import type { NodeObservation } from '../sandboxpolicy/policy-memory.js';
+import { inIoIncident, measuredPods } from './measured-pods.js';
 
 const MINUTE_MS = 60_000;
 const DAY_MS = 86_400_000;
+/** A limit the agent has not reported applied within this long (or twice sustainSeconds) counts as not applied. */
+const UNREPORTED_MIN_MS = 60_000;
 /** The settings a policy without limitIo lifts its limits with (only `active: false` is read then). */
 const DEFAULTS: LimitIo = LimitIoSchema.parse({});
 
@@ -38,13 +42,17 @@ export interface NodeLimitPlan {
   node: string;
   /** spec.ioLimits as read (undefined: absent): the write applies only while it still holds this. */
   read: readonly WantedIoLimitSpec[] | undefined;
+  /** The SandboxHealth's version it was read on: an absent list is added only to that version. */
+  version: string | undefined;
   /** spec.ioLimits to write, whole; undefined: as it is. */
   wish: WantedIoLimitSpec[] | undefined;
   decisions: LimitDecision[];
   /** This policy's entries someone else removed since the operator last wrote the list: lifted by a person. */
   liftedByOthers: WantedIoLimitSpec[];
+  /** Another policy's entries (one deleted, or the node's former owner), lifted by this write. */
+  othersLifted: WantedIoLimitSpec[];
   /** Limits the agent's report says it did not apply, and why: the pod goes on to the next remedy. */
-  notApplied: { limit: PodLimit; state: LimitState }[];
+  notApplied: { limit: PodLimit; state: NotAppliedState }[];
 }
 
 export interface IoLimitPlan {
@@ -64,65 +72,12 @@ export interface IoLimitPlanInput {
   facts: ReadonlyMap<string, NodeFacts>;
   /** The node's running pods by UID, as last read (undefined: not read, so no pod is known gone or new). */
   running: (node: string) => ReadonlyMap<string, PodView> | undefined;
+  /** Since when (ms) each pod of the node has been a culprit, by UID (the same clock migration waits on). */
+  culpritSince: (node: string) => ReadonlyMap<string, number> | undefined;
 }
 
 export interface IoLimiterHooks {
   onIoLimit?(policy: string, action: LimitDecision['kind'] | 'LiftedByOthers' | 'NotApplied'): void;
-}
-
-/** Whether a node is in an IO incident that a limit answers: IoPressureHigh, with sandboxes stuck or fenced for it. */
-const inIoIncident = (f: NodeFacts | undefined) =>
-  f !== undefined && (f.degradedByIo || f.ioStuckPods.length > 0 || f.stamps !== undefined);
-
-/**
- * The pods of a node's attribution a limit can be set on: named, with all four rates measured (a figure missing is
- * unknown, not zero, and a limit is set on all four keys).
- */
-function measuredPods(
-  observation: NodeObservation,
-  running: ReadonlyMap<string, PodView> | undefined,
-  limits: readonly PodLimit[],
-  operatorNamespace: string | undefined,
-  quietDisk: boolean,
-): MeasuredPodIo[] {
-  const pods: MeasuredPodIo[] = [];
-  // Named where the pressure is proven; else as measured, by UID, which names only the pods limited already.
-  const attribution = observation.attribution ?? observation.measured;
-  const limited = new Map(limits.map((l) => [l.uid, l]));
-  for (const c of attribution?.consumers ?? []) {
-    const { readBytesPerSecond: rbps, writeBytesPerSecond: wbps } = c;
-    const { readOpsPerSecond: riops, writeOpsPerSecond: wiops } = c;
-    const podUid = c.podUid;
-    const namespace = c.namespace ?? (podUid ? limited.get(podUid)?.namespace : undefined);
-    const name = c.name ?? (podUid ? limited.get(podUid)?.name : undefined);
-    if (c.kind !== 'Pod' || !podUid || !namespace || !name) continue;
-    if (rbps === undefined || wbps === undefined || riops === undefined || wiops === undefined) continue;
-    const pod = running?.get(podUid);
-    pods.push({
-      uid: podUid,
-      namespace,
-      name,
-      sharePercent: c.sharePercent ?? 0,
-      rates: { rbps, wbps, riops, wiops },
-      ...(c.psiSomeAvg10Percent !== undefined ? { psiPercent: c.psiSomeAvg10Percent } : {}),
-      exempt: pod?.labels[NO_LIMIT_LABEL] === 'true' || namespace === operatorNamespace,
-    });
-  }
-  // A limited pod the reading does not list did less than those it lists (an idle device lists none), and on a disk
-  // the reading finds quiet the agent attributes nothing: either way it presses no cap that matters. Without a reading
-  // nothing is known of it.
-  if (attribution || quietDisk)
-    for (const l of limits)
-      if (!pods.some((p) => p.uid === l.uid))
-        pods.push({
-          uid: l.uid,
-          namespace: l.namespace,
-          name: l.name,
-          sharePercent: 0,
-          rates: { rbps: 0, wbps: 0, riops: 0, wiops: 0 },
-          exempt: running?.get(l.uid)?.labels[NO_LIMIT_LABEL] === 'true',
-        });
-  return pods;
 }
 
 const sameList = (a: readonly WantedIoLimitSpec[] | undefined, b: readonly WantedIoLimitSpec[]) =>
@@ -183,15 +138,25 @@ export class IoLimiter {
       const state = (l: PodLimit) => back.states.get(limitKey({ podUid: l.uid, device: l.device }));
       // What we wrote that is gone, and not by our hand: a person lifted it, and its pod's cooldown starts now.
       const present = new Set((read ?? []).map(limitKey));
-      const liftedByOthers = [...(this.written.get(name)?.values() ?? [])].filter(
-        (e) => !present.has(limitKey(e)),
-      );
+      // A dry run compares nothing with what a real run wrote: its list is its own.
+      const liftedByOthers = dryRun
+        ? []
+        : [...(this.written.get(name)?.values() ?? [])].filter((e) => !present.has(limitKey(e)));
       const liftedAt = new Map(this.liftedAt);
       for (const lifted of liftedByOthers) liftedAt.set(lifted.podUid, now);
       const running = input.running(name);
       const goneUids = new Set(limits.filter((l) => state(l) === 'PodGone').map((l) => l.uid));
       const facts = input.facts.get(name);
       const device = observation.attribution?.deviceNumber;
+      // A new limit only on a pod the cause names a culprit (the disk saturated, not the runtime's IO, not a victim),
+      // for sustainSeconds, as migration takes one: one sample is a burst.
+      const named = new Set(
+        observation.cause?.cause === 'Pod' ? observation.cause.culprits.map((c) => c.podUid ?? '') : [],
+      );
+      const since = input.culpritSince(name);
+      const ripe = (uid: string) =>
+        named.has(uid) &&
+        now.getTime() - (since?.get(uid) ?? Infinity) >= spec.ioPressure.sustainSeconds * 1000;
       const decided = decideLimits({
         settings: settings ?? DEFAULTS,
         now,
@@ -199,7 +164,13 @@ export class IoLimiter {
         io: facts?.io ?? 'Unknown',
         ioStuck: inIoIncident(facts),
         ...(device ? { device } : {}),
-        pods: measuredPods(observation, running, limits, this.deps.operatorNamespace, facts?.io === 'Low'),
+        pods: measuredPods(
+          observation,
+          running,
+          limits,
+          this.deps.operatorNamespace,
+          facts?.io === 'Low',
+        ).map((p) => (ripe(p.uid) ? p : { ...p, sharePercent: 0 })),
         // Not read: no limited pod is known gone, and no pod new. One whose cgroup the agent found gone is gone.
         running: new Set(
           [...(running ? running.keys() : limits.map((l) => l.uid))].filter((uid) => !goneUids.has(uid)),
@@ -207,13 +178,22 @@ export class IoLimiter {
         limits,
         liftedAt,
         budget,
+        maxLimits:
+          MAX_IO_LIMITS_PER_NODE -
+          (read ?? []).filter((e) => e.policy === policy.name).length +
+          limits.length,
         unverified: new Set(limits.filter((l) => state(l) !== 'Applied').map((l) => l.uid)),
       });
       budget -= decided.decisions.filter((d) => d.kind === 'Set' || d.kind === 'Step').length;
       // A limit the agent could not apply (no --allow-io-limits, no cgroup, a failed write) hands the pod on.
-      const notApplied = decided.limits.flatMap((limit) => {
+      const unreportedMs = Math.max(UNREPORTED_MIN_MS, 2 * (settings ?? DEFAULTS).sustainSeconds * 1000);
+      const notApplied = decided.limits.flatMap((limit): NodeLimitPlan['notApplied'] => {
+        if (dryRun) return []; // a dry run's limits are never applied, nor said to fail
         const s = state(limit);
-        return s === 'Refused' || s === 'NoCgroup' || s === 'Failed' ? [{ limit, state: s }] : [];
+        if (s === 'Refused' || s === 'NoCgroup' || s === 'Failed') return [{ limit, state: s }];
+        // An agent that never answers (an older one, or one wedged on the saturated node) applied nothing we know of.
+        const silent = s === 'Pending' && now.getTime() - limit.changedAt.getTime() >= unreportedMs;
+        return silent ? [{ limit, state: 'Unreported' }] : [];
       });
       const handed = new Set(notApplied.map((n) => n.limit.uid));
       const own = wishOf(
@@ -237,9 +217,11 @@ export class IoLimiter {
       nodes.push({
         node: name,
         read,
+        version: cache.observedVersion('SandboxHealth', name),
         wish: sameList(read, wish) ? undefined : wish,
         decisions: decided.decisions,
         liftedByOthers,
+        othersLifted: back.others,
         notApplied,
       });
     }
@@ -259,10 +241,11 @@ export class IoLimiter {
     }
   }
 
-  /** A pod or node gone from the cluster: what the limiter keeps of it goes. */
+  /** A node, or its SandboxHealth, gone from the cluster: what the limiter keeps of its list goes. */
   forgetNode(node: string): void {
     this.written.delete(node);
     this.simulated.delete(node);
+    this.deps.expectations.forget(specKey(node));
   }
 
   private async write(
@@ -273,7 +256,7 @@ export class IoLimiter {
   ): Promise<boolean> {
     const wish = node.wish ?? [];
     try {
-      const version = await this.deps.writer.patchHealthIoLimits(node.node, wish, node.read);
+      const version = await this.deps.writer.patchHealthIoLimits(node.node, wish, node.read, node.version);
       this.deps.expectations.expect(specKey(node.node), version);
       // Looked at again behind the expectation: what migration may take depends on the list (an exhausted limit).
       markDirty(node.node);
@@ -314,6 +297,11 @@ export class IoLimiter {
       count('LiftedByOthers');
       await recorder.record(liftedByOthersEvent(node.node, lifted, plan.cooldownSeconds));
     }
+    if (node.wish && !plan.dryRun)
+      for (const other of node.othersLifted) {
+        count('Lift');
+        await recorder.record(otherPolicyLiftedEvent(node.node, other, plan.policy));
+      }
     for (const { limit, state } of node.notApplied) {
       const key = `${limitKey({ podUid: limit.uid, device: limit.device })} ${state}`;
       if (this.told.has(key)) continue;

@@ -44,6 +44,8 @@ const blockAll = (actions: readonly Action[], node: string, hold: Hold): Blocked
 export interface NodePatchInput {
   policy: string;
   generation: number;
+  /** The pass's time: a refusal is tried again after REFUSAL_RETRY_MS. */
+  now: Date;
   memory: PolicyMemory;
   actions: readonly Action[];
   stampsAfter: ReadonlyMap<string, NodeStamps | undefined>;
@@ -57,7 +59,8 @@ export interface NodePatchInput {
 /**
  * Patches each node once with everything decided for it, independent nodes side by side under the write limit, each
  * on the version it was decided on (a node changed since answers 409, not our undo of it). A change the apiserver
- * refused for what it is is not sent again until someone changes the node or the policy changes. Returns the nodes whose patch failed
+ * refused for what it is is not sent again until someone changes the node or the policy changes, or for
+ * REFUSAL_RETRY_MS (what refused it may be fixed meanwhile: an admission policy, a webhook). Returns the nodes whose patch failed
  * (they keep the stamps they had: claim nothing that was not written) and what the refusals block.
  */
 export async function patchNodes(
@@ -73,7 +76,7 @@ export async function patchNodes(
   await forEachLimit([...byNode], deps.writeConcurrency, async ([nodeName, actions]) => {
     const observation = observations.get(nodeName);
     if (!observation) return;
-    const refusal = input.memory.refused.refusal(observation.node, input.generation);
+    const refusal = input.memory.refused.refusal(observation.node, input.generation, input.now);
     if (refusal !== undefined) {
       failedNodes.add(nodeName);
       blocked.push(...blockAll(actions, nodeName, { guard: 'RefusedByApi', message: refusal }));
@@ -107,7 +110,7 @@ export async function patchNodes(
         return;
       }
       if (err instanceof TerminalError)
-        input.memory.refused.refuse(observation.node, input.generation, err.message);
+        input.memory.refused.refuse(observation.node, input.generation, err.message, input.now);
       input.failures.add(`patch of node/${nodeName}`, err);
       const detail = err instanceof Error ? err.message : String(err);
       for (const action of actions) input.report({ action, outcome: 'Failed', detail });

@@ -7,7 +7,16 @@ interface RefusedChange {
   /** The policy's generation it was decided on. */
   generation: number;
   message: string;
+  /** When the apiserver refused it. */
+  at: number;
 }
+
+/**
+ * How long a refused change is not sent again, unless the node or the policy changes first: what refused it (an
+ * admission policy, a webhook) may be fixed without either changing, and before, kubelet's status writes, which moved
+ * the node's version, had it tried again about as often.
+ */
+export const REFUSAL_RETRY_MS = 5 * 60_000;
 
 /**
  * What of a node a node patch is decided on and another's write may change: its labels, spec.unschedulable, its
@@ -18,20 +27,25 @@ const nodeContent = (node: NodeView): string =>
 
 /**
  * A policy's node changes the apiserver refused for what it is, by node: node patching owns them. One is not sent
- * again until someone changes the node (its labels, cordon, taints or stamps) or the policy changes.
+ * again until someone changes the node (its labels, cordon, taints or stamps) or the policy changes, or for
+ * REFUSAL_RETRY_MS.
  */
 export class RefusedChanges {
   private readonly nodes = new Map<string, RefusedChange>();
 
   /** Why a change of the node as it is now, decided on this generation, is not sent; undefined when it may be. */
-  refusal(node: NodeView, generation: number): string | undefined {
+  refusal(node: NodeView, generation: number, now: Date): string | undefined {
     const refused = this.nodes.get(node.name);
-    return refused && refused.content === nodeContent(node) && refused.generation === generation
-      ? refused.message
-      : undefined;
+    if (!refused) return undefined;
+    const stands =
+      refused.content === nodeContent(node) &&
+      refused.generation === generation &&
+      now.getTime() - refused.at < REFUSAL_RETRY_MS;
+    if (!stands) this.nodes.delete(node.name);
+    return stands ? refused.message : undefined;
   }
 
-  refuse(node: NodeView, generation: number, message: string): void {
-    this.nodes.set(node.name, { content: nodeContent(node), generation, message });
+  refuse(node: NodeView, generation: number, message: string, now: Date): void {
+    this.nodes.set(node.name, { content: nodeContent(node), generation, message, at: now.getTime() });
   }
 }

@@ -1,5 +1,6 @@
 import {
   NO_LIMIT_LABEL,
+  type IoAttribution,
   type IoReadingStatus,
   type SandboxHealthStatus,
   type SandboxPolicySpec,
@@ -118,7 +119,12 @@ async function readLive(
     draft.cause = cause;
     draft.attribution = attribution;
     draft.ioHeavyPods = request.spec.remediation.limitIo
-      ? movableDespiteLimits(culprits, deps.cache.health(draft.node.name)?.ioLimits, request.policy)
+      ? movableDespiteLimits(
+          culprits,
+          deps.cache.health(draft.node.name)?.ioLimits,
+          request.policy,
+          attribution,
+        )
       : culprits;
     if (dueAt !== undefined) draft.dueAt = Math.min(draft.dueAt, dueAt);
   } else delete memory.state(draft.node.name).culprits;
@@ -129,18 +135,27 @@ async function readLive(
 }
 
 /**
- * With limitIo, a culprit is limited in place first: it may move only once its limit is exhausted (at the floor with
- * the node still saturated, or not applied by the agent), or when it is labelled never to be limited.
+ * With limitIo, a culprit is limited in place first: one with a limit of ours may move only once the limit is
+ * exhausted (at the floor with the node still saturated, or not applied by the agent); one without may move when no
+ * limit can be set on it (labelled never to be limited, or a source that gives no device or no rates to limit).
  */
 function movableDespiteLimits(
   culprits: MeasuredPod[],
   limits: readonly WantedIoLimitSpec[] | undefined,
   policy: string,
+  attribution: IoAttribution | undefined,
 ): MeasuredPod[] {
-  const exhausted = new Set(
-    (limits ?? []).filter((l) => l.policy === policy && l.exhausted).map((l) => l.podUid),
-  );
-  return culprits.filter((p) => exhausted.has(p.uid) || p.labels[NO_LIMIT_LABEL] === 'true');
+  const ours = new Map((limits ?? []).filter((l) => l.policy === policy).map((l) => [l.podUid, l]));
+  const limitable = (uid: string) => {
+    const c = attribution?.consumers.find((x) => x.podUid === uid);
+    const rates = [c?.readBytesPerSecond, c?.writeBytesPerSecond, c?.readOpsPerSecond, c?.writeOpsPerSecond];
+    return attribution?.deviceNumber !== undefined && rates.every((r) => r !== undefined);
+  };
+  return culprits.filter((p) => {
+    const limit = ours.get(p.uid);
+    if (limit) return limit.exhausted === true;
+    return p.labels[NO_LIMIT_LABEL] === 'true' || !limitable(p.uid);
+  });
 }
 
 /** The attributed device's busy time in the reading it came with (the busiest disk's where the source lists none). */

@@ -93,8 +93,10 @@ export class PolicyReconciler {
 
   /** Our write of this object is moot (it was deleted): stop waiting for the watch to show it. */
   forgetWrite(kind: 'Node' | 'SandboxHealth', name: string): void {
-    if (kind === 'SandboxHealth') this.deps.mutations.forgetHealth(name);
-    else this.deps.expectations.forget(`Node/${name}`);
+    if (kind === 'SandboxHealth') {
+      this.deps.mutations.forgetHealth(name);
+      this.deps.limiter.forgetNode(name);
+    } else this.deps.expectations.forget(`Node/${name}`);
   }
 
   /** The cache shows a new version of the policy: a status write of ours it includes stands in no more. */
@@ -311,6 +313,7 @@ export class PolicyReconciler {
         observations,
         facts,
         running: (node) => memory.state(node).pods?.byId,
+        culpritSince: (node) => memory.state(node).culprits,
       }),
       pacing: this.deps.pacer.plan({
         policy: policy.name,

@@ -40,9 +40,10 @@ describe('wishOf and readBack', () => {
       written: wanted,
       before: {},
     });
+    // After the limit's last change (T0 + 30 s), unless a row says otherwise.
     const report = (r: Partial<IoLimitReport>): IoLimitReport => ({
       allowed: true,
-      observedTime: T0.toISOString(),
+      observedTime: new Date(T0.getTime() + 60_000).toISOString(),
       ...r,
     });
     const said = (result: NonNullable<IoLimitReport['results']>[number]['result']) => [
@@ -59,6 +60,11 @@ describe('wishOf and readBack', () => {
       ['refused: no --allow-io-limits', report({ allowed: false, results: said('Refused') }), 'Refused'],
       ['no cgroup of the pod on the node', report({ results: said('NoCgroup') }), 'NoCgroup'],
       ['a write failed', report({ results: said('Failed') }), 'Failed'],
+      [
+        'a failure reported before the limit last changed (it answers an earlier limit)',
+        report({ results: said('Failed'), observedTime: new Date(T0.getTime() + 10_000).toISOString() }),
+        'Pending',
+      ],
       [
         'the last thing done for the pod was a lift of an older limit',
         report({ results: said('Lifted') }),

@@ -97,6 +97,11 @@ describe('decideLimits', () => {
         plan.decisions.map((d) => (d.kind === 'Held' ? `${d.uid} held` : `${d.pod.uid} ${d.kind}`)),
       ).to.deep.equal(['u-db Set', 'u-web held']);
     });
+
+    it('no more limits than the node may hold: a culprit past them is held (Full)', () => {
+      const small = db({ uid: 'u-web', name: 'web-0', sharePercent: 30 });
+      expect(kinds(input({ pods: [small, db()], maxLimits: 1 }))).to.deep.equal(['Set', 'Held Full']);
+    });
   });
 
   describe('step down', () => {

@@ -31,7 +31,13 @@ const consumer = (pod: PodView, share: number, role: IoConsumer['role'], scale =
   writeOpsPerSecond: 400 * scale,
 });
 
-function world(remediation: Record<string, unknown> = {}, safety: Record<string, unknown> = {}) {
+type Cast = Record<'db' | 'api' | 'exempt', PodView>;
+
+function world(
+  remediation: Record<string, unknown> = {},
+  safety: Record<string, unknown> = {},
+  consumers?: (cast: Cast, scale: number) => IoConsumer[],
+) {
   const cluster = new MemoryCluster()
     .addPolicy('p', {
       detection: { stuckThresholdSeconds: 30 },
@@ -64,11 +70,13 @@ function world(remediation: Record<string, unknown> = {}, safety: Record<string,
     confidence: 'High',
     confidenceReason: 'cgroup v2, ext4',
     podsMeasured: 3,
-    consumers: [
-      consumer(db, 45, 'Culprit', state.dbScale),
-      consumer(exempt, 30, 'Culprit'),
-      consumer(api, 2, 'Bystander', 0.05),
-    ],
+    consumers: consumers
+      ? consumers({ db, api, exempt }, state.dbScale)
+      : [
+          consumer(db, 45, 'Culprit', state.dbScale),
+          consumer(exempt, 30, 'Culprit'),
+          consumer(api, 2, 'Bystander', 0.05),
+        ],
   });
   const controllers = aReconciler(cluster, {
     startSeconds: 600,
@@ -177,10 +185,12 @@ describe('IoLimiter: the culprit limited in place', () => {
     agentReports();
     state.saturated = false; // its cap is what holds the disk down: the pod still does all its limit allows
     state.dbScale = 0.5;
+    reconciler.markDirty('p', 'n1');
+    await reconciler.reconcile('p');
     clock.advance(61_000);
     reconciler.markDirty('p', 'n1');
     await reconciler.reconcile('p');
-    expect(wanted()).to.have.length(1);
+    expect(wanted(), 'at its cap: not quiet, so not lifted').to.have.length(1);
   });
 
   it('leaves a limit a person lifted to them: said once, and not set again within the cooldown', async () => {
@@ -230,6 +240,46 @@ describe('IoLimiter: the culprit limited in place', () => {
       'evict pod/shop/ingest-0',
     ]);
     agentReports(false);
+    await reconciler.reconcile('p');
+    expect(events('IoLimitNotApplied')).to.deep.equal([`Pod/${db.name} Warning IoLimitNotApplied`]);
+    await reconciler.reconcile('p');
+    expect(cluster.takeWrites().filter((w) => w.startsWith('evict'))).to.include(`evict pod/shop/${db.name}`);
+  });
+
+  it('limits no pod when the cause is not a pod: a victim, or the runtime doing the IO', async () => {
+    const runtime: IoConsumer = {
+      kind: 'Runtime',
+      sharePercent: 70,
+      role: 'Runtime',
+      readBytesPerSecond: 0,
+      writeBytesPerSecond: 70 * MIB,
+      readOpsPerSecond: 0,
+      writeOpsPerSecond: 700,
+    };
+    const { reconciler, wanted } = world({}, {}, (cast) => [
+      runtime,
+      { ...consumer(cast.db, 26, 'Culprit'), psiSomeAvg10Percent: 5 },
+      { ...consumer(cast.api, 3, 'Victim'), psiSomeAvg10Percent: 80 },
+    ]);
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    expect(wanted()).to.deep.equal([]);
+  });
+
+  it('hands on a pod whose limit the agent never reports applied, once twice sustainSeconds have passed', async () => {
+    const { cluster, reconciler, clock, db, events } = world({
+      cordon: true,
+      migrateWorkloads: { by: 'measuredIo', maxPodsPerNode: 5 },
+    });
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    cluster.takeWrites();
+    clock.advance(30_000);
+    reconciler.markDirty('p', 'n1');
+    await reconciler.reconcile('p');
+    expect(events('IoLimitNotApplied'), 'not yet').to.deep.equal([]);
+    clock.advance(31_000);
+    reconciler.markDirty('p', 'n1');
     await reconciler.reconcile('p');
     expect(events('IoLimitNotApplied')).to.deep.equal([`Pod/${db.name} Warning IoLimitNotApplied`]);
     await reconciler.reconcile('p');

@@ -4,6 +4,7 @@ import { expect } from 'chai';
 import type { NodeStamps } from '../../../../src/api/v1alpha1/index.js';
 import { Failures } from '../../../../src/controllers/failures.js';
 import { patchNodes, unschedulableAfter } from '../../../../src/controllers/remediation/node-changes.js';
+import { REFUSAL_RETRY_MS } from '../../../../src/controllers/remediation/refused-changes.js';
 import type { NodeObservation } from '../../../../src/controllers/sandboxpolicy/observe-nodes.js';
 import { PolicyMemory } from '../../../../src/controllers/sandboxpolicy/policy-memory.js';
 import { silentLogger } from '../../../../src/observability/log.js';
@@ -36,7 +37,7 @@ function world() {
       ]),
     );
   /** One round of patches of `nodes` on `version`: what was reported, what failed, what is blocked. */
-  const patch = async (version: string, nodes = ['n1']) => {
+  const patch = async (version: string, nodes = ['n1'], now = T0) => {
     const results: ActionResult[] = [];
     const dirty: string[] = [];
     const failures = new Failures(silentLogger, {});
@@ -46,6 +47,7 @@ function world() {
       {
         policy: 'p',
         generation: 1,
+        now,
         memory,
         actions: nodes.map(cordon),
         stampsAfter: new Map(nodes.map((n) => [n, STAMPS])),
@@ -132,6 +134,19 @@ describe('node patching', () => {
       (await patch(cluster.observedVersion('Node', 'n1')!)).outcomes,
       'someone changed the node: sent',
     ).to.deep.equal(['node/n1 Succeeded']);
+  });
+
+  it('sends a refused change again after REFUSAL_RETRY_MS, the node unchanged: what refused it may be fixed', async () => {
+    const { cluster, patch } = world();
+    cluster.failNextNodePatch.set('n1', new TerminalError('denied by an admission policy'));
+    await patch('v1');
+    const later = (ms: number) => new Date(T0.getTime() + ms);
+    expect((await patch('v1', ['n1'], later(REFUSAL_RETRY_MS - 1))).blocked).to.deep.equal([
+      'node/n1 RefusedByApi',
+    ]);
+    expect((await patch('v1', ['n1'], later(REFUSAL_RETRY_MS))).outcomes).to.deep.equal([
+      'node/n1 Succeeded',
+    ]);
   });
 
   const ends = [

@@ -13,9 +13,9 @@ import {
 } from '../../api/v1alpha1/index.js';
 import type { PodView } from '../../detection/index.js';
 import { decideLimits, type LimitDecision, type PodLimit } from '../../policy/io-limit.js';
-import { limitKey, readBack, wishOf } from '../../policy/io-limit-wish.js';
+import { limitKey, readBack, wishOf, type LimitState } from '../../policy/io-limit-wish.js';
 import type { NodeFacts } from '../../policy/node-facts.js';
-import type { ClusterCache, PolicyObject } from '../../ports/cluster.js';
+import type { ClusterCache, HealthObject, PolicyObject } from '../../ports/cluster.js';
 import { isConflict } from '../../ports/errors.js';
 import type { EventRecorder, StatusWriter } from '../../ports/writes.js';
 import type { Expectations } from '../../runtime/expectations.js';
@@ -70,10 +70,16 @@ export interface IoLimitPlanInput {
   now: Date;
   observations: readonly NodeObservation[];
   facts: ReadonlyMap<string, NodeFacts>;
-  /** The node's running pods by UID, as last read (undefined: not read, so no pod is known gone or new). */
-  running: (node: string) => ReadonlyMap<string, PodView> | undefined;
-  /** Since when (ms) each pod of the node has been a culprit, by UID (the same clock migration waits on). */
-  culpritSince: (node: string) => ReadonlyMap<string, number> | undefined;
+  /**
+   * Per node, as the policy's look left them: its running pods by UID, as last read (none: not read, so no pod is
+   * known gone or new), and since when (ms) each pod has been a culprit (the clock migration waits on).
+   */
+  memory: {
+    state(node: string): {
+      pods?: { byId: ReadonlyMap<string, PodView> } | undefined;
+      culprits?: ReadonlyMap<string, number> | undefined;
+    };
+  };
 }
 
 export interface IoLimiterHooks {
@@ -130,103 +136,109 @@ export class IoLimiter {
       if (!active && (read ?? []).length === 0) continue;
       // Our last write of the list not yet shown by the watch: decided on once it is.
       if (!expectations.isSettled(specKey(name), cache.observedVersion('SandboxHealth', name))) continue;
-      const back = readBack(read, health.status?.ioLimits, policy.name);
-      const limits = back.limits.map((l) => {
-        const quiet = this.quietSince.get(limitKey({ podUid: l.uid, device: l.device }));
-        return quiet ? { ...l, quietSince: quiet } : l;
-      });
-      const state = (l: PodLimit) => back.states.get(limitKey({ podUid: l.uid, device: l.device }));
-      // What we wrote that is gone, and not by our hand: a person lifted it, and its pod's cooldown starts now.
-      const present = new Set((read ?? []).map(limitKey));
-      // A dry run compares nothing with what a real run wrote: its list is its own.
-      const liftedByOthers = dryRun
-        ? []
-        : [...(this.written.get(name)?.values() ?? [])].filter((e) => !present.has(limitKey(e)));
-      const liftedAt = new Map(this.liftedAt);
-      for (const lifted of liftedByOthers) liftedAt.set(lifted.podUid, now);
-      const running = input.running(name);
-      const goneUids = new Set(limits.filter((l) => state(l) === 'PodGone').map((l) => l.uid));
-      const facts = input.facts.get(name);
-      const device = observation.attribution?.deviceNumber;
-      // A new limit only on a pod the cause names a culprit (the disk saturated, not the runtime's IO, not a victim),
-      // for sustainSeconds, as migration takes one: one sample is a burst.
-      const named = new Set(
-        observation.cause?.cause === 'Pod' ? observation.cause.culprits.map((c) => c.podUid ?? '') : [],
-      );
-      const since = input.culpritSince(name);
-      const ripe = (uid: string) =>
-        named.has(uid) &&
-        now.getTime() - (since?.get(uid) ?? Infinity) >= spec.ioPressure.sustainSeconds * 1000;
-      const decided = decideLimits({
-        settings: settings ?? DEFAULTS,
-        now,
-        active,
-        io: facts?.io ?? 'Unknown',
-        ioStuck: inIoIncident(facts),
-        ...(device ? { device } : {}),
-        pods: measuredPods(
-          observation,
-          running,
-          limits,
-          this.deps.operatorNamespace,
-          facts?.io === 'Low',
-        ).map((p) => (ripe(p.uid) ? p : { ...p, sharePercent: 0 })),
-        // Not read: no limited pod is known gone, and no pod new. One whose cgroup the agent found gone is gone.
-        running: new Set(
-          [...(running ? running.keys() : limits.map((l) => l.uid))].filter((uid) => !goneUids.has(uid)),
-        ),
-        limits,
-        liftedAt,
-        budget,
-        maxLimits:
-          MAX_IO_LIMITS_PER_NODE -
-          (read ?? []).filter((e) => e.policy === policy.name).length +
-          limits.length,
-        unverified: new Set(limits.filter((l) => state(l) !== 'Applied').map((l) => l.uid)),
-      });
-      budget -= decided.decisions.filter((d) => d.kind === 'Set' || d.kind === 'Step').length;
-      // A limit the agent could not apply (no --allow-io-limits, no cgroup, a failed write) hands the pod on.
-      const unreportedMs = Math.max(UNREPORTED_MIN_MS, 2 * (settings ?? DEFAULTS).sustainSeconds * 1000);
-      const notApplied = decided.limits.flatMap((limit): NodeLimitPlan['notApplied'] => {
-        if (dryRun) return []; // a dry run's limits are never applied, nor said to fail
-        const s = state(limit);
-        if (s === 'Refused' || s === 'NoCgroup' || s === 'Failed') return [{ limit, state: s }];
-        // An agent that never answers (an older one, or one wedged on the saturated node) applied nothing we know of.
-        const silent = s === 'Pending' && now.getTime() - limit.changedAt.getTime() >= unreportedMs;
-        return silent ? [{ limit, state: 'Unreported' }] : [];
-      });
-      const handed = new Set(notApplied.map((n) => n.limit.uid));
-      const own = wishOf(
-        decided.limits.map((l) => (handed.has(l.uid) ? { ...l, exhausted: true as const } : l)),
-        policy.name,
-      );
-      // Entries of this policy that are none the operator writes stay as they are; others' are lifted.
-      const kept = (read ?? []).filter(
-        (e) =>
-          e.policy === policy.name && !back.limits.some((l) => l.uid === e.podUid && l.device === e.device),
-      );
-      const wish = [...kept, ...own];
-      for (const l of decided.limits) this.keepQuiet(l);
-      if (
-        decided.decisions.length === 0 &&
-        sameList(read, wish) &&
-        liftedByOthers.length === 0 &&
-        notApplied.length === 0
-      )
-        continue;
-      nodes.push({
-        node: name,
-        read,
-        version: cache.observedVersion('SandboxHealth', name),
-        wish: sameList(read, wish) ? undefined : wish,
-        decisions: decided.decisions,
-        liftedByOthers,
-        othersLifted: back.others,
-        notApplied,
-      });
+      const node = this.planNode(input, observation, health, read, budget);
+      budget -= node.spent;
+      if (node.plan) nodes.push(node.plan);
     }
     const cooldownSeconds = (settings ?? DEFAULTS).cooldownSeconds;
     return nodes.length > 0 ? { policy: policy.name, dryRun, cooldownSeconds, nodes } : undefined;
+  }
+
+  /** One node's limits: read back, decided, and what to write and say; `spent` of the rate's budget. */
+  private planNode(
+    input: IoLimitPlanInput,
+    observation: NodeObservation,
+    health: HealthObject,
+    read: readonly WantedIoLimitSpec[] | undefined,
+    budget: number,
+  ): { spent: number; plan?: NodeLimitPlan } {
+    const { cache } = this.deps;
+    const { policy, spec, dryRun, now } = input;
+    const settings = spec.remediation.limitIo;
+    const active = settings !== undefined && !spec.safety.paused;
+    const name = observation.node.name;
+    const back = readBack(read, health.status?.ioLimits, policy.name);
+    const limits = back.limits.map((l) => {
+      const quiet = this.quietSince.get(limitKey({ podUid: l.uid, device: l.device }));
+      return quiet ? { ...l, quietSince: quiet } : l;
+    });
+    const state = (l: PodLimit) => back.states.get(limitKey({ podUid: l.uid, device: l.device }));
+    // What we wrote that is gone, and not by our hand: a person lifted it, and its pod's cooldown starts now.
+    const present = new Set((read ?? []).map(limitKey));
+    // A dry run compares nothing with what a real run wrote: its list is its own.
+    const liftedByOthers = dryRun
+      ? []
+      : [...(this.written.get(name)?.values() ?? [])].filter((e) => !present.has(limitKey(e)));
+    const liftedAt = new Map(this.liftedAt);
+    for (const lifted of liftedByOthers) liftedAt.set(lifted.podUid, now);
+    const running = input.memory.state(name).pods?.byId;
+    const goneUids = new Set(limits.filter((l) => state(l) === 'PodGone').map((l) => l.uid));
+    const facts = input.facts.get(name);
+    const device = observation.attribution?.deviceNumber;
+    // A new limit only on a pod the cause names a culprit (the disk saturated, not the runtime's IO, not a victim),
+    // for sustainSeconds, as migration takes one: one sample is a burst.
+    const named = new Set(
+      observation.cause?.cause === 'Pod' ? observation.cause.culprits.map((c) => c.podUid ?? '') : [],
+    );
+    const since = input.memory.state(name).culprits;
+    const ripe = (uid: string) =>
+      named.has(uid) &&
+      now.getTime() - (since?.get(uid) ?? Infinity) >= spec.ioPressure.sustainSeconds * 1000;
+    const decided = decideLimits({
+      settings: settings ?? DEFAULTS,
+      now,
+      active,
+      io: facts?.io ?? 'Unknown',
+      ioStuck: inIoIncident(facts),
+      ...(device ? { device } : {}),
+      pods: measuredPods(observation, running, limits, this.deps.operatorNamespace, facts?.io === 'Low').map(
+        (p) => (ripe(p.uid) ? p : { ...p, sharePercent: 0 }),
+      ),
+      // Not read: no limited pod is known gone, and no pod new. One whose cgroup the agent found gone is gone.
+      running: new Set(
+        [...(running ? running.keys() : limits.map((l) => l.uid))].filter((uid) => !goneUids.has(uid)),
+      ),
+      limits,
+      liftedAt,
+      budget,
+      maxLimits:
+        MAX_IO_LIMITS_PER_NODE - (read ?? []).filter((e) => e.policy === policy.name).length + limits.length,
+      unverified: new Set(limits.filter((l) => state(l) !== 'Applied').map((l) => l.uid)),
+    });
+    const spent = decided.decisions.filter((d) => d.kind === 'Set' || d.kind === 'Step').length;
+    // A limit the agent could not apply (no --allow-io-limits, no cgroup, a failed write, no answer) hands the pod on.
+    const unreportedMs = Math.max(UNREPORTED_MIN_MS, 2 * (settings ?? DEFAULTS).sustainSeconds * 1000);
+    const notApplied = dryRun ? [] : notAppliedOf(decided.limits, state, now, unreportedMs);
+    const handed = new Set(notApplied.map((n) => n.limit.uid));
+    const own = wishOf(
+      decided.limits.map((l) => (handed.has(l.uid) ? { ...l, exhausted: true as const } : l)),
+      policy.name,
+    );
+    // Entries of this policy that are none the operator writes stay as they are; others' are lifted.
+    const kept = (read ?? []).filter(
+      (e) =>
+        e.policy === policy.name && !back.limits.some((l) => l.uid === e.podUid && l.device === e.device),
+    );
+    const wish = [...kept, ...own];
+    for (const l of decided.limits) this.keepQuiet(l);
+    if (
+      decided.decisions.length === 0 &&
+      sameList(read, wish) &&
+      liftedByOthers.length === 0 &&
+      notApplied.length === 0
+    )
+      return { spent };
+    const plan: NodeLimitPlan = {
+      node: name,
+      read,
+      version: cache.observedVersion('SandboxHealth', name),
+      wish: sameList(read, wish) ? undefined : wish,
+      decisions: decided.decisions,
+      liftedByOthers,
+      othersLifted: back.others,
+      notApplied,
+    };
+    return { spent, plan };
   }
 
   /** Writes each node's list (a dry run keeps it here) and says what changed; a failed write is retried by the queue. */
@@ -335,6 +347,22 @@ export class IoLimiter {
   private spend(policy: string, now: Date): void {
     this.recent.set(policy, [...(this.recent.get(policy) ?? []), now.getTime()]);
   }
+}
+
+/** The limits the agent did not apply, and why: its report says so, or it has not answered for `unreportedMs`. */
+function notAppliedOf(
+  limits: readonly PodLimit[],
+  state: (limit: PodLimit) => LimitState | undefined,
+  now: Date,
+  unreportedMs: number,
+): NodeLimitPlan['notApplied'] {
+  return limits.flatMap((limit): NodeLimitPlan['notApplied'] => {
+    const s = state(limit);
+    if (s === 'Refused' || s === 'NoCgroup' || s === 'Failed') return [{ limit, state: s }];
+    // An agent that never answers (an older one, or one wedged on the saturated node) applied nothing we know of.
+    const silent = s === 'Pending' && now.getTime() - limit.changedAt.getTime() >= unreportedMs;
+    return silent ? [{ limit, state: 'Unreported' }] : [];
+  });
 }
 
 /** The expectation key of our writes of a node's spec.ioLimits. */

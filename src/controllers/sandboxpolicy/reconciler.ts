@@ -305,16 +305,7 @@ export class PolicyReconciler {
         cacheReady: cache.watchesHealthy() && seen.unsettled === 0,
       }),
       // IO limits: each node's culprits limited in place while its disk is saturated, and lifted after.
-      limits: this.deps.limiter.plan({
-        policy,
-        spec,
-        dryRun,
-        now,
-        observations,
-        facts,
-        running: (node) => memory.state(node).pods?.byId,
-        culpritSince: (node) => memory.state(node).culprits,
-      }),
+      limits: this.deps.limiter.plan({ policy, spec, dryRun, now, observations, facts, memory }),
       pacing: this.deps.pacer.plan({
         policy: policy.name,
         spec,

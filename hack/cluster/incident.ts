@@ -320,23 +320,32 @@ async function stop(node: string) {
   let touched = 0;
   for (const pod of await pendingPodsOn(core, node)) {
     if (!pod.metadata?.name || !pod.metadata.namespace) continue;
-    await objects.patch(
-      {
-        apiVersion: 'v1',
-        kind: 'Pod',
-        metadata: {
-          name: pod.metadata.name,
-          namespace: pod.metadata.namespace,
-          annotations: { [ENDED_ANNOTATION]: stamp },
+    // A pod deleted since the list (evicted by the operator, its Deployment scaled down) has nothing to release.
+    const released = await objects
+      .patch(
+        {
+          apiVersion: 'v1',
+          kind: 'Pod',
+          metadata: {
+            name: pod.metadata.name,
+            namespace: pod.metadata.namespace,
+            annotations: { [ENDED_ANNOTATION]: stamp },
+          },
         },
-      },
-      undefined,
-      undefined,
-      FIELD_MANAGER,
-      undefined,
-      PatchStrategy.MergePatch,
-    );
-    touched++;
+        undefined,
+        undefined,
+        FIELD_MANAGER,
+        undefined,
+        PatchStrategy.MergePatch,
+      )
+      .then(
+        () => true,
+        (err: unknown) => {
+          if (!isNotFound(err)) throw err;
+          return false;
+        },
+      );
+    if (released) touched++;
   }
   console.log(`incident stopped on node/${node}: ${touched} stuck pod(s) released`);
 }

@@ -395,7 +395,9 @@ describe("the image, built from Debian's archive without a container engine, run
       expect(text).to.match(/^sandbox_remediator_agent_procs_blocked \d+$/m);
       // The host's disks, read from the host's /proc/diskstats: the image has none of its own.
       expect(text).to.match(/^sandbox_remediator_agent_disk_busy_percent\{[^}]+\} \d/m);
-      expect(text, 'nothing it could not read').to.match(/^sandbox_remediator_agent_read_problems_total 0$/m);
+      expect(text, `nothing it could not read; its log:\n${logs}`).to.match(
+        /^sandbox_remediator_agent_read_problems_total 0$/m,
+      );
     } finally {
       // To the agent (PID 1 of its namespace, under unshare), as the kubelet stops a container.
       execFileSync('pkill', ['-TERM', '-P', String(child.pid)]);

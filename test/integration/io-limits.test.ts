@@ -38,7 +38,9 @@ async function readHealth(node: string): Promise<HealthSpecAndReport> {
 }
 
 describe('the culprit limited in place on the real cluster', function () {
-  const operator = useOperator();
+  // Under its own ServiceAccount, with config/rbac applied: RBAC's patch on SandboxHealths, and the admission policy
+  // that lets no one else add a limit (config/rbac/io-limits-admission-policy.yaml).
+  const operator = useOperator([], { serviceAccount: 'io-limits' });
   const cleanup = new Cleanup();
   afterEach(() => cleanup.run());
 

@@ -18,7 +18,9 @@ import type { NodeFacts } from '../../policy/node-facts.js';
 import type { ClusterCache, HealthObject, PolicyObject } from '../../ports/cluster.js';
 import { isConflict } from '../../ports/errors.js';
 import type { EventRecorder, StatusWriter } from '../../ports/writes.js';
+import { TerminalError } from '../../runtime/controller.js';
 import type { Expectations } from '../../runtime/expectations.js';
+import { REFUSAL_RETRY_MS } from '../remediation/refused-changes.js';
 import {
   limitEvent,
   liftedByOthersEvent,
@@ -102,6 +104,8 @@ export class IoLimiter {
   /** By node, this policy's entries as the operator last wrote them, by limitKey. */
   private readonly written = new Map<string, Map<string, WantedIoLimitSpec>>();
   private readonly simulated = new Map<string, WantedIoLimitSpec[]>();
+  /** By node, a list the apiserver refused for what it is (403, 422), and when: not sent again as it is for a while. */
+  private readonly refused = new Map<string, { wish: string; at: number }>();
   /** "key state" of each limit whose not being applied was said, so it is said once. */
   private readonly told = new Set<string>();
 
@@ -228,6 +232,11 @@ export class IoLimiter {
       notApplied.length === 0
     )
       return { spent };
+    // A list the apiserver refused for what it is (an admission policy that does not know this ServiceAccount) is not
+    // sent again, nor its decisions said, until it changes or REFUSAL_RETRY_MS pass: said once, in the log.
+    const refused = this.refused.get(name);
+    if (refused && refused.wish === fingerprint(wish) && now.getTime() - refused.at < REFUSAL_RETRY_MS)
+      return { spent: 0 };
     const plan: NodeLimitPlan = {
       node: name,
       read,
@@ -247,7 +256,7 @@ export class IoLimiter {
     for (const node of plan.nodes) {
       if (node.wish) {
         if (plan.dryRun) this.simulated.set(node.node, node.wish);
-        else if (!(await this.write(plan.policy, node, failures, markDirty))) continue;
+        else if (!(await this.write(plan.policy, node, failures, markDirty, now))) continue;
       }
       await this.tell(plan, node, now);
     }
@@ -257,6 +266,7 @@ export class IoLimiter {
   forgetNode(node: string): void {
     this.written.delete(node);
     this.simulated.delete(node);
+    this.refused.delete(node);
     this.deps.expectations.forget(specKey(node));
   }
 
@@ -265,6 +275,7 @@ export class IoLimiter {
     node: NodeLimitPlan,
     failures: Failures,
     markDirty: (node: string) => void,
+    now: Date,
   ): Promise<boolean> {
     const wish = node.wish ?? [];
     try {
@@ -279,6 +290,8 @@ export class IoLimiter {
       return true;
     } catch (err) {
       markDirty(node.node);
+      if (err instanceof TerminalError)
+        this.refused.set(node.node, { wish: fingerprint(wish), at: now.getTime() });
       failures.add(
         isConflict(err)
           ? `spec.ioLimits of sandboxhealth/${node.node} (changed meanwhile)`
@@ -364,6 +377,13 @@ function notAppliedOf(
     return silent ? [{ limit, state: 'Unreported' }] : [];
   });
 }
+
+/**
+ * A list as a refusal judges it: who is limited, not to what nor since when (a new limit carries the pass's time and
+ * the rates measured then, both different on the next pass, and refused alike).
+ */
+const fingerprint = (wish: readonly WantedIoLimitSpec[]) =>
+  JSON.stringify(wish.map((e) => [e.podUid, e.device, e.policy, e.exhausted ?? false]));
 
 /** The expectation key of our writes of a node's spec.ioLimits. */
 const specKey = (node: string) => `IoLimits/${node}`;

@@ -10,6 +10,8 @@ import type {
 } from '../../../../src/api/v1alpha1/index.js';
 import type { PodView } from '../../../../src/detection/index.js';
 import { aPod, anEvent, nameReservedMessage } from '../../../support/builders.js';
+import { REFUSAL_RETRY_MS } from '../../../../src/controllers/remediation/refused-changes.js';
+import { TerminalError } from '../../../../src/runtime/controller.js';
 import { aNode, MemoryCluster } from '../../../support/memory-cluster.js';
 import { aReconciler } from '../../../support/reconciler.js';
 
@@ -226,6 +228,25 @@ describe('IoLimiter: the culprit limited in place', () => {
     expect(wanted(), 'the write refused').to.deep.equal([]);
     await reconciler.reconcile('p'); // the retry, after the apply queue's backoff
     expect(wanted()).to.have.length(1);
+  });
+
+  it('does not send a list the apiserver refused for what it is again, until REFUSAL_RETRY_MS pass', async () => {
+    const { cluster, reconciler, wanted, clock } = world();
+    await reconciler.reconcile('p');
+    cluster.failNextIoLimitsPatch.set('n1', new TerminalError('denied by an admission policy'));
+    await reconciler.reconcile('p');
+    const ioLimitWrites = () => cluster.takeWrites().filter((w) => w.endsWith('ioLimits'));
+    expect(ioLimitWrites()).to.deep.equal(['patch health/n1 ioLimits']);
+    for (let i = 0; i < 3; i++) {
+      clock.advance(10_000);
+      reconciler.markDirty('p', 'n1');
+      await reconciler.reconcile('p');
+    }
+    expect(ioLimitWrites(), 'not sent again meanwhile').to.deep.equal([]);
+    clock.advance(REFUSAL_RETRY_MS);
+    reconciler.markDirty('p', 'n1');
+    await reconciler.reconcile('p');
+    expect(wanted(), 'tried again, and taken').to.have.length(1);
   });
 
   it('hands a pod whose limit the agent refused on to migration, and says why', async () => {

@@ -12,6 +12,7 @@ import { join, posix } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
 import { IMAGE_REPOSITORY, findVersions } from '../../hack/release/versions.js';
 import { KUBECONFIG } from '../support/cluster.js';
+import { applyCrds } from '../support/operator-process.js';
 import { REPO_ROOT } from '../support/manifests.js';
 
 const SAMPLE = 'config/samples/sandboxpolicy-minimal.yaml';
@@ -344,6 +345,7 @@ describe("the image, built from Debian's archive without a container engine, run
     writeFileSync(join(root, 'tmp', 'kubeconfig'), readFileSync(KUBECONFIG), { mode: 0o644 });
     const validated = await run(root, config, [...entry, 'validate', '/tmp/policy.yaml']);
     expect(validated.code, validated.stdout + validated.stderr).to.equal(0);
+    await applyCrds(); // diagnose reads the operator's objects: on a cluster no other test has used, there are none
     const withKubeconfig = { ...config, Env: [...config.Env, 'KUBECONFIG=/tmp/kubeconfig'] };
     const diagnosed = await run(root, withKubeconfig, [...entry, 'diagnose', '-o', 'json']);
     expect(diagnosed.code, diagnosed.stderr).to.equal(0);

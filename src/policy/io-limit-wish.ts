@@ -31,6 +31,16 @@ export interface ReadBack {
 
 export const limitKey = (limit: { podUid: string; device: string }) => `${limit.podUid} ${limit.device}`;
 
+/** The pod an entry names (its `pod` is namespace/name, for people), as an Event or a limit refers to it. */
+export function podOf(entry: Pick<WantedIoLimitSpec, 'pod' | 'podUid'>): {
+  namespace: string;
+  name: string;
+  uid: string;
+} {
+  const [namespace = '', name = ''] = entry.pod.split('/');
+  return { namespace, name, uid: entry.podUid };
+}
+
 /** The four rates as numbers, or undefined when one is missing or "max" (the operator always writes all four). */
 function ratesOf(rates: WantedIoLimitSpec['limit'] | undefined): IoRates | undefined {
   if (!rates) return undefined;
@@ -93,7 +103,7 @@ export function readBack(
     const floor = ratesOf(entry.floor);
     const since = date(entry.since);
     const changedAt = date(entry.changedAt);
-    const [namespace = '', name = ''] = entry.pod.split('/');
+    const { namespace, name } = podOf(entry);
     if (!limit || !floor || !since || !changedAt) {
       result.problems.push(
         `${entry.pod} (${key}): not a limit the operator wrote (a rate or a time missing)`,

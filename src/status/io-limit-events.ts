@@ -2,6 +2,7 @@
 // stepped from what, lifted and why, handed on, and a limit a person lifted.
 import type { WantedIoLimitSpec } from '../api/v1alpha1/index.js';
 import type { IoRates, LimitDecision, LiftReason, PodLimit } from '../policy/io-limit.js';
+import { podOf } from '../policy/io-limit-wish.js';
 import type { Transition } from '../ports/writes.js';
 import { DRY_RUN_PREFIX } from './remediation-status.js';
 
@@ -75,9 +76,8 @@ export function liftedByOthersEvent(
   lifted: WantedIoLimitSpec,
   cooldownSeconds: number,
 ): Transition {
-  const [namespace = '', name = ''] = lifted.pod.split('/');
   return {
-    target: { kind: 'Pod', namespace, name, uid: lifted.podUid },
+    target: { kind: 'Pod', ...podOf(lifted) },
     type: 'Normal',
     reason: 'IoLimitLiftedByOthers',
     message: `IO limit on ${lifted.device} of node ${node} removed by someone else: the agent puts the files back, and the pod is not limited again for ${cooldownSeconds}s`,
@@ -108,9 +108,8 @@ export function notAppliedEvent(node: string, limit: PodLimit, state: NotApplied
 
 /** Another policy's limit on a node this policy now owns: lifted, as nothing serves it any more. */
 export function otherPolicyLiftedEvent(node: string, lifted: WantedIoLimitSpec, policy: string): Transition {
-  const [namespace = '', name = ''] = lifted.pod.split('/');
   return {
-    target: { kind: 'Pod', namespace, name, uid: lifted.podUid },
+    target: { kind: 'Pod', ...podOf(lifted) },
     type: 'Normal',
     reason: 'IoLimitLifted',
     message: `IO limit on ${lifted.device} of node ${node} lifted: it was policy ${lifted.policy}'s, and node ${node} is policy ${policy}'s now; the files get back what they held`,

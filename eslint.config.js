@@ -42,6 +42,20 @@ const FOLDERS = [
 ];
 
 /**
+ * The folders of src/controllers/, outermost ring first: the manager wires everything; the policy reconciler and the
+ * orphan sweep hand their plans to apply; apply carries them out through the concerns; remediation claims a node's
+ * lease before it fences it.
+ */
+export const CONTROLLER_RINGS = [
+  ['manager'],
+  ['orphans', 'sandboxpolicy'],
+  ['apply'],
+  ['iolimits', 'nodecondition', 'pacing', 'reporting', 'rollouts'],
+  ['remediation'],
+  ['leases'],
+];
+
+/**
  * Import patterns for every folder of src/ but `folder` and the ones it may import.
  * @param {string} folder
  * @param {string[]} allowed
@@ -95,6 +109,27 @@ export default tseslint.config(
   // The controllers and what they are built on reach the adapters (kube/) only through the ports: a failure is read
   // through ports/errors, never through client-node's types.
   ...layer(['src/controllers/**/*.ts'], { clientNode: false, patterns: ['**/cli/**', '**/kube/**'] }),
+  // Inside the controllers, rings too: a folder imports only the folders of the rings below its own, and the files at
+  // the root of controllers/ (the policy memory, node assignment, the action log, failures) import none.
+  ...CONTROLLER_RINGS.flatMap((ring, i) =>
+    ring.flatMap((folder) =>
+      layer([`src/controllers/${folder}/**/*.ts`], {
+        clientNode: false,
+        patterns: [
+          '**/cli/**',
+          '**/kube/**',
+          ...CONTROLLER_RINGS.slice(0, i + 1)
+            .flat()
+            .filter((f) => f !== folder)
+            .map((f) => `**/${f}/**`),
+        ],
+      }),
+    ),
+  ),
+  ...layer(['src/controllers/*.ts'], {
+    clientNode: false,
+    patterns: ['**/cli/**', '**/kube/**', ...CONTROLLER_RINGS.flat().map((f) => `**/${f}/**`)],
+  }),
   ...layer(['src/signals/**/*.ts', 'src/status/**/*.ts', 'src/actuation/**/*.ts'], {
     clientNode: false,
     patterns: ['**/controllers/**', '**/cli/**', '**/kube/**'],

@@ -1,7 +1,7 @@
 // Import circles in src/ (issue 43): every relative import and re-export, type-only ones included, read with
-// TypeScript's own pre-processor; a circle is a strongly connected set of files. Run by `make verify`, which fails
-// naming each circle's files: the rings of eslint.config.js say which way an arrow may point, this says no arrow comes
-// back round.
+// TypeScript's own pre-processor; a circle is a strongly connected set of files, or of folders (each file standing
+// for its folder). Run by `make verify`, which fails naming each circle: the rings of eslint.config.js say which way
+// an arrow may point, this says no arrow comes back round.
 //
 //   npx tsx hack/check-imports.ts [DIR]
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -65,10 +65,23 @@ export function circles(graph: ReadonlyMap<string, readonly string[]>): string[]
   return found;
 }
 
+/** The same imports between folders: a file's folder imports the folders of the files it imports (not its own). */
+export function folderGraph(graph: ReadonlyMap<string, readonly string[]>): Map<string, string[]> {
+  const folders = new Map<string, Set<string>>();
+  for (const [file, imports] of graph) {
+    const from = dirname(file);
+    const to = folders.get(from) ?? new Set<string>();
+    folders.set(from, to);
+    for (const imported of imports) if (dirname(imported) !== from) to.add(dirname(imported));
+  }
+  return new Map([...folders].map(([folder, to]) => [folder, [...to].sort()]));
+}
+
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const graph = new Map(sources(root).map((file) => [file, importsOf(file)]));
-  const found = circles(graph);
-  for (const set of found) console.error(`import circle: ${set.map((f) => relative(root, f)).join(' -> ')}`);
+  const found = [...circles(graph), ...circles(folderGraph(graph))];
+  for (const set of found)
+    console.error(`import circle: ${set.map((f) => relative(root, f) || '.').join(' -> ')}`);
   if (found.length > 0) {
     console.error(
       'break each circle: move what both sides need to the lower ring (docs/architecture.md, Rings)',

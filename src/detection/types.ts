@@ -1,4 +1,3 @@
-import type { Placement } from '../policy/node-affinity.js';
 import type {
   HeldStrategy,
   NodeStamps,
@@ -7,6 +6,35 @@ import type {
   RolloutStamps,
   UpdateStrategy,
 } from '../api/v1alpha1/index.js';
+
+/** A node selector requirement (core/v1 NodeSelectorRequirement). */
+export interface NodeSelectorRequirement {
+  key: string;
+  operator: string;
+  values?: readonly string[];
+}
+
+/** A node selector term: its expressions on labels and its fields (only metadata.name exists), ANDed. */
+export interface NodeSelectorTerm {
+  matchExpressions?: readonly NodeSelectorRequirement[];
+  matchFields?: readonly NodeSelectorRequirement[];
+}
+
+/** A toleration (core/v1 Toleration). */
+export interface Toleration {
+  key?: string;
+  operator?: string;
+  value?: string;
+  effect?: string;
+}
+
+/** Where a pod may be scheduled: what the scheduler reads of its spec for that. */
+export interface Placement {
+  nodeSelector?: Readonly<Record<string, string>>;
+  /** requiredDuringSchedulingIgnoredDuringExecution's terms, ORed; absent: any node. */
+  requiredTerms?: readonly NodeSelectorTerm[];
+  tolerations?: readonly Toleration[];
+}
 
 /**
  * The slices of Kubernetes objects that detection reads. src/kube converts API objects into these, so the

@@ -4,34 +4,9 @@
 // pod is not moved if its volume admits no other node.
 import { arr, labels, obj, str, type Json } from '../detection/raw-json.js';
 
-/** A node selector requirement (core/v1 NodeSelectorRequirement). */
-export interface NodeSelectorRequirement {
-  key: string;
-  operator: string;
-  values?: readonly string[];
-}
-
-/** A node selector term: its expressions on labels and its fields (only metadata.name exists), ANDed. */
-export interface NodeSelectorTerm {
-  matchExpressions?: readonly NodeSelectorRequirement[];
-  matchFields?: readonly NodeSelectorRequirement[];
-}
-
-/** A toleration (core/v1 Toleration). */
-export interface Toleration {
-  key?: string;
-  operator?: string;
-  value?: string;
-  effect?: string;
-}
-
-/** Where a pod may be scheduled: what the scheduler reads of its spec for that. */
-export interface Placement {
-  nodeSelector?: Readonly<Record<string, string>>;
-  /** requiredDuringSchedulingIgnoredDuringExecution's terms, ORed; absent: any node. */
-  requiredTerms?: readonly NodeSelectorTerm[];
-  tolerations?: readonly Toleration[];
-}
+// The scheduling views are the pod's, read with it (detection/types.ts); this file judges them.
+export type { NodeSelectorRequirement, NodeSelectorTerm, Placement, Toleration } from '../detection/types.js';
+import type { NodeSelectorRequirement, NodeSelectorTerm, Placement, Toleration } from '../detection/types.js';
 
 export interface NodeLike {
   name: string;

@@ -5,13 +5,13 @@ import type { SandboxPolicyStatus } from '../../api/v1alpha1/index.js';
 import type { StatusWriter } from '../../ports/writes.js';
 import { allSettledOrFirstError } from '../../runtime/limit.js';
 import type { ActionResult } from '../../status/remediation-status.js';
-import type { ActionLog } from './action-log.js';
+import type { ActionLog } from '../action-log.js';
 import type { Evictor } from '../remediation/evictor.js';
 import type { IoLimiter } from '../iolimits/limiter.js';
 import type { NodeConditions } from '../nodecondition/node-conditions.js';
 import { patchNodes, type NodePatchDeps } from '../remediation/node-changes.js';
 import type { Pacer } from '../pacing/pacer.js';
-import type { Done, Pass, Plan } from '../sandboxpolicy/pass.js';
+import type { Done, Pass, Plan } from './pass.js';
 import type { RolloutThrottler } from '../rollouts/throttler.js';
 import type { MutationCache } from '../reporting/mutation-cache.js';
 
@@ -43,29 +43,39 @@ export async function actOnPlan(deps: ActDeps, pass: Pass, plan: Plan): Promise<
     results.set(result.action.node, [...(results.get(result.action.node) ?? []), done]);
     deps.actions.record(policy.name, done, actuator.dryRun);
   };
+  const markDirty = (node: string) => {
+    memory.markDirty(node);
+  };
   const nodes = plan.remediation
     ? await patchNodes(deps, new Map(plan.observations.map((o) => [o.node.name, o])), {
         policy: policy.name,
+        uid: policy.uid,
         generation: policy.generation,
         now,
-        memory,
         actions: plan.actions,
         stampsAfter: plan.remediation.stampsAfter,
         actuator,
         failures,
         report,
-        markDirty: (node) => {
-          memory.markDirty(node);
-        },
+        markDirty,
       })
     : { failedNodes: new Set<string>(), blocked: [] };
   const [, rollouts, spent] = await allSettledOrFirstError([
-    deps.conditions.write(pass, plan, nodes.failedNodes),
+    deps.conditions.write({
+      policy: policy.name,
+      spec: pass.spec,
+      now,
+      actuator,
+      failures,
+      observations: plan.observations,
+      facts: plan.facts,
+      stampsAfter: plan.remediation?.stampsAfter,
+      failedNodes: nodes.failedNodes,
+      markDirty,
+    }),
     deps.throttler.act(policy.name, plan.rollouts, actuator, failures, now),
     spendBudgets(deps, pass, plan, nodes.failedNodes, report),
-    deps.limiter.act(plan.limits, failures, now, (node) => {
-      memory.markDirty(node);
-    }),
+    deps.limiter.act(plan.limits, failures, now, markDirty),
   ]);
   return {
     results,

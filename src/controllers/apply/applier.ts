@@ -24,7 +24,7 @@ import {
   type PassHooks,
   type Plan,
   type Seen,
-} from '../sandboxpolicy/pass.js';
+} from './pass.js';
 import { actOnPlan, type ActDeps } from './act.js';
 
 /** What a policy's pass decided, on what it saw: the apply controller's work item. */

@@ -29,7 +29,7 @@ import {
   type NotAppliedState,
 } from '../../status/io-limit-events.js';
 import type { Failures } from '../failures.js';
-import type { NodeObservation } from '../sandboxpolicy/policy-memory.js';
+import type { NodeObservation } from '../policy-memory.js';
 import { inIoIncident, measuredPods } from './measured-pods.js';
 
 const MINUTE_MS = 60_000;

@@ -4,7 +4,7 @@ import { NO_LIMIT_LABEL } from '../../api/v1alpha1/index.js';
 import type { PodView } from '../../detection/index.js';
 import type { MeasuredPodIo, PodLimit } from '../../policy/io-limit.js';
 import type { NodeFacts } from '../../policy/node-facts.js';
-import type { NodeObservation } from '../sandboxpolicy/policy-memory.js';
+import type { NodeObservation } from '../policy-memory.js';
 
 /** Whether a node is in an IO incident that a limit answers: IoPressureHigh, with sandboxes stuck or fenced for it. */
 export const inIoIncident = (f: NodeFacts | undefined) =>

@@ -22,7 +22,7 @@ import type { ClusterCache } from '../../ports/cluster.js';
 import type { Clock } from '../../runtime/clock.js';
 import type { ReconcileResult } from '../../runtime/controller.js';
 import { SETTLE_RETRY_MS, type Expectations } from '../../runtime/expectations.js';
-import { validatePolicy } from '../sandboxpolicy/node-assignment.js';
+import { validatePolicy } from '../node-assignment.js';
 
 /** The lease controller's one key: one worker at a time walks every lease of ours. */
 export const LEASES_KEY = 'node-leases';

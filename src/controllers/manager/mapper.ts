@@ -1,6 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 import { findPodOfEvent, type PodView } from '../../detection/index.js';
-import { comparePolicies, selectsNode, validPolicies } from '../sandboxpolicy/node-assignment.js';
+import { comparePolicies, selectsNode, validPolicies } from '../node-assignment.js';
 import type { Change, ClusterCache } from '../../ports/cluster.js';
 
 /** The valid policy that owns a node right now, if any. */

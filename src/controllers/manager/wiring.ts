@@ -7,15 +7,16 @@ import type { Clock } from '../../runtime/clock.js';
 import { Expectations } from '../../runtime/expectations.js';
 import type { IoSource } from '../../signals/types.js';
 import { Applier } from '../apply/applier.js';
-import { ActionLog, type ActionHooks } from '../apply/action-log.js';
+import { ActionLog, type ActionHooks } from '../action-log.js';
 import { Evictor } from '../remediation/evictor.js';
+import { RefusedChanges } from '../remediation/refused-changes.js';
 import { IgnoredEvents, type IgnoredEventHooks } from '../sandboxpolicy/ignored-events.js';
 import { NodeConditions, type NodeConditionHooks } from '../nodecondition/node-conditions.js';
 import { NodeLeases } from '../leases/node-leases.js';
 import { OrphanSweeper } from '../orphans/sweeper.js';
 import { Pacer, type PacerHooks } from '../pacing/pacer.js';
-import { PolicyMemories } from '../sandboxpolicy/policy-memory.js';
-import type { PassHooks } from '../sandboxpolicy/pass.js';
+import { PolicyMemories } from '../policy-memory.js';
+import type { PassHooks } from '../apply/pass.js';
 import { PolicyReconciler } from '../sandboxpolicy/reconciler.js';
 import { UnreportedResults } from '../reporting/unreported.js';
 import { Reporter, type ReporterHooks } from '../reporting/reporter.js';
@@ -147,6 +148,7 @@ export function buildControllers(deps: ControllerDeps): Controllers {
   const memories = new PolicyMemories();
   const unreported = new UnreportedResults();
   const evictor = new Evictor({ cache, clock, expectations, writeConcurrency });
+  const refused = new RefusedChanges();
   const throttler = new RolloutThrottler({
     cache,
     expectations,
@@ -179,6 +181,7 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     logger,
     writeConcurrency,
     leases,
+    refused,
     hooks,
     expectations,
     mutations,
@@ -208,6 +211,7 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     resyncMs,
     writeConcurrency,
     leases,
+    refused,
     hooks,
     expectations,
     mutations,

@@ -3,18 +3,20 @@ import {
   NODE_CONDITION_REASONS,
   NODE_CONDITION_TYPE,
   type NodeConditionValue,
+  type NodeStamps,
   type OwnNodeCondition,
+  type SandboxPolicySpec,
 } from '../../api/v1alpha1/index.js';
 import type { NodeView } from '../../detection/index.js';
 import type { Logger } from '../../observability/log.js';
 import { decideNodeCondition, type NodeConditionDecision } from '../../policy/node-condition.js';
+import type { NodeFacts } from '../../policy/node-facts.js';
 import type { ClusterCache } from '../../ports/cluster.js';
 import type { EventRecorder } from '../../ports/writes.js';
 import type { Expectations } from '../../runtime/expectations.js';
 import { forEachLimit } from '../../runtime/limit.js';
 import type { Failures } from '../failures.js';
-import type { Pass, Plan } from '../sandboxpolicy/pass.js';
-import type { PolicyMemory } from '../sandboxpolicy/policy-memory.js';
+import type { NodeObservation } from '../policy-memory.js';
 
 export interface NodeConditionHooks {
   /** Our condition changed status or reason on a node (removals not counted). */
@@ -35,6 +37,24 @@ export interface NodeConditionDeps {
   retractor?: Actuator | undefined;
 }
 
+/** What the Node condition reads of one pass of a policy, after its node patches. */
+export interface ConditionPass {
+  policy: string;
+  spec: SandboxPolicySpec;
+  now: Date;
+  /** The pass's actuator: a dry one sets nothing (only a True of ours is taken back, with the retractor). */
+  actuator: Actuator;
+  failures: Failures;
+  observations: readonly NodeObservation[];
+  facts: ReadonlyMap<string, NodeFacts>;
+  /** The stamps each node keeps after the pass; absent when the pass decided nothing (a node still settling). */
+  stampsAfter: ReadonlyMap<string, NodeStamps | undefined> | undefined;
+  /** The nodes whose patch failed: they keep what they had, and so does their condition. */
+  failedNodes: ReadonlySet<string>;
+  /** What the API holds of the node is uncertain now (a write of ours went out): the next pass looks again. */
+  markDirty(node: string): void;
+}
+
 /** A decision that takes a True back (to False, or away) rather than setting one. */
 const retracts = (decision: NonNullable<NodeConditionDecision>) =>
   'remove' in decision || decision.set.status === 'False';
@@ -49,19 +69,18 @@ const retracts = (decision: NonNullable<NodeConditionDecision>) =>
 export class NodeConditions {
   constructor(private readonly deps: NodeConditionDeps) {}
 
-  async write(pass: Pass, plan: Plan, failedNodes: ReadonlySet<string>): Promise<void> {
-    const { policy, spec, now } = pass;
+  async write(pass: ConditionPass): Promise<void> {
+    const { policy, spec, now, stampsAfter } = pass;
     const standingDown = pass.actuator.dryRun || spec.safety.paused;
     const actuator = standingDown ? this.deps.retractor : pass.actuator;
-    if (!actuator || !plan.remediation || !this.deps.cache.watchesHealthy()) return;
-    const stampsAfter = plan.remediation.stampsAfter;
+    if (!actuator || !stampsAfter || !this.deps.cache.watchesHealthy()) return;
     const decided: { node: NodeView; decision: NonNullable<NodeConditionDecision> }[] = [];
-    for (const observation of plan.observations) {
+    for (const observation of pass.observations) {
       const { node } = observation;
-      const facts = plan.facts.get(node.name);
-      if (!facts || failedNodes.has(node.name)) continue;
+      const facts = pass.facts.get(node.name);
+      if (!facts || pass.failedNodes.has(node.name)) continue;
       const decision = decideNodeCondition({
-        policy: policy.name,
+        policy,
         spec,
         facts,
         current: node.ownCondition,
@@ -73,8 +92,8 @@ export class NodeConditions {
     }
     await forEachLimit(decided, this.deps.writeConcurrency, async ({ node, decision }) => {
       const condition = 'set' in decision ? decision.set : null;
-      if (await this.put(pass.memory, actuator, pass.failures, node, condition))
-        await this.announce(policy.name, node, condition, `policy ${policy.name} writes it no more`);
+      if (await this.put(pass, actuator, node, condition))
+        await this.announce(policy, node, condition, `policy ${policy} writes it no more`);
     });
   }
 
@@ -92,9 +111,8 @@ export class NodeConditions {
   }
 
   private async put(
-    memory: PolicyMemory,
+    pass: Pick<ConditionPass, 'failures' | 'markDirty'>,
     actuator: Actuator,
-    failures: Failures,
     node: NodeView,
     condition: NodeConditionValue | null,
   ): Promise<boolean> {
@@ -105,12 +123,12 @@ export class NodeConditions {
       );
       return true;
     } catch (err) {
-      failures.add(`${NODE_CONDITION_TYPE} of node/${node.name}`, err);
+      pass.failures.add(`${NODE_CONDITION_TYPE} of node/${node.name}`, err);
       return false;
     } finally {
       // Marked once the write is done (and expected): a look taken while it was in flight read the node from before
       // it, and the next pass must look again, behind the expectation, rather than decide on that look.
-      memory.markDirty(node.name);
+      pass.markDirty(node.name);
     }
   }
 

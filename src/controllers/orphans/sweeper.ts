@@ -13,11 +13,11 @@ import type { Clock } from '../../runtime/clock.js';
 import type { ReconcileResult } from '../../runtime/controller.js';
 import { SETTLE_RETRY_MS, type Expectations } from '../../runtime/expectations.js';
 import { ACTION_WORDS, ROLLOUT_WORDS } from '../../status/remediation-status.js';
-import type { ActionLog } from '../apply/action-log.js';
+import type { ActionLog } from '../action-log.js';
 import { Failures } from '../failures.js';
 import { nodeChange } from '../../actuation/node-change.js';
 import type { NodeConditions } from '../nodecondition/node-conditions.js';
-import { assignmentOf, isFrozenPolicy, type NodeAssignment } from '../sandboxpolicy/node-assignment.js';
+import { assignmentOf, isFrozenPolicy, type NodeAssignment } from '../node-assignment.js';
 import type { Pacer } from '../pacing/pacer.js';
 import { workloadChange } from '../../actuation/workload-change.js';
 

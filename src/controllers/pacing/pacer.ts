@@ -19,7 +19,7 @@ import type { ClusterCache } from '../../ports/cluster.js';
 import type { EventRecorder } from '../../ports/writes.js';
 import type { Expectations } from '../../runtime/expectations.js';
 import type { Failures } from '../failures.js';
-import { isFrozenPolicy } from '../sandboxpolicy/node-assignment.js';
+import { isFrozenPolicy } from '../node-assignment.js';
 
 /** How long a pass may take to lift its share of gates: what a reservation is stamped ahead by. */
 const LIFT_ALLOWANCE_MS = 10_000;

@@ -11,8 +11,8 @@ import { forEachLimit } from '../../runtime/limit.js';
 import type { ActionResult } from '../../status/remediation-status.js';
 import type { Failures } from '../failures.js';
 import type { NodeLeases } from '../leases/node-leases.js';
-import type { NodeObservation } from '../sandboxpolicy/observe-nodes.js';
-import type { PolicyMemory } from '../sandboxpolicy/policy-memory.js';
+import type { NodeObservation } from '../policy-memory.js';
+import type { RefusedChanges } from './refused-changes.js';
 
 /** Whether the node is unschedulable after this pass's node actions that changed it (a dry run's changed nothing). */
 export function unschedulableAfter(node: NodeView, results: readonly ActionResult[]): boolean {
@@ -25,6 +25,8 @@ export function unschedulableAfter(node: NodeView, results: readonly ActionResul
 /** What node patches share: the read-your-writes fence, the write limit, and the node leases a fence takes first. */
 export interface NodePatchDeps {
   expectations: Expectations;
+  /** The changes the apiserver refused: not sent again as they were. */
+  refused: RefusedChanges;
   writeConcurrency: number;
   /** safety.nodeLease: the lease is taken before a fence goes up, and given back with the undo. */
   leases?: Pick<NodeLeases, 'claim' | 'release'> | undefined;
@@ -43,10 +45,11 @@ const blockAll = (actions: readonly Action[], node: string, hold: Hold): Blocked
 
 export interface NodePatchInput {
   policy: string;
+  /** The policy object's UID and generation: a refusal holds for the policy as it decided. */
+  uid: string;
   generation: number;
   /** The pass's time: a refusal is tried again after REFUSAL_RETRY_MS. */
   now: Date;
-  memory: PolicyMemory;
   actions: readonly Action[];
   stampsAfter: ReadonlyMap<string, NodeStamps | undefined>;
   actuator: Actuator;
@@ -76,7 +79,7 @@ export async function patchNodes(
   await forEachLimit([...byNode], deps.writeConcurrency, async ([nodeName, actions]) => {
     const observation = observations.get(nodeName);
     if (!observation) return;
-    const refusal = input.memory.refused.refusal(observation.node, input.generation, input.now);
+    const refusal = deps.refused.refusal(observation.node, input, input.now);
     if (refusal !== undefined) {
       failedNodes.add(nodeName);
       blocked.push(...blockAll(actions, nodeName, { guard: 'RefusedByApi', message: refusal }));
@@ -110,7 +113,7 @@ export async function patchNodes(
         return;
       }
       if (err instanceof TerminalError)
-        input.memory.refused.refuse(observation.node, input.generation, err.message, input.now);
+        deps.refused.refuse(observation.node, input, err.message, input.now);
       input.failures.add(`patch of node/${nodeName}`, err);
       const detail = err instanceof Error ? err.message : String(err);
       for (const action of actions) input.report({ action, outcome: 'Failed', detail });

@@ -2,6 +2,8 @@ import type { NodeView } from '../../detection/index.js';
 
 /** A node change the apiserver refused for what it is (400/422): not sent again as it is. */
 interface RefusedChange {
+  /** The policy object (its UID) whose change it was: one made again under the name starts afresh. */
+  policy: string;
   /** What of the node the change was decided on (nodeContent). */
   content: string;
   /** The policy's generation it was decided on. */
@@ -25,27 +27,45 @@ export const REFUSAL_RETRY_MS = 5 * 60_000;
 const nodeContent = (node: NodeView): string =>
   JSON.stringify([node.labels, node.unschedulable, node.taints, node.stamps ?? null]);
 
+/** The policy a change was decided for: its object (UID) and the generation of its spec. */
+export interface Decider {
+  uid: string;
+  generation: number;
+}
+
 /**
- * A policy's node changes the apiserver refused for what it is, by node: node patching owns them. One is not sent
- * again until someone changes the node (its labels, cordon, taints or stamps) or the policy changes, or for
- * REFUSAL_RETRY_MS.
+ * The node changes the apiserver refused for what they are, by node (a node is one policy's at a time): node
+ * patching owns them, one set for the process. One is not sent again until someone changes the node (its labels,
+ * cordon, taints or stamps) or the policy changes, or for REFUSAL_RETRY_MS. At most one per node, dropped once it
+ * lapses and with the node.
  */
 export class RefusedChanges {
   private readonly nodes = new Map<string, RefusedChange>();
 
-  /** Why a change of the node as it is now, decided on this generation, is not sent; undefined when it may be. */
-  refusal(node: NodeView, generation: number, now: Date): string | undefined {
+  /** Why a change of the node as it is now, decided by this policy, is not sent; undefined when it may be. */
+  refusal(node: NodeView, policy: Decider, now: Date): string | undefined {
     const refused = this.nodes.get(node.name);
     if (!refused) return undefined;
-    const stands =
+    const holds =
+      refused.policy === policy.uid &&
       refused.content === nodeContent(node) &&
-      refused.generation === generation &&
+      refused.generation === policy.generation &&
       now.getTime() - refused.at < REFUSAL_RETRY_MS;
-    if (!stands) this.nodes.delete(node.name);
-    return stands ? refused.message : undefined;
+    if (!holds) this.nodes.delete(node.name);
+    return holds ? refused.message : undefined;
   }
 
-  refuse(node: NodeView, generation: number, message: string, now: Date): void {
-    this.nodes.set(node.name, { content: nodeContent(node), generation, message, at: now.getTime() });
+  refuse(node: NodeView, policy: Decider, message: string, now: Date): void {
+    this.nodes.set(node.name, {
+      policy: policy.uid,
+      content: nodeContent(node),
+      generation: policy.generation,
+      message,
+      at: now.getTime(),
+    });
+  }
+
+  forgetNode(node: string): void {
+    this.nodes.delete(node);
   }
 }

@@ -2,7 +2,7 @@ import type { SandboxHealthStatus, SandboxPolicyStatus } from '../../api/v1alpha
 import type { ClusterCache, PolicyObject } from '../../ports/cluster.js';
 import { isAtLeast, type Expectations } from '../../runtime/expectations.js';
 import { stored } from '../../status/merge-patch.js';
-import type { PolicyMemory } from '../sandboxpolicy/policy-memory.js';
+import type { PolicyMemory } from '../policy-memory.js';
 
 /**
  * The operator's own status writes that the watch has not shown yet, as the API returned them. Only this operator

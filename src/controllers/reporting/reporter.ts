@@ -23,8 +23,7 @@ import {
   type RemediationStatusInput,
 } from '../../status/remediation-status.js';
 import { logWriteFailure } from '../failures.js';
-import type { NodeObservation } from '../sandboxpolicy/observe-nodes.js';
-import type { PolicyMemory } from '../sandboxpolicy/policy-memory.js';
+import type { NodeObservation, PolicyMemory } from '../policy-memory.js';
 import { ReportsInFlight, type Flight } from './in-flight.js';
 import type { UnreportedResults } from './unreported.js';
 import type { MutationCache } from './mutation-cache.js';

@@ -12,9 +12,9 @@ import type { ClusterCache, PolicyObject } from '../../ports/cluster.js';
 import type { EventRecorder } from '../../ports/writes.js';
 import type { Expectations } from '../../runtime/expectations.js';
 import { DRY_RUN_PREFIX, ROLLOUT_WORDS } from '../../status/remediation-status.js';
-import type { ActionLog } from '../apply/action-log.js';
+import type { ActionLog } from '../action-log.js';
 import type { Failures } from '../failures.js';
-import type { NodeObservation } from '../sandboxpolicy/observe-nodes.js';
+import type { NodeObservation } from '../policy-memory.js';
 import { observeRollouts, saturatedPlacements, withStuckUpdates } from './observe.js';
 import { workloadChange } from '../../actuation/workload-change.js';
 

@@ -11,7 +11,7 @@ import type { Logger } from '../../observability/log.js';
 import { decideIoCause, type IoCauseDecision } from '../../policy/io-cause.js';
 import type { WorkloadReader } from '../../ports/cluster.js';
 import { CULPRIT_SHARE_PERCENT } from '../../signals/io-shares.js';
-import type { PolicyMemory } from './policy-memory.js';
+import type { PolicyMemory } from '../policy-memory.js';
 
 /** The reading the attribution came with: the attributed device's busy time, judged against the policy. */
 export interface AttributedReading {

@@ -7,7 +7,7 @@ import type { MeasuredPod } from '../../detection/index.js';
 import type { SandboxPolicySpec } from '../../api/v1alpha1/index.js';
 import type { Logger } from '../../observability/log.js';
 import type { ClusterCache, WorkloadReader } from '../../ports/cluster.js';
-import type { NodeObservation, PolicyMemory } from './policy-memory.js';
+import type { NodeObservation, PolicyMemory } from '../policy-memory.js';
 
 /** What the live reads need of a pass: the reader, the cache's nodes, a logger. */
 interface LiveDeps {

@@ -34,11 +34,10 @@ import { resolveAttribution } from './culprits.js';
 import type { IgnoredEvents } from './ignored-events.js';
 import { needsLiveReads, readRunningRollouts, resolveClaims } from './observe-live.js';
 import { ioState } from './observe.js';
-import type { NodeObservation, PolicyMemory } from './policy-memory.js';
+import type { NodeObservation, PolicyMemory } from '../policy-memory.js';
 import type { UnreportedResults } from '../reporting/unreported.js';
 import type { MutationCache } from '../reporting/mutation-cache.js';
 
-export type { NodeObservation };
 
 export interface ObserveDeps {
   cache: ClusterCache;

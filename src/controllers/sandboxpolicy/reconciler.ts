@@ -18,8 +18,8 @@ import { Failures } from '../failures.js';
 import type { IgnoredEvents } from './ignored-events.js';
 import type { NodePatchDeps } from '../remediation/node-changes.js';
 import { observeNode } from './observe.js';
-import { observeNodes, type NodeObservation } from './observe-nodes.js';
-import { Ownership, validatePolicy } from './node-assignment.js';
+import { observeNodes } from './observe-nodes.js';
+import { Ownership, validatePolicy } from '../node-assignment.js';
 import type { Pacer } from '../pacing/pacer.js';
 import {
   nextWait,
@@ -30,8 +30,8 @@ import {
   type PassStats,
   type Plan,
   type Seen,
-} from './pass.js';
-import type { PolicyMemories, PolicyMemory, RemediationParts } from './policy-memory.js';
+} from '../apply/pass.js';
+import type { NodeObservation, PolicyMemories, PolicyMemory, RemediationParts } from '../policy-memory.js';
 import type { UnreportedResults } from '../reporting/unreported.js';
 import { sameStatus } from '../../status/health-patch.js';
 import type { Reporter } from '../reporting/reporter.js';
@@ -106,9 +106,13 @@ export class PolicyReconciler {
       this.deps.mutations.policyObserved(memory, this.deps.cache.observedVersion('SandboxPolicy', name));
   }
 
-  /** A node is gone: its Event budget goes, what no report of it reported (the unreported), when we last evicted off it. */
+  /**
+   * A node is gone: its Event budget goes, what no report of it reported (the unreported), when we last evicted off it,
+   * its refused change, its IO limits.
+   */
   forgetNode(name: string): void {
     this.deps.reporter.forgetNode(name);
+    this.deps.refused.forgetNode(name);
     this.deps.evictor.forgetNode(name);
     this.deps.limiter.forgetNode(name);
   }

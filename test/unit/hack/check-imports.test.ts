@@ -1,6 +1,6 @@
 // The import-circle check of make verify: strongly connected files, a file importing itself, and none in a tree.
 import { expect } from 'chai';
-import { circles } from '../../../hack/check-imports.js';
+import { circles, folderGraph } from '../../../hack/check-imports.js';
 
 describe('check-imports: circles', () => {
   const cases: { name: string; graph: Record<string, string[]>; want: string[][] }[] = [
@@ -21,5 +21,34 @@ describe('check-imports: circles', () => {
     it(c.name, () => {
       const found = circles(new Map(Object.entries(c.graph)));
       expect(found.sort((x, y) => x[0]!.localeCompare(y[0]!))).to.deep.equal(c.want);
+    });
+});
+
+describe('check-imports: folders', () => {
+  const cases: { name: string; graph: Record<string, string[]>; want: string[][] }[] = [
+    {
+      name: 'files in a tree of folders: none',
+      graph: { 'a/x': ['b/y', 'a/z'], 'a/z': ['c/w'], 'b/y': ['c/w'], 'c/w': [] },
+      want: [],
+    },
+    {
+      name: 'two folders that import each other through different files, no file circle',
+      graph: { 'a/x': ['b/y'], 'b/z': ['a/w'], 'b/y': [], 'a/w': [] },
+      want: [['a', 'b']],
+    },
+    {
+      name: 'a folder and a subfolder that import each other',
+      graph: { 'a/x': ['a/s/y'], 'a/s/z': ['a/w'], 'a/s/y': [], 'a/w': [] },
+      want: [['a', 'a/s']],
+    },
+    {
+      name: 'imports within one folder are not a circle of it',
+      graph: { 'a/x': ['a/y'], 'a/y': ['a/x'] },
+      want: [],
+    },
+  ];
+  for (const c of cases)
+    it(c.name, () => {
+      expect(circles(folderGraph(new Map(Object.entries(c.graph))))).to.deep.equal(c.want);
     });
 });

@@ -4,9 +4,8 @@ import { expect } from 'chai';
 import type { NodeStamps } from '../../../../src/api/v1alpha1/index.js';
 import { Failures } from '../../../../src/controllers/failures.js';
 import { patchNodes, unschedulableAfter } from '../../../../src/controllers/remediation/node-changes.js';
-import { REFUSAL_RETRY_MS } from '../../../../src/controllers/remediation/refused-changes.js';
-import type { NodeObservation } from '../../../../src/controllers/sandboxpolicy/observe-nodes.js';
-import { PolicyMemory } from '../../../../src/controllers/sandboxpolicy/policy-memory.js';
+import { REFUSAL_RETRY_MS, RefusedChanges } from '../../../../src/controllers/remediation/refused-changes.js';
+import type { NodeObservation } from '../../../../src/controllers/policy-memory.js';
 import { silentLogger } from '../../../../src/observability/log.js';
 import type { Action } from '../../../../src/policy/actions.js';
 import { FakeClock } from '../../../../src/runtime/clock.js';
@@ -27,7 +26,7 @@ const STAMPS: NodeStamps = { policy: 'p', since: T0, taintsBefore: [], reason: '
 
 function world() {
   const cluster = new MemoryCluster().addNodes(aNode('n1'), aNode('n2'));
-  const memory = new PolicyMemory('uid-p');
+  const refused = new RefusedChanges();
   const expectations = new Expectations(new FakeClock(T0.getTime()));
   const observe = (version: string): ReadonlyMap<string, NodeObservation> =>
     new Map(
@@ -42,13 +41,13 @@ function world() {
     const dirty: string[] = [];
     const failures = new Failures(silentLogger, {});
     const { failedNodes, blocked } = await patchNodes(
-      { expectations, writeConcurrency: 2 },
+      { expectations, refused, writeConcurrency: 2 },
       observe(version),
       {
         policy: 'p',
+        uid: 'uid-p',
         generation: 1,
         now,
-        memory,
         actions: nodes.map(cordon),
         stampsAfter: new Map(nodes.map((n) => [n, STAMPS])),
         actuator: cluster,
@@ -65,7 +64,7 @@ function world() {
       dirty,
     };
   };
-  return { cluster, memory, patch };
+  return { cluster, refused, patch };
 }
 
 const conflict = () => Object.assign(new Error('changed'), { code: 409, body: {} });

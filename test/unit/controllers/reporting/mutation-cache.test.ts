@@ -3,7 +3,7 @@
 import { expect } from 'chai';
 import type { SandboxHealthStatus, SandboxPolicyStatus } from '../../../../src/api/v1alpha1/index.js';
 import { MutationCache } from '../../../../src/controllers/reporting/mutation-cache.js';
-import { PolicyMemory } from '../../../../src/controllers/sandboxpolicy/policy-memory.js';
+import { PolicyMemory } from '../../../../src/controllers/policy-memory.js';
 import type { PolicyObject } from '../../../../src/ports/cluster.js';
 import { FakeClock } from '../../../../src/runtime/clock.js';
 import { Expectations } from '../../../../src/runtime/expectations.js';

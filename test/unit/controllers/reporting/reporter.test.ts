@@ -5,7 +5,7 @@ import { expect } from 'chai';
 import { MutationCache } from '../../../../src/controllers/reporting/mutation-cache.js';
 import { Reporter } from '../../../../src/controllers/reporting/reporter.js';
 import { UnreportedResults } from '../../../../src/controllers/reporting/unreported.js';
-import { PolicyMemory } from '../../../../src/controllers/sandboxpolicy/policy-memory.js';
+import { PolicyMemory } from '../../../../src/controllers/policy-memory.js';
 import {
   detectNodeFindings,
   detectStuckPods,

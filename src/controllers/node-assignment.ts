@@ -5,10 +5,10 @@ import {
   selectorSpecificity,
   validateSandboxPolicySpec,
   type SandboxPolicySpec,
-} from '../../api/v1alpha1/index.js';
-import type { NodeView } from '../../detection/index.js';
-import type { ClusterCache, PolicyObject } from '../../ports/cluster.js';
-import { BoundedMap } from '../../runtime/bounded-map.js';
+} from '../api/v1alpha1/index.js';
+import type { NodeView } from '../detection/index.js';
+import type { ClusterCache, PolicyObject } from '../ports/cluster.js';
+import { BoundedMap } from '../runtime/bounded-map.js';
 
 export interface PolicyCandidate {
   name: string;

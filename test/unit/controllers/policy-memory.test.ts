@@ -2,11 +2,11 @@
 // its own SandboxHealth writes until the watch shows them (found by a review of the reconciler, issue 24, each shown
 // failing before its fix).
 import { expect } from 'chai';
-import type { SandboxPolicySpecInput } from '../../../../src/api/v1alpha1/index.js';
-import { SourceFactory } from '../../../../src/signals/factory.js';
-import { aPod, anEvent, nameReservedMessage, T0 } from '../../../support/builders.js';
-import { aNode, MemoryCluster } from '../../../support/memory-cluster.js';
-import { aReconciler } from '../../../support/reconciler.js';
+import type { SandboxPolicySpecInput } from '../../../src/api/v1alpha1/index.js';
+import { SourceFactory } from '../../../src/signals/factory.js';
+import { aPod, anEvent, nameReservedMessage, T0 } from '../../support/builders.js';
+import { aNode, MemoryCluster } from '../../support/memory-cluster.js';
+import { aReconciler } from '../../support/reconciler.js';
 
 describe("a policy's own state across passes", () => {
   it('keeps the report deferral ages of each policy its own, so no report is deferred for ever', async () => {

@@ -4,17 +4,16 @@ import type {
   SandboxHealthStatus,
   SandboxPolicySpec,
   SandboxPolicyStatus,
-} from '../../api/v1alpha1/index.js';
-import type { MeasuredPod, NodeFindings, NodeView, PodView } from '../../detection/index.js';
-import type { BlockedAction } from '../../policy/actions.js';
-import type { IoCauseDecision } from '../../policy/io-cause.js';
-import type { IoPressureDecision } from '../../policy/io-pressure.js';
-import type { PacingPolicy } from '../../policy/pacing.js';
-import type { NodeFacts } from '../../policy/node-facts.js';
-import type { NodeLeaseView } from '../../policy/node-lease.js';
-import type { IoSource } from '../../signals/types.js';
-import type { DetectionStatus } from '../../status/health-status.js';
-import { RefusedChanges } from '../remediation/refused-changes.js';
+} from '../api/v1alpha1/index.js';
+import type { MeasuredPod, NodeFindings, NodeView, PodView } from '../detection/index.js';
+import type { BlockedAction } from '../policy/actions.js';
+import type { IoCauseDecision } from '../policy/io-cause.js';
+import type { IoPressureDecision } from '../policy/io-pressure.js';
+import type { PacingPolicy } from '../policy/pacing.js';
+import type { NodeFacts } from '../policy/node-facts.js';
+import type { NodeLeaseView } from '../policy/node-lease.js';
+import type { IoSource } from '../signals/types.js';
+import type { DetectionStatus } from '../status/health-status.js';
 
 /** One node as a pass sees it: the cache, this pass's detection and IO judgement, and its stored status. */
 export interface NodeObservation {
@@ -110,8 +109,6 @@ export class PolicyMemory {
   /** The next full pass: the resync, or the next poll of a polled IO source. */
   fullPassAt = 0;
   readonly nodes = new Map<string, NodeState>();
-  /** The node changes the apiserver refused (node patching's). */
-  readonly refused = new RefusedChanges();
   /** The policy's status as we last wrote it (the API's merge of our patches), while the cache does not show it. */
   written: { status: SandboxPolicyStatus; version: string } | undefined;
   /** What the pacing webhook reads for this policy; absent when it paces nothing (or is invalid). */

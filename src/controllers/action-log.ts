@@ -1,8 +1,8 @@
-import type { ActionKind } from '../../api/v1alpha1/index.js';
-import type { Logger } from '../../observability/log.js';
-import { isStampDrop } from '../../policy/actions.js';
-import type { RolloutAction } from '../../policy/rollouts.js';
-import { ACTION_WORDS, ROLLOUT_WORDS, type ActionResult } from '../../status/remediation-status.js';
+import type { ActionKind } from '../api/v1alpha1/index.js';
+import type { Logger } from '../observability/log.js';
+import { isStampDrop } from '../policy/actions.js';
+import type { RolloutAction } from '../policy/rollouts.js';
+import { ACTION_WORDS, ROLLOUT_WORDS, type ActionResult } from '../status/remediation-status.js';
 
 export type ActionOutcome = 'Succeeded' | 'Failed';
 

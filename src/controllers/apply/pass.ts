@@ -26,9 +26,8 @@ import { blockKey, type ActionResult } from '../../status/remediation-status.js'
 import type { EvictionPlan } from '../remediation/evictor.js';
 import type { Failures } from '../failures.js';
 import { unschedulableAfter } from '../remediation/node-changes.js';
-import type { NodeObservation } from './observe-nodes.js';
 import type { PacingOutcome, PacingPlan } from '../pacing/pacer.js';
-import type { PolicyMemory, RemediationParts } from './policy-memory.js';
+import type { NodeObservation, PolicyMemory, RemediationParts } from '../policy-memory.js';
 import type { RolloutOutcome, RolloutPlan } from '../rollouts/throttler.js';
 
 const FOLLOW_UP_MS = 5_000;

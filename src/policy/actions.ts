@@ -72,31 +72,65 @@ export type Eviction = Extract<Action, { kind: 'Evict' | 'Migrate' }>;
 export type NodeAction = Exclude<Action, Eviction>;
 
 /**
- * Whether an action is carried out by patching its node. Each kind is named: a new kind fails to compile here until
- * it is given its place, rather than falling to the node patch (or to the evictions) unannounced.
+ * Where each kind of action is carried out: on its node (a patch of spec.unschedulable or its taints), or on a pod (the
+ * Eviction API). Each kind is named: a new kind fails to compile here until it is given its place, rather than falling
+ * to the node patch (or to the evictions) unannounced.
  */
-export function isNodeAction(action: Action): action is NodeAction {
+export function placeOf(kind: ActionKind): 'Node' | 'Pod' {
+  switch (kind) {
+    case 'Cordon':
+    case 'Uncordon':
+    case 'Taint':
+    case 'Untaint':
+      return 'Node';
+    case 'Evict':
+    case 'Migrate':
+      return 'Pod';
+    default:
+      return unnamedKind(kind);
+  }
+}
+
+function unnamedKind(kind: never): never {
+  throw new Error(`no place for action kind ${String(kind)}`);
+}
+
+/** Whether an action is carried out by patching its node. */
+export const isNodeAction = (action: Action): action is NodeAction => placeOf(action.kind) === 'Node';
+
+/** Whether an action (or a recorded one) evicts a pod. */
+export function isEviction<A extends { kind: ActionKind }>(action: A): action is A & Pick<Eviction, 'kind'> {
+  return placeOf(action.kind) === 'Pod';
+}
+
+/** Whether an action of this kind, with this outcome, moved a pod off its node (a stuck pod, or a migrated one). */
+export const evictedPod = (kind: ActionKind, outcome: string): boolean =>
+  placeOf(kind) === 'Pod' && outcome === 'Succeeded';
+
+/** Whether an action of this kind, with this outcome, moved an IO-heavy pod off its node (what maxPodsPerNode counts). */
+export const migratedPod = (kind: ActionKind, outcome: string): boolean =>
+  kind === 'Migrate' && outcome === 'Succeeded';
+
+/** The object an action is about, which its Event names. */
+export type Subject =
+  { kind: 'Node'; name: string; uid: string } | { kind: 'Pod'; namespace: string; name: string; uid: string };
+
+/** What an action is about, by its kind: its node for a node change, its pod for an eviction. */
+export function subjectOf(action: Action, node: { name: string; uid: string }): Subject {
   switch (action.kind) {
     case 'Cordon':
     case 'Uncordon':
     case 'Taint':
     case 'Untaint':
-      return true;
+      return { kind: 'Node', name: node.name, uid: node.uid };
     case 'Evict':
     case 'Migrate':
-      return false;
-    default:
-      return unnamedKind(action);
+      return { kind: 'Pod', namespace: action.pod.namespace, name: action.pod.name, uid: action.pod.uid };
+    default: {
+      const unnamed: never = action;
+      return unnamedKind((unnamed as { kind: never }).kind);
+    }
   }
-}
-
-function unnamedKind(action: never): never {
-  throw new Error(`no place for action kind ${(action as { kind: string }).kind}`);
-}
-
-/** Whether an action (or a recorded one) evicts a pod. */
-export function isEviction<A extends { kind: string }>(action: A): action is A & Pick<Eviction, 'kind'> {
-  return action.kind === 'Evict' || action.kind === 'Migrate';
 }
 
 /**

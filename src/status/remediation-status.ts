@@ -10,7 +10,14 @@ import {
   type SandboxHealthStatus,
 } from '../api/v1alpha1/index.js';
 import type { NodeView } from '../detection/index.js';
-import { isEviction, isStampDrop, type Action, type BlockedAction } from '../policy/actions.js';
+import {
+  isEviction,
+  isStampDrop,
+  migratedPod,
+  subjectOf,
+  type Action,
+  type BlockedAction,
+} from '../policy/actions.js';
 import { mergeConditions } from './conditions.js';
 import type { RolloutAction } from '../policy/rollouts.js';
 import type { Transition } from '../ports/writes.js';
@@ -184,9 +191,7 @@ export function desiredHealthStatus(input: RemediationStatusInput): HealthStatus
     // Counted here, not from the recent actions (20, shared with every other kind): maxPodsPerNode holds for the
     // whole remediation, however long it lasts, and across restarts.
     const before = previous?.remediation?.since === record.since ? (previous.remediation.migrated ?? 0) : 0;
-    const moved = input.results.filter(
-      (r) => r.action.kind === 'Migrate' && r.outcome === 'Succeeded',
-    ).length;
+    const moved = input.results.filter((r) => migratedPod(r.action.kind, r.outcome)).length;
     if (before + moved > 0) record.migrated = before + moved;
     status.remediation = record;
   }
@@ -226,14 +231,7 @@ export function remediationTransitions(input: RemediationStatusInput, desired: H
       : '';
   for (const result of input.results) {
     const { action } = result;
-    const target = isEviction(action)
-      ? {
-          kind: 'Pod' as const,
-          namespace: action.pod.namespace,
-          name: action.pod.name,
-          uid: action.pod.uid,
-        }
-      : nodeRef;
+    const target = subjectOf(action, node);
     if (result.outcome === 'Succeeded' && isStampDrop(action)) {
       // Not an action of ours: someone else reverted what we did, and we let go of the claim.
       transitions.push({ target, type: 'Normal', reason: 'RemediationReleased', message: action.message });

@@ -9,7 +9,7 @@ import {
   type SandboxPolicyStatus,
 } from '../../api/v1alpha1/index.js';
 import {
-  isEviction,
+  evictedPod,
   isStampDrop,
   type Action,
   type BlockedAction,
@@ -363,9 +363,7 @@ export function followUpWait(pass: Pass, plan: Plan, done: Done): number | undef
   if (plan.actions.length > 0 || done.blocked.length > 0) waits.push(FOLLOW_UP_MS);
   if (done.pacing.nextAt) waits.push(done.pacing.nextAt.getTime() - at + 1);
   // A pass whose evictions a disruption budget all refused waits for the follow-up, not a busy loop.
-  const evicted = [...done.results.values()].some((r) =>
-    r.some((x) => isEviction(x.action) && x.outcome === 'Succeeded'),
-  );
+  const evicted = [...done.results.values()].some((r) => r.some((x) => evictedPod(x.action.kind, x.outcome)));
   if (plan.evictions.left > 0 && evicted) waits.push(0);
   return waits.length > 0 ? Math.max(0, Math.min(...waits)) : undefined;
 }

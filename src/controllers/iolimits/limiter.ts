@@ -107,7 +107,7 @@ export class IoLimiter {
   /** By node, a list the apiserver refused for what it is (403, 422), and when: not sent again as it is for a while. */
   private readonly refused = new Map<string, { wish: string; at: number }>();
   /** "key state" of each limit whose not being applied was said, so it is said once. */
-  private readonly told = new Set<string>();
+  private readonly announced = new Set<string>();
 
   constructor(
     private readonly deps: {
@@ -329,8 +329,8 @@ export class IoLimiter {
       }
     for (const { limit, state } of node.notApplied) {
       const key = `${limitKey({ podUid: limit.uid, device: limit.device })} ${state}`;
-      if (this.told.has(key)) continue;
-      this.told.add(key);
+      if (this.announced.has(key)) continue;
+      this.announced.add(key);
       count('NotApplied');
       await recorder.record(notAppliedEvent(node.node, limit, state));
     }
@@ -341,7 +341,7 @@ export class IoLimiter {
     const key = limitKey({ podUid, device });
     this.liftedAt.set(podUid, now);
     this.quietSince.delete(key);
-    for (const told of this.told) if (told.startsWith(`${key} `)) this.told.delete(told);
+    for (const one of this.announced) if (one.startsWith(`${key} `)) this.announced.delete(one);
   }
 
   private keepQuiet(limit: PodLimit): void {

@@ -20,7 +20,7 @@ export interface Flight {
 }
 
 /**
- * A write back: whether it applied (as answered, or proven by a later one), whether it stands (the latest of its node's
+ * A write back: whether it applied (as answered, or proven by a later one), whether it is the latest (of its node's writes
  * to apply), and the earlier writes its applying proves applied.
  */
 export interface Back {
@@ -33,7 +33,7 @@ export interface Back {
  * The Reporter's SandboxHealth writes in flight, by node: one, or two when the second follows the first, fenced on the
  * reportId the first gives the status (ADR 0026), so that the API is applied it right after the first or not at all. Each
  * write is named apart from every other this process makes. Answers can come back out of order: a write that applied
- * proves the ones it followed applied before it, and an older one answered after it stands for nothing.
+ * proves the ones it followed applied before it, and an older one answered after it is superseded.
  */
 export class ReportsInFlight {
   /** Per node: writes not yet known to have applied, oldest first; writes not yet back; the latest applied (seq). */

@@ -7,7 +7,7 @@ import type { PolicyMemory } from '../policy-memory.js';
 /**
  * The operator's own status writes that the watch has not shown yet, as the API returned them. Only this operator
  * writes the policy status and the SandboxHealth's detection and remediation, so what it wrote is what the API holds,
- * and a pass stands on that rather than wait for the watch: in an incident both are written at almost every pass, and
+ * and a pass reads that (client-go's mutation cache) rather than wait for the watch: in an incident both are written at almost every pass, and
  * waiting for each echo would put a watch round trip between one stuck pod's report and the next. Each lasts until the
  * cache shows that version or a newer one, not for a time: a watch lagging in a storm must not bring back an older
  * eviction log, nor a node's older status (its Events repeated, its `since` reset).
@@ -25,14 +25,14 @@ export class MutationCache {
 
   /**
    * The status a pass reads for a policy: ours while the cache has not shown our last write of it, the cached one
-   * after. A write that came back with no version stands in for nothing (the policy was deleted meanwhile). Dropped
+   * after. A write that came back with no version is not cached (the policy was deleted meanwhile). Dropped
    * where the version is learnt (the watch's event, or the write's answer), so a pass compares nothing.
    */
   policyStatus(memory: PolicyMemory, policy: PolicyObject): SandboxPolicyStatus | undefined {
     return memory.written?.status ?? policy.status;
   }
 
-  /** The cache shows this version of the policy now: a write of ours it includes stands in no more. */
+  /** The cache shows this version of the policy now: a write of ours it includes is observed, and dropped. */
   policyObserved(memory: PolicyMemory, observed: string | undefined): void {
     if (memory.written && observed !== undefined && isAtLeast(observed, memory.written.version))
       memory.written = undefined;
@@ -46,7 +46,7 @@ export class MutationCache {
     before: SandboxPolicyStatus | undefined,
     patch: Partial<SandboxPolicyStatus>,
   ): void {
-    // No version (the policy is gone, or none came back): nothing to stand in for.
+    // No version (the policy is gone, or none came back): nothing to cache.
     if (version === undefined) {
       memory.written = undefined;
       return;
@@ -58,7 +58,7 @@ export class MutationCache {
 
   /**
    * What a node's SandboxHealth status is: ours while the cache lags behind our write (undefined once it shows it:
-   * read the cache); null when a write of ours is awaited with nothing to stand in for it (wait for the watch).
+   * read the cache); null when a write of ours is awaited with nothing cached for it (wait for the watch).
    */
   health(node: string): SandboxHealthStatus | undefined | null {
     const cached = this.cache.observedVersion('SandboxHealth', node);

@@ -315,7 +315,7 @@ export class Reporter {
     if (back.latest && written)
       superseded = this.recordApplied(memory, observation, written, flight, reported);
     // Answered after a later write that holds it, or failed as the API answered it and yet applied (a later write that
-    // followed it did): its results are reported, its Events too, and nothing else of it stands.
+    // followed it did): its results are reported, its Events too, and nothing else of it is kept.
     else if (!this.gone.has(node.name)) this.deps.unreported.reportedBy(node.name, reported);
     const stuck = detectionTransitions(node, previous, desired, this.stuckEvents.left(node.name));
     this.stuckEvents.spend(node.name, stuck);
@@ -324,8 +324,8 @@ export class Reporter {
 
   /**
    * The node's latest write applied: what the API holds now, as it answered (its merge of our patch, nested fields
-   * included), so that the next pass need not read the node again to know it, and stands on it until the watch shows
-   * it (an answer that cannot be read stands in for nothing: the node waits for the watch). Returns whether a pass
+   * included), so that the next pass need not read the node again to know it, and caches it until the watch shows
+   * it (an answer that cannot be read is not cached: the node waits for the watch). Returns whether a pass
    * looked at the node while it was in flight (that look is stale now).
    */
   private recordApplied(

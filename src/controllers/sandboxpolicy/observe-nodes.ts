@@ -38,7 +38,6 @@ import type { NodeObservation, PolicyMemory } from '../policy-memory.js';
 import type { UnreportedResults } from '../reporting/unreported.js';
 import type { MutationCache } from '../reporting/mutation-cache.js';
 
-
 export interface ObserveDeps {
   cache: ClusterCache;
   unreported: UnreportedResults;
@@ -64,7 +63,7 @@ export interface ObserveRequest {
  * Looks at the nodes from the cache: their stuck pods, their IO readings judged, their SandboxHealth as stored (or as
  * we wrote it). Nodes whose own write the cache does not show yet are unsettled, and no decision is made on them: a
  * node patch or lease of ours (the node is looked at all the same, so its stuck pods are reported meanwhile), or a
- * SandboxHealth write with no stand-in (nothing about the node is read until the cache shows it).
+ * SandboxHealth write with nothing cached for it (nothing about the node is read until the cache shows it).
  */
 export async function observeNodes(
   deps: ObserveDeps,
@@ -211,7 +210,7 @@ async function refreshSource(
 
 /**
  * One node; settled false while a write of ours to it is not back through the watch, and no draft at all while its
- * SandboxHealth is awaited with nothing to stand in for it.
+ * SandboxHealth is awaited with nothing cached for it.
  */
 function observeNode(
   deps: ObserveDeps,

@@ -11,7 +11,7 @@ import type { IoCauseDecision } from '../../policy/io-cause.js';
 import type { IoPressureDecision } from '../../policy/io-pressure.js';
 import type { MeasuredPod } from '../../detection/index.js';
 import { isNoMigrate } from './culprits.js';
-import { isEviction, isFrozenByDryRun, isStampDrop } from '../../policy/actions.js';
+import { evictedPod, isFrozenByDryRun, isStampDrop, migratedPod } from '../../policy/actions.js';
 import type { CandidatePod, IoState, NodeFacts } from '../../policy/node-facts.js';
 import type { NodeLeaseView } from '../../policy/node-lease.js';
 import { explainedByIo, type DetectionStatus } from '../../status/health-status.js';
@@ -63,8 +63,7 @@ function migratedSince(
   unreported: readonly ActionRecord[],
   since: Date,
 ): number {
-  const migrated = (a: ActionRecord) =>
-    a.kind === 'Migrate' && a.outcome === 'Succeeded' && new Date(a.time) >= since;
+  const migrated = (a: ActionRecord) => migratedPod(a.kind, a.outcome) && new Date(a.time) >= since;
   const kept =
     previous?.remediation?.since === since.toISOString() ? (previous.remediation.migrated ?? 0) : 0;
   const recent = (previous?.actions ?? []).filter(migrated).length;
@@ -76,7 +75,7 @@ function migratedSince(
  * and may need it); a dry run counts both.
  */
 const evictedBy = (dryRun: boolean) => (a: ActionRecord) =>
-  isEviction(a) && a.outcome === 'Succeeded' && (dryRun || !a.dryRun);
+  evictedPod(a.kind, a.outcome) && (dryRun || !a.dryRun);
 
 /** Pods an earlier pass already evicted (in a dry run, also those reported as evicted): never evicted twice. */
 export function evictedUids(actions: readonly ActionRecord[] | undefined, dryRun: boolean): Set<string> {

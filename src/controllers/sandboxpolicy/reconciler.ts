@@ -1,7 +1,7 @@
 import type { Actuator } from '../../actuation/actuator.js';
 import type { NodeStamps, PolicyProblem, SandboxPolicySpec } from '../../api/v1alpha1/index.js';
 import type { Logger } from '../../observability/log.js';
-import { isEviction } from '../../policy/actions.js';
+import { isNodeAction } from '../../policy/actions.js';
 import type { NodeFacts } from '../../policy/node-facts.js';
 import { decideRemediation } from '../../policy/remediation.js';
 import type { ClusterCache, PolicyObject, WorkloadReader } from '../../ports/cluster.js';
@@ -99,7 +99,7 @@ export class PolicyReconciler {
     } else this.deps.expectations.forget(`Node/${name}`);
   }
 
-  /** The cache shows a new version of the policy: a status write of ours it includes stands in no more. */
+  /** The cache shows a new version of the policy: a status write of ours it includes is observed, and dropped from the mutation cache. */
   policyObserved(name: string): void {
     const memory = this.deps.memories.get(name);
     if (memory)
@@ -295,7 +295,7 @@ export class PolicyReconciler {
       observations,
       facts,
       remediation,
-      actions: [...(remediation?.actions.filter((a) => !isEviction(a)) ?? []), ...evictions.evictions],
+      actions: [...(remediation?.actions.filter(isNodeAction) ?? []), ...evictions.evictions],
       evictions,
       // Rollouts: what feeds a saturated node stops, and at most N roll out while the pressure lasts.
       rollouts: this.deps.throttler.plan({

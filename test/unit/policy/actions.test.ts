@@ -1,7 +1,7 @@
 // Which actions are carried out by patching their node, and which by the Eviction API: each kind by name.
 import { expect } from 'chai';
 import { ACTION_KINDS } from '../../../src/api/v1alpha1/index.js';
-import { isEviction, isNodeAction, type Action } from '../../../src/policy/actions.js';
+import { isEviction, isNodeAction, subjectOf, type Action } from '../../../src/policy/actions.js';
 
 const base = { node: 'n1', target: 'node/n1', reason: 'SandboxCreationStuckOnIo', message: 'stuck' };
 const pod = { namespace: 'ns', name: 'web-1', uid: 'u1' };
@@ -24,7 +24,7 @@ describe('action kinds', () => {
     ['Evict', 'eviction'],
     ['Migrate', 'eviction'],
   ];
-  for (const [kind, carrier] of table)
+  for (const [kind, carrier] of table) {
     it(`carries ${kind} out by ${carrier === 'node' ? 'patching its node' : 'the Eviction API'}`, () => {
       const action = actionOf[kind];
       expect([isNodeAction(action), isEviction(action)]).to.deep.equal([
@@ -32,6 +32,14 @@ describe('action kinds', () => {
         carrier === 'eviction',
       ]);
     });
+    it(`names the ${carrier === 'node' ? 'node' : 'pod'} in ${kind}'s Event`, () => {
+      const want =
+        carrier === 'node'
+          ? { kind: 'Node', name: 'n1', uid: 'node-uid' }
+          : { kind: 'Pod', namespace: 'ns', name: 'web-1', uid: 'u1' };
+      expect(subjectOf(actionOf[kind], { name: 'n1', uid: 'node-uid' })).to.deep.equal(want);
+    });
+  }
 
   it('names every kind the API knows', () => {
     expect(table.map(([kind]) => kind)).to.have.members([...ACTION_KINDS]);
@@ -40,5 +48,9 @@ describe('action kinds', () => {
   it('refuses a kind it does not name rather than patch a node with it', () => {
     const unknown = { ...base, kind: 'Throttle' } as unknown as Action;
     expect(() => isNodeAction(unknown)).to.throw(/no place for action kind Throttle/);
+    expect(() => isEviction(unknown)).to.throw(/no place for action kind Throttle/);
+    expect(() => subjectOf(unknown, { name: 'n1', uid: 'node-uid' })).to.throw(
+      /no place for action kind Throttle/,
+    );
   });
 });

@@ -303,7 +303,7 @@ describe('PolicyReconciler, pipelined', () => {
     ]);
   });
 
-  it('stands on the later of two reports whose answers come back out of order', async () => {
+  it('caches the later of two reports whose answers come back out of order', async () => {
     const { w, report } = await reportOfWeb1Held(true);
     // The watch lags: a pass reads n3's status from what our writes answered.
     w.cluster.lagging = true;

@@ -76,6 +76,11 @@ export interface IoLimitPlanInput {
    * Per node, as the policy's look left them: its running pods by UID, as last read (none: not read, so no pod is
    * known gone or new), and since when (ms) each pod has been a culprit (the clock migration waits on).
    */
+  /**
+   * What the pass looked at: every owned node (a full pass), or those changed since the last. Any other node is
+   * planned again only if it has or wants a limit: so a pass that looked at one node costs one node, not every node.
+   */
+  looked: { full: boolean; observed: ReadonlySet<string> };
   memory: {
     state(node: string): {
       pods?: { byId: ReadonlyMap<string, PodView> } | undefined;
@@ -106,6 +111,8 @@ export class IoLimiter {
   private readonly simulated = new Map<string, WantedIoLimitSpec[]>();
   /** By node, a list the apiserver refused for what it is (403, 422), and when: not sent again as it is for a while. */
   private readonly refused = new Map<string, { wish: string; at: number }>();
+  /** The nodes whose list held entries when last planned (a full pass plans every node): planned at every pass. */
+  private readonly carrying = new Set<string>();
   /** "key state" of each limit whose not being applied was said, so it is said once. */
   private readonly announced = new Set<string>();
 
@@ -131,12 +138,18 @@ export class IoLimiter {
     for (const [uid, at] of this.liftedAt)
       if (now.getTime() - at.getTime() > DAY_MS) this.liftedAt.delete(uid);
     const nodes: NodeLimitPlan[] = [];
+    const { full, observed } = input.looked;
     for (const observation of input.observations) {
       const name = observation.node.name;
+      // Unchanged since the last pass, with no limit, and no culprit to limit: nothing to plan.
+      const wants = active && observation.cause?.cause === 'Pod';
+      if (!full && !observed.has(name) && !wants && !this.holds(name)) continue;
       const health = cache.health(name);
       // No SandboxHealth yet (its report makes it), or a list that is none of ours to rewrite: left alone.
       if (!health || health.ioLimitsUnreadable) continue;
       const read = dryRun ? this.simulated.get(name) : health.ioLimits;
+      if ((read ?? []).length > 0) this.carrying.add(name);
+      else this.carrying.delete(name);
       if (!active && (read ?? []).length === 0) continue;
       // Our last write of the list not yet shown by the watch: decided on once it is.
       if (!expectations.isSettled(specKey(name), cache.observedVersion('SandboxHealth', name))) continue;
@@ -263,7 +276,13 @@ export class IoLimiter {
   }
 
   /** A node, or its SandboxHealth, gone from the cluster: what the limiter keeps of its list goes. */
+  /** Whether a node has limits of ours, read or written: planned at every pass, for its steps and lifts come with time. */
+  private holds(node: string): boolean {
+    return this.carrying.has(node) || this.written.has(node) || this.simulated.has(node);
+  }
+
   forgetNode(node: string): void {
+    this.carrying.delete(node);
     this.written.delete(node);
     this.simulated.delete(node);
     this.refused.delete(node);

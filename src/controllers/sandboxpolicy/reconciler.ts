@@ -309,7 +309,16 @@ export class PolicyReconciler {
         cacheReady: cache.watchesHealthy() && seen.unsettled === 0,
       }),
       // IO limits: each node's culprits limited in place while its disk is saturated, and lifted after.
-      limits: this.deps.limiter.plan({ policy, spec, dryRun, now, observations, facts, memory }),
+      limits: this.deps.limiter.plan({
+        policy,
+        spec,
+        dryRun,
+        now,
+        observations,
+        facts,
+        looked: seen,
+        memory,
+      }),
       pacing: this.deps.pacer.plan({
         policy: policy.name,
         spec,

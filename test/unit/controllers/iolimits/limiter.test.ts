@@ -9,7 +9,7 @@ import type {
   WantedIoLimitSpec,
 } from '../../../../src/api/v1alpha1/index.js';
 import type { PodView } from '../../../../src/detection/index.js';
-import { aPod, anEvent, nameReservedMessage } from '../../../support/builders.js';
+import { aPod, anEvent, nameReservedMessage, T0 } from '../../../support/builders.js';
 import { REFUSAL_RETRY_MS } from '../../../../src/controllers/remediation/refused-changes.js';
 import { TerminalError } from '../../../../src/runtime/controller.js';
 import { aNode, MemoryCluster } from '../../../support/memory-cluster.js';
@@ -80,7 +80,7 @@ function world(
           consumer(api, 2, 'Bystander', 0.05),
         ],
   });
-  const controllers = aReconciler(cluster, {
+  const options = {
     startSeconds: 600,
     sources: () => ({
       kind: 'agent',
@@ -98,7 +98,14 @@ function world(
           : {}),
       }),
     }),
-  });
+  };
+  let controllers = aReconciler(cluster, options);
+  /** The operator restarted: a new process over the same API, its clock where the old one's was. */
+  const restart = () =>
+    (controllers = aReconciler(cluster, {
+      ...options,
+      startSeconds: (controllers.clock.now() - T0.getTime()) / 1000,
+    }));
   const wanted = () => cluster.healthMap.get('n1')?.ioLimits ?? [];
   /** The node's agent: applies what is wanted (or refuses it) and reports, as a new version of the object. */
   const agentReports = (allowed = true) => {
@@ -131,7 +138,7 @@ function world(
     cluster.changeHealth('n1', (h) => ({ ...h, status: { ...h.status!, ioLimits: report } }));
   };
   const events = (reason: string) => cluster.takeEvents().filter((e) => e.includes(reason));
-  return { cluster, db, api, exempt, state, wanted, agentReports, events, ...controllers };
+  return { cluster, db, api, exempt, state, wanted, agentReports, events, restart, ...controllers };
 }
 
 const rates = (l: WantedIoLimitSpec | undefined) =>
@@ -330,5 +337,43 @@ describe('IoLimiter: the culprit limited in place', () => {
     expect(wanted()).to.deep.equal([]);
     expect(cluster.takeWrites().filter((w) => w.includes('ioLimits'))).to.deep.equal([]);
     expect(events('IoLimited')).to.have.length(1);
+  });
+});
+
+describe('IoLimiter: what a pass costs', () => {
+  it('reads no SandboxHealth of a node the pass did not look at, when the policy limits nothing', async () => {
+    const { cluster, reconciler } = world({ limitIo: undefined });
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    const read: string[] = [];
+    const health = cluster.health.bind(cluster);
+    cluster.health = (name: string) => {
+      read.push(name);
+      return health(name);
+    };
+    reconciler.markDirty('p', 'n2');
+    await reconciler.reconcile('p');
+    expect(reconciler.lastPass).to.include({ full: false, observed: 1 });
+    expect(read.filter((node) => node !== 'n2')).to.deep.equal([]);
+  });
+
+  it('plans a limited node at every pass, though the pass looked only at another: its lift comes with time', async () => {
+    const { reconciler, wanted, agentReports, state, restart } = world();
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    agentReports();
+    // A new process: it wrote nothing, and learns of the limit from its first (full) pass.
+    const after = restart();
+    await after.reconciler.reconcile('p');
+    state.saturated = false;
+    state.dbScale = 0.1;
+    after.reconciler.markDirty('p', 'n1');
+    await after.reconciler.reconcile('p');
+    expect(wanted(), 'quiet, not yet for recoverySeconds').to.have.length(1);
+    after.clock.advance(61_000);
+    after.reconciler.markDirty('p', 'n2');
+    await after.reconciler.reconcile('p');
+    expect(after.reconciler.lastPass).to.include({ full: false, observed: 1 });
+    expect(wanted()).to.deep.equal([]);
   });
 });

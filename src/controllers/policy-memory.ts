@@ -3,13 +3,11 @@ import type {
   NodeStamps,
   SandboxHealthStatus,
   SandboxPolicySpec,
-  SandboxPolicyStatus,
 } from '../api/v1alpha1/index.js';
 import type { MeasuredPod, NodeFindings, NodeView, PodView } from '../detection/index.js';
 import type { BlockedAction } from '../policy/actions.js';
 import type { IoCauseDecision } from '../policy/io-cause.js';
 import type { IoPressureDecision } from '../policy/io-pressure.js';
-import type { PacingPolicy } from '../policy/pacing.js';
 import type { NodeFacts } from '../policy/node-facts.js';
 import type { NodeLeaseView } from '../policy/node-lease.js';
 import type { IoSource } from '../signals/types.js';
@@ -109,12 +107,6 @@ export class PolicyMemory {
   /** The next full pass: the resync, or the next poll of a polled IO source. */
   fullPassAt = 0;
   readonly nodes = new Map<string, NodeState>();
-  /** The policy's status as we last wrote it (the API's merge of our patches), while the cache does not show it. */
-  written: { status: SandboxPolicyStatus; version: string } | undefined;
-  /** What the pacing webhook reads for this policy; absent when it paces nothing (or is invalid). */
-  pacing: PacingPolicy | undefined;
-  /** Actions newly blocked in the reports written since the policy status was last computed. */
-  blockedNew = 0;
   private source: { key: string; source: IoSource; error?: string } | undefined;
   private dirty: Set<string> | 'all' = 'all';
 
@@ -211,13 +203,6 @@ export class PolicyMemories {
   /** The policy's memory, if it has had a pass. */
   get(policy: string): PolicyMemory | undefined {
     return this.memories.get(policy);
-  }
-
-  /** What the pacing webhook reads: each pacing policy and whether it gates now. */
-  pacing(): PacingPolicy[] {
-    const policies: PacingPolicy[] = [];
-    for (const memory of this.memories.values()) if (memory.pacing) policies.push(memory.pacing);
-    return policies;
   }
 
   get size(): number {

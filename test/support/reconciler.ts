@@ -34,7 +34,7 @@ export function aReconciler(cluster: MemoryCluster, options: ReconcilerOptions =
   });
   tellOfChanges(cluster, controllers.reconciler);
   /** What the pacing webhook reads now, by policy. */
-  const pacing = () => new Map(controllers.memories.pacing().map((p) => [p.name, p]));
+  const pacing = () => new Map(controllers.pacer.publications().map((p) => [p.name, p]));
   return { clock, ...controllers, pacing };
 }
 

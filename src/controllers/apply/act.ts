@@ -96,9 +96,8 @@ async function spendBudgets(
   failedNodes: ReadonlySet<string>,
   report: Report,
 ) {
-  const { memory, actuator, failures, now } = pass;
+  const { actuator, failures, now } = pass;
   const reserved = await reserve(deps, pass, plan);
-  const publish = (p: typeof memory.pacing) => (memory.pacing = p);
   const [evicted, pacing] = await allSettledOrFirstError([
     reserved !== false
       ? deps.evictor.evict(
@@ -108,7 +107,7 @@ async function spendBudgets(
           report,
         )
       : Promise.resolve({ blocked: [], evictedAt: [] }),
-    deps.pacer.act(plan.pacing, publish, reserved !== false, failures, now),
+    deps.pacer.act(plan.pacing, reserved !== false, failures, now),
   ]);
   return { reserved, evicted, pacing };
 }
@@ -123,7 +122,7 @@ async function reserve(
   pass: Pass,
   plan: Plan,
 ): Promise<Partial<SandboxPolicyStatus> | false | undefined> {
-  const { policy, memory, now } = pass;
+  const { policy, now } = pass;
   const recentEvictions = deps.evictor.reservation(policy.status, plan.evictions.evictions.length, now);
   const recentGateReleases = deps.pacer.reservation(plan.pacing, now);
   if (!recentEvictions && !recentGateReleases) return undefined;
@@ -133,7 +132,7 @@ async function reserve(
   };
   try {
     const version = await deps.writer.patchPolicyStatus(policy.name, reservation);
-    deps.mutations.wrotePolicyStatus(memory, policy.name, version, policy.status, reservation);
+    deps.mutations.wrotePolicyStatus(policy, version, policy.status, reservation);
     return reservation;
   } catch (err) {
     pass.failures.add(`budget reservation of sandboxpolicy/${policy.name}`, err);

@@ -6,7 +6,7 @@
 // off: its passes meanwhile look and report.
 import { describeError } from '../../ports/errors.js';
 import type { Logger } from '../../observability/log.js';
-import type { ClusterCache } from '../../ports/cluster.js';
+import type { ClusterCache, PolicyObject } from '../../ports/cluster.js';
 import type { EventRecorder, StatusWriter } from '../../ports/writes.js';
 import type { ReconcileResult } from '../../runtime/controller.js';
 import { sameStatus } from '../../status/health-patch.js';
@@ -73,8 +73,27 @@ export class Applier {
   private readonly held = new Set<string>();
   /** Every apply running now, for idle(). */
   private readonly inFlight = new Set<Promise<unknown>>();
+  /** By policy UID: the actions newly blocked in reports since its status was last written (blockedActionCount). */
+  private readonly blockedNew = new Map<string, number>();
 
   constructor(private readonly deps: ApplierDeps) {}
+
+  /** An action of the policy newly blocked, by this guard: counted in its status once written, and in the metric. */
+  blocked(policy: PolicyObject, guard: string): void {
+    this.blockedNew.set(policy.uid, (this.blockedNew.get(policy.uid) ?? 0) + 1);
+    this.deps.hooks.onBlocked?.(guard);
+  }
+
+  /** The policy (this object of it) is gone: its blocks are counted nowhere. */
+  forgetPolicy(uid: string): void {
+    this.blockedNew.delete(uid);
+  }
+
+  private spentBlocked(uid: string, counted: number): void {
+    const left = (this.blockedNew.get(uid) ?? 0) - counted;
+    if (left > 0) this.blockedNew.set(uid, left);
+    else this.blockedNew.delete(uid);
+  }
 
   /** Whether the policy's apply waits, runs or backs off. */
   busy(policy: string): boolean {
@@ -190,7 +209,9 @@ export class Applier {
       const done = await actOnPlan(this.deps, pass, plan);
       const remediation = remediationOf(pass, seen, plan, done);
       for (const [node, { parts, results }] of remediation.nodes) {
-        const changed = setRemediation(memory, node, parts, (guard) => this.deps.hooks.onBlocked?.(guard));
+        const changed = setRemediation(memory, node, parts, (guard) => {
+          this.blocked(policy, guard);
+        });
         // The node's facts count what was done on it, reported or not: adding to them makes them anew.
         if (results.length > 0) this.deps.unreported.add(node, results);
         if (changed || results.length > 0) this.deps.reporter.submit(policy.name, memory, node);
@@ -213,10 +234,10 @@ export class Applier {
     done: Done,
     counts: { degraded: number; remediating: number },
   ): Promise<void> {
-    const { policy, memory, now, failures } = pass;
+    const { policy, now, failures } = pass;
     const previous = policy.status;
     const recentEvictions = this.deps.evictor.log(previous, done.evictedAt, now);
-    const blockedNew = memory.blockedNew;
+    const blockedNew = this.blockedNew.get(policy.uid) ?? 0;
     const status = policyStatusOf(pass, plan, done, { ...counts, blockedNew, recentEvictions });
     this.deps.hooks.onPolicyStatus?.(policy.name, status);
     // Counts over only the settled nodes would be wrong: the policy status waits for the rest. Compared with what the
@@ -225,8 +246,8 @@ export class Applier {
     if (seen.unsettled > 0 || sameStatus(stored, status)) return;
     try {
       const version = await this.deps.writer.patchPolicyStatus(policy.name, status);
-      memory.blockedNew -= blockedNew;
-      this.deps.mutations.wrotePolicyStatus(memory, policy.name, version, stored, status);
+      this.spentBlocked(policy.uid, blockedNew);
+      this.deps.mutations.wrotePolicyStatus(policy, version, stored, status);
       const storm = plan.remediation?.storm;
       if (
         storm?.detected &&

@@ -195,23 +195,19 @@ export function remediationOf(pass: Pass, seen: Seen, plan: Plan, done: Done): R
 }
 
 /**
- * Sets what a node's reports say of its remediation; returns whether it changed. Each block is counted once, when it
- * is first decided (the policy's blockedActionCount, the metric), against the blocks the node's status held when this
- * process first looked: a restart counts no standing block again.
+ * Sets what a node's reports say of its remediation; returns whether it changed. Each block is told once (`blocked`),
+ * when it is first decided (the policy's blockedActionCount, the metric), against the blocks the node's status held
+ * when this process first looked: a restart counts no standing block again.
  */
 export function setRemediation(
   memory: PolicyMemory,
   node: string,
   parts: RemediationParts,
-  onBlocked: ((guard: string) => void) | undefined,
+  blocked: (guard: string) => void,
 ): boolean {
   const state = memory.state(node);
   const counted = state.countedBlocks ?? new Set((state.observation?.previous?.blocked ?? []).map(blockKey));
-  for (const b of parts.blocked)
-    if (!counted.has(blockKey(b))) {
-      memory.blockedNew++;
-      onBlocked?.(b.guard);
-    }
+  for (const b of parts.blocked) if (!counted.has(blockKey(b))) blocked(b.guard);
   state.countedBlocks = new Set(parts.blocked.map(blockKey));
   const changed = !sameRemediation(state.remediation, parts);
   state.remediation = parts;

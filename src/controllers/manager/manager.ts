@@ -289,8 +289,8 @@ export class Manager {
               namespace,
               cache.namespaceLabels(namespace),
               // A policy that gates comes before one that only counts (dry run, paused) for the same namespace.
-              this.controllers.memories
-                .pacing()
+              this.controllers.pacer
+                .publications()
                 .sort((a, b) => Number(b.gating) - Number(a.gating) || a.name.localeCompare(b.name)),
               this.operatorNamespace,
               placement,
@@ -316,7 +316,7 @@ export class Manager {
       if (busy || !fence.mayAct()) return;
       busy = true;
       const namespaces = pacedNamespaces(
-        this.controllers.memories.pacing(),
+        this.controllers.pacer.publications(),
         cache.namespaces(),
         this.operatorNamespace,
       );

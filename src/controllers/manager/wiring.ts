@@ -74,6 +74,8 @@ export interface Controllers {
   /** The medik8s node leases of ours: renewed while we remediate, released when we no longer do. */
   leases: NodeLeases;
   memories: PolicyMemories;
+  /** Pod-start pacing: what the pacing webhook reads. */
+  pacer: Pacer;
 }
 
 /** Writes to independent nodes (node patches, evictions, SandboxHealths) in flight at once by default. */
@@ -239,5 +241,5 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     resyncMs,
     dryRun,
   });
-  return { reconciler, applier, sweeper, leases, memories };
+  return { reconciler, applier, sweeper, leases, memories, pacer };
 }

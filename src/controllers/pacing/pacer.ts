@@ -65,6 +65,8 @@ export class Pacer {
   private readonly announced = new Set<string>();
   /** Per policy, the namespace its last paced release went to: the turn goes on from there. */
   private readonly lastNamespace = new BoundedMap<string, string>(1_000);
+  /** What the pacing webhook reads, by policy: only a valid policy that paces has one. */
+  private readonly published = new Map<string, PacingPolicy>();
 
   constructor(
     private readonly deps: {
@@ -130,18 +132,23 @@ export class Pacer {
     return this.budget.reserve(plan.kept, now, plan.paced, by);
   }
 
+  /** What the pacing webhook reads: each pacing policy and whether it gates now. */
+  publications(): PacingPolicy[] {
+    return [...this.published.values()];
+  }
+
+  /** The policy is invalid or gone: it paces nothing. */
+  withdraw(policy: string): void {
+    this.published.delete(policy);
+  }
+
   /**
    * Publishes the policy's pacing, tells newly gated pods why they wait, and lifts the gates decided; paced ones only
    * when their reservation was written (`reserved`); what spends no budget (pressure gone, waited too long) anyway.
    */
-  async act(
-    plan: PacingPlan,
-    publish: (p: PacingPolicy | undefined) => void,
-    reserved: boolean,
-    failures: Failures,
-    now: Date,
-  ): Promise<PacingOutcome> {
-    publish(plan.publication);
+  async act(plan: PacingPlan, reserved: boolean, failures: Failures, now: Date): Promise<PacingOutcome> {
+    if (plan.publication) this.published.set(plan.policy, plan.publication);
+    else this.published.delete(plan.policy);
     await this.announce(plan);
     if (!plan.decision) return { gated: 0, recentReleases: plan.kept };
     let released = 0;

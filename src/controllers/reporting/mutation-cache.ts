@@ -2,7 +2,6 @@ import type { SandboxHealthStatus, SandboxPolicyStatus } from '../../api/v1alpha
 import type { ClusterCache, PolicyObject } from '../../ports/cluster.js';
 import { isAtLeast, type Expectations } from '../../runtime/expectations.js';
 import { stored } from '../../status/merge-patch.js';
-import type { PolicyMemory } from '../policy-memory.js';
 
 /**
  * The operator's own status writes that the watch has not shown yet, as the API returned them. Only this operator
@@ -12,11 +11,16 @@ import type { PolicyMemory } from '../policy-memory.js';
  * cache shows that version or a newer one, not for a time: a watch lagging in a storm must not bring back an older
  * eviction log, nor a node's older status (its Events repeated, its `since` reset).
  *
- * - The policy status: kept in the policy's memory, so it goes with the policy.
+ * - The policy status: kept here, by policy and its UID (a policy made again under the name reads its own), until the
+ *   cache shows it or the policy is deleted.
  * - A SandboxHealth's status: kept here, by node, until the cache shows it or the object is deleted.
  */
 export class MutationCache {
   private readonly healths = new Map<string, { status: SandboxHealthStatus; version: string }>();
+  private readonly policies = new Map<
+    string,
+    { uid: string; status: SandboxPolicyStatus; version: string }
+  >();
 
   constructor(
     private readonly cache: Pick<ClusterCache, 'observedVersion'>,
@@ -28,32 +32,40 @@ export class MutationCache {
    * after. A write that came back with no version is not cached (the policy was deleted meanwhile). Dropped
    * where the version is learnt (the watch's event, or the write's answer), so a pass compares nothing.
    */
-  policyStatus(memory: PolicyMemory, policy: PolicyObject): SandboxPolicyStatus | undefined {
-    return memory.written?.status ?? policy.status;
+  policyStatus(policy: PolicyObject): SandboxPolicyStatus | undefined {
+    const written = this.policies.get(policy.name);
+    return written?.uid === policy.uid ? written.status : policy.status;
   }
 
   /** The cache shows this version of the policy now: a write of ours it includes is observed, and dropped. */
-  policyObserved(memory: PolicyMemory, observed: string | undefined): void {
-    if (memory.written && observed !== undefined && isAtLeast(observed, memory.written.version))
-      memory.written = undefined;
+  policyObserved(name: string, observed: string | undefined): void {
+    const written = this.policies.get(name);
+    if (written && observed !== undefined && isAtLeast(observed, written.version)) this.policies.delete(name);
+  }
+
+  /** The policy is gone: nothing of it is cached. */
+  forgetPolicy(name: string): void {
+    this.policies.delete(name);
   }
 
   /** We merge-patched a policy's status: the API now holds what it held with `patch` over it. */
   wrotePolicyStatus(
-    memory: PolicyMemory,
-    name: string,
+    policy: { name: string; uid: string },
     version: string | undefined,
     before: SandboxPolicyStatus | undefined,
     patch: Partial<SandboxPolicyStatus>,
   ): void {
     // No version (the policy is gone, or none came back): nothing to cache.
+    const { name, uid } = policy;
     if (version === undefined) {
-      memory.written = undefined;
+      this.policies.delete(name);
       return;
     }
-    memory.written = { status: stored({ ...(memory.written?.status ?? before), ...patch }), version };
+    const written = this.policies.get(name);
+    const last = written?.uid === uid ? written.status : before;
+    this.policies.set(name, { uid, status: stored({ ...last, ...patch }), version });
     // The watch may have shown the write before its answer came: its event found nothing to drop then.
-    this.policyObserved(memory, this.cache.observedVersion('SandboxPolicy', name));
+    this.policyObserved(name, this.cache.observedVersion('SandboxPolicy', name));
   }
 
   /**

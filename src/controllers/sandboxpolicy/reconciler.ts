@@ -101,9 +101,7 @@ export class PolicyReconciler {
 
   /** The cache shows a new version of the policy: a status write of ours it includes is observed, and dropped from the mutation cache. */
   policyObserved(name: string): void {
-    const memory = this.deps.memories.get(name);
-    if (memory)
-      this.deps.mutations.policyObserved(memory, this.deps.cache.observedVersion('SandboxPolicy', name));
+    this.deps.mutations.policyObserved(name, this.deps.cache.observedVersion('SandboxPolicy', name));
   }
 
   /**
@@ -121,12 +119,18 @@ export class PolicyReconciler {
     const { cache, memories } = this.deps;
     const object = cache.policy(name);
     if (!object) {
+      const gone = memories.get(name);
+      if (gone) this.deps.applier.forgetPolicy(gone.uid);
       memories.forget(name);
+      this.deps.pacer.withdraw(name);
+      this.deps.mutations.forgetPolicy(name);
       return {};
     }
+    // A policy made again under the name starts afresh: nothing of its namesake's is remembered, nor paced.
+    if (memories.get(name)?.uid !== object.uid) this.deps.pacer.withdraw(name);
     const memory = memories.of(name, object.uid);
     const validation = validatePolicy(object);
-    if (!validation.valid) return this.refuse(object, memory, validation.problems);
+    if (!validation.valid) return this.refuse(object, validation.problems);
     // Asked before the look: a look begun while an apply ran may have read a node (or the policy's status) before that
     // apply's last write came back, even if the apply is done by the time the look is.
     const busyBefore = this.deps.applier.busy(name);
@@ -190,11 +194,7 @@ export class PolicyReconciler {
   }
 
   /** An invalid policy: Valid=False with every problem, and nothing done for it; the webhook gates nothing for it. */
-  private async refuse(
-    policy: PolicyObject,
-    memory: PolicyMemory,
-    problems: PolicyProblem[],
-  ): Promise<ReconcileResult> {
+  private async refuse(policy: PolicyObject, problems: PolicyProblem[]): Promise<ReconcileResult> {
     // A decision of its valid self still under way writes the status last: refuse once its apply is done.
     if (this.deps.applier.holdsBack(policy.name)) return {};
     const now = new Date(this.deps.clock.now());
@@ -202,7 +202,7 @@ export class PolicyReconciler {
       { generation: policy.generation, previous: policy.status, now },
       problems,
     );
-    memory.pacing = undefined;
+    this.deps.pacer.withdraw(policy.name);
     if (!sameStatus(policy.status, status)) {
       this.deps.logger.info('Refused invalid SandboxPolicy', { policy: policy.name, problems });
       await this.deps.writer.patchPolicyStatus(policy.name, status);
@@ -212,7 +212,7 @@ export class PolicyReconciler {
 
   /** A pass of the policy, on its status as our writes left it (the mutation cache's, until the watch shows them). */
   private begin(object: PolicyObject, spec: SandboxPolicySpec, memory: PolicyMemory): Pass {
-    const status = this.deps.mutations.policyStatus(memory, object);
+    const status = this.deps.mutations.policyStatus(object);
     const policy = status === undefined ? object : { ...object, status };
     const assignment = this.ownership.of(this.deps.cache);
     const dryRun = spec.safety.dryRun || this.deps.dryRun;
@@ -343,7 +343,12 @@ export class PolicyReconciler {
     const { policy, memory } = pass;
     const nodes = new Set(seen.observed);
     for (const [node, parts] of plan ? remediationBeforeActing(pass, seen, plan) : [])
-      if (setRemediation(memory, node, parts, (guard) => this.deps.hooks.onBlocked?.(guard))) nodes.add(node);
+      if (
+        setRemediation(memory, node, parts, (guard) => {
+          this.deps.applier.blocked(policy, guard);
+        })
+      )
+        nodes.add(node);
     // A node acted on is reported once its actions are back; meanwhile only urgent news of it goes.
     const acted = new Set(plan?.actions.map((a) => a.node));
     let submitted = 0;

@@ -105,12 +105,12 @@ describe('the Pacer', () => {
       new Date(now.getTime() + 10_000).toISOString(),
     ]);
 
-    const unreserved = await pacer.act(plan, () => undefined, false, new Failures(silentLogger, {}), now);
+    const unreserved = await pacer.act(plan, false, new Failures(silentLogger, {}), now);
     expect(cluster.released, 'nothing paced is lifted unreserved').to.deep.equal([]);
     expect(unreserved.gated).to.equal(3);
 
     clock.advance(1_500);
-    const outcome = await pacer.act(plan, () => undefined, true, new Failures(silentLogger, {}), now);
+    const outcome = await pacer.act(plan, true, new Failures(silentLogger, {}), now);
     expect(cluster.released).to.deep.equal(['default/a', 'default/b']);
     expect(outcome.gated).to.equal(1);
     expect(outcome.recentReleases).to.deep.equal([
@@ -137,7 +137,7 @@ describe('the Pacer', () => {
     });
     expect(plan.paced).to.equal(0);
     expect(pacer.reservation(plan, now)).to.equal(undefined);
-    const outcome = await pacer.act(plan, () => undefined, false, new Failures(silentLogger, {}), now);
+    const outcome = await pacer.act(plan, false, new Failures(silentLogger, {}), now);
     expect(cluster.released).to.have.members(['default/a', 'default/b', 'default/c']);
     expect(outcome.recentReleases).to.deep.equal([]);
   });

@@ -1,9 +1,8 @@
-// The mutation cache alone: our own status writes stand in for what the watch has not shown yet, until it shows that
+// The mutation cache alone: our own status writes are read in place of what the watch has not shown yet, until it shows that
 // version or a newer one, never for a time.
 import { expect } from 'chai';
 import type { SandboxHealthStatus, SandboxPolicyStatus } from '../../../../src/api/v1alpha1/index.js';
 import { MutationCache } from '../../../../src/controllers/reporting/mutation-cache.js';
-import { PolicyMemory } from '../../../../src/controllers/policy-memory.js';
 import type { PolicyObject } from '../../../../src/ports/cluster.js';
 import { FakeClock } from '../../../../src/runtime/clock.js';
 import { Expectations } from '../../../../src/runtime/expectations.js';
@@ -28,6 +27,8 @@ const policy = (status: Partial<SandboxPolicyStatus>): PolicyObject => ({
   status,
 });
 
+const P = { name: 'p', uid: 'uid-p' };
+
 describe('the mutation cache', () => {
   const policyCases = [
     { name: 'stands in while the cache shows an older version', cached: '10', want: 'ours' },
@@ -38,33 +39,43 @@ describe('the mutation cache', () => {
   for (const { name, cached, want } of policyCases) {
     it(`a policy status written, then the watch's event: ${name}`, () => {
       const { versions, cache } = aCache();
-      const memory = new PolicyMemory('uid-p');
-      cache.wrotePolicyStatus(memory, 'p', '12', { actionCount: 1 }, { actionCount: 2 });
+      cache.wrotePolicyStatus(P, '12', { actionCount: 1 }, { actionCount: 2 });
       if (cached) versions.set('SandboxPolicy/p', cached);
-      cache.policyObserved(memory, cached);
-      const status = cache.policyStatus(memory, policy({ actionCount: 1 }));
+      cache.policyObserved('p', cached);
+      const status = cache.policyStatus(policy({ actionCount: 1 }));
       expect(status?.actionCount).to.equal(want === 'ours' ? 2 : 1);
     });
 
     it(`a policy status written after the watch's event: ${name}`, () => {
       const { versions, cache } = aCache();
-      const memory = new PolicyMemory('uid-p');
       if (cached) versions.set('SandboxPolicy/p', cached);
-      cache.policyObserved(memory, cached);
-      cache.wrotePolicyStatus(memory, 'p', '12', { actionCount: 1 }, { actionCount: 2 });
-      const status = cache.policyStatus(memory, policy({ actionCount: 1 }));
+      cache.policyObserved('p', cached);
+      cache.wrotePolicyStatus(P, '12', { actionCount: 1 }, { actionCount: 2 });
+      const status = cache.policyStatus(policy({ actionCount: 1 }));
       expect(status?.actionCount).to.equal(want === 'ours' ? 2 : 1);
     });
   }
 
   it('merges each patch of the policy status over the last one it stands in for, and stands for nothing with no version', () => {
     const { cache } = aCache();
-    const memory = new PolicyMemory('uid-p');
-    cache.wrotePolicyStatus(memory, 'p', '12', { actionCount: 1, degradedNodes: 3 }, { actionCount: 2 });
-    cache.wrotePolicyStatus(memory, 'p', '13', undefined, { degradedNodes: 0 });
-    expect(cache.policyStatus(memory, policy({}))).to.include({ actionCount: 2, degradedNodes: 0 });
-    cache.wrotePolicyStatus(memory, 'p', undefined, undefined, { actionCount: 5 });
-    expect(cache.policyStatus(memory, policy({ actionCount: 1 }))?.actionCount).to.equal(1);
+    cache.wrotePolicyStatus(P, '12', { actionCount: 1, degradedNodes: 3 }, { actionCount: 2 });
+    cache.wrotePolicyStatus(P, '13', undefined, { degradedNodes: 0 });
+    expect(cache.policyStatus(policy({}))).to.include({ actionCount: 2, degradedNodes: 0 });
+    cache.wrotePolicyStatus(P, undefined, undefined, { actionCount: 5 });
+    expect(cache.policyStatus(policy({ actionCount: 1 }))?.actionCount).to.equal(1);
+  });
+
+  it('caches a policy status for its own object: one made again under the name reads its own, and none once forgotten', () => {
+    const { cache } = aCache();
+    cache.wrotePolicyStatus(P, '12', { actionCount: 1 }, { actionCount: 2 });
+    expect(cache.policyStatus({ ...policy({ actionCount: 0 }), uid: 'uid-q' })?.actionCount).to.equal(0);
+    cache.wrotePolicyStatus({ name: 'p', uid: 'uid-q' }, '14', { actionCount: 0 }, { degradedNodes: 1 });
+    expect(cache.policyStatus({ ...policy({}), uid: 'uid-q' })).to.deep.include({
+      actionCount: 0,
+      degradedNodes: 1,
+    });
+    cache.forgetPolicy('p');
+    expect(cache.policyStatus({ ...policy({ actionCount: 7 }), uid: 'uid-q' })?.actionCount).to.equal(7);
   });
 
   it("stands in for a node's SandboxHealth until the cache shows our write, and waits when a write has nothing to stand in for it", () => {

@@ -25,7 +25,10 @@ export function measuredPods(
   // Named where the pressure is proven; else as measured, by UID, which names only the pods limited already.
   const attribution = observation.attribution ?? observation.measured;
   const limited = new Map(limits.map((l) => [l.uid, l]));
+  /** The pods the reading lists, measured in full or not. */
+  const listed = new Set<string>();
   for (const c of attribution?.consumers ?? []) {
+    if (c.podUid) listed.add(c.podUid);
     const { readBytesPerSecond: rbps, writeBytesPerSecond: wbps } = c;
     const { readOpsPerSecond: riops, writeOpsPerSecond: wiops } = c;
     const podUid = c.podUid;
@@ -46,17 +49,17 @@ export function measuredPods(
   }
   // A limited pod the reading does not list did less than those it lists (an idle device lists none), and on a disk
   // the reading finds quiet the agent attributes nothing: either way it presses no cap that matters. Without a reading
-  // nothing is known of it.
+  // nothing is known of it, nor of one listed with a rate missing (unknown, not zero: its limit is not lifted on it).
   if (attribution || quietDisk)
     for (const l of limits)
-      if (!pods.some((p) => p.uid === l.uid))
+      if (!listed.has(l.uid))
         pods.push({
           uid: l.uid,
           namespace: l.namespace,
           name: l.name,
           sharePercent: 0,
           rates: { rbps: 0, wbps: 0, riops: 0, wiops: 0 },
-          exempt: running?.get(l.uid)?.labels[NO_LIMIT_LABEL] === 'true',
+          exempt: running?.get(l.uid)?.labels[NO_LIMIT_LABEL] === 'true' || l.namespace === operatorNamespace,
         });
   return pods;
 }

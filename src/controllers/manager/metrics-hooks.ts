@@ -68,6 +68,13 @@ export class MetricsHooks {
     this.stuckSeries.delete(node);
   }
 
+  /** A deleted policy's gauges would otherwise show its last figures until a restart; its counters stay, as counters do. */
+  forgetPolicy(policy: string): void {
+    this.metrics.gatedPods.remove({ policy });
+    for (const reason of ['FeedsSaturatedNode', 'RolloutQueued'] as const)
+      this.metrics.throttledRollouts.remove({ policy, reason });
+  }
+
   private recordStuck(node: string, status: DetectionStatus): void {
     const { stuckPods } = this.metrics;
     const previous = this.stuckSeries.get(node) ?? new Set<string>();

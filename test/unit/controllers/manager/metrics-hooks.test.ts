@@ -85,6 +85,18 @@ describe('MetricsHooks', () => {
     ).to.equal(0);
   });
 
+  it("drops a deleted policy's gauges, and only its own", async () => {
+    const { metrics, owner, hooks } = aWorld();
+    hooks.onPolicyStatus?.('p', { gatedPods: 4 });
+    hooks.onPolicyStatus?.('q', { gatedPods: 1 });
+    owner.forgetPolicy('p');
+    expect(await valueOf(metrics, `${P}gated_pods`, { policy: 'p' })).to.equal(undefined);
+    expect(
+      await valueOf(metrics, `${P}throttled_rollouts`, { policy: 'p', reason: 'FeedsSaturatedNode' }),
+    ).to.equal(undefined);
+    expect(await valueOf(metrics, `${P}gated_pods`, { policy: 'q' })).to.equal(1);
+  });
+
   it('sets them back to zero when the status holds none', async () => {
     const { metrics, hooks } = aWorld();
     hooks.onPolicyStatus?.('p', {

@@ -188,7 +188,11 @@ async function beforeTree(dir: string): Promise<Tree> {
 }
 
 /** One round: a pod on one node changes (a new stuck pod there), then the reconcile the mapper triggers. */
-async function round(tree: Tree, i: number, full: boolean): Promise<{ ms: number; observed: number; withApply: number }> {
+async function round(
+  tree: Tree,
+  i: number,
+  full: boolean,
+): Promise<{ ms: number; observed: number; withApply: number }> {
   const node = names[(i * 37) % NODES] ?? 'n0000';
   const pod = aPod()
     .named(`extra-${full ? 'f' : 'i'}-${i}`)

@@ -13,7 +13,7 @@ import {
 } from '../../api/v1alpha1/index.js';
 import type { PodView } from '../../detection/index.js';
 import { decideLimits, type LimitDecision, type PodLimit } from '../../policy/io-limit.js';
-import { limitKey, readBack, wishOf, type LimitState } from '../../policy/io-limit-wish.js';
+import { limitKey, readBack, wishOf } from '../../policy/io-limit-wish.js';
 import type { NodeFacts } from '../../policy/node-facts.js';
 import type { ClusterCache, HealthObject, PolicyObject } from '../../ports/cluster.js';
 import { isConflict } from '../../ports/errors.js';
@@ -26,10 +26,10 @@ import {
   liftedByOthersEvent,
   notAppliedEvent,
   otherPolicyLiftedEvent,
-  type NotAppliedState,
 } from '../../status/io-limit-events.js';
 import type { Failures } from '../failures.js';
 import type { NodeObservation } from '../policy-memory.js';
+import { fingerprint, notAppliedOf, sameList, type NotApplied } from './lists.js';
 import { inIoIncident, measuredPods } from './measured-pods.js';
 
 const MINUTE_MS = 60_000;
@@ -54,7 +54,7 @@ export interface NodeLimitPlan {
   /** Another policy's entries (one deleted, or the node's former owner), lifted by this write. */
   othersLifted: WantedIoLimitSpec[];
   /** Limits the agent's report says it did not apply, and why: the pod goes on to the next remedy. */
-  notApplied: { limit: PodLimit; state: NotAppliedState }[];
+  notApplied: NotApplied[];
 }
 
 export interface IoLimitPlan {
@@ -92,9 +92,6 @@ export interface IoLimitPlanInput {
 export interface IoLimiterHooks {
   onIoLimit?(policy: string, action: LimitDecision['kind'] | 'LiftedByOthers' | 'NotApplied'): void;
 }
-
-const sameList = (a: readonly WantedIoLimitSpec[] | undefined, b: readonly WantedIoLimitSpec[]) =>
-  JSON.stringify(a ?? []) === JSON.stringify(b);
 
 /**
  * Sets, steps and lifts the IO limits of the policies' nodes' culprit pods, and says so: an Event on each pod, a
@@ -380,29 +377,6 @@ export class IoLimiter {
     this.recent.set(policy, [...(this.recent.get(policy) ?? []), now.getTime()]);
   }
 }
-
-/** The limits the agent did not apply, and why: its report says so, or it has not answered for `unreportedMs`. */
-function notAppliedOf(
-  limits: readonly PodLimit[],
-  state: (limit: PodLimit) => LimitState | undefined,
-  now: Date,
-  unreportedMs: number,
-): NodeLimitPlan['notApplied'] {
-  return limits.flatMap((limit): NodeLimitPlan['notApplied'] => {
-    const s = state(limit);
-    if (s === 'Refused' || s === 'NoCgroup' || s === 'Failed') return [{ limit, state: s }];
-    // An agent that never answers (an older one, or one wedged on the saturated node) applied nothing we know of.
-    const silent = s === 'Pending' && now.getTime() - limit.changedAt.getTime() >= unreportedMs;
-    return silent ? [{ limit, state: 'Unreported' }] : [];
-  });
-}
-
-/**
- * A list as a refusal judges it: who is limited, not to what nor since when (a new limit carries the pass's time and
- * the rates measured then, both different on the next pass, and refused alike).
- */
-const fingerprint = (wish: readonly WantedIoLimitSpec[]) =>
-  JSON.stringify(wish.map((e) => [e.podUid, e.device, e.policy, e.exhausted ?? false]));
 
 /** The expectation key of our writes of a node's spec.ioLimits. */
 const specKey = (node: string) => `IoLimits/${node}`;

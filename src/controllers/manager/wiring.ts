@@ -94,7 +94,8 @@ function settingsOf(deps: ControllerDeps) {
 
 /**
  * The concerns more than one controller uses, each owning its own state: one set of expectations (the read-your-writes
- * fence, and the removals in flight), the Node condition, the action log, pacing, the medik8s leases and the IO limits.
+ * fence, and the removals in flight), the Node condition, the action log, pacing, the medik8s leases, the IO limits
+ * and the node changes the apiserver refused.
  */
 function sharedConcerns(deps: ControllerDeps) {
   const { cache, recorder, clock, logger } = deps;
@@ -135,7 +136,7 @@ function sharedConcerns(deps: ControllerDeps) {
     operatorNamespace: deps.operatorNamespace,
     hooks,
   });
-  return { expectations, conditions, actions, pacer, leases, limiter };
+  return { expectations, conditions, actions, pacer, leases, limiter, refused: new RefusedChanges() };
 }
 
 /**
@@ -145,12 +146,11 @@ function sharedConcerns(deps: ControllerDeps) {
 export function buildControllers(deps: ControllerDeps): Controllers {
   const { cache, writer, recorder, clock, logger } = deps;
   const { hooks, writeConcurrency, resyncMs, dryRun, requeue } = settingsOf(deps);
-  const { expectations, conditions, actions, pacer, leases, limiter } = sharedConcerns(deps);
+  const { expectations, conditions, actions, pacer, leases, limiter, refused } = sharedConcerns(deps);
   const mutations = new MutationCache(cache, expectations);
   const memories = new PolicyMemories();
   const unreported = new UnreportedResults();
   const evictor = new Evictor({ cache, clock, expectations, writeConcurrency });
-  const refused = new RefusedChanges();
   const throttler = new RolloutThrottler({
     cache,
     expectations,

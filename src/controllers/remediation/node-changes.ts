@@ -112,8 +112,7 @@ export async function patchNodes(
         input.failures.add(`patch of node/${nodeName} (changed meanwhile)`, err);
         return;
       }
-      if (err instanceof TerminalError)
-        deps.refused.refuse(observation.node, input, err.message, input.now);
+      if (err instanceof TerminalError) deps.refused.refuse(observation.node, input, err.message, input.now);
       input.failures.add(`patch of node/${nodeName}`, err);
       const detail = err instanceof Error ? err.message : String(err);
       for (const action of actions) input.report({ action, outcome: 'Failed', detail });

@@ -1,8 +1,7 @@
 import type { Actuator } from '../../actuation/actuator.js';
-import type { NodeStamps, PolicyProblem, SandboxPolicySpec } from '../../api/v1alpha1/index.js';
+import type { PolicyProblem, SandboxPolicySpec } from '../../api/v1alpha1/index.js';
 import type { Logger } from '../../observability/log.js';
 import { isNodeAction } from '../../policy/actions.js';
-import type { NodeFacts } from '../../policy/node-facts.js';
 import { decideRemediation } from '../../policy/remediation.js';
 import type { ClusterCache, PolicyObject, WorkloadReader } from '../../ports/cluster.js';
 import type { StatusWriter } from '../../ports/writes.js';
@@ -11,13 +10,12 @@ import type { ReconcileResult } from '../../runtime/controller.js';
 import type { Expectations } from '../../runtime/expectations.js';
 import type { IoSource } from '../../signals/types.js';
 import { invalidPolicyStatus } from '../../status/policy-status.js';
-import { actionRecord } from '../../status/remediation-status.js';
 import type { Applier } from '../apply/applier.js';
 import type { Evictor } from '../remediation/evictor.js';
 import { Failures } from '../failures.js';
 import type { IgnoredEvents } from './ignored-events.js';
 import type { NodePatchDeps } from '../remediation/node-changes.js';
-import { observeNode } from './observe.js';
+import { factsOf } from './facts.js';
 import { observeNodes } from './observe-nodes.js';
 import { Ownership, validatePolicy } from '../node-assignment.js';
 import type { Pacer } from '../pacing/pacer.js';
@@ -31,7 +29,7 @@ import {
   type Plan,
   type Seen,
 } from '../apply/pass.js';
-import type { NodeObservation, PolicyMemories, PolicyMemory, RemediationParts } from '../policy-memory.js';
+import type { PolicyMemories, PolicyMemory } from '../policy-memory.js';
 import type { UnreportedResults } from '../reporting/unreported.js';
 import { sameStatus } from '../../status/health-patch.js';
 import type { Reporter } from '../reporting/reporter.js';
@@ -273,7 +271,9 @@ export class PolicyReconciler {
     const { cache, evictor } = this.deps;
     const observations = memory.observations();
     const inFlight = evictor.inFlight();
-    const facts = new Map(observations.map((o) => [o.node.name, this.factsOf(memory, o, dryRun, inFlight)]));
+    const facts = new Map(
+      observations.map((o) => [o.node.name, factsOf(this.deps, memory, o, dryRun, inFlight)]),
+    );
     // Decided on every owned node or not at all: a node still settling could hide a cordon from the limits.
     const remediation =
       seen.unsettled === 0 && observations.length === pass.owned.length
@@ -364,49 +364,4 @@ export class PolicyReconciler {
       pass.memory.fullPassAt = at + Math.min(this.deps.resyncMs, seen.source?.pollMs ?? Infinity);
     return nextWait(pass, seen, plan);
   }
-
-  /**
-   * The node's facts; reused while nothing they depend on changed (the same observation, the same unreported results,
-   * the same dry run; a change of its remediation drops them, setRemediation) and no eviction is in flight (they
-   * leave it out).
-   */
-  private factsOf(
-    memory: PolicyMemory,
-    observation: NodeObservation,
-    dryRun: boolean,
-    inFlight: ReadonlySet<string>,
-  ): NodeFacts {
-    const state = memory.state(observation.node.name);
-    const reported = this.deps.unreported.changed(observation.node.name);
-    const memo = state.facts;
-    if (
-      memo?.dryRun === dryRun &&
-      memo.reported === reported &&
-      memo.observation === observation &&
-      inFlight.size === 0
-    )
-      return memo.facts;
-    // Reported when their report is written: until then they count as reported at this pass (a cooldown starts no earlier).
-    const now = new Date(this.deps.clock.now());
-    const unreported = this.deps.unreported
-      .results(observation.node.name)
-      .map((result) => actionRecord(result, now, dryRun))
-      .reverse();
-    const facts = observeNode({
-      ...observation,
-      dryRun,
-      evictionsInFlight: inFlight,
-      lastEvictionAt: this.deps.evictor.lastEvictionOn(observation.node.name),
-      unreported,
-      simulatedStamps:
-        dryRun && state.remediation?.dryRun ? { stamps: simulatedOf(state.remediation) } : undefined,
-    });
-    if (inFlight.size === 0) state.facts = { dryRun, reported, observation, facts };
-    else delete state.facts;
-    return facts;
-  }
 }
-
-/** The stamps a dry-run decision left in status alone. */
-const simulatedOf = (parts: RemediationParts): NodeStamps | undefined =>
-  parts.simulated ? parts.stampsAfter : undefined;

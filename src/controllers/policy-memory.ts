@@ -93,9 +93,9 @@ export interface NodeState {
 }
 
 /**
- * Everything this process remembers about one policy, in one object, so that a deleted policy is forgotten in one
- * call: what its last pass saw of each node, the nodes changed since, its IO source, the node changes refused, the
- * policy status it wrote last (until the watch shows it), and what it tells the pacing webhook.
+ * What this process remembers of one policy's passes, in one object, so that a deleted policy is forgotten in one
+ * call: what its last pass saw and decided of each node, the nodes changed since, and its IO source. What the other
+ * concerns keep of a policy is theirs (docs/architecture.md, Who owns what).
  */
 export class PolicyMemory {
   /** The policy object it remembers: one deleted and made again under the same name starts afresh. */

@@ -181,6 +181,14 @@ export class Applier {
       this.inFlight.delete(apply);
       this.applying.delete(policy);
     }
+    // Deleted or made again while its decision was carried out: the pass that forgot it may have run meanwhile, and
+    // the apply published its pacing, counted its blocks and wrote its status after. A pass of the policy as it is now,
+    // at once, forgets them; the blocks counted for that object go here.
+    const uid = decision?.pass.policy.uid;
+    if (uid !== undefined && this.deps.cache.policy(policy)?.uid !== uid) {
+      this.blockedNew.delete(uid);
+      this.deps.requeue(policy, 0);
+    }
     const failed = this.retries.get(policy);
     if (failed && !failed.backingOff) {
       failed.backingOff = true;

@@ -40,6 +40,8 @@ export interface PassHooks {
   onPolicyStatus?(policy: string, status: SandboxPolicyStatus): void;
   /** How many nodes each pass looked at. */
   onPass?(stats: PassStats): void;
+  /** The policy is gone: what was told of it (its gauges) goes too. */
+  onPolicyGone?(policy: string): void;
 }
 
 /** How much one reconcile looked at: the measure that a pod change costs its node, not the policy's. */

@@ -175,7 +175,6 @@ export class Manager {
     if (change.type === 'delete' && change.kind === 'NodeLease')
       this.controllers.leases.forgetWrite(change.key);
     // A deleted node's stuck-pod series would otherwise stay on /metrics (and in alerts) until a restart.
-    if (change.type === 'delete' && change.kind === 'SandboxPolicy') this.gauges.forgetPolicy(change.key);
     if (change.type === 'delete' && change.kind === 'Node') {
       this.gauges.forgetNode(change.key);
       reconciler.forgetNode(change.key);

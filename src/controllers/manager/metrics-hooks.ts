@@ -56,6 +56,9 @@ export class MetricsHooks {
         metrics.nodeConditionTransitions.inc({ policy, status, reason });
         if (reason === NODE_CONDITION_REASONS.remediationExhausted) metrics.escalations.inc({ policy });
       },
+      onPolicyGone: (policy) => {
+        this.forgetPolicy(policy);
+      },
       onNodeStatus: (_policy, node, status) => {
         this.recordStuck(node, status);
       },

@@ -122,10 +122,15 @@ export class PolicyReconciler {
       memories.forget(name);
       this.deps.pacer.withdraw(name);
       this.deps.mutations.forgetPolicy(name);
+      this.deps.hooks.onPolicyGone?.(name);
       return {};
     }
-    // A policy made again under the name starts afresh: nothing of its namesake's is remembered, nor paced.
-    if (memories.get(name)?.uid !== object.uid) this.deps.pacer.withdraw(name);
+    // A policy made again under the name starts afresh: nothing of its namesake's is remembered, counted nor paced.
+    const namesake = memories.get(name);
+    if (namesake?.uid !== object.uid) {
+      if (namesake) this.deps.applier.forgetPolicy(namesake.uid);
+      this.deps.pacer.withdraw(name);
+    }
     const memory = memories.of(name, object.uid);
     const validation = validatePolicy(object);
     if (!validation.valid) return this.refuse(object, validation.problems);

@@ -73,14 +73,14 @@ export interface IoLimitPlanInput {
   observations: readonly NodeObservation[];
   facts: ReadonlyMap<string, NodeFacts>;
   /**
-   * Per node, as the policy's look left them: its running pods by UID, as last read (none: not read, so no pod is
-   * known gone or new), and since when (ms) each pod has been a culprit (the clock migration waits on).
-   */
-  /**
    * What the pass looked at: every owned node (a full pass), or those changed since the last. Any other node is
    * planned again only if it has or wants a limit: so a pass that looked at one node costs one node, not every node.
    */
   looked: { full: boolean; observed: ReadonlySet<string> };
+  /**
+   * Per node, as the policy's look left them: its running pods by UID, as last read (none: not read, so no pod is
+   * known gone or new), and since when (ms) each pod has been a culprit (the clock migration waits on).
+   */
   memory: {
     state(node: string): {
       pods?: { byId: ReadonlyMap<string, PodView> } | undefined;
@@ -272,12 +272,16 @@ export class IoLimiter {
     }
   }
 
-  /** A node, or its SandboxHealth, gone from the cluster: what the limiter keeps of its list goes. */
   /** Whether a node has limits of ours, read or written: planned at every pass, for its steps and lifts come with time. */
   private holds(node: string): boolean {
-    return this.carrying.has(node) || this.written.has(node) || this.simulated.has(node);
+    return (
+      this.carrying.has(node) ||
+      (this.written.get(node)?.size ?? 0) > 0 ||
+      (this.simulated.get(node)?.length ?? 0) > 0
+    );
   }
 
+  /** A node, or its SandboxHealth, gone from the cluster: what the limiter keeps of its list goes. */
   forgetNode(node: string): void {
     this.carrying.delete(node);
     this.written.delete(node);

@@ -16,6 +16,9 @@ async function refuses(path: string, from: string): Promise<boolean> {
   const config = (await eslint.calculateConfigForFile(path)) as { rules: Record<string, Linter.RuleEntry> };
   const rule = config.rules['no-restricted-imports'];
   expect(rule, `no import rule for ${path}`).to.not.equal(undefined);
+  // An error, not a warning: `eslint .` (make verify) fails on it.
+  const level: unknown = Array.isArray(rule) ? rule[0] : rule;
+  expect(level === 'error' || level === 2, `the import rule of ${path} is an error`).to.equal(true);
   const messages = linter.verify(
     `import { x } from '${from}';\nexport const y = x;\n`,
     [

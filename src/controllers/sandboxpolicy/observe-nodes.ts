@@ -1,4 +1,5 @@
 import {
+  MAX_IO_LIMITS_PER_NODE,
   NO_LIMIT_LABEL,
   type IoAttribution,
   type IoReadingStatus,
@@ -116,12 +117,14 @@ async function readLive(
     );
     draft.cause = cause;
     draft.attribution = attribution;
-    draft.ioHeavyPods = request.spec.remediation.limitIo
+    const limitIo = request.spec.remediation.limitIo;
+    draft.ioHeavyPods = limitIo
       ? movableDespiteLimits(
           culprits,
           deps.cache.health(draft.node.name)?.ioLimits,
           request.policy,
           attribution,
+          limitIo.minSharePercent,
         )
       : culprits;
     if (dueAt !== undefined) draft.dueAt = Math.min(draft.dueAt, dueAt);
@@ -135,19 +138,28 @@ async function readLive(
 /**
  * With limitIo, a culprit is limited in place first: one with a limit of ours may move only once the limit is
  * exhausted (at the floor with the node still saturated, or not applied by the agent); one without may move when no
- * limit can be set on it (labelled never to be limited, or a source that gives no device or no rates to limit).
+ * limit will be set on it: labelled never to be limited, a source that gives no device or no rates to limit, a share
+ * under limitIo's minSharePercent (migration's may be lower), or the node's list full. Else it would be neither
+ * limited nor moved.
  */
 function movableDespiteLimits(
   culprits: MeasuredPod[],
   limits: readonly WantedIoLimitSpec[] | undefined,
   policy: string,
   attribution: IoAttribution | undefined,
+  minSharePercent: number,
 ): MeasuredPod[] {
   const ours = new Map((limits ?? []).filter((l) => l.policy === policy).map((l) => [l.podUid, l]));
+  const full = ours.size >= MAX_IO_LIMITS_PER_NODE;
   const limitable = (uid: string) => {
     const c = attribution?.consumers.find((x) => x.podUid === uid);
     const rates = [c?.readBytesPerSecond, c?.writeBytesPerSecond, c?.readOpsPerSecond, c?.writeOpsPerSecond];
-    return attribution?.deviceNumber !== undefined && rates.every((r) => r !== undefined);
+    return (
+      attribution?.deviceNumber !== undefined &&
+      rates.every((r) => r !== undefined) &&
+      (c?.sharePercent ?? 0) >= minSharePercent &&
+      !full
+    );
   };
   return culprits.filter((p) => {
     const limit = ours.get(p.uid);

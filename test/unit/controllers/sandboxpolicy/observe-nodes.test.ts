@@ -2,6 +2,7 @@
 // an observation holds, which measured culprits may move while IO limits are in place, and the pods moved by label.
 import { expect } from 'chai';
 import {
+  MAX_IO_LIMITS_PER_NODE,
   NO_LIMIT_LABEL,
   validateSandboxPolicySpec,
   type IoAttribution,
@@ -293,6 +294,10 @@ describe('observeNodes: culprits that may move while IO limits are in place', ()
   const RATES = { readBytesPerSecond: 1, writeBytesPerSecond: 2, readOpsPerSecond: 3, writeOpsPerSecond: 4 };
   type Setup = {
     limitIo?: boolean;
+    /** limitIo's minSharePercent (db-0 does 60 %). */
+    limitShare?: number;
+    /** The node's list already holds MAX_IO_LIMITS_PER_NODE limits of ours, on other pods. */
+    full?: boolean;
     labels?: Record<string, string>;
     unmeasured?: keyof typeof RATES;
     noDeviceNumber?: boolean;
@@ -301,7 +306,8 @@ describe('observeNodes: culprits that may move while IO limits are in place', ()
   };
   /** n1 saturated (sda 97% busy, as the reading's disk), db-0 its culprit at 60%; limitIo and n1's ioLimits as told. */
   async function culprits(c: Setup) {
-    const limitIo = c.limitIo === false ? {} : { limitIo: {} };
+    const limitIo =
+      c.limitIo === false ? {} : { limitIo: c.limitShare ? { minSharePercent: c.limitShare } : {} };
     const remediation = { migrateWorkloads: { by: 'measuredIo' }, ...limitIo };
     const labels = c.labels ?? {};
     const db = aPod().named('db-0').onNode('n1').running().labelled(labels).build();
@@ -323,7 +329,16 @@ describe('observeNodes: culprits that may move while IO limits are in place', ()
     const w = world({ ioPressure: { sustainSeconds: 0 }, remediation }, aSource(measured));
     w.cluster.running = [{ ...db, controllerKind: 'StatefulSet' }];
     const limit = { podUid: db.uid, pod: 'default/db-0', device: '8:0', limit: { wbps: 1e6 }, policy: 'p' };
-    const ioLimits = c.limit ? [{ ...limit, since: ago(60), ...c.limit }] : undefined;
+    const others = Array.from({ length: c.full ? MAX_IO_LIMITS_PER_NODE : 0 }, (_, i) => ({
+      ...limit,
+      podUid: `other-${i}`,
+      pod: `default/other-${i}`,
+      since: ago(60),
+    }));
+    const ioLimits =
+      c.limit || c.full
+        ? [...others, ...(c.limit ? [{ ...limit, since: ago(60), ...c.limit }] : [])]
+        : undefined;
     w.cluster.healthMap.set('n1', { name: 'n1', uid: 'h', ...(ioLimits ? { ioLimits } : {}) });
     const n1 = await w.observeN1();
     return { moved: n1.ioHeavyPods.map((p) => `${p.name} ${p.sharePercent}%`), cause: n1.cause?.cause };
@@ -339,6 +354,11 @@ describe('observeNodes: culprits that may move while IO limits are in place', ()
     'moves a culprit labelled never to be limited': [{ labels: { [NO_LIMIT_LABEL]: 'true' } }, true],
     'moves a culprit with a rate not measured': [{ unmeasured: 'writeOpsPerSecond' }, true],
     'moves a culprit on a device with no number to limit it by': [{ noDeviceNumber: true }, true],
+    "moves a culprit under limitIo's minSharePercent (over migration's): it would never be limited": [
+      { limitShare: 70 },
+      true,
+    ],
+    "moves a culprit with no limit when the node's list of limits is full": [{ full: true }, true],
     'moves a culprit, limited or not, without limitIo': [{ limitIo: false, limit: {} }, true],
     'moves one by the busiest disk where the reading lists none': [
       { limitIo: false, devices: undefined },

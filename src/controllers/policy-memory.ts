@@ -92,6 +92,10 @@ export interface NodeState {
   rollouts?: { at: number; keys: ReadonlySet<string> };
 }
 
+/** Each look's first version: a look our reports moved along is still the same look. */
+const firstOf = new WeakMap<NodeObservation, NodeObservation>();
+const lookOf = (observation: NodeObservation) => firstOf.get(observation) ?? observation;
+
 /**
  * What this process remembers of one policy's passes, in one object, so that a deleted policy is forgotten in one
  * call: what its last pass saw and decided of each node, the nodes changed since, and its IO source. What the other
@@ -152,6 +156,26 @@ export class PolicyMemory {
     let state = this.nodes.get(node);
     if (!state) this.nodes.set(node, (state = {}));
     return state;
+  }
+
+  /**
+   * Our report of the node applied: the look it was planned from, with what the API holds now. The look is replaced,
+   * never changed, so that what holds it (a decision being carried out) reads what it was decided on. True when a
+   * newer look was taken meanwhile: it read the status from before the write, and must be taken again.
+   */
+  reported(
+    node: string,
+    look: NodeObservation,
+    now: Partial<Pick<NodeObservation, 'exists' | 'previous' | 'reportsApplied'>>,
+  ): boolean {
+    const state = this.nodes.get(node);
+    const current = state?.observation;
+    if (!state || !current) return false;
+    if (lookOf(current) !== lookOf(look)) return true;
+    const moved = { ...current, ...now };
+    firstOf.set(moved, lookOf(current));
+    state.observation = moved;
+    return false;
   }
 
   observations(): NodeObservation[] {

@@ -306,7 +306,7 @@ export class Reporter {
       return undefined;
     }
     if (!back.applied) {
-      observation.exists = true; // created, with nothing to write
+      memory.reported(node.name, observation, { exists: true }); // created, with nothing to write
       return { transitions: [], superseded: false };
     }
     if (after && written) this.deps.hooks?.onFencedReport?.(true);
@@ -336,17 +336,17 @@ export class Reporter {
     reported: readonly ActionResult[],
   ): boolean {
     const name = observation.node.name;
-    const state = memory.state(name);
-    observation.exists = true;
-    observation.previous = written.status ?? flight.expected;
     this.deps.mutations.wroteHealth(name, written.version, written.status);
     // Its results are reported now, in the same turn as the status that holds them (others may have come meanwhile; and
     // those of the writes it followed, which its applying proves applied): the facts count each once. The look it was
     // planned from holds what applied; a look taken while it was in flight read the status from before it (stale, by
     // the unreported results' count): look again.
     if (!this.gone.has(name)) this.deps.unreported.appliedWith(name, reported);
-    observation.reportsApplied = this.deps.unreported.applied(name);
-    const superseded = state.observation !== undefined && state.observation !== observation;
+    const superseded = memory.reported(name, observation, {
+      exists: true,
+      previous: written.status ?? flight.expected,
+      reportsApplied: this.deps.unreported.applied(name),
+    });
     if (superseded) memory.markDirty(name);
     return superseded;
   }

@@ -3,6 +3,7 @@
 // failing before its fix).
 import { expect } from 'chai';
 import type { SandboxPolicySpecInput } from '../../../src/api/v1alpha1/index.js';
+import { PolicyMemory, type NodeObservation } from '../../../src/controllers/policy-memory.js';
 import { SourceFactory } from '../../../src/signals/factory.js';
 import { aPod, anEvent, nameReservedMessage, T0 } from '../../support/builders.js';
 import { aNode, MemoryCluster } from '../../support/memory-cluster.js';
@@ -108,5 +109,49 @@ describe("a policy's own state across passes", () => {
     // Read from the older cache, the node would be new again: its Events repeated, its since moved.
     expect(cluster.takeEvents()).to.deep.equal([]);
     expect(cluster.apiHealthCondition('n1', 'SandboxCreationDegraded')?.lastTransitionTime).to.equal(since);
+  });
+});
+
+describe('PolicyMemory.reported: a look our report moved along', () => {
+  const look = (version: string) =>
+    ({
+      node: aNode('n1'),
+      exists: false,
+      previous: undefined,
+      reportsApplied: 0,
+      version,
+    }) as unknown as NodeObservation;
+
+  it('replaces the look with what the API holds now, and leaves the look it was planned from as it was', () => {
+    const memory = new PolicyMemory('uid-p');
+    const planned = look('1');
+    memory.state('n1').observation = planned;
+    expect(memory.reported('n1', planned, { exists: true, reportsApplied: 3 })).to.equal(false);
+    expect(memory.state('n1').observation).to.include({ exists: true, reportsApplied: 3, version: '1' });
+    expect(planned).to.include({ exists: false, reportsApplied: 0 });
+  });
+
+  it('takes a second report of the same look (an urgent one that followed) as the same look, not a newer one', () => {
+    const memory = new PolicyMemory('uid-p');
+    const planned = look('1');
+    memory.state('n1').observation = planned;
+    memory.reported('n1', planned, { reportsApplied: 1 });
+    expect(memory.reported('n1', planned, { reportsApplied: 2 })).to.equal(false);
+    expect(memory.state('n1').observation).to.include({ reportsApplied: 2 });
+  });
+
+  it('says a newer look was taken meanwhile, and leaves that look as it is', () => {
+    const memory = new PolicyMemory('uid-p');
+    const planned = look('1');
+    const newer = look('2');
+    memory.state('n1').observation = newer;
+    expect(memory.reported('n1', planned, { reportsApplied: 1 })).to.equal(true);
+    expect(memory.state('n1').observation).to.equal(newer);
+  });
+
+  it('has nothing to move along once the look is gone (a full pass dropped it)', () => {
+    const memory = new PolicyMemory('uid-p');
+    expect(memory.reported('n1', look('1'), { exists: true })).to.equal(false);
+    expect(memory.state('n1').observation).to.equal(undefined);
   });
 });

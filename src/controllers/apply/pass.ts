@@ -358,7 +358,11 @@ export function nextWait(pass: Pass, seen: Seen, plan: Plan | undefined): Reconc
 export function followUpWait(pass: Pass, plan: Plan, done: Done): number | undefined {
   const at = pass.now.getTime();
   const waits: number[] = [];
-  if (plan.actions.length > 0 || done.blocked.length > 0) waits.push(FOLLOW_UP_MS);
+  // A node change the apiserver refused for what it is is not sent again for REFUSAL_RETRY_MS unless someone changes
+  // the node or the policy (the watch brings either): following it up sooner would decide it again for nothing.
+  const refused = new Set(done.blocked.filter((b) => b.guard === 'RefusedByApi').map((b) => b.node));
+  const acted = plan.actions.some((a) => !refused.has(a.node));
+  if (acted || done.blocked.some((b) => b.guard !== 'RefusedByApi')) waits.push(FOLLOW_UP_MS);
   if (done.pacing.nextAt) waits.push(done.pacing.nextAt.getTime() - at + 1);
   // A pass whose evictions a disruption budget all refused waits for the follow-up, not a busy loop.
   const evicted = [...done.results.values()].some((r) => r.some((x) => evictedPod(x.action.kind, x.outcome)));

@@ -130,6 +130,9 @@ describe('a pass', () => {
   describe('followUpWait', () => {
     type Wait = Partial<Record<'actions' | 'blocked' | 'nextInMs' | 'left', number>> & {
       did?: ActionResult[];
+      /** The blocks are the apiserver's refusal of n1's change (RefusedByApi); `elsewhere`: one more action, on n2. */
+      refused?: boolean;
+      elsewhere?: boolean;
     };
     const evicted = [result('Evict', 'Succeeded')];
     const failed = [result('Evict', 'Failed')];
@@ -150,13 +153,24 @@ describe('a pass', () => {
         { actions: 1, left: 2, did: cordoned },
         5_000,
       ],
+      'does not follow up a change the apiserver refused: it is not sent again for a while': [
+        { actions: 1, blocked: 1, refused: true },
+        undefined,
+      ],
+      "follows up another node's action though one node's change was refused": [
+        { actions: 1, blocked: 1, refused: true, elsewhere: true },
+        5_000,
+      ],
     };
     for (const [name, [w, want]] of Object.entries(cases))
       it(name, () => {
         const { pass, plan, done } = world();
         plan.actions = Array.from({ length: w.actions ?? 0 }, () => act('Cordon'));
+        if (w.elsewhere) plan.actions.push({ ...act('Cordon'), node: 'n2', target: 'node/n2' });
         plan.evictions = { evictions: [], left: w.left ?? 0 };
-        done.blocked = Array.from({ length: w.blocked ?? 0 }, () => block('DisruptionBudget'));
+        done.blocked = Array.from({ length: w.blocked ?? 0 }, () =>
+          block(w.refused ? 'RefusedByApi' : 'DisruptionBudget'),
+        );
         done.results.set('n1', w.did ?? []);
         if (w.nextInMs !== undefined) done.pacing.nextAt = new Date(T0.getTime() + w.nextInMs);
         expect(followUpWait(pass, plan, done)).to.equal(want);

@@ -222,22 +222,14 @@ const dir = mkdtempSync(join(REPO_ROOT, 'scratch', 'bench-before-'));
 try {
   execFileSync('sh', ['-c', `git -C "${REPO_ROOT}" archive ${BEFORE} src test/support | tar -x -C "${dir}"`]);
   const trees = { head: headTree(), before: await beforeTree(dir) };
-  const times = {
-    head: {
-      incremental: [] as number[],
-      full: [] as number[],
-      applied: [] as number[],
-      fullApplied: [] as number[],
-      observed: 0,
-    },
-    before: {
-      incremental: [] as number[],
-      full: [] as number[],
-      applied: [] as number[],
-      fullApplied: [] as number[],
-      observed: 0,
-    },
-  };
+  const series = () => ({
+    incremental: [] as number[],
+    full: [] as number[],
+    applied: [] as number[],
+    fullApplied: [] as number[],
+    observed: 0,
+  });
+  const times = { head: series(), before: series() };
   for (const tree of [trees.head, trees.before]) {
     await tree.reconcile(); // the first pass writes every SandboxHealth; what follows measures changes
     await tree.reconcile();

@@ -61,6 +61,18 @@ const detection = (causes: DetectionStatus['causes']): DetectionStatus => ({
   conditions: [],
 });
 
+/** n1 with 3 pods stuck on NameReserved and 1 on Network. */
+const stuckOnN1 = (hooks: ReturnType<MetricsHooks['hooks']>) => {
+  hooks.onNodeStatus?.(
+    'p',
+    'n1',
+    detection([
+      { cause: 'NameReserved', count: 3 },
+      { cause: 'Network', count: 1 },
+    ]),
+  );
+};
+
 describe('MetricsHooks', () => {
   it("sets a policy's gated pods and its held rollouts by reason, zero for a reason none is held for", async () => {
     const { metrics, hooks } = aWorld();
@@ -253,14 +265,7 @@ describe('MetricsHooks', () => {
 
     it("sets a node's stuck pods by cause", async () => {
       const { metrics, hooks } = aWorld();
-      hooks.onNodeStatus?.(
-        'p',
-        'n1',
-        detection([
-          { cause: 'NameReserved', count: 3 },
-          { cause: 'Network', count: 1 },
-        ]),
-      );
+      stuckOnN1(hooks);
       hooks.onNodeStatus?.('p', 'n2', detection([{ cause: 'DeadlineExceeded', count: 2 }]));
       expect(await stuck(metrics)).to.deep.equal({
         'n1/NameReserved': 3,
@@ -271,14 +276,7 @@ describe('MetricsHooks', () => {
 
     it("drops a cause no pod of the node is stuck for any more, and keeps the other nodes'", async () => {
       const { metrics, hooks } = aWorld();
-      hooks.onNodeStatus?.(
-        'p',
-        'n1',
-        detection([
-          { cause: 'NameReserved', count: 3 },
-          { cause: 'Network', count: 1 },
-        ]),
-      );
+      stuckOnN1(hooks);
       hooks.onNodeStatus?.('p', 'n2', detection([{ cause: 'Network', count: 1 }]));
       hooks.onNodeStatus?.('p', 'n1', detection([{ cause: 'NameReserved', count: 1 }]));
       expect(await stuck(metrics)).to.deep.equal({ 'n1/NameReserved': 1, 'n2/Network': 1 });
@@ -288,14 +286,7 @@ describe('MetricsHooks', () => {
 
     it('drops every series of a node that is gone, and only its own', async () => {
       const { metrics, owner, hooks } = aWorld();
-      hooks.onNodeStatus?.(
-        'p',
-        'n1',
-        detection([
-          { cause: 'NameReserved', count: 3 },
-          { cause: 'Network', count: 1 },
-        ]),
-      );
+      stuckOnN1(hooks);
       hooks.onNodeStatus?.('p', 'n2', detection([{ cause: 'Network', count: 1 }]));
       owner.forgetNode('n1');
       expect(await stuck(metrics)).to.deep.equal({ 'n2/Network': 1 });

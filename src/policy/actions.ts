@@ -95,6 +95,26 @@ function unnamedKind(kind: never): never {
   throw new Error(`no place for action kind ${String(kind)}`);
 }
 
+/**
+ * What a kind of action does to its node's fence: puts it up (a cordon, our taint), takes it down (their undo), or
+ * neither (a pod's). Each kind is named, as in `placeOf`.
+ */
+export function fenceStepOf(kind: ActionKind): 'Up' | 'Down' | undefined {
+  switch (kind) {
+    case 'Cordon':
+    case 'Taint':
+      return 'Up';
+    case 'Uncordon':
+    case 'Untaint':
+      return 'Down';
+    case 'Evict':
+    case 'Migrate':
+      return undefined;
+    default:
+      return unnamedKind(kind);
+  }
+}
+
 /** Whether an action is carried out by patching its node. */
 export const isNodeAction = (action: Action): action is NodeAction => placeOf(action.kind) === 'Node';
 

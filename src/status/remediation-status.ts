@@ -7,6 +7,7 @@ import {
   type BlockedAction as BlockedRecord,
   type NodeStamps,
   type RemediationRecord,
+  type ActionKind,
   type SandboxHealthStatus,
 } from '../api/v1alpha1/index.js';
 import type { NodeView } from '../detection/index.js';
@@ -15,6 +16,7 @@ import {
   isStampDrop,
   migratedPod,
   subjectOf,
+  fenceStepOf,
   type Action,
   type BlockedAction,
 } from '../policy/actions.js';
@@ -225,8 +227,8 @@ export function remediationTransitions(input: RemediationStatusInput, desired: H
   const prefix = dryRun ? DRY_RUN_PREFIX : '';
   const transitions: Transition[] = [];
   // The fence says how a person takes it over: their own cordon on top of ours changes nothing the operator can see.
-  const takeOver = (action: { kind: string }, node: string) =>
-    action.kind === 'Cordon' || action.kind === 'Taint'
+  const takeOver = (action: { kind: ActionKind }, node: string) =>
+    fenceStepOf(action.kind) === 'Up'
       ? ` It is undone on recovery; to keep the node fenced for your own work, take it over: kubectl sandbox release ${node}.`
       : '';
   for (const result of input.results) {

@@ -3,7 +3,7 @@ import { NODE_CONDITION_REASONS, type NodeStamps } from '../../api/v1alpha1/inde
 import type { NodeView } from '../../detection/index.js';
 import { describeError, isConflict } from '../../ports/errors.js';
 import type { Logger } from '../../observability/log.js';
-import { isFrozenByDryRun, isStampDrop, type Action } from '../../policy/actions.js';
+import { fenceStepOf, isFrozenByDryRun, isStampDrop, type Action } from '../../policy/actions.js';
 import { leaseHeldBy } from '../../policy/guards.js';
 import {
   decideLease,
@@ -49,7 +49,7 @@ const isEscalated = (node: NodeView) =>
 const leaseKey = (node: string) => `NodeLease/${node}`;
 const leaseRef = (node: string) => `${NODE_LEASE_NAMESPACE}/${nodeLeaseName(node)}`;
 /** A node action that puts a fence of ours up: the moment a policy with safety.nodeLease takes the lease. */
-const isNewFence = (a: Action) => (a.kind === 'Cordon' || a.kind === 'Taint') && !isStampDrop(a);
+const isNewFence = (a: Action) => fenceStepOf(a.kind) === 'Up' && !isStampDrop(a);
 
 /**
  * The medik8s node leases of ours (ADR 0022). A policy with safety.nodeLease takes node-<node> as

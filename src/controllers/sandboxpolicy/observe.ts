@@ -11,7 +11,7 @@ import type { IoCauseDecision } from '../../policy/io-cause.js';
 import type { IoPressureDecision } from '../../policy/io-pressure.js';
 import type { MeasuredPod } from '../../detection/index.js';
 import { isNoMigrate } from './culprits.js';
-import { evictedPod, isFrozenByDryRun, isStampDrop, migratedPod } from '../../policy/actions.js';
+import { evictedPod, fenceStepOf, isFrozenByDryRun, isStampDrop, migratedPod } from '../../policy/actions.js';
 import type { CandidatePod, IoState, NodeFacts } from '../../policy/node-facts.js';
 import type { NodeLeaseView } from '../../policy/node-lease.js';
 import { explainedByIo, type DetectionStatus } from '../../status/health-status.js';
@@ -168,7 +168,7 @@ export function observeNode(input: ObserveInput): NodeFacts {
   // Our undo on recovery, or someone else reverting us: either way the node is left alone for a cooldown.
   const lastUndo = (actions ?? []).find(
     (a) =>
-      (a.kind === 'Uncordon' || a.kind === 'Untaint') &&
+      fenceStepOf(a.kind) === 'Down' &&
       a.outcome === 'Succeeded' &&
       (a.reason === 'Recovered' || isStampDrop(a)),
   );

@@ -82,6 +82,8 @@ export interface IoLimitPlanInput {
    * known gone or new), and since when (ms) each pod has been a culprit (the clock migration waits on).
    */
   memory: {
+    /** The policy's nodes, each with the look its last pass took (absent: not looked at since the last full pass). */
+    nodes: ReadonlyMap<string, { observation?: NodeObservation }>;
     state(node: string): {
       pods?: { byId: ReadonlyMap<string, PodView> } | undefined;
       culprits?: ReadonlyMap<string, number> | undefined;
@@ -136,7 +138,7 @@ export class IoLimiter {
       if (now.getTime() - at.getTime() > DAY_MS) this.liftedAt.delete(uid);
     const nodes: NodeLimitPlan[] = [];
     const { full, observed } = input.looked;
-    for (const observation of input.observations) {
+    for (const observation of this.candidates(input, active)) {
       const name = observation.node.name;
       // Unchanged since the last pass, with no limit, and no culprit to limit: nothing to plan.
       const wants = active && observation.cause?.cause === 'Pod';
@@ -145,9 +147,10 @@ export class IoLimiter {
       // No SandboxHealth yet (its report makes it), or a list that is none of ours to rewrite: left alone.
       if (!health || health.ioLimitsUnreadable) continue;
       const read = dryRun ? this.simulated.get(name) : health.ioLimits;
-      if ((read ?? []).length > 0) this.carrying.add(name);
+      const entries = read?.length ?? 0;
+      if (entries > 0) this.carrying.add(name);
       else this.carrying.delete(name);
-      if (!active && (read ?? []).length === 0) continue;
+      if (!active && entries === 0) continue;
       // Our last write of the list not yet shown by the watch: decided on once it is.
       if (!expectations.isSettled(specKey(name), cache.observedVersion('SandboxHealth', name))) continue;
       const node = this.planNode(input, observation, health, read, budget);
@@ -270,6 +273,17 @@ export class IoLimiter {
       }
       await this.tell(plan, node, now);
     }
+  }
+
+  /**
+   * The nodes a pass may plan: every node on a full pass, or while the policy limits (a culprit may be on any node);
+   * else only those it looked at and those with limits, so a pass about one node without limitIo walks no other.
+   */
+  private candidates(input: IoLimitPlanInput, active: boolean): Iterable<NodeObservation> {
+    if (input.looked.full || active) return input.observations;
+    const { observed } = input.looked;
+    const names = new Set([...observed, ...this.carrying, ...this.written.keys(), ...this.simulated.keys()]);
+    return [...names].flatMap((name) => input.memory.nodes.get(name)?.observation ?? []);
   }
 
   /** Whether a node has limits of ours, read or written: planned at every pass, for its steps and lifts come with time. */

@@ -8,6 +8,7 @@ import {
   type SandboxPolicySpec,
 } from '../api/v1alpha1/index.js';
 import { assessRuntimeVersion, classifyFailureMessage } from '../detection/index.js';
+import { evictedPod } from '../policy/actions.js';
 import { consumerName } from '../policy/io-cause.js';
 import { limitKey, readBack } from '../policy/io-limit-wish.js';
 import { judgeReading, readingTime, staleAfterFor } from '../policy/io-pressure.js';
@@ -307,7 +308,7 @@ function summarise(d: NodeDiagnosis, stamps: NodeStamps | undefined): string {
   if (stamps?.cordoned) parts.push(`cordoned by policy ${stamps.policy}${dry}`);
   else if (stamps?.taint) parts.push(`tainted by policy ${stamps.policy}${dry}`);
   else if (d.done.unschedulable) parts.push('cordoned by someone else');
-  const evicted = d.done.actions.filter((a) => a.kind === 'Evict' && a.outcome === 'Succeeded').length;
+  const evicted = d.done.actions.filter((a) => evictedPod(a.kind, a.outcome)).length;
   if (evicted > 0) parts.push(`${evicted} pod(s) evicted`);
   return `${d.node}: ${parts.join('; ')}`;
 }

@@ -1,7 +1,7 @@
 // PURE: every guard the policy decides before acting (the apiserver's own refusals, DisruptionBudget and RefusedByApi,
 // come later): each says what holds an action and why, or undefined when nothing does.
 import type { ActionKind, MigrateWorkloads, NodeStamps } from '../api/v1alpha1/index.js';
-import { isEviction } from './actions.js';
+import { fenceStepOf, isEviction } from './actions.js';
 import { foreignFencingTaints, isFenced, NODE_MAINTENANCE_TAINT } from './fences.js';
 import {
   heldUntil,
@@ -39,7 +39,7 @@ export function guardNode(pass: RemediationPass, facts: NodeFacts, kind: ActionK
   if (held) return held;
   if (facts.controlPlane)
     return { guard: 'ControlPlaneNode', message: 'control-plane nodes are never acted on' };
-  if (!facts.ready && kind !== 'Uncordon' && kind !== 'Untaint')
+  if (!facts.ready && fenceStepOf(kind) !== 'Down')
     return { guard: 'NodeNotReady', message: 'the node is not Ready: a different failure' };
   return undefined;
 }

@@ -96,10 +96,9 @@ export interface IoLimiterHooks {
 }
 
 /**
- * Sets, steps and lifts the IO limits of the policies' nodes' culprit pods, and says so: an Event on each pod, a
- * metric. It owns what the API does not hold: when each pod's last limit was lifted (the cooldown), since when each
- * limited pod has been quiet, the limits set per policy in the last minute (the rate), what it last wrote per node
- * (to tell a person's lift), and a dry run's limits.
+ * Sets, steps and lifts the IO limits of the policies' nodes' culprit pods, and says so (an Event on each pod, a metric).
+ * It owns what the API does not hold: each pod's last lift (the cooldown), since when each limited pod has been quiet,
+ * the limits set per policy in the last minute (the rate), what it last wrote per node (a person's lift), a dry run's.
  */
 export class IoLimiter {
   private readonly liftedAt = new Map<string, Date>();
@@ -111,7 +110,7 @@ export class IoLimiter {
   /** By node, a list the apiserver refused for what it is (403, 422), and when: not sent again as it is for a while. */
   private readonly refused = new Map<string, { wish: string; at: number }>();
   /** The nodes whose list held entries when last planned (a full pass plans every node): planned at every pass. */
-  private readonly carrying = new Set<string>();
+  private readonly limited = new Set<string>();
   /** "key state" of each limit whose not being applied was said, so it is said once. */
   private readonly announced = new Set<string>();
 
@@ -140,6 +139,7 @@ export class IoLimiter {
     const { full, observed } = input.looked;
     for (const observation of this.candidates(input, active)) {
       const name = observation.node.name;
+      if (!dryRun) this.simulated.delete(name); // a dry run ended: its limits were never set
       // Unchanged since the last pass, with no limit, and no culprit to limit: nothing to plan.
       const wants = active && observation.cause?.cause === 'Pod';
       if (!full && !observed.has(name) && !wants && !this.holds(name)) continue;
@@ -148,8 +148,8 @@ export class IoLimiter {
       if (!health || health.ioLimitsUnreadable) continue;
       const read = dryRun ? this.simulated.get(name) : health.ioLimits;
       const entries = read?.length ?? 0;
-      if (entries > 0) this.carrying.add(name);
-      else this.carrying.delete(name);
+      if (entries > 0) this.limited.add(name);
+      else this.limited.delete(name);
       if (!active && entries === 0) continue;
       // Our last write of the list not yet shown by the watch: decided on once it is.
       if (!expectations.isSettled(specKey(name), cache.observedVersion('SandboxHealth', name))) continue;
@@ -271,7 +271,7 @@ export class IoLimiter {
         if (plan.dryRun) this.simulated.set(node.node, node.wish);
         else if (!(await this.write(plan.policy, node, failures, markDirty, now))) continue;
       }
-      await this.tell(plan, node, now);
+      await this.recordEvents(plan, node, now);
     }
   }
 
@@ -282,14 +282,14 @@ export class IoLimiter {
   private candidates(input: IoLimitPlanInput, active: boolean): Iterable<NodeObservation> {
     if (input.looked.full || active) return input.observations;
     const { observed } = input.looked;
-    const names = new Set([...observed, ...this.carrying, ...this.written.keys(), ...this.simulated.keys()]);
+    const names = new Set([...observed, ...this.limited, ...this.written.keys(), ...this.simulated.keys()]);
     return [...names].flatMap((name) => input.memory.nodes.get(name)?.observation ?? []);
   }
 
   /** Whether a node has limits of ours, read or written: planned at every pass, for its steps and lifts come with time. */
   private holds(node: string): boolean {
     return (
-      this.carrying.has(node) ||
+      this.limited.has(node) ||
       (this.written.get(node)?.size ?? 0) > 0 ||
       (this.simulated.get(node)?.length ?? 0) > 0
     );
@@ -297,7 +297,7 @@ export class IoLimiter {
 
   /** A node, or its SandboxHealth, gone from the cluster: what the limiter keeps of its list goes. */
   forgetNode(node: string): void {
-    this.carrying.delete(node);
+    this.limited.delete(node);
     this.written.delete(node);
     this.simulated.delete(node);
     this.refused.delete(node);
@@ -337,7 +337,7 @@ export class IoLimiter {
   }
 
   /** The Events, the metric, and what the limiter keeps of what was done. */
-  private async tell(plan: IoLimitPlan, node: NodeLimitPlan, now: Date): Promise<void> {
+  private async recordEvents(plan: IoLimitPlan, node: NodeLimitPlan, now: Date): Promise<void> {
     const { recorder, hooks } = this.deps;
     const count = (action: Parameters<NonNullable<IoLimiterHooks['onIoLimit']>>[1]) =>
       hooks?.onIoLimit?.(plan.policy, action);

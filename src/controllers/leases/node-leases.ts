@@ -10,6 +10,7 @@ import {
   isHeldByOther,
   isOurHolder,
   leaseFields,
+  type LeaseFields,
   leaseHolder,
   NODE_LEASE_NAMESPACE,
   nodeLeaseName,
@@ -116,7 +117,7 @@ export class NodeLeases {
     if (step.kind !== 'Take' && step.kind !== 'Renew') return { done };
     this.fencing.add(node.name);
     try {
-      await this.write(actuator, node, lease, holder, now);
+      await this.write(actuator, node, lease, leaseFields(lease, holder, now));
       return { done };
     } catch (err) {
       done();
@@ -177,7 +178,7 @@ export class NodeLeases {
               holder,
               previous: lease?.holder,
             });
-          await this.write(actuator, node, lease, holder, now);
+          await this.write(actuator, node, lease, leaseFields(lease, holder, now));
         } else if (step.kind === 'Wait' && step.recheckAt)
           waits.push(step.recheckAt.getTime() - now.getTime());
       } catch (err) {
@@ -197,14 +198,13 @@ export class NodeLeases {
     actuator: Actuator,
     node: NodeView,
     lease: NodeLeaseView | undefined,
-    holder: string,
-    now: Date,
+    fields: LeaseFields,
   ): Promise<void> {
     const { cache, expectations } = this.deps;
     const version = await actuator.writeNodeLease({
       node: node.name,
       nodeUid: node.uid,
-      ...leaseFields(lease, holder, now),
+      ...fields,
       resourceVersion: lease ? cache.observedVersion('NodeLease', node.name) : undefined,
     });
     expectations.expect(leaseKey(node.name), version);

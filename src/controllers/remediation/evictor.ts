@@ -25,7 +25,8 @@ export interface EvictionPlan {
   left: number;
 }
 
-export interface EvictionOutcome {
+/** What carrying out a pass's evictions came to: the blocks to report, and when each spent eviction was answered. */
+export interface EvictionsDone {
   blocked: BlockedAction[];
   /** When each eviction that spent budget was answered (clock ms). */
   evictedAt: number[];
@@ -106,7 +107,7 @@ export class Evictor {
     actuator: Actuator,
     failures: Failures,
     report: (result: ActionResult) => void,
-  ): Promise<EvictionOutcome> {
+  ): Promise<EvictionsDone> {
     const { clock, expectations } = this.deps;
     const blocked: BlockedAction[] = [];
     const evictedAt: number[] = [];

@@ -1,4 +1,5 @@
 import type { Logger } from '../../observability/log.js';
+import { describeError } from '../../ports/errors.js';
 import type { EventRecorder, Transition } from '../../ports/writes.js';
 
 const FOLLOWED = new Set(['SandboxCreationStuck', 'SandboxCreationDegraded', 'IoPressureHigh']);
@@ -30,7 +31,7 @@ export async function recordEvent(
       policy,
       node,
       reason: transition.reason,
-      error: err instanceof Error ? err.message : String(err),
+      error: describeError(err),
     });
   }
 }

@@ -172,6 +172,18 @@ export class Reporter {
   }
 
   /**
+   * A policy is gone, or made again under its name: the reports its memory still waits to write are dropped (one would
+   * create its node's SandboxHealth again, or write over its namesake's report). One being written finishes.
+   */
+  forgetPolicy(memory: PolicyMemory): void {
+    for (const [node, owner] of this.owners) {
+      if (owner.memory !== memory) continue;
+      this.lanes.drop(node);
+      if (!this.lanes.busy(node)) this.owners.delete(node);
+    }
+  }
+
+  /**
    * Drops every report still waiting: this process may no longer write (a lost Lease, a stop), and each would be
    * refused. What they would have said stays in the policies' memory and the unreported; a pass of a new term plans them again.
    */

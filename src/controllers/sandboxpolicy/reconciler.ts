@@ -118,7 +118,10 @@ export class PolicyReconciler {
     const object = cache.policy(name);
     if (!object) {
       const gone = memories.get(name);
-      if (gone) this.deps.applier.forgetPolicy(gone.uid);
+      if (gone) {
+        this.deps.applier.forgetPolicy(gone.uid);
+        this.deps.reporter.forgetPolicy(gone);
+      }
       memories.forget(name);
       this.deps.pacer.withdraw(name);
       this.deps.mutations.forgetPolicy(name);
@@ -128,7 +131,10 @@ export class PolicyReconciler {
     // A policy made again under the name starts afresh: nothing of its namesake's is remembered, counted nor paced.
     const namesake = memories.get(name);
     if (namesake?.uid !== object.uid) {
-      if (namesake) this.deps.applier.forgetPolicy(namesake.uid);
+      if (namesake) {
+        this.deps.applier.forgetPolicy(namesake.uid);
+        this.deps.reporter.forgetPolicy(namesake);
+      }
       this.deps.pacer.withdraw(name);
     }
     const memory = memories.of(name, object.uid);

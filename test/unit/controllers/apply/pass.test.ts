@@ -183,21 +183,21 @@ describe('a pass', () => {
     const taint = block('Cooldown', { kind: 'Taint' });
     // [the blocks the stored status held, the blocks of each round, what each round told]
     const tellings: Record<string, [BlockedAction[], BlockedAction[][], string[]]> = {
-      'tells a block when it is first decided': [[], [[cool]], ['Cooldown']],
-      'tells a standing block once, not at every pass': [[], [[cool], [cool]], ['Cooldown', '']],
-      'tells no block the stored status held at the first look (a restart)': [
+      'says a block when it is first decided': [[], [[cool]], ['Cooldown']],
+      'says a standing block once, not at every pass': [[], [[cool], [cool]], ['Cooldown', '']],
+      'says no block the stored status held at the first look (a restart)': [
         [cool],
         [[cool, storm]],
         ['StormLimit'],
       ],
       'reads the stored blocks at the first look only': [[cool], [[], [cool]], ['', 'Cooldown']],
-      'tells a block again that lifted and came back': [
+      'says a block again that lifted and came back': [
         [],
         [[cool], [], [cool]],
         ['Cooldown', '', 'Cooldown'],
       ],
-      'tells no block again for a new message': [[], [[cool], [{ ...cool, message: 'm' }]], ['Cooldown', '']],
-      'tells the same guard on another kind of action': [
+      'says no block again for a new message': [[], [[cool], [{ ...cool, message: 'm' }]], ['Cooldown', '']],
+      'says the same guard on another kind of action': [
         [],
         [[cool], [cool, taint]],
         ['Cooldown', 'Cooldown'],

@@ -144,6 +144,28 @@ describe('the Reporter', () => {
     expect(cluster.takeWrites().filter((w) => w.endsWith('/n2'))).to.deep.equal([]);
   });
 
+  it("drops the reports a deleted policy still waits to write, and writes its namesake's", async () => {
+    const { cluster, reporter, memory, look } = aReporter(1);
+    look('n1');
+    look('n2');
+    reporter.submit('p', memory, 'n1');
+    reporter.submit('p', memory, 'n2');
+    reporter.forgetPolicy(memory);
+    await reporter.idle();
+    expect(
+      cluster.takeWrites().filter((w) => w.endsWith('/n2')),
+      'n1 was being written; n2 waited',
+    ).to.deep.equal([]);
+    const again = new PolicyMemory('uid-p-again');
+    again.startPass(1, ['n2'], 0);
+    again.state('n2').observation = memory.state('n2').observation!;
+    again.state('n2').remediation = memory.state('n2').remediation!;
+    reporter.submit('p', again, 'n2');
+    reporter.forgetPolicy(memory);
+    await reporter.idle();
+    expect(cluster.takeWrites().filter((w) => w.endsWith('/n2'))).to.not.deep.equal([]);
+  });
+
   for (const failingNow of [false, true])
     it(`${failingNow ? 'asks for no pass' : 'asks for a pass at once'} once a report first explains a stuck pod on a fenced node${failingNow ? ", while the policy's writes wait for their retry" : ''}`, async () => {
       const { cluster, reporter, memory, look, failing, requeues } = aReporter();

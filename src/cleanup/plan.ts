@@ -10,7 +10,9 @@ import {
   PACING_GATE,
   ROLLOUT_STAMP,
   sameTaint,
+  type AppliedIoLimitStatus,
   type NodeStamps,
+  type WantedIoLimitSpec,
 } from '../api/v1alpha1/index.js';
 import type { GatedPodView, NodeView, WorkloadView } from '../detection/index.js';
 import { nodeChange } from '../actuation/node-change.js';
@@ -38,8 +40,19 @@ export type CleanupStep = { target: string; changes: string[] } & (
   | { kind: 'ReleaseNode'; node: NodeView; change: NodeChange }
   | { kind: 'RemoveNodeCondition'; node: string; version: string | undefined }
   | { kind: 'DeleteLease'; lease: NodeLeaseView; version: string | undefined }
-  | { kind: 'DeleteHealth'; name: string; version: string | undefined }
+  | { kind: 'LiftIoLimits'; name: string; read: readonly WantedIoLimitSpec[]; version: string | undefined }
+  /** `awaitLift`: IO limits of ours are, or were until this run, in force on its node: deleted once its agent reports them lifted. */
+  | { kind: 'DeleteHealth'; name: string; version: string | undefined; awaitLift: boolean }
 );
+
+/** A SandboxHealth as cleanup reads it: the IO limits the operator wants (spec.ioLimits), and those its agent reports in force. */
+export interface HealthLeftover {
+  name: string;
+  /** spec.nodeName (absent: the object's name). */
+  nodeName?: string;
+  ioLimits?: readonly WantedIoLimitSpec[];
+  applied?: readonly AppliedIoLimitStatus[];
+}
 
 /** What planning one object gives: a step when something of ours is on it, and what of it stays, with why. */
 export interface ObjectPlan {
@@ -72,7 +85,7 @@ export interface CleanupInput {
    * take the node from under our cordon.
    */
   nodesListed: boolean;
-  healths: readonly Versioned<{ name: string }>[];
+  healths: readonly Versioned<HealthLeftover>[];
   /** The SandboxPolicies: never touched, named so nobody wonders. */
   policies: readonly string[];
   keepHealth: boolean;
@@ -88,12 +101,18 @@ export function planCleanup(input: CleanupInput): CleanupPlan {
     if (part.step) plan.steps.push(part.step);
     plan.leftAlone.push(...part.leftAlone);
   };
+  // The last remedy the operator takes is undone first: the agents lift while the rest is undone.
+  for (const health of input.healths) add(planIoLimits(health));
   for (const pod of input.gatedPods) add(planGate(pod));
   for (const w of input.workloads) add(planWorkload(w));
   for (const n of input.nodes) add(planNode(n));
   for (const n of input.nodes) add(planNodeCondition(n));
   for (const lease of input.leases) add(planLease(lease, input.nodesListed));
-  for (const health of input.healths) add(planHealth(health, input.keepHealth));
+  const listed = new Set(input.nodes.map((n) => n.view.name));
+  for (const health of input.healths) {
+    const node = health.view.nodeName ?? health.view.name;
+    add(planHealth(health, input.keepHealth, !input.nodesListed || listed.has(node)));
+  }
   for (const name of input.policies)
     plan.leftAlone.push({
       target: `sandboxpolicy/${name}`,
@@ -304,12 +323,46 @@ export function planLease(
   };
 }
 
-/** Every SandboxHealth is the operator's report: deleted, unless kept. */
+/**
+ * The IO limits the operator wants on a node's pods (limitIo) are no longer wanted: the node's agent lifts each,
+ * putting back what its files held. A list that does not parse is none of ours to rewrite (not read here).
+ */
+export function planIoLimits({ view: health, version }: Versioned<HealthLeftover>): ObjectPlan {
+  const read = health.ioLimits ?? [];
+  if (read.length === 0) return { leftAlone: [] };
+  const pods = [...new Set(read.map((l) => l.pod))].join(', ');
+  return {
+    step: {
+      kind: 'LiftIoLimits',
+      target: `sandboxhealth/${health.name}`,
+      name: health.name,
+      read,
+      version,
+      changes: [
+        `${read.length} IO limit(s) no longer wanted (${pods}): its node's agent puts back what the files held`,
+      ],
+    },
+    leftAlone: [],
+  };
+}
+
+/**
+ * Every SandboxHealth is the operator's report: deleted, unless kept. One whose node has IO limits of ours in force
+ * holds what their files held before (the agent's report): it goes only once the agent reports them lifted, unless its
+ * node is gone (and the pods' cgroups with it).
+ */
 export function planHealth(
-  { view: { name }, version }: Versioned<{ name: string }>,
+  { view: health, version }: Versioned<HealthLeftover>,
   keep: boolean,
+  nodeIsThere = true,
 ): ObjectPlan {
+  const { name } = health;
   const target = `sandboxhealth/${name}`;
   if (keep) return { leftAlone: [{ target, why: 'kept (--keep-health)' }] };
-  return { step: { kind: 'DeleteHealth', target, name, version, changes: ['deleted'] }, leftAlone: [] };
+  const limited = (health.ioLimits?.length ?? 0) > 0 || (health.applied?.length ?? 0) > 0;
+  const awaitLift = limited && nodeIsThere;
+  return {
+    step: { kind: 'DeleteHealth', target, name, version, awaitLift, changes: ['deleted'] },
+    leftAlone: [],
+  };
 }

@@ -3,18 +3,20 @@
 // made on the version it was planned on; one refused because the object changed since (409, or a gate list that
 // changed) is read again and planned again from the object as it is then, a bounded number of times.
 import { DryRunActuator, type Actuator } from '../actuation/actuator.js';
-import type { RolloutKind } from '../api/v1alpha1/index.js';
+import type { RolloutKind, WantedIoLimitSpec } from '../api/v1alpha1/index.js';
 import type { GatedPodView, NodeView, WorkloadView } from '../detection/index.js';
 import type { NodeLeaseView } from '../policy/node-lease.js';
 import {
   planGate,
   planHealth,
+  planIoLimits,
   planLease,
   planNode,
   planNodeCondition,
   planWorkload,
   type CleanupPlan,
   type CleanupStep,
+  type HealthLeftover,
   type LeftAlone,
   type ObjectPlan,
   type Versioned,
@@ -27,6 +29,13 @@ export interface CleanupWriter extends Pick<
 > {
   /** A 404 is no error; a SandboxHealth changed since `resourceVersion` is a 409. */
   deleteHealth(name: string, resourceVersion: string | undefined): Promise<void>;
+  /** Writes spec.ioLimits whole (empty: removed) only if it still holds `read`; a 409 otherwise (StatusWriter's). */
+  patchHealthIoLimits(
+    name: string,
+    limits: readonly WantedIoLimitSpec[],
+    read: readonly WantedIoLimitSpec[] | undefined,
+    version: string | undefined,
+  ): Promise<string | undefined>;
 }
 
 /** Reads one object again, after a write made on an older version of it was refused. */
@@ -36,13 +45,16 @@ export interface CleanupRereader {
   /** Undefined too when the pod is no longer at our gate. */
   gatedPod(namespace: string, name: string): Promise<Versioned<GatedPodView> | undefined>;
   lease(node: string): Promise<Versioned<NodeLeaseView> | undefined>;
-  health(name: string): Promise<Versioned<{ name: string }> | undefined>;
+  health(name: string): Promise<Versioned<HealthLeftover> | undefined>;
 }
 
 /** The operator's dry-run actuator, and a SandboxHealth deletion that deletes nothing. */
 export class DryRunCleanupWriter extends DryRunActuator implements CleanupWriter {
   deleteHealth(): Promise<void> {
     return Promise.resolve();
+  }
+  patchHealthIoLimits(): Promise<string | undefined> {
+    return Promise.resolve(undefined);
   }
 }
 
@@ -52,7 +64,15 @@ export interface RunDeps {
   out: { write(text: string): unknown };
   isConflict(err: unknown): boolean;
   describeError(err: unknown): string;
+  /** How long a SandboxHealth waits for its agent to report our IO limits lifted, read again every LIFT_POLL_MS. */
+  liftTimeoutMs: number;
+  sleep(ms: number): Promise<void>;
 }
+
+/** How often a SandboxHealth is read again while its agent lifts our IO limits (it reports within seconds). */
+export const LIFT_POLL_MS = 2_000;
+/** The agent reports a lift on its short heartbeat, seconds; two minutes allow for a slow or restarting one. */
+export const DEFAULT_LIFT_TIMEOUT_SECONDS = 120;
 
 export interface CleanupOutcome {
   done: number;
@@ -70,6 +90,7 @@ const VERBS: Record<CleanupStep['kind'], { done: string; dryRun: string }> = {
   RemoveNodeCondition: { done: 'Cleared', dryRun: 'Would clear' },
   DeleteLease: { done: 'Deleted', dryRun: 'Would delete' },
   DeleteHealth: { done: 'Deleted', dryRun: 'Would delete' },
+  LiftIoLimits: { done: 'Lifted', dryRun: 'Would lift' },
 };
 
 /** What became of one step: done (as finally carried out), nothing of ours left on it, or what it left. */
@@ -130,7 +151,7 @@ async function carryOut(step: CleanupStep, deps: RunDeps, state: RunState): Prom
   let current = withOwnVersion(step, state);
   for (let attempt = 1; ; attempt++) {
     try {
-      if (await write(current, deps.writer, state)) return { result: 'done', step: current };
+      if (await write(current, deps, state)) return { result: 'done', step: current };
       if (attempt >= ATTEMPTS) throw new Error(`it kept changing meanwhile (${ATTEMPTS} attempts)`);
     } catch (err) {
       if (!deps.isConflict(err) || attempt >= ATTEMPTS) throw err;
@@ -158,7 +179,8 @@ function withOwnVersion(step: CleanupStep, state: RunState): CleanupStep {
 }
 
 /** Makes one step's write; false when a precondition other than the version refused it (a gate list changed). */
-async function write(step: CleanupStep, writer: CleanupWriter, state: RunState): Promise<boolean> {
+async function write(step: CleanupStep, deps: RunDeps, state: RunState): Promise<boolean> {
+  const { writer } = deps;
   const record = (node: string, version: string | undefined) => {
     if (version) state.nodeVersions.set(node, version);
   };
@@ -181,10 +203,36 @@ async function write(step: CleanupStep, writer: CleanupWriter, state: RunState):
         resourceVersion: step.version,
       });
       return true;
+    case 'LiftIoLimits':
+      await writer.patchHealthIoLimits(step.name, [], step.read, step.version);
+      return true;
     case 'DeleteHealth':
+      if (step.awaitLift && !writer.dryRun) await awaitLift(step.name, deps);
       await writer.deleteHealth(step.name, step.version);
       return true;
   }
+}
+
+/**
+ * Until the agent of a SandboxHealth's node reports no IO limit of ours in force: what its files held before is in that
+ * report, so the object is not deleted before. An agent that does not report within the wait (stopped, uninstalled)
+ * fails the step, and the object stays.
+ */
+async function awaitLift(name: string, deps: RunDeps): Promise<void> {
+  deps.out.write(
+    `Waiting up to ${Math.round(deps.liftTimeoutMs / 1000)} s for the agent to report the IO limits on ${name} lifted\n`,
+  );
+  let inForce: readonly { podUid: string }[];
+  for (let waited = 0; ; waited += LIFT_POLL_MS) {
+    const health = await deps.reread.health(name);
+    inForce = health?.view.applied ?? [];
+    if (inForce.length === 0) return;
+    if (waited >= deps.liftTimeoutMs) break;
+    await deps.sleep(LIFT_POLL_MS);
+  }
+  throw new Error(
+    `kept: its node's agent has not reported ${inForce.length} IO limit(s) lifted within ${Math.round(deps.liftTimeoutMs / 1000)} s (pods ${inForce.map((l) => l.podUid).join(', ')}), and the SandboxHealth holds what their files held before (status.ioLimits.applied[].before). Is the agent running? Start it again (the chart's DaemonSet) and run cleanup again; or put those values back by hand and delete the SandboxHealth.`,
+  );
 }
 
 /** The step planned again on its object as it is now: the same rules, on what changed meanwhile. */
@@ -215,6 +263,10 @@ async function replan(step: CleanupStep, reread: CleanupRereader): Promise<Objec
     case 'DeleteHealth': {
       const health = await reread.health(step.name);
       return health ? planHealth(health, false) : none;
+    }
+    case 'LiftIoLimits': {
+      const health = await reread.health(step.name);
+      return health ? planIoLimits(health) : none;
     }
   }
 }

@@ -2,7 +2,7 @@
 // left behind, plans its undo (pure, src/cleanup/plan.ts), carries it out or, with --dry-run, only says it.
 import { leaderRefusal, leaderState } from '../cleanup/leader.js';
 import { planCleanup } from '../cleanup/plan.js';
-import { DryRunCleanupWriter, runCleanup } from '../cleanup/run.js';
+import { DEFAULT_LIFT_TIMEOUT_SECONDS, DryRunCleanupWriter, runCleanup } from '../cleanup/run.js';
 import { KubeconfigError, loadKubeConfig, type KubeConfig } from '../kube/client.js';
 import { KubeCleanupReads, KubeCleanupWriter } from '../kube/cleanup.js';
 import { describeError, isConflict } from '../kube/errors.js';
@@ -14,6 +14,8 @@ export interface CleanupFlags {
   dryRun: boolean;
   force: boolean;
   keepHealth: boolean;
+  /** How long a SandboxHealth waits for its agent to report our IO limits lifted, in seconds. */
+  liftTimeout?: number;
   operatorNamespace: string;
   leaderElectionId: string;
 }
@@ -56,6 +58,8 @@ export async function runCleanupCommand(
     out,
     isConflict,
     describeError,
+    liftTimeoutMs: (flags.liftTimeout ?? DEFAULT_LIFT_TIMEOUT_SECONDS) * 1000,
+    sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
   });
   for (const { what, error } of problems)
     out.write(`Failed to ${what}: ${describeError(error)} (what it holds is not cleaned up)\n`);

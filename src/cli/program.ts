@@ -6,6 +6,7 @@ import type { ClassifyFlags } from './classify.js';
 import type { CleanupFlags } from './cleanup.js';
 import type { DiagnoseFlags } from './diagnose.js';
 import type { OperatorFlags } from './operator.js';
+import { DEFAULT_LIFT_TIMEOUT_SECONDS } from '../cleanup/run.js';
 import { AGENT_DESCRIPTION, formatAgentHelp, parsePositiveInt } from './agent-options.js';
 import { LOG_LEVELS } from '../observability/log.js';
 import { VERSION } from './version.js';
@@ -233,12 +234,18 @@ function addCleanup(program: Command): void {
   program
     .command('cleanup')
     .description(
-      'Undo everything the operator left behind, for an uninstall: the cordons and taints its stamps record, its Node condition (SandboxCreationDegraded), the rollouts it holds, its pod-start pacing gates, its medik8s node leases and the SandboxHealths; what anyone else did stays, and is named. Run it once the operator is stopped',
+      'Undo everything the operator left behind, for an uninstall: the cordons and taints its stamps record, its Node condition (SandboxCreationDegraded), the rollouts it holds, its pod-start pacing gates, its medik8s node leases, the IO limits on pods and the SandboxHealths; what anyone else did stays, and is named. Run it once the operator is stopped',
     )
     .addOption(kubeconfigOption())
     .option('--context <name>', 'the kubeconfig context to use (default: its current-context)')
     .option('--dry-run', 'list what it would change and what it would leave alone; change nothing', false)
     .option('--keep-health', 'leave the SandboxHealths (the last report of each node) in place', false)
+    .option(
+      '--lift-timeout <seconds>',
+      'how long a SandboxHealth whose node has IO limits of ours in force waits for its agent to report them lifted (its report holds what the files held); past it the SandboxHealth stays, and the run fails',
+      positiveInt,
+      DEFAULT_LIFT_TIMEOUT_SECONDS,
+    )
     .option(
       '--force',
       "run although the operator's leader Lease is fresh (an operator that leads would redo what this undoes), or cannot be read",
@@ -264,6 +271,10 @@ function addCleanup(program: Command): void {
         "and a cordon, taint, condition, lease or gate of anyone else's stays. Every change is made on the version it was",
         'planned on; one that changed meanwhile is read and planned again. It prints a line for each change, then one',
         'for each thing it left alone and why. SandboxPolicies are yours: they go with the CRDs.',
+        '',
+        "IO limits (limitIo) are lifted by each node's agent, which puts back what the files held: cleanup removes the",
+        "wish (spec.ioLimits) first and deletes a node's SandboxHealth only once its agent reports them lifted. So with",
+        'agent.allowIoLimits on, run cleanup while the agents still run: scale the operator to 0, cleanup, then uninstall.',
         '',
         'Exit status: 0 when all of it is undone (or, with --dry-run, would be), 1 when a change or a list failed (run it',
         'again: it picks up where it stopped), 2 when it did not run (an operator leads, a usage mistake, no cluster).',

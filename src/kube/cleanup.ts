@@ -8,9 +8,15 @@ import {
   CustomObjectsApi,
   type KubeConfig,
 } from '@kubernetes/client-node';
-import { GROUP, ROLLOUT_KINDS, VERSION, type RolloutKind } from '../api/v1alpha1/index.js';
+import {
+  GROUP,
+  ROLLOUT_KINDS,
+  VERSION,
+  type RolloutKind,
+  type WantedIoLimitSpec,
+} from '../api/v1alpha1/index.js';
 import type { CleanupRereader, CleanupWriter } from '../cleanup/run.js';
-import type { Versioned } from '../cleanup/plan.js';
+import type { HealthLeftover, Versioned } from '../cleanup/plan.js';
 import type { GatedPodView, NodeView, WorkloadView } from '../detection/index.js';
 import { NODE_LEASE_NAMESPACE, nodeLeaseName, type NodeLeaseView } from '../policy/node-lease.js';
 import { ARGO_ROLLOUTS, KubeActuator } from './actuator.js';
@@ -18,7 +24,7 @@ import { isNotFound } from './errors.js';
 import type { RawObject } from './informer.js';
 import { fromLease, KubeLeaseStore, type StoredLease } from './leader-election.js';
 import { listAll, listRollouts, PAGE, WORKLOAD_VIEWS, type Page } from './lists.js';
-import { gatedPodView, nodeLeaseView, nodeView, obj, str } from './views.js';
+import { gatedPodView, healthView, nodeLeaseView, nodeView, obj, str } from './views.js';
 import { KubeStatusWriter } from './writer.js';
 
 const raw = (o: unknown) => o as RawObject;
@@ -26,6 +32,17 @@ const paging = (token: string | undefined) => ({ limit: PAGE, ...(token ? { _con
 const named = (o: RawObject) => {
   const name = str(obj(o.metadata).name);
   return name ? { name } : undefined;
+};
+/** A SandboxHealth with the IO limits wanted and those its agent reports in force (a list that does not parse: none). */
+const leftover = (o: RawObject): HealthLeftover | undefined => {
+  const view = healthView(o);
+  if (!view) return undefined;
+  const health: HealthLeftover = { name: view.name };
+  if (view.nodeName) health.nodeName = view.nodeName;
+  if (view.ioLimits) health.ioLimits = view.ioLimits;
+  const applied = view.status?.ioLimits?.applied;
+  if (applied) health.applied = applied;
+  return health;
 };
 
 /** A list that failed: the cleanup goes on with the others and fails at the end. */
@@ -39,7 +56,7 @@ export interface ClusterLeftovers {
   workloads: Versioned<WorkloadView>[];
   gatedPods: Versioned<GatedPodView>[];
   leases: Versioned<NodeLeaseView>[];
-  healths: Versioned<{ name: string }>[];
+  healths: Versioned<HealthLeftover>[];
   policies: string[];
   problems: ListProblem[];
 }
@@ -130,7 +147,7 @@ export class KubeCleanupReads implements CleanupRereader {
         ).flatMap((l) => versioned(raw(l), nodeLeaseView)),
       ),
       attempt('list sandboxhealths', async () =>
-        (await this.listOurs('sandboxhealths')).flatMap((h) => versioned(h, named)),
+        (await this.listOurs('sandboxhealths')).flatMap((h) => versioned(h, leftover)),
       ),
       attempt('list sandboxpolicies', async () =>
         (await this.listOurs('sandboxpolicies')).flatMap((p) => named(p)?.name ?? []),
@@ -178,11 +195,11 @@ export class KubeCleanupReads implements CleanupRereader {
     return lease && versioned(raw(lease), nodeLeaseView)[0];
   }
 
-  async health(name: string): Promise<Versioned<{ name: string }> | undefined> {
+  async health(name: string): Promise<Versioned<HealthLeftover> | undefined> {
     const health = await unlessGone<unknown>(() =>
       this.custom.getClusterCustomObject({ group: GROUP, version: VERSION, plural: 'sandboxhealths', name }),
     );
-    return health === undefined ? undefined : versioned(raw(health), named)[0];
+    return health === undefined ? undefined : versioned(raw(health), leftover)[0];
   }
 
   /** Every object of one of our kinds; the CRD not installed lists none. */
@@ -218,5 +235,14 @@ export class KubeCleanupWriter extends KubeActuator implements CleanupWriter {
 
   deleteHealth(name: string, resourceVersion: string | undefined): Promise<void> {
     return this.status.deleteHealth(name, resourceVersion);
+  }
+
+  patchHealthIoLimits(
+    name: string,
+    limits: readonly WantedIoLimitSpec[],
+    read: readonly WantedIoLimitSpec[] | undefined,
+    version: string | undefined,
+  ): Promise<string | undefined> {
+    return this.status.patchHealthIoLimits(name, limits, read, version);
   }
 }

@@ -354,7 +354,14 @@ describe('planCleanup', () => {
     };
     expect(planCleanup(input)).to.deep.equal({
       steps: [
-        { kind: 'DeleteHealth', target: 'sandboxhealth/n1', name: 'n1', version: '4', changes: ['deleted'] },
+        {
+          kind: 'DeleteHealth',
+          target: 'sandboxhealth/n1',
+          name: 'n1',
+          version: '4',
+          awaitLift: false,
+          changes: ['deleted'],
+        },
       ],
       leftAlone: [policyLine],
     });
@@ -364,16 +371,63 @@ describe('planCleanup', () => {
     });
   });
 
-  it('orders the steps gates, rollouts, nodes, conditions, leases, SandboxHealths: the reverse of how the operator acts', () => {
+  it('lifts the IO limits a node wants, and deletes its SandboxHealth only after its agent reports them lifted', () => {
+    const limit = { podUid: 'u1', device: '8:0', pod: 'data/db-0', policy: 'p' };
+    const wanted = [limit, { ...limit, device: '8:16' }] as never[];
+    const table: [string, { ioLimits?: never[]; applied?: never[] }, string | undefined, boolean][] = [
+      ['wanted and in force', { ioLimits: wanted, applied: [limit] as never[] }, 'data/db-0', true],
+      ['wanted, not yet applied', { ioLimits: wanted }, 'data/db-0', true],
+      ['no longer wanted, still in force', { applied: [limit] as never[] }, undefined, true],
+      ['none', {}, undefined, false],
+    ];
+    for (const [name, health, pods, awaits] of table) {
+      const plan = planCleanup({
+        ...empty,
+        nodes: [aNode('n1').build()],
+        healths: [{ view: { name: 'n1', ...health }, version: '7' }],
+      });
+      const lift = plan.steps.find((s) => s.kind === 'LiftIoLimits');
+      expect(lift?.changes, name).to.deep.equal(
+        pods
+          ? [`2 IO limit(s) no longer wanted (${pods}): its node's agent puts back what the files held`]
+          : undefined,
+      );
+      if (lift?.kind === 'LiftIoLimits') expect(lift.read, name).to.deep.equal(wanted);
+      expect(plan.steps.at(-1), name).to.include({ kind: 'DeleteHealth', awaitLift: awaits });
+      const kept = planCleanup({
+        ...empty,
+        keepHealth: true,
+        healths: [{ view: { name: 'n1', ...health }, version: '7' }],
+      });
+      expect(
+        kept.steps.map((s) => s.kind),
+        `${name}, --keep-health: lifted all the same`,
+      ).to.deep.equal(pods ? ['LiftIoLimits'] : []);
+    }
+    const gone = planCleanup({
+      ...empty,
+      healths: [{ view: { name: 'n1', applied: [limit] as never[] }, version: '7' }],
+    });
+    expect(gone.steps.at(-1), 'its node gone, and its cgroups with it').to.include({ awaitLift: false });
+    const unlisted = planCleanup({
+      ...empty,
+      nodesListed: false,
+      healths: [{ view: { name: 'n1', applied: [limit] as never[] }, version: '7' }],
+    });
+    expect(unlisted.steps.at(-1), 'the nodes not listed: waited for').to.include({ awaitLift: true });
+  });
+
+  it('orders the steps IO limits, gates, rollouts, nodes, conditions, leases, SandboxHealths: the reverse of how the operator acts', () => {
     const plan = planCleanup({
       ...empty,
       nodes: [aNode('n1').cordoned().stampedBy('p', { cordoned: true }).withOurCondition().build()],
       workloads: [aDeployment('web', { paused: true, pausedBy: 'p' })],
       gatedPods: [aGatedPod('web-1')],
       leases: [aNodeLease('n1', 'sandbox-remediator-p')],
-      healths: [{ view: { name: 'n1' }, version: '1' }],
+      healths: [{ view: { name: 'n1', ioLimits: [{ pod: 'data/db-0' }] as never[] }, version: '1' }],
     });
     expect(plan.steps.map((s) => s.kind)).to.deep.equal([
+      'LiftIoLimits',
       'ReleaseGate',
       'ReleaseRollout',
       'ReleaseNode',

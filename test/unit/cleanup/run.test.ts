@@ -3,10 +3,16 @@
 // nothing and says the same, and one line per change, then per thing left alone.
 import { expect } from 'chai';
 import { STAMP, type RolloutKind } from '../../../src/api/v1alpha1/index.js';
-import { planCleanup, type CleanupInput, type Versioned } from '../../../src/cleanup/plan.js';
+import {
+  planCleanup,
+  type CleanupInput,
+  type HealthLeftover,
+  type Versioned,
+} from '../../../src/cleanup/plan.js';
 import {
   ATTEMPTS,
   DryRunCleanupWriter,
+  LIFT_POLL_MS,
   runCleanup,
   type CleanupRereader,
   type CleanupWriter,
@@ -68,6 +74,10 @@ class RecordingWriter implements CleanupWriter {
     this.made(`sandboxhealth/${name}`, `@${version}`);
     return Promise.resolve();
   };
+  patchHealthIoLimits: CleanupWriter['patchHealthIoLimits'] = (name, limits, read) => {
+    this.made(`sandboxhealth/${name}/ioLimits`, `${read?.length ?? 'none'} -> ${limits.length}`);
+    return Promise.resolve(undefined);
+  };
   /** Pods whose gate list changed meanwhile: releaseGate answers false. */
   readonly staleGates = new Set<string>();
 }
@@ -79,6 +89,8 @@ class Rereads implements CleanupRereader {
   workloads = new Map<string, Versioned<WorkloadView>>();
   pods = new Map<string, Versioned<GatedPodView>>();
   leases = new Map<string, Versioned<NodeLeaseView>>();
+  /** Each read of a SandboxHealth takes the next of its answers; the last one stays. */
+  healths = new Map<string, Versioned<HealthLeftover>[]>();
   node(name: string) {
     this.reads.push(`node/${name}`);
     return Promise.resolve(this.nodes.get(name));
@@ -97,7 +109,8 @@ class Rereads implements CleanupRereader {
   }
   health(name: string) {
     this.reads.push(`sandboxhealth/${name}`);
-    return Promise.resolve(undefined);
+    const answers = this.healths.get(name) ?? [];
+    return Promise.resolve(answers.length > 1 ? answers.shift() : answers[0]);
   }
 }
 
@@ -114,17 +127,44 @@ const empty: CleanupInput = {
 const NO_STAMPS = Object.fromEntries(Object.values(STAMP).map((k) => [k, null]));
 const CLEARED = JSON.stringify({ annotations: NO_STAMPS });
 
-async function run(input: Partial<CleanupInput>, writer: CleanupWriter, reread = new Rereads()) {
+async function run(
+  input: Partial<CleanupInput>,
+  writer: CleanupWriter,
+  reread = new Rereads(),
+  liftTimeoutMs = 10_000,
+) {
   let text = '';
+  const slept: number[] = [];
   const outcome = await runCleanup(planCleanup({ ...empty, ...input }), {
     writer,
     reread,
     out: { write: (t: string) => (text += t) },
     isConflict: (err) => err instanceof Conflict,
     describeError: (err) => (err instanceof Error ? err.message : String(err)),
+    liftTimeoutMs,
+    sleep: (ms) => {
+      slept.push(ms);
+      return Promise.resolve();
+    },
   });
-  return { outcome, lines: text.trimEnd().split('\n'), reread };
+  return { outcome, lines: text.trimEnd().split('\n'), reread, slept };
 }
+
+const limit = { podUid: 'db-uid', device: '8:0', pod: 'data/db-0' };
+const wanted = {
+  ...limit,
+  policy: 'p',
+  limit: { wbps: '1048576' },
+  firstLimitedAt: '2026-12-06T10:00:00Z',
+} as unknown as NonNullable<HealthLeftover['ioLimits']>[number];
+const inForce = { ...limit, cgroupVersion: 'v1' } as unknown as NonNullable<
+  HealthLeftover['applied']
+>[number];
+const limitedHealth = (version: string): Versioned<HealthLeftover> => ({
+  view: { name: 'n1', ioLimits: [wanted], applied: [inForce] },
+  version,
+});
+const answered = (view: HealthLeftover, version = '31'): Versioned<HealthLeftover> => ({ view, version });
 
 const stampedNode = (version = '10') =>
   aNode('n1').cordoned().stampedBy('p', { cordoned: true }).withOurCondition().atVersion(version);
@@ -272,6 +312,80 @@ describe('runCleanup', () => {
     expect(second.lines).to.deep.equal([
       'Released pod/shop/web-1: scheduling gate sandbox.remediator.io/paced lifted (set for policy p)',
     ]);
+  });
+
+  it('lifts the IO limits first, and deletes the SandboxHealth once its agent reports none in force', async () => {
+    const writer = new RecordingWriter();
+    const reread = new Rereads();
+    reread.healths.set('n1', [
+      answered({ name: 'n1', applied: [inForce] }),
+      answered({ name: 'n1', applied: [inForce] }),
+      answered({ name: 'n1' }),
+    ]);
+    const { outcome, lines, slept } = await run(
+      { healths: [limitedHealth('30')], nodes: [stampedNode().build()] },
+      writer,
+      reread,
+    );
+    expect(writer.writes[0], 'the wish first').to.equal('sandboxhealth/n1/ioLimits 1 -> 0');
+    expect(
+      writer.writes.filter((w) => w.startsWith('node/n1')),
+      'then the rest',
+    ).to.have.length(2);
+    expect(writer.writes.at(-1), 'the SandboxHealth last').to.equal('sandboxhealth/n1 @30');
+    expect(slept, 'read again until the agent reported the lift').to.deep.equal([LIFT_POLL_MS, LIFT_POLL_MS]);
+    expect(lines[0]).to.equal(
+      "Lifted sandboxhealth/n1: 1 IO limit(s) no longer wanted (data/db-0): its node's agent puts back what the files held",
+    );
+    expect(lines).to.include('Deleted sandboxhealth/n1: deleted');
+    expect(outcome.failed).to.equal(0);
+  });
+
+  it('keeps a SandboxHealth whose agent does not report the lift in time, names the pods, and fails the run', async () => {
+    const writer = new RecordingWriter();
+    const reread = new Rereads();
+    reread.healths.set('n1', [answered({ name: 'n1', applied: [inForce] })]);
+    const { outcome, lines, slept } = await run(
+      { healths: [limitedHealth('30')], nodes: [aNode('n1').build()] },
+      writer,
+      reread,
+      6_000,
+    );
+    expect(writer.writes, 'the wish removed, the SandboxHealth kept').to.deep.equal([
+      'sandboxhealth/n1/ioLimits 1 -> 0',
+    ]);
+    expect(slept).to.deep.equal([LIFT_POLL_MS, LIFT_POLL_MS, LIFT_POLL_MS]);
+    expect(outcome.failed).to.equal(1);
+    expect(lines.at(-1)).to.match(
+      /^Failed sandboxhealth\/n1: kept: its node's agent has not reported 1 IO limit\(s\) lifted within 6 s \(pods db-uid\).*Is the agent running\?/,
+    );
+  });
+
+  it('lifts a wish changed meanwhile as it is then, and in a dry run waits for no agent', async () => {
+    const writer = new RecordingWriter().failing('sandboxhealth/n1/ioLimits', new Conflict('changed'), 1);
+    const reread = new Rereads();
+    const two = { ...wanted, podUid: 'web-uid', pod: 'data/web-0' };
+    reread.healths.set('n1', [answered({ name: 'n1', ioLimits: [wanted, two] }), answered({ name: 'n1' })]);
+    const { lines } = await run(
+      { healths: [limitedHealth('30')], nodes: [aNode('n1').build()] },
+      writer,
+      reread,
+    );
+    expect(writer.writes).to.deep.equal([
+      'sandboxhealth/n1/ioLimits 1 -> 0',
+      'sandboxhealth/n1/ioLimits 2 -> 0',
+      'sandboxhealth/n1 @30',
+    ]);
+    expect(lines[0]).to.contain('2 IO limit(s) no longer wanted (data/db-0, data/web-0)');
+
+    const dry = await run(
+      { healths: [limitedHealth('30')], nodes: [aNode('n1').build()] },
+      new DryRunCleanupWriter(),
+      new Rereads(),
+    );
+    expect(dry.slept).to.deep.equal([]);
+    expect(dry.lines[0]).to.match(/^Would lift sandboxhealth\/n1: 1 IO limit/);
+    expect(dry.lines.at(-1)).to.equal('Would delete sandboxhealth/n1: deleted');
   });
 
   it('a node whose stamps someone else removed meanwhile is skipped: nothing of ours is on it', async () => {

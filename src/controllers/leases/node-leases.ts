@@ -115,9 +115,10 @@ export class NodeLeases {
     if (lease && isHeldByOther(lease, holder, now)) return { hold: leaseHeldBy(node.name, lease), done };
     const step = decideLease(lease, { kind: 'Hold', holder }, now);
     if (step.kind !== 'Take' && step.kind !== 'Renew') return { done };
+    const fields = leaseFields(lease, holder, now);
     this.fencing.add(node.name);
     try {
-      await this.write(actuator, node, lease, leaseFields(lease, holder, now));
+      await this.write(actuator, node, lease, fields);
       return { done };
     } catch (err) {
       done();

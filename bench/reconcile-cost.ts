@@ -9,6 +9,10 @@
 // tree's, and HEAD / before as ratios (below 1: HEAD is faster).
 //
 //   npx tsx bench/reconcile-cost.ts [--nodes 1000] [--pods-per-node 30] [--rounds 50] [--before 974be47] [--overlap]
+//     [--stream]
+//
+// --stream: one-pod changes one after another, with no full pass between them (the operator's steady state: its
+// full pass comes at the resync, or a poll); by default each round is a one-pod change, then a full pass.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -34,6 +38,7 @@ const ROUNDS = Number(arg('--rounds', '50'));
 const BEFORE = arg('--before', '974be47');
 /** Start each round while the last decision's apply may still run, as the bench did before issue 43 closed. */
 const OVERLAP = process.argv.includes('--overlap');
+const STREAM = process.argv.includes('--stream');
 
 /** What both trees offer a round: mark a node (or everything) dirty, reconcile, say how many nodes it looked at. */
 interface Tree {
@@ -238,21 +243,29 @@ try {
   for (let i = 0; i < ROUNDS; i++)
     for (const [name, tree] of Object.entries(trees) as [keyof typeof trees, Tree][]) {
       const a = await round(tree, i, false);
-      const b = await round(tree, i, true);
+      const b = STREAM ? undefined : await round(tree, i, true);
       times[name].incremental.push(a.ms);
-      times[name].full.push(b.ms);
       times[name].applied.push(a.withApply);
-      times[name].fullApplied.push(b.withApply);
+      if (b) {
+        times[name].full.push(b.ms);
+        times[name].fullApplied.push(b.withApply);
+      }
       times[name].observed = Math.max(times[name].observed, a.observed);
     }
   const figures = (t: (typeof times)['head']) => ({
     onePodChange: { ...summary(t.incremental), nodesObserved: t.observed },
-    fullPass: { ...summary(t.full), nodesObserved: NODES },
-    ...(OVERLAP
+    ...(STREAM ? {} : { fullPass: { ...summary(t.full), nodesObserved: NODES } }),
+    ...(OVERLAP ? {} : { onePodChangeWithApply: summary(t.applied) }),
+    ...(OVERLAP || STREAM ? {} : { fullPassWithApply: summary(t.fullApplied) }),
+    ...(STREAM
       ? {}
-      : { onePodChangeWithApply: summary(t.applied), fullPassWithApply: summary(t.fullApplied) }),
-    ratioP50: Number((percentile(sorted(t.full), 0.5) / percentile(sorted(t.incremental), 0.5)).toFixed(1)),
+      : {
+          ratioP50: Number(
+            (percentile(sorted(t.full), 0.5) / percentile(sorted(t.incremental), 0.5)).toFixed(1),
+          ),
+        }),
   });
+  const ratioOf = (h: { p50Ms: number }, b: { p50Ms: number }) => Number((h.p50Ms / b.p50Ms).toFixed(2));
   const head = figures(times.head);
   const before = figures(times.before);
   const result = {
@@ -261,29 +274,23 @@ try {
     pendingPods: NODES * PODS_PER_NODE + 2 * ROUNDS,
     rounds: ROUNDS,
     applies: OVERLAP ? 'overlapping the next round' : 'done between rounds',
+    roundsAre: STREAM ? 'one-pod changes only' : 'a one-pod change, then a full pass',
     ...head,
     before: { commit: BEFORE, ...before },
     headOverBefore: {
-      onePodChangeP50: Number((head.onePodChange.p50Ms / before.onePodChange.p50Ms).toFixed(2)),
-      fullPassP50: Number((head.fullPass.p50Ms / before.fullPass.p50Ms).toFixed(2)),
-      ...(head.onePodChangeWithApply &&
-      before.onePodChangeWithApply &&
-      head.fullPassWithApply &&
-      before.fullPassWithApply
-        ? {
-            onePodChangeWithApplyP50: Number(
-              (head.onePodChangeWithApply.p50Ms / before.onePodChangeWithApply.p50Ms).toFixed(2),
-            ),
-            fullPassWithApplyP50: Number(
-              (head.fullPassWithApply.p50Ms / before.fullPassWithApply.p50Ms).toFixed(2),
-            ),
-          }
+      onePodChangeP50: ratioOf(head.onePodChange, before.onePodChange),
+      ...(head.fullPass && before.fullPass ? { fullPassP50: ratioOf(head.fullPass, before.fullPass) } : {}),
+      ...(head.onePodChangeWithApply && before.onePodChangeWithApply
+        ? { onePodChangeWithApplyP50: ratioOf(head.onePodChangeWithApply, before.onePodChangeWithApply) }
+        : {}),
+      ...(head.fullPassWithApply && before.fullPassWithApply
+        ? { fullPassWithApplyP50: ratioOf(head.fullPassWithApply, before.fullPassWithApply) }
         : {}),
     },
   };
   console.log(JSON.stringify(result, null, 2));
   writeFileSync(
-    join(REPO_ROOT, 'bench', 'results', `reconcile-cost-${NODES}.json`),
+    join(REPO_ROOT, 'bench', 'results', `reconcile-cost-${NODES}${STREAM ? '-stream' : ''}.json`),
     `${JSON.stringify(result, null, 2)}\n`,
   );
 } finally {

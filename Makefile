@@ -87,6 +87,10 @@ diagram: ## Render docs/architecture.dot into docs/architecture.svg (installs De
 demo: deps tools ## The whole story in about 3 minutes: a local cluster with 6 kwok nodes, real disk load (stress-ng), the incident, detection, IO evidence, cordon, evictions, a paused rollout, recovery and undo, then a timeline; the cluster stays up
 	hack/demo.sh
 
+.PHONY: demo-limit-io
+demo-limit-io: deps tools ## make demo with the other remedy: the noisy neighbour limited in place (limitIo, the agent writing its real blkio.throttle/io.max file), not moved, and its limit lifted once its load ends (about 6 minutes)
+	hack/demo.sh --limit-io
+
 PLUGIN_DIR ?= $(HOME)/.local/bin
 
 .PHONY: plugin

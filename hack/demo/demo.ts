@@ -16,7 +16,10 @@
 // DEMO_NODE_PREFIX (kwok-node-), DEMO_NAMESPACE (demo), DEMO_POLICY (demo), DEMO_PORT_BASE (18080: metrics,
 // +1 probes, +2 agent), DEMO_TIMELINE_JSON (also write the timeline there). `--cleanup` removes what the demo
 // created at the end (its processes, namespace, policy and nodes), for tests. On every exit (an error, SIGINT,
-// SIGTERM) the neighbour's load is stopped and its cgroup removed.
+// SIGTERM) the neighbour's load is stopped and its cgroup removed. `--limit-io` (make demo-limit-io) takes the other
+// remedy: the neighbour is limited in place (limitIo; the agent with --allow-io-limits writes its real
+// blkio.throttle/io.max file), not moved; it runs on, limited, until its load ends (LOAD_SECONDS 150), and its limit is
+// lifted after, the file back as it was.
 import {
   ApiextensionsV1Api,
   AppsV1Api,
@@ -69,7 +72,8 @@ const int = (name: string, fallback: number) => {
   return value;
 };
 const THRESHOLD = int('THRESHOLD', 20);
-const LOAD_SECONDS = int('LOAD_SECONDS', 300);
+const LIMIT_IO = process.argv.includes('--limit-io');
+const LOAD_SECONDS = int('LOAD_SECONDS', LIMIT_IO ? 150 : 300);
 const PORT_BASE = int('DEMO_PORT_BASE', 18080);
 const PREFIX = process.env.DEMO_NODE_PREFIX ?? 'kwok-node-';
 const NAMESPACE = process.env.DEMO_NAMESPACE ?? 'demo';
@@ -186,7 +190,9 @@ function run(command: string, args: string[], env: Record<string, string> = {}):
 // --- what the demo reads -------------------------------------------------------------------------------------
 
 interface Health {
+  spec?: { ioLimits?: { podUid: string; device: string; limit: Record<string, unknown> }[] };
   status?: {
+    ioLimits?: { applied?: { podUid: string }[] };
     state?: string;
     stuckPodCount?: number;
     stuckPods?: {
@@ -372,8 +378,15 @@ spec:
     # production disks.
     thresholds: { psiSomeAvg10Percent: 20, diskBusyPercent: 60, psiFullAvg10Percent: 100, blockedProcesses: 10000 }
   remediation:
-    migrateWorkloads:
-      by: measuredIo         # move the pods the agent measures doing the disk's IO (minSharePercent 25)
+${
+  LIMIT_IO
+    ? `    limitIo:                 # limit the pods the agent measures doing the disk's IO, in place (minSharePercent 25)
+      sustainSeconds: 10     # default 30: a step down if the pressure lasts this long under a limit
+      recoverySeconds: 15    # default 60: lifted once the pod wants no more than its limit this long
+      cooldownSeconds: 30    # default 300`
+    : `    migrateWorkloads:
+      by: measuredIo         # move the pods the agent measures doing the disk's IO (minSharePercent 25)`
+}
     throttleRollouts:
       maxConcurrentRollouts: 1
   safety:
@@ -484,6 +497,90 @@ async function moveCulprit(): Promise<void> {
     `   ${moved.namespace}/${moved.name} (${moved.sharePercent}% of the disk's IO) now runs as ${name} on ${node}`,
   );
   show(['get', 'pods', '-n', NAMESPACE, '-o', 'wide', '-l', 'app=shop']);
+}
+
+/** The limit file of the neighbour's cgroup on the device (v1 blkio.throttle.write_bps_device, v2 io.max). */
+function limitFile(): { path: string; text: string } | undefined {
+  const at = culprit?.cgroup;
+  if (!at) return undefined;
+  const path = join(at, existsSync(join(at, 'io.max')) ? 'io.max' : 'blkio.throttle.write_bps_device');
+  return existsSync(path) ? { path, text: readFileSync(path, 'utf8').trim() || '(empty)' } : undefined;
+}
+
+/** Waits for the operator to want a limit on the neighbour's pod and for the agent to apply it, and shows both. */
+async function limitCulprit(): Promise<void> {
+  const limited = culprit;
+  if (!limited) return;
+  const who = `${limited.namespace}/${limited.name}`;
+  let wish: { device: string; limit: Record<string, unknown> } | undefined;
+  await waitFor(
+    `a limit wanted on ${who} (spec.ioLimits)`,
+    120,
+    async () => {
+      wish = (await readHealth(SICK))?.spec?.ioLimits?.find((l) => l.podUid === limited.uid);
+      return wish !== undefined;
+    },
+    healthLine,
+  );
+  await waitFor(`the agent reports it applied (status.ioLimits)`, 60, async () =>
+    Boolean((await readHealth(SICK))?.status?.ioLimits?.applied?.some((a) => a.podUid === limited.uid)),
+  );
+  const file = limitFile();
+  say(`$ cat ${file?.path ?? '(no limit file)'}`);
+  say(`   ${file?.text ?? ''}`);
+  say(
+    `   the limit wanted: ${JSON.stringify(wish?.limit)} on device ${wish?.device}; its stress-ng runs on: ${neighbour?.running === true}`,
+  );
+  mark(`pod/${who}`, 'LimitApplied', `${file?.path ?? ''}: ${file?.text ?? ''}`, true);
+  // The throttle's own stall is in the node's PSI; with a limit in force the disk's busy time says (ADR 0031).
+  await waitFor(
+    `the disk quiet under the limit, its load still running (IoPressureHigh False)`,
+    120,
+    async () =>
+      condition(await readHealth(SICK), 'IoPressureHigh')?.status === 'False' && neighbour?.running === true,
+    healthLine,
+  );
+  // What the disk's recovery gives on a real node: kubelet creates sandboxes again (here, the injected failures end).
+  run(join(REPO, 'hack', 'cluster', 'incident'), ['stop', '--node', SICK]);
+  mark(
+    `node/${SICK}`,
+    'IncidentEnded',
+    'its culprit limited, the disk is quiet: kubelet creates sandboxes again',
+  );
+  await waitFor(
+    `the pods stuck on ${SICK} Running where they are`,
+    120,
+    async () => (await podsOn(SICK)).filter(isStuck).length === 0,
+    async () => `${(await podsOn(SICK)).filter(isStuck).length} still stuck`,
+  );
+  show(['get', 'sandboxhealth']);
+  show(['get', 'pods', '-n', NAMESPACE, '-o', 'wide', `--field-selector=spec.nodeName=${SICK}`]);
+  show(['get', 'events', '-n', limited.namespace, '--field-selector', `involvedObject.name=${limited.name}`]);
+}
+
+/** Waits for the neighbour's load to end and its limit to be lifted, the file back as it was. */
+async function liftedCulprit(): Promise<void> {
+  const limited = culprit;
+  if (!limited) return;
+  await waitFor(`its stress-ng ended (LOAD_SECONDS ${LOAD_SECONDS})`, LOAD_SECONDS + 30, () =>
+    Promise.resolve(neighbour?.running !== true),
+  );
+  await waitFor(
+    'its limit lifted (no longer wanted, and reported lifted)',
+    180,
+    async () => {
+      const h = await readHealth(SICK);
+      const wanted = h?.spec?.ioLimits?.some((l) => l.podUid === limited.uid) === true;
+      const applied = h?.status?.ioLimits?.applied?.some((a) => a.podUid === limited.uid) === true;
+      return !wanted && !applied;
+    },
+    healthLine,
+  );
+  const file = limitFile();
+  say(`$ cat ${file?.path ?? '(no limit file)'}`);
+  say(`   ${file?.text ?? ''}`);
+  show(['get', 'events', '-n', limited.namespace, '--field-selector', `involvedObject.name=${limited.name}`]);
+  stopNeighbour();
 }
 
 /** Waits for the operator to name the neighbour's pod as the culprit (status.ioCause), and shows it. */
@@ -667,6 +764,8 @@ async function main(): Promise<void> {
         `--metrics-bind-address=127.0.0.1:${PORT_BASE + 2}`,
         // The real tree (the default, said here): it finds the neighbour's pod cgroup by kubelet's path rules.
         `--cgroup-root=${CGROUP_ROOT}`,
+        // Writing on: it applies the limits the operator wants on its node's pods (limitIo), and lifts them.
+        ...(LIMIT_IO ? ['--allow-io-limits'] : []),
       ]);
       await waitFor(
         `the agent's first reading in ${SICK}'s SandboxHealth`,
@@ -832,17 +931,20 @@ async function main(): Promise<void> {
       );
       process.stderr.write(diagnose([SICK]));
       if (DIAGNOSE_JSON) writeFileSync(DIAGNOSE_JSON, diagnose([SICK, '-o', 'json']));
-      await waitFor(
-        `the stuck pods evicted from ${SICK}`,
-        120,
-        async () => (await podsOn(SICK)).filter(isStuck).length === 0,
-        async () => `${(await podsOn(SICK)).filter(isStuck).length} still stuck`,
-      );
-      await waitFor(
-        'the replacements Running on other nodes',
-        120,
-        async () => (await readDeployment('shop')).status?.availableReplicas === 12,
-      );
+      // With limitIo the disk quiets under the limit, and the pods still stuck start where they are (step 8).
+      if (!LIMIT_IO) {
+        await waitFor(
+          `the stuck pods evicted from ${SICK}`,
+          120,
+          async () => (await podsOn(SICK)).filter(isStuck).length === 0,
+          async () => `${(await podsOn(SICK)).filter(isStuck).length} still stuck`,
+        );
+        await waitFor(
+          'the replacements Running on other nodes',
+          120,
+          async () => (await readDeployment('shop')).status?.availableReplicas === 12,
+        );
+      }
       show(['get', 'sandboxhealth']);
       show(['get', 'sandboxpolicies']);
       show(['get', 'nodes', '-l', `${DEMO_LABEL}=${NAMESPACE}`]);
@@ -850,19 +952,27 @@ async function main(): Promise<void> {
     },
   );
 
-  await step(
-    'The culprit moved: evicted after the stuck pods, its replacement Running on another node, its IO gone with it',
-    moveCulprit,
-  );
+  if (LIMIT_IO)
+    await step(
+      "The culprit limited in place: the agent writes its pod's blkio/io.max, its load runs on, limited",
+      limitCulprit,
+    );
+  else
+    await step(
+      'The culprit moved: evicted after the stuck pods, its replacement Running on another node, its IO gone with it',
+      moveCulprit,
+    );
 
   await step('The IO recovers: after recoverySeconds and the cooldown everything is undone', async () => {
-    run(join(REPO, 'hack', 'cluster', 'incident'), ['stop', '--node', SICK]);
-    stopNeighbour(); // gone with its pod already
-    mark(
-      `node/${SICK}`,
-      'IncidentEnded',
-      'its culprit gone, the disk is quiet: kubelet creates sandboxes again',
-    );
+    if (!LIMIT_IO) {
+      run(join(REPO, 'hack', 'cluster', 'incident'), ['stop', '--node', SICK]);
+      stopNeighbour(); // gone with its pod already
+      mark(
+        `node/${SICK}`,
+        'IncidentEnded',
+        'its culprit gone, the disk is quiet: kubelet creates sandboxes again',
+      );
+    }
     await waitFor(
       'IoPressureHigh False',
       120,
@@ -890,6 +1000,9 @@ async function main(): Promise<void> {
     show(['get', 'sandboxpolicies']);
     show(['get', 'node', SICK]);
   });
+
+  if (LIMIT_IO)
+    await step("The neighbour's load ends: its limit is lifted, the file back as it was", liftedCulprit);
 
   await step("The timeline, from the cluster's Events and the SandboxHealth status", async () => {
     const events = [
@@ -925,7 +1038,7 @@ async function main(): Promise<void> {
   say();
   say(
     bold(
-      `Done in ${clock()}: ${SICK} was cordoned, drained of stuck pods and of its noisy neighbour, and restored.`,
+      `Done in ${clock()}: ${SICK} was ${LIMIT_IO ? 'cordoned, its noisy neighbour limited in place (its stuck pods then started there) and let go once its load ended' : 'cordoned, drained of stuck pods and of its noisy neighbour'}, and restored.`,
     ),
   );
   say(`Explore: export KUBECONFIG=${KUBECONFIG}`);

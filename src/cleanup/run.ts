@@ -3,7 +3,8 @@
 // made on the version it was planned on; one refused because the object changed since (409, or a gate list that
 // changed) is read again and planned again from the object as it is then, a bounded number of times.
 import { DryRunActuator, type Actuator } from '../actuation/actuator.js';
-import type { RolloutKind, WantedIoLimitSpec } from '../api/v1alpha1/index.js';
+import type { RolloutKind } from '../api/v1alpha1/index.js';
+import type { StatusWriter } from '../ports/writes.js';
 import type { GatedPodView, NodeView, WorkloadView } from '../detection/index.js';
 import type { NodeLeaseView } from '../policy/node-lease.js';
 import {
@@ -23,19 +24,15 @@ import {
 } from './plan.js';
 
 /** The writes of a cleanup: the operator's actuator, and the deletion of a SandboxHealth on its version. */
-export interface CleanupWriter extends Pick<
-  Actuator,
-  'dryRun' | 'patchNode' | 'patchWorkload' | 'releaseGate' | 'setNodeCondition' | 'releaseNodeLease'
-> {
+export interface CleanupWriter
+  extends
+    Pick<
+      Actuator,
+      'dryRun' | 'patchNode' | 'patchWorkload' | 'releaseGate' | 'setNodeCondition' | 'releaseNodeLease'
+    >,
+    Pick<StatusWriter, 'patchHealthIoLimits'> {
   /** A 404 is no error; a SandboxHealth changed since `resourceVersion` is a 409. */
   deleteHealth(name: string, resourceVersion: string | undefined): Promise<void>;
-  /** Writes spec.ioLimits whole (empty: removed) only if it still holds `read`; a 409 otherwise (StatusWriter's). */
-  patchHealthIoLimits(
-    name: string,
-    limits: readonly WantedIoLimitSpec[],
-    read: readonly WantedIoLimitSpec[] | undefined,
-    version: string | undefined,
-  ): Promise<string | undefined>;
 }
 
 /** Reads one object again, after a write made on an older version of it was refused. */

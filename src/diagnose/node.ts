@@ -168,7 +168,8 @@ function ioEvidence(
 ): NodeDiagnosis['io'] {
   const io: NodeDiagnosis['io'] = {};
   const reading = status?.ioReading;
-  if (reading) io.reading = readingEvidence(reading, writtenTime, spec, now);
+  const limited = (status?.ioLimits?.applied?.length ?? 0) > 0;
+  if (reading) io.reading = readingEvidence(reading, writtenTime, spec, now, limited);
   const tracking = status?.ioPressure;
   if (tracking) {
     io.pressure = {
@@ -200,6 +201,7 @@ function readingEvidence(
   writtenTime: string | undefined,
   spec: SandboxPolicySpec | undefined,
   now: Date,
+  limited: boolean,
 ): NonNullable<NodeDiagnosis['io']['reading']> {
   const timed = writtenTime ? { ...reading, writtenTime } : reading;
   const evidence: NonNullable<NodeDiagnosis['io']['reading']> = {
@@ -225,7 +227,13 @@ function readingEvidence(
     evidence.staleAfterSeconds = Math.round(staleAfter);
     evidence.stale = evidence.ageSeconds > staleAfter;
     evidence.thresholds = { ...spec.ioPressure.thresholds };
-    const judgement = judgeReading(timed, spec.ioPressure.thresholds, now, spec.ioPressure.staleAfterSeconds);
+    const judgement = judgeReading(
+      timed,
+      spec.ioPressure.thresholds,
+      now,
+      spec.ioPressure.staleAfterSeconds,
+      limited,
+    );
     if (judgement.observation === 'Over') evidence.over = judgement.details;
   }
   return evidence;

@@ -46,12 +46,20 @@ export function readingTime(reading: TimedReading): number {
   return Number.isFinite(written) ? Math.min(stamped, written) : stamped;
 }
 
-/** Any known value at or over its threshold is Over; unknown or stale readings are Unknown, never Under. */
+/**
+ * Any known value at or over its threshold is Over; unknown or stale readings are Unknown, never Under.
+ *
+ * `limited`: pods of the node are held by IO limits of ours (the agent reports them applied). A throttled task waits
+ * on IO: the kernel counts it in the node's PSI and blocked tasks, so those read the throttle as the pressure it
+ * relieves (the demo's neighbour held at its floor kept PSI some at 90 % with the disk 4 % busy). While a limit is in
+ * force, a reading with the disk's busy time is judged on it alone.
+ */
 export function judgeReading(
   reading: TimedReading | undefined,
   thresholds: IoThresholds,
   now: Date,
   policyStaleAfterSeconds: number,
+  limited = false,
 ): Judgement {
   const staleAfterSeconds = staleAfterFor(reading, policyStaleAfterSeconds);
   if (!reading) return { observation: 'Unknown', details: ['no reading'] };
@@ -84,15 +92,17 @@ export function judgeReading(
     ['disk busy', reading.diskBusyPercent, thresholds.diskBusyPercent, '%'],
     ['blocked tasks', reading.blockedProcesses, thresholds.blockedProcesses, ''],
   ];
-  const known = checks.filter(([, value]) => value !== undefined);
+  const diskOnly = limited && reading.diskBusyPercent !== undefined;
+  const known = checks.filter(([name, value]) => value !== undefined && (!diskOnly || name === 'disk busy'));
   if (known.length === 0) return { observation: 'Unknown', details: ['the reading has no known value'] };
   const over = known.filter(([, value, limit]) => (value ?? 0) >= limit);
   if (over.length === 0) return { observation: 'Under', details: [] };
-  return {
-    observation: 'Over',
-    details: over.map(([name, , limit, unit]) => `${name} >= ${limit}${unit}`),
-  };
+  const details = over.map(([name, , limit, unit]) => `${name} >= ${limit}${unit}`);
+  return { observation: 'Over', details: diskOnly ? [...details, LIMITED_DETAIL] : details };
 }
+
+/** Said with a judgement made on the disk alone, as a limit's throttle reads as pressure in PSI and blocked tasks. */
+export const LIMITED_DETAIL = 'PSI and blocked tasks not counted while IO limits of ours hold pods back';
 
 export interface Tracking {
   observation: IoObservation;

@@ -306,7 +306,13 @@ function judgeIo(
       : undefined,
     judgement: problem
       ? { observation: 'Unknown', details: [problem.message], unknownReason: problem.reason }
-      : judgeReading(reading, io.thresholds, now, io.staleAfterSeconds),
+      : judgeReading(
+          reading,
+          io.thresholds,
+          now,
+          io.staleAfterSeconds,
+          (previous?.ioLimits?.applied?.length ?? 0) > 0,
+        ),
     now,
     sustainSeconds: io.sustainSeconds,
     recoverySeconds: io.recoverySeconds,

@@ -97,6 +97,41 @@ describe('judgeReading', () => {
   }
 });
 
+describe('judgeReading while IO limits of ours hold pods back', () => {
+  // A throttled task waits on IO: the node's PSI and blocked tasks count the throttle itself (make demo-limit-io: PSI
+  // some 90 % with the disk 4 % busy). The disk's busy time says whether the disk is saturated.
+  const table: [string, Record<string, unknown>, string, RegExp | undefined][] = [
+    [
+      'the throttle stalling, the disk quiet',
+      { psiSomeAvg10Percent: 92, blockedProcesses: 30, diskBusyPercent: 4 },
+      'Under',
+      undefined,
+    ],
+    [
+      'the disk still saturated',
+      { psiSomeAvg10Percent: 92, diskBusyPercent: 95 },
+      'Over',
+      /^disk busy >= 90%; PSI and blocked tasks not counted/,
+    ],
+    [
+      'no busy time to judge on (Prometheus without it)',
+      { psiSomeAvg10Percent: 92 },
+      'Over',
+      /^PSI some avg10 >= 40%$/,
+    ],
+  ];
+  for (const [name, fields, observation, detail] of table)
+    it(`says ${observation} for ${name}`, () => {
+      const judged = judgeReading(reading(fields), thresholds, T0, 90, true);
+      expect(judged.observation).to.equal(observation);
+      if (detail) expect(judged.details.join('; ')).to.match(detail);
+      if (name.startsWith('the throttle'))
+        expect(judgeReading(reading(fields), thresholds, T0, 90).observation, 'with no limit').to.equal(
+          'Over',
+        );
+    });
+});
+
 describe('judgeReading of an agent whose clock runs an hour ahead', () => {
   // At 12:00 it writes Over, stamped 13:00, and dies; the apiserver took it at 12:00.
   const written = {

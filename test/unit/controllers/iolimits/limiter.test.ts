@@ -63,7 +63,8 @@ function world(
   };
   cluster.pods = [stuck];
   cluster.events = [anEvent().about(stuck).saying(nameReservedMessage(stuck)).build()];
-  const state = { saturated: true, dbScale: 1 };
+  /** `stall`: the node's PSI some, whatever the disk does (a throttled pod's tasks wait on IO too). */
+  const state = { saturated: true, dbScale: 1, stall: undefined as number | undefined };
   const attribution = (): IoAttribution => ({
     cgroupVersion: 'v2',
     driver: 'systemd',
@@ -88,7 +89,7 @@ function world(
       read: (node: string) => ({
         source: 'agent',
         observedTime: new Date(controllers.clock.now()).toISOString(),
-        psiSomeAvg10Percent: node === 'n1' && state.saturated ? 60 : 1,
+        psiSomeAvg10Percent: node === 'n1' ? (state.stall ?? (state.saturated ? 60 : 1)) : 1,
         ...(node === 'n1'
           ? {
               attribution: attribution(),
@@ -168,6 +169,24 @@ describe('IoLimiter: the culprit limited in place', () => {
     await reconciler.reconcile('p');
     expect(rates(wanted()[0]), 'applied, still saturated: stepped').to.deep.equal([MIB, 10 * MIB, 50, 100]);
     expect(events('IoLimitStepped')).to.have.length(1);
+  });
+
+  it("steps no limit down when only the throttle's own stall keeps the node's PSI up, the disk quiet", async () => {
+    const { reconciler, wanted, agentReports, clock, state, events } = world();
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    agentReports();
+    await reconciler.reconcile('p');
+    const first = rates(wanted()[0]);
+    state.saturated = false;
+    state.stall = 90;
+    for (let i = 0; i < 3; i++) {
+      clock.advance(20_000);
+      reconciler.markDirty('p', 'n1');
+      await reconciler.reconcile('p');
+    }
+    expect(rates(wanted()[0]), 'the disk 10 % busy: the limit works').to.deep.equal(first);
+    expect(events('IoLimitStepped')).to.deep.equal([]);
   });
 
   it('lifts the limit once the disk is no longer saturated and the pod wants no more for recoverySeconds', async () => {

@@ -60,10 +60,11 @@ export function parsePressure(text: string, file = 'pressure/io'): Pressure {
       );
     }
     const values = new Map<string, number | undefined>();
-    // Every field is key=value, each key once: a field without "=" is the end of a value split off it.
+    // Every field is key=value, each key a word, once: a field without "=", or with nothing before it, is the end of a
+    // value split off it ("total=1\t=4587130", fast-check's counterexample).
     const wellFormed = pairs.every((pair) => {
       const [key = '', value, ...more] = pair.split('=');
-      if (value === undefined || more.length > 0 || values.has(key)) return false;
+      if (!/^\w+$/.test(key) || value === undefined || more.length > 0 || values.has(key)) return false;
       values.set(key, decimal(value));
       return true;
     });

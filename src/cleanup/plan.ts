@@ -41,8 +41,18 @@ export type CleanupStep = { target: string; changes: string[] } & (
   | { kind: 'RemoveNodeCondition'; node: string; version: string | undefined }
   | { kind: 'DeleteLease'; lease: NodeLeaseView; version: string | undefined }
   | { kind: 'LiftIoLimits'; name: string; read: readonly WantedIoLimitSpec[]; version: string | undefined }
-  /** `awaitLift`: IO limits of ours are, or were until this run, in force on its node: deleted once its agent reports them lifted. */
-  | { kind: 'DeleteHealth'; name: string; version: string | undefined; awaitLift: boolean }
+  /**
+   * `awaitLift`: IO limits of ours are, or were until this run, in force on its node: deleted once its agent reports
+   * them lifted (`pods` names them by UID); `nodeGone`: its node was not among those listed.
+   */
+  | {
+      kind: 'DeleteHealth';
+      name: string;
+      version: string | undefined;
+      awaitLift: boolean;
+      nodeGone: boolean;
+      pods: Record<string, string>;
+    }
 );
 
 /** A SandboxHealth as cleanup reads it: the IO limits the operator wants (spec.ioLimits), and those its agent reports in force. */
@@ -50,6 +60,8 @@ export interface HealthLeftover {
   name: string;
   /** spec.nodeName (absent: the object's name). */
   nodeName?: string;
+  /** Its spec.ioLimits or its agent's report (status.ioLimits) does not parse: it may hold what files held before. */
+  unreadableLimits?: true;
   ioLimits?: readonly WantedIoLimitSpec[];
   applied?: readonly AppliedIoLimitStatus[];
 }
@@ -339,7 +351,7 @@ export function planIoLimits({ view: health, version }: Versioned<HealthLeftover
       read,
       version,
       changes: [
-        `${read.length} IO limit(s) no longer wanted (${pods}): its node's agent puts back what the files held`,
+        `${read.length} IO limit(s) no longer wanted (${pods}): its node's agent lifts them, putting back what the files held`,
       ],
     },
     leftAlone: [],
@@ -359,10 +371,29 @@ export function planHealth(
   const { name } = health;
   const target = `sandboxhealth/${name}`;
   if (keep) return { leftAlone: [{ target, why: 'kept (--keep-health)' }] };
+  if (health.unreadableLimits)
+    return {
+      leftAlone: [
+        {
+          target,
+          why: `kept: its IO limits (spec.ioLimits or status.ioLimits) do not parse, and may hold what the files held before; read them (kubectl get sandboxhealth ${name} -o yaml) before you delete it`,
+        },
+      ],
+    };
   const limited = (health.ioLimits?.length ?? 0) > 0 || (health.applied?.length ?? 0) > 0;
   const awaitLift = limited && nodeIsThere;
+  const pods = Object.fromEntries((health.ioLimits ?? []).map((l) => [l.podUid, l.pod]));
   return {
-    step: { kind: 'DeleteHealth', target, name, version, awaitLift, changes: ['deleted'] },
+    step: {
+      kind: 'DeleteHealth',
+      target,
+      name,
+      version,
+      awaitLift,
+      nodeGone: !nodeIsThere,
+      pods,
+      changes: ['deleted'],
+    },
     leftAlone: [],
   };
 }

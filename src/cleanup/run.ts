@@ -87,7 +87,7 @@ const VERBS: Record<CleanupStep['kind'], { done: string; dryRun: string }> = {
   RemoveNodeCondition: { done: 'Cleared', dryRun: 'Would clear' },
   DeleteLease: { done: 'Deleted', dryRun: 'Would delete' },
   DeleteHealth: { done: 'Deleted', dryRun: 'Would delete' },
-  LiftIoLimits: { done: 'Lifted', dryRun: 'Would lift' },
+  LiftIoLimits: { done: 'Withdrew', dryRun: 'Would withdraw' },
 };
 
 /** What became of one step: done (as finally carried out), nothing of ours left on it, or what it left. */
@@ -203,10 +203,12 @@ async function write(step: CleanupStep, deps: RunDeps, state: RunState): Promise
     case 'LiftIoLimits':
       await writer.patchHealthIoLimits(step.name, [], step.read, step.version);
       return true;
-    case 'DeleteHealth':
-      if (step.awaitLift && !writer.dryRun) await awaitLift(step.name, deps);
-      await writer.deleteHealth(step.name, step.version);
+    case 'DeleteHealth': {
+      // Deleted on the version the wait read last: our own lift changed the object since it was listed.
+      const version = step.awaitLift && !writer.dryRun ? await awaitLift(step, deps) : step.version;
+      await writer.deleteHealth(step.name, version);
       return true;
+    }
   }
 }
 
@@ -215,7 +217,11 @@ async function write(step: CleanupStep, deps: RunDeps, state: RunState): Promise
  * report, so the object is not deleted before. An agent that does not report within the wait (stopped, uninstalled)
  * fails the step, and the object stays.
  */
-async function awaitLift(name: string, deps: RunDeps): Promise<void> {
+async function awaitLift(
+  step: Extract<CleanupStep, { kind: 'DeleteHealth' }>,
+  deps: RunDeps,
+): Promise<string | undefined> {
+  const { name } = step;
   deps.out.write(
     `Waiting up to ${Math.round(deps.liftTimeoutMs / 1000)} s for the agent to report the IO limits on ${name} lifted\n`,
   );
@@ -223,12 +229,13 @@ async function awaitLift(name: string, deps: RunDeps): Promise<void> {
   for (let waited = 0; ; waited += LIFT_POLL_MS) {
     const health = await deps.reread.health(name);
     inForce = health?.view.applied ?? [];
-    if (inForce.length === 0) return;
+    if (inForce.length === 0) return health?.version ?? step.version;
     if (waited >= deps.liftTimeoutMs) break;
     await deps.sleep(LIFT_POLL_MS);
   }
+  const pods = inForce.map((l) => step.pods[l.podUid] ?? `uid ${l.podUid}`).join(', ');
   throw new Error(
-    `kept: its node's agent has not reported ${inForce.length} IO limit(s) lifted within ${Math.round(deps.liftTimeoutMs / 1000)} s (pods ${inForce.map((l) => l.podUid).join(', ')}), and the SandboxHealth holds what their files held before (status.ioLimits.applied[].before). Is the agent running? Start it again (the chart's DaemonSet) and run cleanup again; or put those values back by hand and delete the SandboxHealth.`,
+    `kept: its node's agent has not reported ${inForce.length} IO limit(s) lifted within ${Math.round(deps.liftTimeoutMs / 1000)} s (${pods}), and the SandboxHealth holds what their files held before (status.ioLimits.applied[].before). Is the agent running? Start it again (the chart's DaemonSet) and run cleanup again; or put those values back by hand and delete the SandboxHealth.`,
   );
 }
 
@@ -259,7 +266,7 @@ async function replan(step: CleanupStep, reread: CleanupRereader): Promise<Objec
     }
     case 'DeleteHealth': {
       const health = await reread.health(step.name);
-      return health ? planHealth(health, false) : none;
+      return health ? planHealth(health, false, !step.nodeGone) : none;
     }
     case 'LiftIoLimits': {
       const health = await reread.health(step.name);

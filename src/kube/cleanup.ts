@@ -10,6 +10,7 @@ import {
 } from '@kubernetes/client-node';
 import {
   GROUP,
+  IoLimitReportSchema,
   ROLLOUT_KINDS,
   VERSION,
   type RolloutKind,
@@ -40,8 +41,11 @@ const leftover = (o: RawObject): HealthLeftover | undefined => {
   const health: HealthLeftover = { name: view.name };
   if (view.nodeName) health.nodeName = view.nodeName;
   if (view.ioLimits) health.ioLimits = view.ioLimits;
-  const applied = view.status?.ioLimits?.applied;
-  if (applied) health.applied = applied;
+  // The agent's report read on its own: a status that does not parse as a whole may still hold it.
+  const report = obj(o.status).ioLimits;
+  const parsed = report === undefined ? undefined : IoLimitReportSchema.safeParse(report);
+  if (parsed?.success && parsed.data.applied) health.applied = parsed.data.applied;
+  if (view.ioLimitsUnreadable || parsed?.success === false) health.unreadableLimits = true;
   return health;
 };
 

@@ -136,10 +136,10 @@ describe('sandbox-remediator cleanup lifts the IO limits through the agents', fu
       '--lift-timeout=60',
     ]);
     const said = run.stdout.split('\n');
-    const lifted = said.findIndex((l) => l.startsWith(`Lifted sandboxhealth/${node}:`));
+    const lifted = said.findIndex((l) => l.startsWith(`Withdrew sandboxhealth/${node}:`));
     const deleted = said.indexOf(`Deleted sandboxhealth/${node}: deleted`);
     expect(said[lifted], run.stdout + run.stderr).to.equal(
-      `Lifted sandboxhealth/${node}: 1 IO limit(s) no longer wanted (${wish.pod}): its node's agent puts back what the files held`,
+      `Withdrew sandboxhealth/${node}: 1 IO limit(s) no longer wanted (${wish.pod}): its node's agent lifts them, putting back what the files held`,
     );
     expect(said, 'waited for the report').to.include(
       `Waiting up to 60 s for the agent to report the IO limits on ${node} lifted`,

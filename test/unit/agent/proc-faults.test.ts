@@ -400,6 +400,10 @@ describe('/proc parsers: the faults the properties found, one each', () => {
     ['PSI with a number split by a newline', () => parsePressure(PSI.replace('total=145', 'total=145\n'))],
     ['PSI with a second some line', () => parsePressure(PSI + PSI.replace('0.72', '9.72') + FULL)],
     ['PSI with a key given twice', () => parsePressure(PSI.replace('avg60=0.16', 'avg60=0.16 avg60=9.00'))],
+    [
+      'PSI with a number split by a tab before its "="',
+      () => parsePressure(PSI.replace('total=145', 'total=1\t=45')),
+    ],
     ['PSI with an exponent', () => parsePressure(PSI.replace('0.72', '7e-1'))],
     ['PSI with a total past 2^53', () => parsePressure(PSI.replace('14587130', '18446744073709551615'))],
     ['diskstats with a device listed twice', () => parseDiskstats(VDA + VDA.replace('194089', '1'))],

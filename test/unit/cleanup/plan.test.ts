@@ -360,6 +360,8 @@ describe('planCleanup', () => {
           name: 'n1',
           version: '4',
           awaitLift: false,
+          nodeGone: true,
+          pods: {},
           changes: ['deleted'],
         },
       ],
@@ -389,7 +391,9 @@ describe('planCleanup', () => {
       const lift = plan.steps.find((s) => s.kind === 'LiftIoLimits');
       expect(lift?.changes, name).to.deep.equal(
         pods
-          ? [`2 IO limit(s) no longer wanted (${pods}): its node's agent puts back what the files held`]
+          ? [
+              `2 IO limit(s) no longer wanted (${pods}): its node's agent lifts them, putting back what the files held`,
+            ]
           : undefined,
       );
       if (lift?.kind === 'LiftIoLimits') expect(lift.read, name).to.deep.equal(wanted);
@@ -415,6 +419,13 @@ describe('planCleanup', () => {
       healths: [{ view: { name: 'n1', applied: [limit] as never[] }, version: '7' }],
     });
     expect(unlisted.steps.at(-1), 'the nodes not listed: waited for').to.include({ awaitLift: true });
+    const unreadable = planCleanup({
+      ...empty,
+      nodes: [aNode('n1').build()],
+      healths: [{ view: { name: 'n1', unreadableLimits: true }, version: '7' }],
+    });
+    expect(unreadable.steps, 'limits that do not parse: kept').to.deep.equal([]);
+    expect(unreadable.leftAlone[0]?.why).to.match(/^kept: its IO limits .* do not parse/);
   });
 
   it('orders the steps IO limits, gates, rollouts, nodes, conditions, leases, SandboxHealths: the reverse of how the operator acts', () => {

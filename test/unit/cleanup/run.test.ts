@@ -332,10 +332,12 @@ describe('runCleanup', () => {
       writer.writes.filter((w) => w.startsWith('node/n1')),
       'then the rest',
     ).to.have.length(2);
-    expect(writer.writes.at(-1), 'the SandboxHealth last').to.equal('sandboxhealth/n1 @30');
+    expect(writer.writes.at(-1), 'the SandboxHealth last, on the version the wait read').to.equal(
+      'sandboxhealth/n1 @31',
+    );
     expect(slept, 'read again until the agent reported the lift').to.deep.equal([LIFT_POLL_MS, LIFT_POLL_MS]);
     expect(lines[0]).to.equal(
-      "Lifted sandboxhealth/n1: 1 IO limit(s) no longer wanted (data/db-0): its node's agent puts back what the files held",
+      "Withdrew sandboxhealth/n1: 1 IO limit(s) no longer wanted (data/db-0): its node's agent lifts them, putting back what the files held",
     );
     expect(lines).to.include('Deleted sandboxhealth/n1: deleted');
     expect(outcome.failed).to.equal(0);
@@ -357,7 +359,7 @@ describe('runCleanup', () => {
     expect(slept).to.deep.equal([LIFT_POLL_MS, LIFT_POLL_MS, LIFT_POLL_MS]);
     expect(outcome.failed).to.equal(1);
     expect(lines.at(-1)).to.match(
-      /^Failed sandboxhealth\/n1: kept: its node's agent has not reported 1 IO limit\(s\) lifted within 6 s \(pods db-uid\).*Is the agent running\?/,
+      /^Failed sandboxhealth\/n1: kept: its node's agent has not reported 1 IO limit\(s\) lifted within 6 s \(data\/db-0\).*Is the agent running\?/,
     );
   });
 
@@ -374,7 +376,7 @@ describe('runCleanup', () => {
     expect(writer.writes).to.deep.equal([
       'sandboxhealth/n1/ioLimits 1 -> 0',
       'sandboxhealth/n1/ioLimits 2 -> 0',
-      'sandboxhealth/n1 @30',
+      'sandboxhealth/n1 @31',
     ]);
     expect(lines[0]).to.contain('2 IO limit(s) no longer wanted (data/db-0, data/web-0)');
 
@@ -384,8 +386,26 @@ describe('runCleanup', () => {
       new Rereads(),
     );
     expect(dry.slept).to.deep.equal([]);
-    expect(dry.lines[0]).to.match(/^Would lift sandboxhealth\/n1: 1 IO limit/);
+    expect(dry.lines[0]).to.match(/^Would withdraw sandboxhealth\/n1: 1 IO limit/);
     expect(dry.lines.at(-1)).to.equal('Would delete sandboxhealth/n1: deleted');
+  });
+
+  it("deletes a gone node's SandboxHealth after its wish is withdrawn, waiting for no agent, on the version read again", async () => {
+    const writer = new RecordingWriter().failing(
+      'sandboxhealth/n1',
+      new Conflict('our own lift changed it'),
+      1,
+    );
+    const reread = new Rereads();
+    reread.healths.set('n1', [answered({ name: 'n1', applied: [inForce] }, '32')]);
+    const { outcome, slept } = await run({ healths: [limitedHealth('30')] }, writer, reread);
+    expect(writer.writes).to.deep.equal([
+      'sandboxhealth/n1/ioLimits 1 -> 0',
+      'sandboxhealth/n1 @30',
+      'sandboxhealth/n1 @32',
+    ]);
+    expect(slept, 'its node, and the cgroups, are gone').to.deep.equal([]);
+    expect(outcome.failed).to.equal(0);
   });
 
   it('a node whose stamps someone else removed meanwhile is skipped: nothing of ours is on it', async () => {

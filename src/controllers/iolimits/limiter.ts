@@ -31,7 +31,6 @@ import type { Failures } from '../failures.js';
 import type { NodeObservation } from '../policy-memory.js';
 import { fingerprint, notAppliedOf, sameList, type NotApplied } from './lists.js';
 import { inIoIncident, measuredPods } from './measured-pods.js';
-
 const MINUTE_MS = 60_000;
 const DAY_MS = 86_400_000;
 /** A limit the agent has not reported applied within this long (or twice sustainSeconds) counts as not applied. */

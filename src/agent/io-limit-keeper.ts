@@ -3,11 +3,12 @@
 // agent takes what it applied from that report, so it lifts exactly what it wrote before; after that its own memory
 // is the truth, and the report is written again until it says the same. A round writes a report only when what is
 // applied, what was done, or --allow-io-limits changed: a node with no limit wanted and none applied writes nothing.
-import type {
-  AppliedIoLimitStatus,
-  IoLimitRates,
-  IoLimitReport,
-  IoLimitsAnswer,
+import {
+  MAX_IO_LIMIT_RESULTS,
+  type AppliedIoLimitStatus,
+  type IoLimitRates,
+  type IoLimitReport,
+  type IoLimitsAnswer,
 } from '../api/v1alpha1/index.js';
 import type { AppliedIoLimit, IoLimitOutcome, IoLimitSync, WantedIoLimit } from './io-limit-sync.js';
 import { IO_LIMIT_KEYS, type IoLimit } from './io-limits.js';
@@ -128,7 +129,7 @@ export class IoLimitKeeper {
   private carry(wanted: WantedIoLimit[]): IoLimitStep {
     const { applied, outcomes } = this.sync.sync(wanted, this.applied ?? []);
     this.applied = applied;
-    if (outcomes.length > 0) this.results = outcomes.map((o) => ({ ...o }));
+    if (outcomes.length > 0) this.results = outcomes.slice(0, MAX_IO_LIMIT_RESULTS).map((o) => ({ ...o }));
     const report = this.reportOf(applied);
     return sameReport(this.reported, report) ? { outcomes } : { report, outcomes };
   }

@@ -1,10 +1,13 @@
 // The agent's side of the in-place remedy (issue 44), level-based like a Pod's spec and status: given the limits
 // the operator wants for this node's pods and the limits this agent applied (its report, which a restarted agent
 // reads back), it sets, steps and lifts until the cgroups hold what is wanted, and says what it did to each. It
-// finds each pod's cgroup under its own node's tree, so it limits only pods bound to its node. Without
+// finds each pod's cgroup under its own node's tree, so it limits only pods bound to its node; on cgroup v1, where
+// blkio.throttle binds only its own cgroup's tasks, it writes the limit in the pod's cgroup and each below it. Without
 // --allow-io-limits it sets nothing and says so for every limit wanted; it still lifts what it applied before (a
 // lift only puts back what the files held), so a limit is never left in force by turning writing off. A limit
 // someone changed while it is wanted is theirs: not written again.
+import { readdirSync } from 'node:fs';
+import { MAX_CGROUPS_PER_LIMIT } from '../api/v1alpha1/index.js';
 import { findPodCgroup, ioHierarchy, type CgroupVersion } from './cgroups.js';
 import { IO_LIMIT_KEYS, IoLimiter, IoLimitWriteError, type IoLimit, type LimitRecord } from './io-limits.js';
 
@@ -22,7 +25,7 @@ export interface AppliedIoLimit extends LimitRecord {
   /** What the operator wanted when it was written (written holds only the keys below what was held). */
   wanted: IoLimit;
   version: CgroupVersion;
-  /** The pod's cgroup, relative to the hierarchy. */
+  /** The cgroup written, relative to the hierarchy: the pod's, or on v1 one below it. */
   cgroup: string;
 }
 
@@ -49,7 +52,9 @@ const sameRecord = (a: AppliedIoLimit, b: AppliedIoLimit) =>
   sameLimit(a.replacing ?? {}, b.replacing ?? {});
 
 /** A limit's key: a pod may be limited on more than one device. */
-const keyOf = (limit: { podUid: string; device: string }) => `${limit.podUid} ${limit.device}`;
+const limitKey = (limit: { podUid: string; device: string }) => `${limit.podUid} ${limit.device}`;
+/** A record's key: on v1 a limit is written in more than one cgroup. */
+const keyOf = (record: AppliedIoLimit) => `${limitKey(record)} ${record.cgroup}`;
 
 const describe = (limit: IoLimit) =>
   Object.entries(limit)
@@ -60,9 +65,55 @@ const failure = (err: unknown) => (err instanceof Error ? err.message : String(e
 const isGone = (err: unknown): boolean =>
   (err as NodeJS.ErrnoException).code === 'ENOENT' || (err instanceof IoLimitWriteError && isGone(err.cause));
 
-/** Whether a record is of the pod's own cgroup on this node. */
-const isPodsOwn = (record: AppliedIoLimit, version: CgroupVersion, cgroup: string | undefined) =>
-  record.version === version && record.cgroup === cgroup;
+/** Whether a record is of the pod's own cgroup on this node, or of one below it. */
+function isPodsOwn(record: AppliedIoLimit, version: CgroupVersion, pod: string | undefined): boolean {
+  if (record.version !== version || pod === undefined) return false;
+  if (record.cgroup === pod) return true;
+  const below = record.cgroup.startsWith(`${pod}/`) ? record.cgroup.slice(pod.length + 1).split('/') : [];
+  return below.length > 0 && below.every((part) => part !== '' && part !== '.' && part !== '..');
+}
+
+/**
+ * The cgroups a pod's limit is written in, the pod's first. On v2 its own: io.max binds everything below it. On v1
+ * blkio.throttle is flat (a limit binds only the tasks of its own cgroup), and kubelet runs each container in a
+ * cgroup below the pod's: the limit goes in each, so that each container is held to it. At most
+ * MAX_CGROUPS_PER_LIMIT, nearest first.
+ */
+function limitCgroups(hierarchy: string, version: CgroupVersion, pod: string): string[] {
+  const cgroups = [pod];
+  if (version === 'v2') return cgroups;
+  for (let i = 0; i < cgroups.length && cgroups.length < MAX_CGROUPS_PER_LIMIT; i++) {
+    let below: string[];
+    try {
+      below = readdirSync(`${hierarchy}/${cgroups[i]}`, { withFileTypes: true })
+        .filter((entry) => entry.isDirectory())
+        .map((entry) => `${cgroups[i]}/${entry.name}`)
+        .sort();
+    } catch {
+      below = []; // gone since: nothing below it to limit
+    }
+    cgroups.push(...below.slice(0, MAX_CGROUPS_PER_LIMIT - cgroups.length));
+  }
+  return cgroups;
+}
+
+/** One outcome of a kind for a pod's limit, however many cgroups it took. */
+function merged(outcomes: readonly IoLimitOutcome[]): IoLimitOutcome[] {
+  const kinds = new Map<string, { outcome: IoLimitOutcome; more: number }>();
+  for (const outcome of outcomes) {
+    const kind = kinds.get(outcome.result);
+    if (kind) kind.more++;
+    else kinds.set(outcome.result, { outcome, more: 0 });
+  }
+  return [...kinds.values()].map(({ outcome, more }) =>
+    more === 0
+      ? outcome
+      : {
+          ...outcome,
+          message: `${outcome.message}; the same in ${more} cgroup(s) below the pod's (blkio.throttle binds only its own cgroup's tasks on v1)`,
+        },
+  );
+}
 
 export class IoLimitSync {
   constructor(
@@ -91,7 +142,7 @@ export class IoLimitSync {
       changes = true;
       records.set(
         keyOf(next),
-        was?.cgroup === next.cgroup
+        was
           ? {
               ...next,
               before: { ...was.before, ...next.before },
@@ -106,64 +157,95 @@ export class IoLimitSync {
   /** One round: lifts what is no longer wanted, then sets or steps what is; the limits applied after it. */
   sync(wanted: readonly WantedIoLimit[], applied: readonly AppliedIoLimit[]): IoLimitSyncResult {
     const outcomes: IoLimitOutcome[] = [];
-    const byKey = new Map(wanted.map((w) => [keyOf(w), w])); // the last of a pod's device wanted twice
+    const byKey = new Map(wanted.map((w) => [limitKey(w), w])); // the last of a pod's device wanted twice
     const after: AppliedIoLimit[] = [];
-    const previous = new Map<string, AppliedIoLimit>();
+    const previous = new Map<string, AppliedIoLimit[]>();
+    const unwanted = new Map<string, AppliedIoLimit[]>();
     for (const record of applied) {
-      if (byKey.has(keyOf(record))) previous.set(keyOf(record), record);
-      else this.lift(record, after, outcomes);
+      const into = byKey.has(limitKey(record)) ? previous : unwanted;
+      into.set(limitKey(record), [...(into.get(limitKey(record)) ?? []), record]);
+    }
+    for (const records of unwanted.values()) {
+      const said: IoLimitOutcome[] = [];
+      for (const record of records) this.lift(record, after, said);
+      outcomes.push(...merged(said));
     }
     for (const want of byKey.values()) {
-      const record = previous.get(keyOf(want));
-      if (record && sameLimit(record.wanted, want.limit)) after.push(record);
-      else if (!this.allowed) {
-        if (record) after.push(record);
-        outcomes.push({
-          podUid: want.podUid,
-          result: 'Refused',
-          message: 'this agent runs without --allow-io-limits: it sets no limit',
-        });
-      } else this.apply(want, record, after, outcomes);
+      const records = previous.get(limitKey(want)) ?? [];
+      const unchanged = records.length > 0 && records.every((r) => sameLimit(r.wanted, want.limit));
+      if (this.allowed) this.apply(want, records, unchanged, after, outcomes);
+      else {
+        after.push(...records);
+        if (!unchanged)
+          outcomes.push({
+            podUid: want.podUid,
+            result: 'Refused',
+            message: 'this agent runs without --allow-io-limits: it sets no limit',
+          });
+      }
     }
     return { applied: after, outcomes };
   }
 
+  /** Sets or steps a limit in each of the pod's cgroups that does not hold it yet (a container's is new on v1). */
   private apply(
     want: WantedIoLimit,
-    ours: AppliedIoLimit | undefined,
+    records: readonly AppliedIoLimit[],
+    unchanged: boolean,
     after: AppliedIoLimit[],
     outcomes: IoLimitOutcome[],
   ): void {
     const { podUid } = want;
     const tree = ioHierarchy(this.root);
-    // Always the pod's own cgroup on this node, never a path a report names.
-    const cgroup = tree && findPodCgroup(tree.hierarchy, podUid);
-    const record = ours && tree && isPodsOwn(ours, tree.version, cgroup) ? ours : undefined;
-    if (!tree || !cgroup) {
-      if (record) after.push(record);
-      outcomes.push({ podUid, result: 'NoCgroup', message: `no cgroup of pod ${podUid} under ${this.root}` });
+    // Always the pod's own cgroups on this node, never a path a report names.
+    const pod = tree && findPodCgroup(tree.hierarchy, podUid);
+    if (!tree || !pod) {
+      after.push(...records);
+      if (!unchanged)
+        outcomes.push({ podUid, result: 'NoCgroup', message: `no cgroup of pod ${podUid} under ${this.root}` });
       return;
     }
+    // A record naming a cgroup that is not the pod's own is not carried on (a forged report read back).
+    const own = new Map(records.filter((r) => isPodsOwn(r, tree.version, pod)).map((r) => [r.cgroup, r]));
+    const cgroups = limitCgroups(tree.hierarchy, tree.version, pod);
+    // A container's cgroup gone (or past the bound): its record goes, put back where it is still there.
+    for (const [cgroup, record] of own) if (!cgroups.includes(cgroup)) this.lift(record, after, []);
+    const said: IoLimitOutcome[] = [];
+    for (const cgroup of cgroups) {
+      const record = own.get(cgroup);
+      if (record && sameLimit(record.wanted, want.limit)) after.push(record);
+      else {
+        const outcome = this.applyIn(want, tree.hierarchy, tree.version, cgroup, record, after);
+        // A container's cgroup gone since it was listed: the container went, not the pod.
+        if (outcome.result !== 'PodGone' || cgroup === pod) said.push(outcome);
+      }
+    }
+    outcomes.push(...merged(said));
+  }
+
+  private applyIn(
+    want: WantedIoLimit,
+    hierarchy: string,
+    version: CgroupVersion,
+    cgroup: string,
+    record: AppliedIoLimit | undefined,
+    after: AppliedIoLimit[],
+  ): IoLimitOutcome {
+    const { podUid } = want;
     try {
-      const done = this.limiter.apply(
-        `${tree.hierarchy}/${cgroup}`,
-        tree.version,
-        want.device,
-        want.limit,
-        record,
-      );
-      after.push({ ...done, podUid, version: tree.version, cgroup, wanted: want.limit });
-      outcomes.push({
+      const done = this.limiter.apply(`${hierarchy}/${cgroup}`, version, want.device, want.limit, record);
+      after.push({ ...done, podUid, version, cgroup, wanted: want.limit });
+      return {
         podUid,
         result: record ? 'Stepped' : 'Set',
         message: `${want.device} ${describe(done.written) || 'nothing lower than what was held'} (held before: ${describe(done.before) || 'nothing of ours'})`,
-      });
+      };
     } catch (err) {
       // What landed before the failure is in force: kept, wanted again next round (nothing wanted is ever {}).
       if (err instanceof IoLimitWriteError && Object.keys(err.record.written).length > 0)
-        after.push({ ...err.record, podUid, version: tree.version, cgroup, wanted: {} });
+        after.push({ ...err.record, podUid, version, cgroup, wanted: {} });
       else if (record) after.push(record);
-      outcomes.push({ podUid, result: isGone(err) ? 'PodGone' : 'Failed', message: failure(err) });
+      return { podUid, result: isGone(err) ? 'PodGone' : 'Failed', message: failure(err) };
     }
   }
 
@@ -172,18 +254,18 @@ export class IoLimitSync {
     const tree = ioHierarchy(this.root);
     try {
       if (!tree) throw new Error(`no cgroup hierarchy under ${this.root}`);
-      const cgroup = findPodCgroup(tree.hierarchy, podUid);
-      if (!cgroup) {
+      const pod = findPodCgroup(tree.hierarchy, podUid);
+      if (!pod) {
         outcomes.push({ podUid, result: 'PodGone', message: 'its cgroup is gone: nothing to put back' });
         return;
       }
-      // A record (read back from a report) naming another cgroup than the pod's own is none of ours: no file is
-      // written for it, so a forged report cannot have a lift write elsewhere.
-      if (!isPodsOwn(record, tree.version, cgroup)) {
+      // A record (read back from a report) naming a cgroup that is not the pod's own, nor below it, is none of ours:
+      // no file is written for it, so a forged report cannot have a lift write elsewhere.
+      if (!isPodsOwn(record, tree.version, pod)) {
         outcomes.push({
           podUid,
           result: 'LeftAsFound',
-          message: `the record names ${record.version} cgroup ${record.cgroup}, not the pod's own ${tree.version} ${cgroup}: none of ours, nothing put back`,
+          message: `the record names ${record.version} cgroup ${record.cgroup}, not the pod's own ${tree.version} ${pod}: none of ours, nothing put back`,
         });
         return;
       }

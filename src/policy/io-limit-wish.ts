@@ -3,7 +3,7 @@
 // policy forgotten, finds them again: each entry carries what decideLimits needs but the pod's quiet, which a restart
 // counts again (the cautious side). Whether a limit is in force is the agent's word (status.ioLimits): a limit is
 // Applied only once the report shows it applied as wanted, on the same device.
-import type { IoLimitReport, WantedIoLimitSpec } from '../api/v1alpha1/index.js';
+import type { AppliedIoLimitStatus, IoLimitReport, WantedIoLimitSpec } from '../api/v1alpha1/index.js';
 import type { IoRates, PodLimit } from './io-limit.js';
 
 const KEYS = ['rbps', 'wbps', 'riops', 'wiops'] as const;
@@ -80,8 +80,12 @@ export function readBack(
   policy: string,
 ): ReadBack {
   const result: ReadBack = { limits: [], states: new Map(), others: [], problems: [] };
-  const applied = new Map((report?.applied ?? []).map((a) => [limitKey(a), a]));
-  const last = new Map((report?.results ?? []).map((r) => [r.podUid, r.result]));
+  // On cgroup v1 a limit is written in each of the pod's cgroups: applied once every one holds what is wanted.
+  const applied = new Map<string, AppliedIoLimitStatus[]>();
+  for (const a of report?.applied ?? []) applied.set(limitKey(a), [...(applied.get(limitKey(a)) ?? []), a]);
+  // A pod's result that says it is not applied outweighs another that says done.
+  const last = new Map<string, string>();
+  for (const r of report?.results ?? []) if (!notApplied(last.get(r.podUid))) last.set(r.podUid, r.result);
   const reportedAt = date(report?.observedTime)?.getTime() ?? -Infinity;
   for (const entry of wish ?? []) {
     const key = limitKey(entry);
@@ -93,7 +97,11 @@ export function readBack(
         : undefined;
     result.states.set(
       key,
-      done && sameRates(done.wanted, entry.limit) ? 'Applied' : notApplied(said) ? said : 'Pending',
+      done && done.every((d) => sameRates(d.wanted, entry.limit))
+        ? 'Applied'
+        : notApplied(said)
+          ? said
+          : 'Pending',
     );
     if (entry.policy !== policy) {
       result.others.push(entry);

@@ -8,6 +8,13 @@ import { K8S_INT_OR_STRING, K8S_LIST_MAP_KEYS, K8S_LIST_TYPE } from './meta.js';
 
 /** Limits kept per node: a node has few culprits (each at least limitIo.minSharePercent of its device). */
 export const MAX_IO_LIMITS_PER_NODE = 20;
+/**
+ * The cgroups one limit is written in at most: on cgroup v1 the pod's own and those below it (its containers'), since
+ * blkio.throttle binds only the tasks of its own cgroup there.
+ */
+export const MAX_CGROUPS_PER_LIMIT = 8;
+/** A round's results at most: the agent keeps the first so many. */
+export const MAX_IO_LIMIT_RESULTS = MAX_IO_LIMITS_PER_NODE * 4;
 
 const DeviceSchema = z
   .string()
@@ -80,7 +87,12 @@ export const AppliedIoLimitSchema = z
     cgroupVersion: z
       .enum(['v1', 'v2'])
       .describe("The node's cgroup version: io.max (v2) or blkio.throttle (v1)."),
-    cgroup: z.string().max(1_024).describe("The pod's cgroup, relative to the IO hierarchy."),
+    cgroup: z
+      .string()
+      .max(1_024)
+      .describe(
+        "The cgroup written, relative to the IO hierarchy: the pod's; on cgroup v1 also each below it (its containers'), one entry each, since blkio.throttle binds only the tasks of its own cgroup there.",
+      ),
     wanted: IoLimitRatesSchema.describe('What the operator wanted when the agent wrote it.'),
     written: IoLimitRatesSchema.describe(
       'What the agent wrote: the keys of wanted that were under what the files held (a lower limit someone set is kept).',
@@ -117,13 +129,13 @@ export const IoLimitReportSchema = z
       .describe('When the agent last brought the cgroups to spec.ioLimits (RFC 3339).'),
     applied: z
       .array(AppliedIoLimitSchema)
-      .max(MAX_IO_LIMITS_PER_NODE)
+      .max(MAX_IO_LIMITS_PER_NODE * MAX_CGROUPS_PER_LIMIT)
       .optional()
-      .meta({ [K8S_LIST_TYPE]: 'map', [K8S_LIST_MAP_KEYS]: ['podUid', 'device'] })
+      .meta({ [K8S_LIST_TYPE]: 'map', [K8S_LIST_MAP_KEYS]: ['podUid', 'device', 'cgroup'] })
       .describe('The limits in force that the agent wrote.'),
     results: z
       .array(IoLimitResultSchema)
-      .max(MAX_IO_LIMITS_PER_NODE * 2)
+      .max(MAX_IO_LIMIT_RESULTS)
       .optional()
       .describe('What the last round did, one entry per limit set, stepped, lifted, refused or failed.'),
   })

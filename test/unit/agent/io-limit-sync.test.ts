@@ -47,11 +47,17 @@ describe('IoLimitSync', () => {
     );
   }
 
-  /** A v1 tree (cgroupfs' layout), a Guaranteed pod's cgroup with empty throttle files. */
-  function v1Pod(uid: string): string {
+  /**
+   * A v1 tree (cgroupfs' layout), a Guaranteed pod's cgroup with empty throttle files, and a cgroup for each of
+   * `containers` below it (kubelet's on v1), whose wbps file holds `containerWbps`.
+   */
+  function v1Pod(uid: string, containers: readonly string[] = [], containerWbps = ''): string {
     const dir = join(root, 'blkio', 'kubepods', `pod${uid}`);
-    mkdirSync(dir, { recursive: true });
-    for (const file of Object.values(V1_THROTTLE_FILES)) writeFileSync(join(dir, file), '');
+    for (const cgroup of ['', ...containers]) {
+      mkdirSync(join(dir, cgroup), { recursive: true });
+      for (const file of Object.values(V1_THROTTLE_FILES))
+        writeFileSync(join(dir, cgroup, file), cgroup && file === V1_THROTTLE_FILES.wbps ? containerWbps : '');
+    }
     return dir;
   }
 
@@ -168,6 +174,62 @@ describe('IoLimitSync', () => {
     expect(results(sync().sync([], half.applied))).to.deep.equal(['db Lifted']);
     for (const file of Object.values(V1_THROTTLE_FILES))
       expect(readFileSync(join(dir, file), 'utf8'), file).to.equal('');
+  });
+
+  it("v1: writes the limit in the pod's cgroup and each container's below it (blkio.throttle is flat), and puts each back", () => {
+    // A container's wbps file holds someone's limit on the device, far above ours: kept as theirs, put back after.
+    const dir = v1Pod(DB, ['aaa', 'bbb'], '8:0 1099511627776\n');
+    const wbps = (cgroup: string) => readFileSync(join(dir, cgroup, V1_THROTTLE_FILES.wbps), 'utf8');
+    const set = sync().sync([wantDb(4000)], []);
+    expect(results(set)).to.deep.equal(['db Set']);
+    expect(set.outcomes[0]!.message).to.match(/; the same in 2 cgroup\(s\) below the pod's/);
+    const cgroup = `kubepods/pod${DB}`;
+    expect(set.applied.map((a) => a.cgroup)).to.deep.equal([cgroup, `${cgroup}/aaa`, `${cgroup}/bbb`]);
+    for (const c of ['', 'aaa', 'bbb']) expect(wbps(c), c || 'the pod').to.equal('8:0 4000\n');
+    expect(set.applied[1]!.before).to.deep.equal({ wbps: 1099511627776, wiops: 'max' });
+    // A container started since (a restart): limited on the next round, the others not written again.
+    mkdirSync(join(dir, 'ccc'));
+    for (const file of Object.values(V1_THROTTLE_FILES)) writeFileSync(join(dir, 'ccc', file), '');
+    const writes = kernel.writes.length;
+    const next = sync().sync([wantDb(4000)], set.applied);
+    expect(results(next)).to.deep.equal(['db Set']);
+    expect(kernel.writes.slice(writes)).to.deep.equal([
+      `${V1_THROTTLE_FILES.wbps} 8:0 4000`,
+      `${V1_THROTTLE_FILES.wiops} 8:0 100`,
+    ]);
+    expect(wbps('ccc')).to.equal('8:0 4000\n');
+    // A container gone: its record goes, and nothing is said of it.
+    rmSync(join(dir, 'aaa'), { recursive: true });
+    const gone = sync().sync([wantDb(4000)], next.applied);
+    expect(gone.outcomes).to.deep.equal([]);
+    expect(gone.applied.map((a) => a.cgroup)).to.deep.equal([cgroup, `${cgroup}/bbb`, `${cgroup}/ccc`]);
+    const lifted = sync().sync([], gone.applied);
+    expect(results(lifted)).to.deep.equal(['db Lifted']);
+    expect(lifted.applied).to.deep.equal([]);
+    expect([wbps(''), wbps('bbb'), wbps('ccc')]).to.deep.equal(['', '8:0 1099511627776\n', '']);
+    for (const c of ['', 'bbb', 'ccc'])
+      expect(readFileSync(join(dir, c, V1_THROTTLE_FILES.wiops), 'utf8'), `${c || 'the pod'} wiops`).to.equal('');
+  });
+
+  it('v1: a record naming a path out of the pod (a forged report) is written neither on lift nor on step', () => {
+    const dir = v1Pod(DB, ['aaa']);
+    const outside = join(root, 'blkio', 'system.slice');
+    mkdirSync(outside, { recursive: true });
+    writeFileSync(join(outside, V1_THROTTLE_FILES.wbps), '8:0 1000\n');
+    const forged: AppliedIoLimit = {
+      podUid: DB,
+      device: '8:0',
+      version: 'v1',
+      cgroup: `kubepods/pod${DB}/../../system.slice`,
+      wanted: { wbps: 1000 },
+      written: { wbps: 1000 },
+      before: { wbps: 'max' },
+    };
+    expect(results(sync().sync([], [forged]))).to.deep.equal(['db LeftAsFound']);
+    const set = sync().sync([wantDb(4000)], [forged]);
+    expect(set.applied.map((a) => a.cgroup)).to.deep.equal([`kubepods/pod${DB}`, `kubepods/pod${DB}/aaa`]);
+    expect(readFileSync(join(outside, V1_THROTTLE_FILES.wbps), 'utf8')).to.equal('8:0 1000\n');
+    expect(readFileSync(join(dir, 'aaa', V1_THROTTLE_FILES.wbps), 'utf8')).to.equal('8:0 4000\n');
   });
 
   it('limits a pod on two devices apart, and lifts one while the other stays', () => {

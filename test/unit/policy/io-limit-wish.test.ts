@@ -57,6 +57,19 @@ describe('wishOf and readBack', () => {
         report({ applied: [applied({ wbps: 9 })] }),
         'Pending',
       ],
+      [
+        "v1: applied in the pod's cgroup, a container's still at the older limit",
+        report({ applied: [{ ...applied({ wbps: 9 }), cgroup: 'kubepods.slice/x/c1' }, applied(wish!.limit)] }),
+        'Pending',
+      ],
+      [
+        "v1: set in the pod's cgroup, failed in a container's (the failure said first)",
+        report({
+          results: [...said('Failed'), ...said('Set')],
+          applied: [applied(wish!.limit), { ...applied({}), cgroup: 'kubepods.slice/x/c1' }],
+        }),
+        'Failed',
+      ],
       ['refused: no --allow-io-limits', report({ allowed: false, results: said('Refused') }), 'Refused'],
       ['no cgroup of the pod on the node', report({ results: said('NoCgroup') }), 'NoCgroup'],
       ['a write failed', report({ results: said('Failed') }), 'Failed'],

@@ -233,9 +233,10 @@ async function awaitLift(
     if (waited >= deps.liftTimeoutMs) break;
     await deps.sleep(LIFT_POLL_MS);
   }
-  const pods = inForce.map((l) => step.pods[l.podUid] ?? `uid ${l.podUid}`).join(', ');
+  // One name a pod: on cgroup v1 a limit is in force in each of its cgroups.
+  const pods = [...new Set(inForce.map((l) => step.pods[l.podUid] ?? `uid ${l.podUid}`))];
   throw new Error(
-    `kept: its node's agent has not reported ${inForce.length} IO limit(s) lifted within ${Math.round(deps.liftTimeoutMs / 1000)} s (${pods}), and the SandboxHealth holds what their files held before (status.ioLimits.applied[].before). Is the agent running? Start it again (the chart's DaemonSet) and run cleanup again; or put those values back by hand and delete the SandboxHealth.`,
+    `kept: its node's agent has not reported the IO limits of ${pods.length} pod(s) lifted within ${Math.round(deps.liftTimeoutMs / 1000)} s (${pods.join(', ')}), and the SandboxHealth holds what their files held before (status.ioLimits.applied[].before). Is the agent running? Start it again (the chart's DaemonSet) and run cleanup again; or put those values back by hand and delete the SandboxHealth.`,
   );
 }
 

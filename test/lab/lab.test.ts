@@ -9,7 +9,9 @@ import {
   NODE_CONDITION_REASONS,
   toApiTime,
   VERSION,
+  type IoLimitReport,
   type SandboxHealthStatus,
+  type WantedIoLimitSpec,
 } from '../../src/api/v1alpha1/index.js';
 import { KubeActuator } from '../../src/kube/actuator.js';
 import type { RawObject } from '../../src/kube/informer.js';
@@ -247,6 +249,39 @@ const WRITER: V1Container = {
 };
 
 /**
+ * The writer's own cgroup (cgroup v1 blkio: its container's, below the pod's) in pod `uid`, relative to the hierarchy,
+ * and what it wrote on `device` so far (blkio.throttle.io_service_bytes, its own tasks only).
+ */
+async function writerOwnCgroup(uid: string, device: string): Promise<{ cgroup: string; written: number }> {
+  const pids = execFileSync('pgrep', ['-x', 'writer'], { encoding: 'utf8' }).trim().split('\n').map(Number);
+  for (const pid of pids) {
+    const cgroup = /^\d+:blkio:(\S+)$/m.exec(
+      await readFile(`/proc/${pid}/cgroup`, 'utf8').catch(() => ''),
+    )?.[1];
+    if (!cgroup?.includes(`/pod${uid}/`)) continue;
+    const text = await readFile(`/sys/fs/cgroup/blkio${cgroup}/blkio.throttle.io_service_bytes`, 'utf8');
+    const written = new RegExp(`^${device} Write (\\d+)$`, 'm').exec(text)?.[1];
+    return { cgroup, written: Number(written ?? 0) };
+  }
+  throw new Error(`no writer of pod ${uid} runs on this machine`);
+}
+
+const V1_WBPS = 'blkio.throttle.write_bps_device';
+
+/** The lab node's SandboxHealth: the limits the operator wants (spec) beside its status, the agent's report in it. */
+async function readHealthObject(): Promise<
+  | { spec?: { ioLimits?: WantedIoLimitSpec[] }; status?: SandboxHealthStatus & { ioLimits?: IoLimitReport } }
+  | undefined
+> {
+  const got = await kubectl(['get', 'sandboxhealth', NODE, '-o', 'json']);
+  return got.code === 0 ? JSON.parse(got.stdout) : undefined;
+}
+
+/** A cgroup v1 throttle file of a cgroup (relative to the blkio hierarchy), as the kernel holds it. */
+const throttleFile = (cgroup: string, file: string) =>
+  readFile(`/sys/fs/cgroup/blkio${cgroup}/${file}`, 'utf8');
+
+/**
  * The pod cgroup (cgroup v1 blkio) a pod's writer runs in, as this machine's /proc tells it, and the bytes written
  * on each device that its recursive counters show: what the agent reads, read here independently.
  */
@@ -319,6 +354,8 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
       '--include-loop-devices',
       '--cgroup-root=/sys/fs/cgroup',
       '--runtime-cgroup=sandbox-remediator-lab',
+      // Writing on: only a policy with limitIo (the culprit's limit mode) asks it to write anything.
+      '--allow-io-limits',
     ]);
   });
 
@@ -851,5 +888,152 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
       `culprit: ${culpritName} did ${consumer?.sharePercent}% of ${attribution.device}'s IO (the agent first measured ${named.consumer.sharePercent}%, ${((named.consumer.writeBytesPerSecond ?? 0) / 2 ** 20).toFixed(1)} MiB/s written), moved to ${moved!.spec?.nodeName}; from the incident's start: ${JSON.stringify(times)}`,
     );
     captured.culpritTimes = times;
+  });
+
+  it(`culprit, limitIo: the real pod's writes are capped in its container's cgroup by the agent, the stuck pod starts on ${NODE} with no pod moved, and the limit is lifted once its load ends, the file as it was`, async function () {
+    this.timeout(720_000);
+    const namespace = await createNamespace(cleanup, 'lab-limit');
+    const { pool, open } = await spareNodes(cleanup);
+    await applyPolicy(cleanup, uniqueName('lab-limit'), {
+      nodeSelector: LAB_AND_SPARE,
+      detection: { stuckThresholdSeconds: 30 },
+      ioPressure: { sustainSeconds: 5, recoverySeconds: 15, staleAfterSeconds: 10 },
+      // No eviction and no migration: the limit alone must let the stuck pod start.
+      remediation: {
+        cordon: true,
+        evictStuckPods: false,
+        limitIo: { sustainSeconds: 10, recoverySeconds: 15, cooldownSeconds: 600 },
+      },
+      safety: { maxUnhealthyNodes: 1, cooldownSeconds: 5 },
+    });
+    const culpritApp = uniqueName('culprit');
+    // Its load ends by itself after 150 s, the limit still on: what a lift waits for.
+    await createApp(cleanup, namespace, culpritApp, pool, { ...WRITER, args: ['-seconds=150'] });
+    const culprit = await eventually(
+      `${culpritApp}'s pod Running on ${NODE}`,
+      async () =>
+        (await podsOn(namespace, culpritApp)).find(
+          (p) => p.spec?.nodeName === NODE && p.status?.phase === 'Running',
+        ),
+      { timeoutMs: 90_000, intervalMs: 500 },
+    );
+    const culpritUid = culprit.metadata!.uid!;
+    const culpritName = `${namespace}/${culprit.metadata!.name!}`;
+    await incident('culprit', 240, culpritUid);
+    const incidentStart = Date.now();
+    const at: Record<string, number> = {};
+    const named = await eventually(
+      `the agent naming ${culpritName} as the Culprit of ${NODE}'s disk`,
+      async () => {
+        const attribution = (await getHealth(NODE))?.ioReading?.attribution;
+        const consumer = attribution?.consumers.find((c) => c.podUid === culpritUid);
+        return attribution?.deviceNumber && consumer?.role === 'Culprit'
+          ? { attribution, consumer }
+          : undefined;
+      },
+      { timeoutMs: 90_000, intervalMs: 1000 },
+    );
+    const device = named.attribution.deviceNumber!;
+    const writer = await writerOwnCgroup(culpritUid, device);
+    const wbps = V1_WBPS;
+    // What incident.sh set in the writer's own cgroup (its 1 TiB line on the lab disk): what a lift must put back.
+    const asFound = await throttleFile(writer.cgroup, wbps);
+    expect(asFound, `${wbps} of ${writer.cgroup} before any limit`).to.contain(`${device} ${2 ** 40}`);
+    log(
+      `${culpritName} named at ${named.consumer.sharePercent}% of ${named.attribution.device}; writer in ${writer.cgroup}`,
+    );
+
+    const stuckApp = uniqueName('app');
+    const first = await appOnLabNode(cleanup, namespace, stuckApp, pool);
+    await open();
+    const report = progressLog('limit', incidentStart, at);
+    // The limit the operator wants, the agent's report of it in force, and the kernel's file holding it.
+    const limited = await eventually(
+      `${culpritName} limited on ${device} in its container's own cgroup`,
+      async () => {
+        const health = await readHealthObject();
+        report(health?.status);
+        if (!at.failed && (await kubeletFailures(namespace, first.metadata!.name!)).length > 0)
+          at.failed = Date.now();
+        if (!at.cordoned && (await readNode(NODE)).spec?.unschedulable) at.cordoned = Date.now();
+        const wanted = health?.spec?.ioLimits?.find((l) => l.podUid === culpritUid && l.device === device);
+        const applied = health?.status?.ioLimits?.applied?.filter((a) => a.podUid === culpritUid) ?? [];
+        const own = applied.find((a) => a.cgroup === writer.cgroup.replace(/^\//, ''));
+        const file = await throttleFile(writer.cgroup, wbps);
+        const value = Number(new RegExp(`^${device} (\\d+)$`, 'm').exec(file)?.[1]);
+        return wanted?.limit.wbps && own && value < 2 ** 40 ? { wanted, applied, own, value } : undefined;
+      },
+      { timeoutMs: 300_000, intervalMs: 1000 },
+    );
+    at.limited = Date.now();
+    log(
+      `limited: wanted ${JSON.stringify(limited.wanted.limit)}; applied in ${limited.applied.map((a) => a.cgroup).join(', ')}; the file holds ${limited.value}`,
+    );
+    expect(at.failed, 'kubelet failed the stuck pod before the limit').to.not.equal(undefined);
+    // The pod's cgroup and each below it (the writer's container, the sandbox's), since v1 throttling is flat.
+    const podCgroup = writer.cgroup.replace(/^\//, '').split('/').slice(0, -1).join('/');
+    expect(limited.applied.map((a) => a.cgroup)).to.include(podCgroup);
+    expect(limited.applied.length).to.be.at.least(2);
+    expect(limited.own.before.wbps, 'the line incident.sh set, kept for the lift').to.equal(2 ** 40);
+    expect(limited.value).to.be.at.most(Number(limited.wanted.limit.wbps));
+
+    // The writer's real rate under the limit, from its cgroup's own counters over 10 s, once the writes it had in
+    // flight when the limit landed (32 of 1 MiB, past the throttle already) are done.
+    await new Promise((r) => setTimeout(r, 10_000));
+    const from = await writerOwnCgroup(culpritUid, device);
+    await new Promise((r) => setTimeout(r, 10_000));
+    const to = await writerOwnCgroup(culpritUid, device);
+    const rate = (to.written - from.written) / 10;
+    const measured = named.consumer.writeBytesPerSecond ?? 0;
+    log(
+      `the writer under the limit: ${(rate / 2 ** 20).toFixed(2)} MiB/s (measured before: ${(measured / 2 ** 20).toFixed(2)} MiB/s; limit now ${limited.value} B/s)`,
+    );
+    expect(rate, 'the writer held to the limit').to.be.at.most(limited.value * 1.25);
+    expect(rate, 'the writer slowed').to.be.below(measured);
+
+    // The stuck pod starts where it is: no pod evicted or moved, the culprit's UID the same.
+    const started = await eventually(
+      `the stuck pod Running on ${NODE} under the limit`,
+      async () => {
+        const pods = await podsOn(namespace, stuckApp);
+        report((await readHealthObject())?.status);
+        return pods.find((p) => p.metadata?.uid === first.metadata?.uid && p.status?.phase === 'Running');
+      },
+      { timeoutMs: 240_000, intervalMs: 1000 },
+    );
+    at.started = Date.now();
+    expect(started.spec?.nodeName).to.equal(NODE);
+    const culprits = await podsOn(namespace, culpritApp);
+    expect(culprits.map((p) => [p.metadata?.uid, p.spec?.nodeName])).to.deep.equal([[culpritUid, NODE]]);
+    const actions = (await getHealth(NODE))?.actions ?? [];
+    expect(
+      actions.filter((a) => a.kind === 'Evict' || a.kind === 'Migrate'),
+      'no pod moved',
+    ).to.deep.equal([]);
+    const events = (await kubectl(['describe', 'pod', '-n', namespace, culprit.metadata!.name!])).stdout;
+    expect(events).to.contain('IoLimited');
+
+    // Its load ends (-seconds=150): it wants no more than its limit, and the limit is lifted, each file as it was.
+    await eventually(
+      `${culpritName}'s limit lifted once its load ended`,
+      async () => {
+        const health = await readHealthObject();
+        report(health?.status);
+        const left = health?.status?.ioLimits?.applied?.some((a) => a.podUid === culpritUid);
+        return !left && !health?.spec?.ioLimits?.some((l) => l.podUid === culpritUid) ? true : undefined;
+      },
+      { timeoutMs: 300_000, intervalMs: 1000 },
+    );
+    at.lifted = Date.now();
+    expect(await throttleFile(writer.cgroup, wbps), `${wbps} of the writer's cgroup`).to.equal(asFound);
+    expect(await throttleFile(`/${podCgroup}`, wbps), `${wbps} of the pod's cgroup`).to.equal('');
+    const lifted = (await kubectl(['describe', 'pod', '-n', namespace, culprit.metadata!.name!])).stdout;
+    expect(lifted).to.contain('IoLimitLifted');
+    await incident('stop');
+    await nodeRestored(`${NODE} uncordoned after recovery`, 180_000);
+    const since = (t?: number) => (t === undefined ? 'never' : `${((t - incidentStart) / 1000).toFixed(1)}s`);
+    const times = Object.fromEntries(Object.entries(at).map(([k, t]) => [k, since(t)]));
+    log(`limit: from the incident's start: ${JSON.stringify(times)}`);
+    captured.limitTimes = times;
   });
 });

@@ -346,7 +346,9 @@ describe('runCleanup', () => {
   it('keeps a SandboxHealth whose agent does not report the lift in time, names the pods, and fails the run', async () => {
     const writer = new RecordingWriter();
     const reread = new Rereads();
-    reread.healths.set('n1', [answered({ name: 'n1', applied: [inForce] })]);
+    // On cgroup v1, in force in the pod's cgroup and its container's: one pod named.
+    const container = { ...inForce, cgroup: 'kubepods/poddb-uid/c1' };
+    reread.healths.set('n1', [answered({ name: 'n1', applied: [inForce, container] })]);
     const { outcome, lines, slept } = await run(
       { healths: [limitedHealth('30')], nodes: [aNode('n1').build()] },
       writer,
@@ -359,7 +361,7 @@ describe('runCleanup', () => {
     expect(slept).to.deep.equal([LIFT_POLL_MS, LIFT_POLL_MS, LIFT_POLL_MS]);
     expect(outcome.failed).to.equal(1);
     expect(lines.at(-1)).to.match(
-      /^Failed sandboxhealth\/n1: kept: its node's agent has not reported 1 IO limit\(s\) lifted within 6 s \(data\/db-0\).*Is the agent running\?/,
+      /^Failed sandboxhealth\/n1: kept: its node's agent has not reported the IO limits of 1 pod\(s\) lifted within 6 s \(data\/db-0\), and.*Is the agent running\?/,
     );
   });
 

@@ -241,12 +241,13 @@ function healthLine(health: SandboxHealthStatus | undefined): string {
  * The culprit's container: the lab's writer (hack/lab/writer), 32 O_DIRECT writes at a time into its root on the lab
  * disk once hack/lab/incident.sh culprit has set its budget and told it to start; it stops by itself.
  */
-const WRITER: V1Container = {
+const writerContainer = (seconds: number): V1Container => ({
   name: 'writer',
   image: 'sandbox-remediator.local/writer:lab',
   imagePullPolicy: 'Never',
-  args: ['-seconds=240'],
-};
+  args: [`-seconds=${seconds}`],
+});
+const WRITER = writerContainer(240);
 
 /**
  * The writer's own cgroup (cgroup v1 blkio: its container's, below the pod's) in pod `uid`, relative to the hierarchy,
@@ -268,13 +269,16 @@ async function writerOwnCgroup(uid: string, device: string): Promise<{ cgroup: s
 
 const V1_WBPS = 'blkio.throttle.write_bps_device';
 
-/** The lab node's SandboxHealth: the limits the operator wants (spec) beside its status, the agent's report in it. */
-async function readHealthObject(): Promise<
-  | { spec?: { ioLimits?: WantedIoLimitSpec[] }; status?: SandboxHealthStatus & { ioLimits?: IoLimitReport } }
-  | undefined
-> {
+/** A SandboxHealth as the IO limits read it: what the operator wants (spec) beside its status, the agent's report in it. */
+interface HealthObject {
+  spec?: { ioLimits?: WantedIoLimitSpec[] };
+  status?: SandboxHealthStatus & { ioLimits?: IoLimitReport };
+}
+
+/** The lab node's SandboxHealth, if any. */
+async function readHealthObject(): Promise<HealthObject | undefined> {
   const got = await kubectl(['get', 'sandboxhealth', NODE, '-o', 'json']);
-  return got.code === 0 ? JSON.parse(got.stdout) : undefined;
+  return got.code === 0 ? (JSON.parse(got.stdout) as HealthObject) : undefined;
 }
 
 /** A cgroup v1 throttle file of a cgroup (relative to the blkio hierarchy), as the kernel holds it. */
@@ -908,7 +912,7 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
     });
     const culpritApp = uniqueName('culprit');
     // Its load ends by itself after 150 s, the limit still on: what a lift waits for.
-    await createApp(cleanup, namespace, culpritApp, pool, { ...WRITER, args: ['-seconds=150'] });
+    await createApp(cleanup, namespace, culpritApp, pool, writerContainer(150));
     const culprit = await eventually(
       `${culpritApp}'s pod Running on ${NODE}`,
       async () =>

@@ -215,6 +215,6 @@ lab-down: ## Stop the real node and its control plane, and remove .lab/, its mou
 	hack/lab/down.sh
 
 .PHONY: test-lab
-test-lab: lab ## Not in make test (root, cgroup v1, a loop device, and kubelet's build): the chart's Pods on the real node (installed, the stall remediated in-cluster, uninstalled), then the operator against the real node's genuine failures, in the stall, io, culprit (a real pod's writes, named and moved) and delay modes
+test-lab: lab ## Not in make test (root, cgroup v1, a loop device, and kubelet's build): the chart's Pods on the real node (installed, the stall remediated in-cluster, uninstalled), then the operator against the real node's genuine failures, in the stall, io, culprit (a real pod's writes, named and moved; then limited in place, limitIo) and delay modes
 	hack/image/build.sh $(IMAGE) $(IMAGE_ARCHIVE)
 	hack/lab/exec.sh mocha --import=tsx --forbid-only --require test/integration/hooks.ts --timeout 600000 test/lab/in-cluster.test.ts test/lab/lab.test.ts

@@ -148,11 +148,12 @@ version: deps ## Move the release to VERSION (make version VERSION=x.y.z): packa
 ##@ Benchmarks
 
 .PHONY: bench
-bench: deps tools ## Detection latency, cache memory (vs client-node's informer), agent overhead (vs node_exporter), the agent's IO attribution cost (with vs --no-attribution at 100 and 1,000 pods, vs node_exporter; one read of 5,000), the sampler's thread reads (vs before), reconcile cost of one change (vs a full pass), API writes per node per minute (vs b9da2a8, needs the local cluster), the cost of one API request on kept-alive connections (vs client-node's connection per request) and TLS handshakes at rest; results in bench/results/, then the docs' figures rewritten from them
+bench: deps tools ## Detection latency, cache memory (vs client-node's informer), agent overhead (vs node_exporter), the agent's IO attribution cost (with vs --no-attribution at 100 and 1,000 pods, vs node_exporter; one read of 5,000), the agent keeping IO limits on 20 of 100 pods (vs none, needs the local cluster), the sampler's thread reads (vs before), reconcile cost of one change (vs a full pass), API writes per node per minute (vs b9da2a8, needs the local cluster), the cost of one API request on kept-alive connections (vs client-node's connection per request) and TLS handshakes at rest; results in bench/results/, then the docs' figures rewritten from them
 	tsx bench/detection-latency.ts --pods 50
 	tsx bench/cache-memory.ts --pods 5000
 	tsx bench/agent-overhead.ts --seconds 60
 	tsx bench/agent-attribution.ts --seconds 60
+	tsx bench/agent-io-limits.ts --seconds 60
 	tsx bench/sampler-threads.ts --rounds 300
 	tsx bench/reconcile-cost.ts --nodes 1000 --rounds 50
 	tsx bench/api-writes.ts --before b9da2a8

@@ -208,7 +208,7 @@ lab-install: lab ## The chart on the lab's real node: the image built here (make
 	hack/lab/install.sh
 
 .PHONY: lab-uninstall
-lab-uninstall: ## helm uninstall from the lab, and the README's cleanup (the CRDs)
+lab-uninstall: ## The README's uninstall in the lab: the operator scaled to 0, cleanup while the agent runs, helm uninstall, the CRDs
 	hack/lab/install.sh uninstall
 
 .PHONY: lab-down

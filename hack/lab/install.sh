@@ -21,12 +21,16 @@ kcn() { in_ns "$KUBECTL" --kubeconfig="$KUBECONFIG_FILE" "$@"; }
 kcn get node "$LAB_NODE" >/dev/null 2>&1 || die "no lab node $LAB_NODE: run make lab first"
 
 if [ "${1:-}" = uninstall ]; then
-  # The README's uninstall: the operator first, then what it did undone, then the CRDs (helm leaves them by design)
-  # and the namespace made before helm install.
-  helm_ uninstall "$RELEASE" -n "$NAMESPACE" --wait --timeout 3m || log "helm uninstall: nothing to remove"
-  if kcn get crd sandboxpolicies.sandbox.remediator.io >/dev/null 2>&1; then
-    (cd "$repo" && in_ns env KUBECONFIG="$KUBECONFIG_FILE" npx --no-install tsx src/main.ts cleanup --force >&2)
+  # The README's uninstall: the operator stopped first, then what it did undone while the agents still run (they lift
+  # IO limits), then the release, the CRDs (helm leaves them by design) and the namespace made before helm install.
+  if kcn get deployment "$RELEASE-operator" -n "$NAMESPACE" >/dev/null 2>&1; then
+    kcn scale deployment "$RELEASE-operator" -n "$NAMESPACE" --replicas=0 >&2
+    kcn wait pod -n "$NAMESPACE" -l app.kubernetes.io/component=operator --for=delete --timeout=120s >&2
   fi
+  if kcn get crd sandboxpolicies.sandbox.remediator.io >/dev/null 2>&1; then
+    (cd "$repo" && in_ns env KUBECONFIG="$KUBECONFIG_FILE" npx --no-install tsx src/main.ts cleanup >&2)
+  fi
+  helm_ uninstall "$RELEASE" -n "$NAMESPACE" --wait --timeout 3m || log "helm uninstall: nothing to remove"
   kcn delete -f "$repo/crds/" --ignore-not-found --wait >&2
   kcn delete namespace "$NAMESPACE" --ignore-not-found --wait >&2
   log "uninstalled"

@@ -54,7 +54,7 @@ export function leaderRefusal(lease: string, state: LeaderState & { held: true }
   return [
     `the operator's leader Lease ${lease} is held by ${state.holder} (${renewed}, lease ${state.durationSeconds} s):`,
     'an operator that leads would redo what cleanup undoes.',
-    'Stop it first (helm uninstall, or scale its Deployment to 0), wait until the Lease expires, then run cleanup again;',
+    'Stop it first (scale its Deployment to 0; the agents stay, to lift IO limits), wait until the Lease expires, then run cleanup again;',
     '--force runs it anyway.',
   ].join(' ');
 }

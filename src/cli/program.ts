@@ -265,8 +265,8 @@ function addCleanup(program: Command): void {
       'after',
       [
         '',
-        'It refuses while the leader Lease is renewed within its duration: stop the operator first (helm uninstall, or',
-        'scale its Deployment to 0); one that stops gracefully releases the Lease. A node is released exactly as the',
+        'It refuses while the leader Lease is renewed within its duration: stop the operator first (scale its Deployment',
+        'to 0, and leave the agents running: they lift the IO limits); one that stops gracefully releases the Lease. A node is released exactly as the',
         'operator releases it when its policy is deleted: only what our sandbox.remediator.io/ stamps record is undone,',
         "and a cordon, taint, condition, lease or gate of anyone else's stays. Every change is made on the version it was",
         'planned on; one that changed meanwhile is read and planned again. It prints a line for each change, then one',

@@ -1,8 +1,8 @@
 // `make test-lab`, as users run it: the chart installed on the lab's real node (hack/lab/install.sh, make
 // lab-install), the operator and the agent as Pods of the image built here, on the real kubelet, in the lab's network
 // namespace. The agent Pod reads the real node; the operator Pod holds the leader Lease, and remediates the genuine
-// stall (containerd's own IO slowed: hack/lab/incident.sh) by cordoning the real node, then undoes it; helm uninstall
-// and the README's cleanup leave nothing of ours. Runs before test/lab/lab.test.ts, whose operator is a process.
+// stall (containerd's own IO slowed: hack/lab/incident.sh) by cordoning the real node, then undoes it; the README's
+// uninstall (the operator scaled to 0, cleanup while the agent runs, helm uninstall) leaves nothing of ours. Runs before test/lab/lab.test.ts, whose operator is a process.
 import type { V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { execFileSync, spawn } from 'node:child_process';
@@ -252,7 +252,7 @@ describe('the chart on the real lab node (make lab-install): the operator and th
     );
   });
 
-  it('helm uninstall and the documented cleanup leave nothing of ours behind', async function () {
+  it("the README's uninstall (operator to 0, cleanup, helm uninstall) leaves nothing of ours behind", async function () {
     this.timeout(300_000);
     await script('hack/lab/install.sh', ['uninstall']);
     const leftovers: string[] = [];

@@ -70,7 +70,7 @@ describe('leaderState', () => {
     expect(text).to.equal(
       "the operator's leader Lease sandbox-remediator-system/sandbox-remediator-operator is held by operator-7f9c " +
         '(renewed 2 s ago, lease 15 s): an operator that leads would redo what cleanup undoes. Stop it first ' +
-        '(helm uninstall, or scale its Deployment to 0), wait until the Lease expires, then run cleanup again; ' +
+        '(scale its Deployment to 0; the agents stay, to lift IO limits), wait until the Lease expires, then run cleanup again; ' +
         '--force runs it anyway.',
     );
   });

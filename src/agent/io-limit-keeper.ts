@@ -10,8 +10,16 @@ import {
   type IoLimitReport,
   type IoLimitsAnswer,
 } from '../api/v1alpha1/index.js';
-import type { AppliedIoLimit, IoLimitOutcome, IoLimitSync, WantedIoLimit } from './io-limit-sync.js';
+import {
+  recordKey,
+  type AppliedIoLimit,
+  type IoLimitOutcome,
+  type IoLimitSync,
+  type WantedIoLimit,
+} from './io-limit-sync.js';
 import { IO_LIMIT_KEYS, type IoLimit } from './io-limits.js';
+
+const MAX_RESULT_MESSAGE = 1_024;
 
 /** Only the keys given (the API's optional keys may hold undefined; the files' never do). */
 function rates(limit: IoLimitRates): IoLimit {
@@ -78,8 +86,8 @@ export class IoLimitKeeper {
   private wantedCount = 0;
   /** What the last round that did anything did: a report says it until another round does something. */
   private results: IoLimitReport['results'];
-  /** The limits wanted by the round whose report ahead waits to be stored. */
-  private pending: WantedIoLimit[] | undefined;
+  /** The limits wanted by the round whose report ahead waits to be stored, and the records that report names. */
+  private pending: { wanted: WantedIoLimit[]; reported: Set<string> } | undefined;
 
   constructor(
     private readonly sync: Pick<IoLimitSync, 'sync' | 'ahead'>,
@@ -109,16 +117,18 @@ export class IoLimitKeeper {
     if (answer.wanted.length === 0 && this.applied.length === 0 && !this.reported) return { outcomes: [] };
     const wanted = answer.wanted.map((w) => ({ podUid: w.podUid, device: w.device, limit: rates(w.limit) }));
     const ahead = this.sync.ahead(wanted, this.applied);
-    if (!ahead) return this.carry(wanted);
-    this.pending = wanted;
+    // Nothing to set or step: nothing is written but in the records reported already (a cgroup that appeared since
+    // the look ahead waits for the next round's).
+    if (!ahead) return this.carry(wanted, new Set(this.applied.map(recordKey)));
+    this.pending = { wanted, reported: new Set(ahead.map(recordKey)) };
     return { ahead: this.reportOf(ahead) };
   }
 
   /** The round whose report ahead was stored: its writes, and the report of what they did. */
   carryOut(): IoLimitStep {
-    const wanted = this.pending;
+    const pending = this.pending;
     this.pending = undefined;
-    return wanted ? this.carry(wanted) : { outcomes: [] };
+    return pending ? this.carry(pending.wanted, pending.reported) : { outcomes: [] };
   }
 
   /** The report was written. */
@@ -126,10 +136,14 @@ export class IoLimitKeeper {
     this.reported = report;
   }
 
-  private carry(wanted: WantedIoLimit[]): IoLimitStep {
-    const { applied, outcomes } = this.sync.sync(wanted, this.applied ?? []);
+  private carry(wanted: WantedIoLimit[], reported: ReadonlySet<string>): IoLimitStep {
+    const { applied, outcomes } = this.sync.sync(wanted, this.applied ?? [], reported);
     this.applied = applied;
-    if (outcomes.length > 0) this.results = outcomes.slice(0, MAX_IO_LIMIT_RESULTS).map((o) => ({ ...o }));
+    // As many as the report holds, each message as long as it may be.
+    if (outcomes.length > 0)
+      this.results = outcomes
+        .slice(0, MAX_IO_LIMIT_RESULTS)
+        .map((o) => ({ ...o, message: o.message.slice(0, MAX_RESULT_MESSAGE) }));
     const report = this.reportOf(applied);
     return sameReport(this.reported, report) ? { outcomes } : { report, outcomes };
   }

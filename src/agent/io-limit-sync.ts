@@ -54,7 +54,8 @@ const sameRecord = (a: AppliedIoLimit, b: AppliedIoLimit) =>
 /** A limit's key: a pod may be limited on more than one device. */
 const limitKey = (limit: { podUid: string; device: string }) => `${limit.podUid} ${limit.device}`;
 /** A record's key: on v1 a limit is written in more than one cgroup. */
-const keyOf = (record: AppliedIoLimit) => `${limitKey(record)} ${record.cgroup}`;
+export const recordKey = (record: Pick<AppliedIoLimit, 'podUid' | 'device' | 'cgroup'>) =>
+  `${limitKey(record)} ${record.cgroup}`;
 
 const describe = (limit: IoLimit) =>
   Object.entries(limit)
@@ -65,10 +66,11 @@ const failure = (err: unknown) => (err instanceof Error ? err.message : String(e
 const isGone = (err: unknown): boolean =>
   (err as NodeJS.ErrnoException).code === 'ENOENT' || (err instanceof IoLimitWriteError && isGone(err.cause));
 
-/** Whether a record is of the pod's own cgroup on this node, or of one below it. */
+/** Whether a record is of the pod's own cgroup on this node, or on v1 of one below it. */
 function isPodsOwn(record: AppliedIoLimit, version: CgroupVersion, pod: string | undefined): boolean {
   if (record.version !== version || pod === undefined) return false;
   if (record.cgroup === pod) return true;
+  if (version !== 'v1') return false;
   const below = record.cgroup.startsWith(`${pod}/`) ? record.cgroup.slice(pod.length + 1).split('/') : [];
   return below.length > 0 && below.every((part) => part !== '' && part !== '.' && part !== '..');
 }
@@ -98,7 +100,7 @@ function limitCgroups(hierarchy: string, version: CgroupVersion, pod: string): s
 }
 
 /** One outcome of a kind for a pod's limit, however many cgroups it took. */
-function merged(outcomes: readonly IoLimitOutcome[]): IoLimitOutcome[] {
+function mergeByKind(outcomes: readonly IoLimitOutcome[]): IoLimitOutcome[] {
   const kinds = new Map<string, { outcome: IoLimitOutcome; more: number }>();
   for (const outcome of outcomes) {
     const kind = kinds.get(outcome.result);
@@ -110,7 +112,7 @@ function merged(outcomes: readonly IoLimitOutcome[]): IoLimitOutcome[] {
       ? outcome
       : {
           ...outcome,
-          message: `${outcome.message}; the same in ${more} cgroup(s) below the pod's (blkio.throttle binds only its own cgroup's tasks on v1)`,
+          message: `${outcome.message}; the same in ${more} other cgroup(s) of the pod (on v1 blkio.throttle binds only its own cgroup's tasks)`,
         },
   );
 }
@@ -134,14 +136,14 @@ export class IoLimitSync {
   ahead(wanted: readonly WantedIoLimit[], applied: readonly AppliedIoLimit[]): AppliedIoLimit[] | undefined {
     if (!this.allowed) return undefined;
     const planned = new IoLimitSync(this.root, true, this.limiter.dry()).sync(wanted, applied).applied;
-    const records = new Map(applied.map((a) => [keyOf(a), a]));
+    const records = new Map(applied.map((a) => [recordKey(a), a]));
     let changes = false;
     for (const next of planned) {
-      const was = records.get(keyOf(next));
+      const was = records.get(recordKey(next));
       if (was && sameRecord(was, next)) continue;
       changes = true;
       records.set(
-        keyOf(next),
+        recordKey(next),
         was
           ? {
               ...next,
@@ -154,8 +156,16 @@ export class IoLimitSync {
     return changes ? [...records.values()] : undefined;
   }
 
-  /** One round: lifts what is no longer wanted, then sets or steps what is; the limits applied after it. */
-  sync(wanted: readonly WantedIoLimit[], applied: readonly AppliedIoLimit[]): IoLimitSyncResult {
+  /**
+   * One round: lifts what is no longer wanted, then sets or steps what is; the limits applied after it. With
+   * `reported`, the keys of the records a stored report names, a limit is set only in a cgroup among them: one that
+   * appeared since that report (a container started) waits for the next round's report ahead.
+   */
+  sync(
+    wanted: readonly WantedIoLimit[],
+    applied: readonly AppliedIoLimit[],
+    reported?: ReadonlySet<string>,
+  ): IoLimitSyncResult {
     const outcomes: IoLimitOutcome[] = [];
     const byKey = new Map(wanted.map((w) => [limitKey(w), w])); // the last of a pod's device wanted twice
     const after: AppliedIoLimit[] = [];
@@ -168,12 +178,12 @@ export class IoLimitSync {
     for (const records of unwanted.values()) {
       const said: IoLimitOutcome[] = [];
       for (const record of records) this.lift(record, after, said);
-      outcomes.push(...merged(said));
+      outcomes.push(...mergeByKind(said));
     }
     for (const want of byKey.values()) {
       const records = previous.get(limitKey(want)) ?? [];
       const unchanged = records.length > 0 && records.every((r) => sameLimit(r.wanted, want.limit));
-      if (this.allowed) this.apply(want, records, unchanged, after, outcomes);
+      if (this.allowed) this.apply(want, records, { unchanged, reported }, after, outcomes);
       else {
         after.push(...records);
         if (!unchanged)
@@ -191,18 +201,22 @@ export class IoLimitSync {
   private apply(
     want: WantedIoLimit,
     records: readonly AppliedIoLimit[],
-    unchanged: boolean,
+    { unchanged, reported }: { unchanged: boolean; reported: ReadonlySet<string> | undefined },
     after: AppliedIoLimit[],
     outcomes: IoLimitOutcome[],
   ): void {
-    const { podUid } = want;
+    const { podUid, device } = want;
     const tree = ioHierarchy(this.root);
     // Always the pod's own cgroups on this node, never a path a report names.
     const pod = tree && findPodCgroup(tree.hierarchy, podUid);
     if (!tree || !pod) {
       after.push(...records);
       if (!unchanged)
-        outcomes.push({ podUid, result: 'NoCgroup', message: `no cgroup of pod ${podUid} under ${this.root}` });
+        outcomes.push({
+          podUid,
+          result: 'NoCgroup',
+          message: `no cgroup of pod ${podUid} under ${this.root}`,
+        });
       return;
     }
     // A record naming a cgroup that is not the pod's own is not carried on (a forged report read back).
@@ -214,13 +228,14 @@ export class IoLimitSync {
     for (const cgroup of cgroups) {
       const record = own.get(cgroup);
       if (record && sameLimit(record.wanted, want.limit)) after.push(record);
+      else if (!record && reported && !reported.has(recordKey({ podUid, device, cgroup }))) continue;
       else {
         const outcome = this.applyIn(want, tree.hierarchy, tree.version, cgroup, record, after);
         // A container's cgroup gone since it was listed: the container went, not the pod.
         if (outcome.result !== 'PodGone' || cgroup === pod) said.push(outcome);
       }
     }
-    outcomes.push(...merged(said));
+    outcomes.push(...mergeByKind(said));
   }
 
   private applyIn(
@@ -245,6 +260,10 @@ export class IoLimitSync {
       if (err instanceof IoLimitWriteError && Object.keys(err.record.written).length > 0)
         after.push({ ...err.record, podUid, version, cgroup, wanted: {} });
       else if (record) after.push(record);
+      // A first write that landed nothing: a record of nothing (a lift puts nothing back), so that the limit does not
+      // read as applied while this cgroup, perhaps the one whose tasks do the IO, is not limited.
+      else if (!isGone(err))
+        after.push({ podUid, device: want.device, version, cgroup, wanted: {}, written: {}, before: {} });
       return { podUid, result: isGone(err) ? 'PodGone' : 'Failed', message: failure(err) };
     }
   }

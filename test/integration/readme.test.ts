@@ -131,11 +131,12 @@ describe("the README's install, first policy and uninstall, run as written", fun
     expect(blocks[1]).to.contain('sandboxpolicy-first.yaml');
     // The operator stopped first, cleanup while the chart (and its agents, which lift IO limits) still runs.
     const uninstall = blocks[2]!;
-    expect(uninstall.indexOf('--replicas=0')).to.be.within(
-      0,
-      uninstall.indexOf('sandbox-remediator cleanup'),
+    const at = ['--replicas=0', 'kubectl wait pod', 'sandbox-remediator cleanup', 'helm uninstall'].map(
+      (step) => uninstall.indexOf(step),
     );
-    expect(uninstall.indexOf('sandbox-remediator cleanup')).to.be.below(uninstall.indexOf('helm uninstall'));
+    expect(at.every((i) => i >= 0) && at.every((i, n) => n === 0 || i > at[n - 1]!), at.join(' ')).to.equal(
+      true,
+    );
   });
 
   it('installs with the chart, and the operator runs with what the chart grants', async () => {

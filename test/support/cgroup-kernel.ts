@@ -29,7 +29,7 @@ export class CgroupKernel implements CgroupFiles {
   /** Every write, as "file line" (the file's name only). */
   readonly writes: string[] = [];
   /** A write this says true of fails with EIO before it changes anything (a fault to inject). */
-  failing: (file: string, line: string) => boolean = () => false;
+  failing: (file: string, line: string, path: string) => boolean = () => false;
 
   read(path: string): string {
     return readFileSync(path, 'utf8');
@@ -39,7 +39,7 @@ export class CgroupKernel implements CgroupFiles {
     if (!/^[^\n]*\n?$/.test(line)) throw new Error(`one line a write, not ${JSON.stringify(line)}`);
     const file = basename(path);
     const text = readFileSync(path, 'utf8'); // ENOENT when the cgroup is gone
-    if (this.failing(file, line)) throw Object.assign(new Error(`EIO: write ${file}`), { code: 'EIO' });
+    if (this.failing(file, line, path)) throw Object.assign(new Error(`EIO: write ${file}`), { code: 'EIO' });
     this.writes.push(`${file} ${line.trimEnd()}`);
     const [device, ...pairs] = line.trim().split(' ');
     if (!device || pairs.length === 0) throw new Error(`EINVAL: ${JSON.stringify(line)}`);

@@ -13,6 +13,11 @@ export const MAX_IO_LIMITS_PER_NODE = 20;
  * blkio.throttle binds only the tasks of its own cgroup there.
  */
 export const MAX_CGROUPS_PER_LIMIT = 8;
+/**
+ * The records a report holds at most: a report ahead names the limits in force and those about to be set, so twice the
+ * most a node's wish can put in force.
+ */
+export const MAX_APPLIED_IO_LIMITS = MAX_IO_LIMITS_PER_NODE * MAX_CGROUPS_PER_LIMIT * 2;
 /** A round's results at most: the agent keeps the first so many. */
 export const MAX_IO_LIMIT_RESULTS = MAX_IO_LIMITS_PER_NODE * 4;
 
@@ -129,7 +134,7 @@ export const IoLimitReportSchema = z
       .describe('When the agent last brought the cgroups to spec.ioLimits (RFC 3339).'),
     applied: z
       .array(AppliedIoLimitSchema)
-      .max(MAX_IO_LIMITS_PER_NODE * MAX_CGROUPS_PER_LIMIT)
+      .max(MAX_APPLIED_IO_LIMITS)
       .optional()
       .meta({ [K8S_LIST_TYPE]: 'map', [K8S_LIST_MAP_KEYS]: ['podUid', 'device', 'cgroup'] })
       .describe('The limits in force that the agent wrote.'),

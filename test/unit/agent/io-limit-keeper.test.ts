@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import type { IoLimitReport, IoLimitsAnswer, WantedIoLimitSpec } from '../../../src/api/v1alpha1/index.js';
 import { IoLimitKeeper } from '../../../src/agent/io-limit-keeper.js';
 import { IoLimitSync } from '../../../src/agent/io-limit-sync.js';
-import { IoLimiter } from '../../../src/agent/io-limits.js';
+import { IoLimiter, V1_THROTTLE_FILES } from '../../../src/agent/io-limits.js';
 import { CgroupKernel } from '../../support/cgroup-kernel.js';
 
 const DB = '0b1e7c1a-1111-4000-8000-000000000001';
@@ -154,5 +154,50 @@ describe('IoLimitKeeper', () => {
     const lifted = settle(keeper(), { wanted: [], report: stored(step) });
     expect(lifted.outcomes.map((o) => o.result)).to.deep.equal(['Lifted']);
     expect(readFileSync(ioMax, 'utf8')).to.equal(OTHERS);
+  });
+});
+
+describe('IoLimitKeeper on cgroup v1, where a limit goes in each container cgroup', () => {
+  let root: string;
+  let pod: string;
+  beforeEach(() => {
+    root = mkdtempSync(join(tmpdir(), 'io-limit-keeper-v1-'));
+    pod = join(root, 'blkio', 'kubepods', `pod${DB}`);
+    cgroupAt(pod);
+  });
+  afterEach(() => {
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  function cgroupAt(dir: string): void {
+    mkdirSync(dir, { recursive: true });
+    for (const file of Object.values(V1_THROTTLE_FILES)) writeFileSync(join(dir, file), '');
+  }
+  const wbpsOf = (dir: string) => readFileSync(join(dir, V1_THROTTLE_FILES.wbps), 'utf8');
+
+  it('writes no cgroup its stored report does not name: a container started after the report ahead waits for the next', () => {
+    const k = new IoLimitKeeper(
+      new IoLimitSync(root, true, new IoLimiter(new CgroupKernel())),
+      true,
+      () => NOW,
+    );
+    const first = k.round({ wanted: [wanted(4000)] });
+    expect(first.ahead?.applied?.map((a) => a.cgroup)).to.deep.equal([`kubepods/pod${DB}`]);
+    // Between the report ahead and its writes, a container starts.
+    cgroupAt(join(pod, 'late'));
+    k.written(first.ahead!);
+    const done = k.carryOut();
+    if (done.ahead || !done.report) throw new Error('the round wrote no report of what it did');
+    expect(wbpsOf(pod)).to.equal('8:0 4000\n');
+    expect(wbpsOf(join(pod, 'late')), 'not in the stored report: not written').to.equal('');
+    k.written(done.report);
+    const next = k.round({
+      wanted: [wanted(4000)],
+      report: JSON.parse(JSON.stringify(done.report)) as IoLimitReport,
+    });
+    expect(next.ahead?.applied?.map((a) => a.cgroup)).to.include(`kubepods/pod${DB}/late`);
+    k.written(next.ahead!);
+    k.carryOut();
+    expect(wbpsOf(join(pod, 'late'))).to.equal('8:0 4000\n');
   });
 });

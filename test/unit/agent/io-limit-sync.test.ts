@@ -3,7 +3,7 @@
 // without --allow-io-limits, or for a pod whose cgroup is not on this node.
 import { expect } from 'chai';
 import fc from 'fast-check';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -56,7 +56,10 @@ describe('IoLimitSync', () => {
     for (const cgroup of ['', ...containers]) {
       mkdirSync(join(dir, cgroup), { recursive: true });
       for (const file of Object.values(V1_THROTTLE_FILES))
-        writeFileSync(join(dir, cgroup, file), cgroup && file === V1_THROTTLE_FILES.wbps ? containerWbps : '');
+        writeFileSync(
+          join(dir, cgroup, file),
+          cgroup && file === V1_THROTTLE_FILES.wbps ? containerWbps : '',
+        );
     }
     return dir;
   }
@@ -182,7 +185,7 @@ describe('IoLimitSync', () => {
     const wbps = (cgroup: string) => readFileSync(join(dir, cgroup, V1_THROTTLE_FILES.wbps), 'utf8');
     const set = sync().sync([wantDb(4000)], []);
     expect(results(set)).to.deep.equal(['db Set']);
-    expect(set.outcomes[0]!.message).to.match(/; the same in 2 cgroup\(s\) below the pod's/);
+    expect(set.outcomes[0]!.message).to.match(/; the same in 2 other cgroup\(s\) of the pod/);
     const cgroup = `kubepods/pod${DB}`;
     expect(set.applied.map((a) => a.cgroup)).to.deep.equal([cgroup, `${cgroup}/aaa`, `${cgroup}/bbb`]);
     for (const c of ['', 'aaa', 'bbb']) expect(wbps(c), c || 'the pod').to.equal('8:0 4000\n');
@@ -208,7 +211,41 @@ describe('IoLimitSync', () => {
     expect(lifted.applied).to.deep.equal([]);
     expect([wbps(''), wbps('bbb'), wbps('ccc')]).to.deep.equal(['', '8:0 1099511627776\n', '']);
     for (const c of ['', 'bbb', 'ccc'])
-      expect(readFileSync(join(dir, c, V1_THROTTLE_FILES.wiops), 'utf8'), `${c || 'the pod'} wiops`).to.equal('');
+      expect(readFileSync(join(dir, c, V1_THROTTLE_FILES.wiops), 'utf8'), `${c || 'the pod'} wiops`).to.equal(
+        '',
+      );
+  });
+
+  it("v1: a container's cgroup that no stored report names yet is not written this round, but on the next", () => {
+    const dir = v1Pod(DB, ['aaa']);
+    const cgroup = `kubepods/pod${DB}`;
+    // The report ahead named the pod's cgroup and aaa; bbb appeared after it.
+    const reported = new Set([`${DB} 8:0 ${cgroup}`, `${DB} 8:0 ${cgroup}/aaa`]);
+    mkdirSync(join(dir, 'bbb'));
+    for (const file of Object.values(V1_THROTTLE_FILES)) writeFileSync(join(dir, 'bbb', file), '');
+    const first = sync().sync([wantDb(4000)], [], reported);
+    expect(first.applied.map((a) => a.cgroup)).to.deep.equal([cgroup, `${cgroup}/aaa`]);
+    expect(readFileSync(join(dir, 'bbb', V1_THROTTLE_FILES.wbps), 'utf8')).to.equal('');
+    const next = sync().sync([wantDb(4000)], first.applied);
+    expect(next.applied.map((a) => a.cgroup)).to.include(`${cgroup}/bbb`);
+    expect(readFileSync(join(dir, 'bbb', V1_THROTTLE_FILES.wbps), 'utf8')).to.equal('8:0 4000\n');
+  });
+
+  it("v1: a container's cgroup whose first write lands nothing keeps the limit from reading as applied, and is set next round", () => {
+    const dir = v1Pod(DB, ['aaa']);
+    kernel.failing = (_file, _line, path) => path.includes('/aaa/');
+    const failed = sync().sync([wantDb(4000)], []);
+    expect(results(failed)).to.deep.equal(['db Set', 'db Failed']);
+    const marker = failed.applied.find((a) => a.cgroup.endsWith('/aaa'));
+    expect(marker, 'a record of nothing for aaa').to.deep.include({ written: {}, before: {}, wanted: {} });
+    kernel.failing = () => false;
+    const set = sync().sync([wantDb(4000)], failed.applied);
+    expect(results(set)).to.deep.equal(['db Stepped']);
+    expect(readFileSync(join(dir, 'aaa', V1_THROTTLE_FILES.wbps), 'utf8')).to.equal('8:0 4000\n');
+    expect(results(sync().sync([], set.applied))).to.deep.equal(['db Lifted']);
+    for (const c of ['', 'aaa'])
+      for (const file of Object.values(V1_THROTTLE_FILES))
+        expect(readFileSync(join(dir, c, file), 'utf8'), `${c} ${file}`).to.equal('');
   });
 
   it('v1: a record naming a path out of the pod (a forged report) is written neither on lift nor on step', () => {
@@ -284,6 +321,66 @@ describe('IoLimitSync', () => {
     writeFileSync(join(dirs[DB]!, 'io.max'), good);
     expect(results(sync().sync([], failed.applied))).to.deep.equal(['db Lifted']);
     expect(ioMax(dirs[DB]!)).to.equal(OTHERS);
+  });
+
+  it('property, v1: containers starting and going between rounds, writes failing among them, wanting none puts every file back byte for byte', () => {
+    const SOMEONES = '8:0 1099511627776\n';
+    fc.assert(
+      fc.property(
+        fc.array(
+          fc.record({
+            want: fc.array(
+              fc.record({ podUid: fc.constantFrom(...UIDS), wbps: fc.integer({ min: 1, max: 9000 }) }),
+              {
+                maxLength: 2,
+              },
+            ),
+            // The containers each pod has this round (a, b, c), each with someone's line in its wbps file.
+            containers: fc.subarray(['a', 'b', 'c']),
+          }),
+          { minLength: 1, maxLength: 5 },
+        ),
+        fc.array(fc.boolean(), { maxLength: 40 }),
+        (rounds, faults) => {
+          rmSync(root, { recursive: true, force: true });
+          mkdirSync(root);
+          const dirs = Object.fromEntries(UIDS.map((uid) => [uid, v1Pod(uid)]));
+          let write = 0;
+          kernel.failing = () => faults[write++] === true;
+          let applied: AppliedIoLimit[] = [];
+          for (const round of rounds) {
+            for (const uid of UIDS)
+              for (const c of ['a', 'b', 'c']) {
+                const there = join(dirs[uid]!, c);
+                if (round.containers.includes(c) && !existsSync(there)) {
+                  mkdirSync(there);
+                  for (const file of Object.values(V1_THROTTLE_FILES))
+                    writeFileSync(join(there, file), file === V1_THROTTLE_FILES.wbps ? SOMEONES : '');
+                } else if (!round.containers.includes(c)) rmSync(there, { recursive: true, force: true });
+              }
+            const wanted = round.want.map(({ podUid, wbps }) => ({
+              podUid,
+              device: '8:0',
+              limit: { wbps, wiops: 100 },
+            }));
+            applied = sync().sync(wanted, applied).applied;
+          }
+          kernel.failing = () => false;
+          const last = sync().sync([], applied);
+          expect(last.applied).to.deep.equal([]);
+          for (const uid of UIDS) {
+            for (const file of Object.values(V1_THROTTLE_FILES))
+              expect(readFileSync(join(dirs[uid]!, file), 'utf8'), `the pod's ${file}`).to.equal('');
+            for (const c of ['a', 'b', 'c'].filter((c) => existsSync(join(dirs[uid]!, c))))
+              for (const file of Object.values(V1_THROTTLE_FILES))
+                expect(readFileSync(join(dirs[uid]!, c, file), 'utf8'), `${c}'s ${file}`).to.equal(
+                  file === V1_THROTTLE_FILES.wbps ? SOMEONES : '',
+                );
+          }
+        },
+      ),
+      { numRuns: 150 },
+    );
   });
 
   it('property: after any rounds of wanted limits, writes failing among them, wanting none puts every file back byte for byte', () => {

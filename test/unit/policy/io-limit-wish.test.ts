@@ -59,13 +59,23 @@ describe('wishOf and readBack', () => {
       ],
       [
         "v1: applied in the pod's cgroup, a container's still at the older limit",
-        report({ applied: [{ ...applied({ wbps: 9 }), cgroup: 'kubepods.slice/x/c1' }, applied(wish!.limit)] }),
+        report({
+          applied: [{ ...applied({ wbps: 9 }), cgroup: 'kubepods.slice/x/c1' }, applied(wish!.limit)],
+        }),
         'Pending',
       ],
       [
         "v1: set in the pod's cgroup, failed in a container's (the failure said first)",
         report({
           results: [...said('Failed'), ...said('Set')],
+          applied: [applied(wish!.limit), { ...applied({}), cgroup: 'kubepods.slice/x/c1' }],
+        }),
+        'Failed',
+      ],
+      [
+        "v1: set in the pod's cgroup, failed in a container's (the failure said last, as the agent orders them)",
+        report({
+          results: [...said('Set'), ...said('Failed')],
           applied: [applied(wish!.limit), { ...applied({}), cgroup: 'kubepods.slice/x/c1' }],
         }),
         'Failed',

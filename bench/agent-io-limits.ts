@@ -6,12 +6,13 @@
 // The agents publish to a real apiserver (make cluster-up; the CRDs applied here): the wish is the limited agent's
 // SandboxHealth spec.ioLimits, written here as the operator writes it, and the agent reads it from the answer to
 // each publish, writes the limits into its tree's blkio.throttle files and reports them in status.ioLimits, as
-// deployed. Every agent reads a crafted cgroup v1 tree of 100 pods of its own (crafted-io-node.ts: the load's
+// deployed. Every agent reads a crafted cgroup v1 tree of 100 pods of its own, each with three containers' cgroups
+// below it, so a limit is four records (crafted-io-node.ts: the load's
 // counters advance every second, the disk's PSI reads as load, so every agent publishes on its short heartbeat), in
 // /dev/shm: the files are regular files, so the figures are the agent's work, not the kernel's throttling. The
 // window starts once the agent reports every limit applied: it measures limits kept in force, their steady state.
 //
-//   npx tsx bench/agent-io-limits.ts [--seconds 60]      (make bench-agent-io-limits brings the cluster up first)
+//   npx tsx bench/agent-io-limits.ts [--seconds 60]      (in make bench; make cluster-up first)
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism, release } from 'node:os';
 import { join } from 'node:path';
@@ -39,6 +40,10 @@ if (!(SECONDS > 0)) {
 }
 const PODS = 100;
 const LIMITED = MAX_IO_LIMITS_PER_NODE;
+/** Containers below each pod's cgroup, as kubelet makes them on v1: the sandbox's and two of the pod's. */
+const CONTAINERS = ['sandbox', 'app', 'sidecar'];
+/** A limit's records on v1 (its throttling is flat): the pod's cgroup and each container's. */
+const RECORDS = LIMITED * (1 + CONTAINERS.length);
 const DEVICE = `${DISK.major}:${DISK.minor}`;
 /** Each agent: its node (and SandboxHealth) name, and whether it keeps limits. */
 const AGENTS = {
@@ -57,14 +62,20 @@ async function run(args: string[], input?: string): Promise<string> {
   return result.stdout;
 }
 
-/** Empty blkio.throttle files in every pod's cgroup of a crafted v1 tree (the crafted tree has only the counters). */
+/**
+ * Empty blkio.throttle files in every pod's cgroup of a crafted v1 tree (the crafted tree has only the counters), and
+ * the containers' cgroups below each with theirs; the pods found.
+ */
 function addThrottleFiles(dir: string): number {
   let pods = 0;
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     if (!entry.isDirectory()) continue;
     const path = join(dir, entry.name);
     if (/^pod[0-9a-f-]{36}$/.test(entry.name)) {
-      for (const file of Object.values(V1_THROTTLE_FILES)) writeFileSync(join(path, file), '');
+      for (const cgroup of ['', ...CONTAINERS]) {
+        mkdirSync(join(path, cgroup), { recursive: true });
+        for (const file of Object.values(V1_THROTTLE_FILES)) writeFileSync(join(path, cgroup, file), '');
+      }
       pods++;
     } else pods += addThrottleFiles(path);
   }
@@ -144,10 +155,10 @@ try {
   let report: IoLimitReport | undefined;
   for (let waited = 0; ; waited += 1000) {
     report = await readReport(AGENTS.limitsOn.node);
-    if ((report?.applied?.length ?? 0) === LIMITED) break;
+    if ((report?.applied?.length ?? 0) === RECORDS) break;
     if (waited > 60_000)
       throw new Error(
-        `the agent reported ${report?.applied?.length ?? 0} of ${LIMITED} limits applied: ${JSON.stringify(report?.results)}`,
+        `the agent reported ${report?.applied?.length ?? 0} of ${RECORDS} records applied: ${JSON.stringify(report?.results)}`,
       );
     await sleep(1000);
   }
@@ -158,7 +169,7 @@ try {
   console.log(`${LIMITED} limits in force; measuring ${SECONDS} s`);
   const window = await processes.measure(SECONDS);
   const after = await readReport(AGENTS.limitsOn.node);
-  if ((after?.applied?.length ?? 0) !== LIMITED)
+  if ((after?.applied?.length ?? 0) !== RECORDS)
     throw new Error(`limits left after the window: ${JSON.stringify(after)}`);
 
   const measured = (name: string): Measured => {
@@ -188,7 +199,14 @@ try {
     loadAverage: readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).map(Number),
     nodeOptions,
     windowSeconds: window.seconds,
-    crafted: { layout: 'cgroup v1, cgroupfs driver', pods: PODS, limited: LIMITED, device: DEVICE },
+    crafted: {
+      layout: 'cgroup v1, cgroupfs driver',
+      pods: PODS,
+      containersPerPod: CONTAINERS.length,
+      limited: LIMITED,
+      cgroupsLimited: RECORDS,
+      device: DEVICE,
+    },
     limitsOn: on,
     limitsOff: off,
     limitsOffTwin: twin,

@@ -18,7 +18,7 @@ import type { RawObject } from '../../src/kube/informer.js';
 import { nodeView } from '../../src/kube/views.js';
 import { expect } from 'chai';
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { AgentProcess } from '../support/agent-process.js';
@@ -268,6 +268,12 @@ async function writerOwnCgroup(uid: string, device: string): Promise<{ cgroup: s
 }
 
 const V1_WBPS = 'blkio.throttle.write_bps_device';
+const V1_LIMIT_FILES = [
+  'blkio.throttle.read_bps_device',
+  V1_WBPS,
+  'blkio.throttle.read_iops_device',
+  'blkio.throttle.write_iops_device',
+];
 
 /** A SandboxHealth as the IO limits read it: what the operator wants (spec) beside its status, the agent's report in it. */
 interface HealthObject {
@@ -279,6 +285,17 @@ interface HealthObject {
 async function readHealthObject(): Promise<HealthObject | undefined> {
   const got = await kubectl(['get', 'sandboxhealth', NODE, '-o', 'json']);
   return got.code === 0 ? (JSON.parse(got.stdout) as HealthObject) : undefined;
+}
+
+/** The four blkio.throttle limit files of cgroup `dir` (relative to the blkio hierarchy) and each below it, by path. */
+async function throttleFiles(dir: string): Promise<Record<string, string>> {
+  const files: Record<string, string> = {};
+  const below = (await readdir(`/sys/fs/cgroup/blkio${dir}`, { withFileTypes: true }))
+    .filter((e) => e.isDirectory())
+    .map((e) => `${dir}/${e.name}`);
+  for (const cgroup of [dir, ...below])
+    for (const file of V1_LIMIT_FILES) files[`${cgroup}/${file}`] = await throttleFile(cgroup, file);
+  return files;
 }
 
 /** What the writer of pod `uid` wrote on `device` per second over the next `seconds`, by its own cgroup's counters. */
@@ -903,7 +920,7 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
   });
 
   it(`culprit, limitIo: the real pod's writes are capped in its container's cgroup by the agent, the stuck pod starts on ${NODE} with no pod moved, and the limit is lifted once its load ends, the file as it was`, async function () {
-    this.timeout(720_000);
+    this.timeout(1_200_000); // the waits below add up to 1,140 s at most
     const namespace = await createNamespace(cleanup, 'lab-limit');
     const { pool, open } = await spareNodes(cleanup);
     await applyPolicy(cleanup, uniqueName('lab-limit'), {
@@ -951,6 +968,10 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
     // What incident.sh set in the writer's own cgroup (its 1 TiB line on the lab disk): what a lift must put back.
     const asFound = await throttleFile(writer.cgroup, wbps);
     expect(asFound, `${wbps} of ${writer.cgroup} before any limit`).to.contain(`${device} ${2 ** 40}`);
+    // Every throttle file of the pod's cgroup and of each below it (the writer's, the sandbox's): what a lift puts back.
+    const podDir = writer.cgroup.split('/').slice(0, -1).join('/');
+    const filesAsFound = await throttleFiles(podDir);
+    expect(Object.keys(filesAsFound)).to.have.length.of.at.least(12);
     // Its own pace before any limit, from its cgroup's counters, once it is under way (the agent names it early).
     await new Promise((r) => setTimeout(r, 5_000));
     const unlimited = await writerRate(culpritUid, device, 5);
@@ -1037,7 +1058,9 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
     );
     at.lifted = Date.now();
     expect(await throttleFile(writer.cgroup, wbps), `${wbps} of the writer's cgroup`).to.equal(asFound);
-    expect(await throttleFile(`/${podCgroup}`, wbps), `${wbps} of the pod's cgroup`).to.equal('');
+    expect(await throttleFiles(podDir), 'every throttle file of the pod, as found').to.deep.equal(
+      filesAsFound,
+    );
     const lifted = (await kubectl(['describe', 'pod', '-n', namespace, culprit.metadata!.name!])).stdout;
     expect(lifted).to.contain('IoLimitLifted');
     await incident('stop');

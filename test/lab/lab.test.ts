@@ -298,6 +298,20 @@ async function throttleFiles(dir: string): Promise<Record<string, string>> {
   return files;
 }
 
+/** The agent's own attribution once it names pod `uid` the Culprit of the lab node's disk: the disk, and its share. */
+const culpritNamed = (uid: string, name: string) =>
+  eventually(
+    `the agent naming ${name} as the Culprit of ${NODE}'s disk`,
+    async () => {
+      const attribution = (await getHealth(NODE))?.ioReading?.attribution;
+      const consumer = attribution?.consumers.find((c) => c.podUid === uid);
+      return attribution?.deviceNumber && consumer?.role === 'Culprit'
+        ? { attribution, consumer }
+        : undefined;
+    },
+    { timeoutMs: 90_000, intervalMs: 1000 },
+  );
+
 /** What the writer of pod `uid` wrote on `device` per second over the next `seconds`, by its own cgroup's counters. */
 async function writerRate(uid: string, device: string, seconds: number): Promise<number> {
   const from = await writerOwnCgroup(uid, device);
@@ -785,15 +799,7 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
     const incidentStart = Date.now();
     const at: Record<string, number> = {};
     // The agent's own attribution: the saturated disk, and the culprit's share of it from its pod cgroup's counters.
-    const named = await eventually(
-      `the agent naming ${culpritName} as the Culprit of ${NODE}'s disk`,
-      async () => {
-        const attribution = (await getHealth(NODE))?.ioReading?.attribution;
-        const consumer = attribution?.consumers.find((c) => c.podUid === culpritUid);
-        return attribution && consumer?.role === 'Culprit' ? { attribution, consumer } : undefined;
-      },
-      { timeoutMs: 90_000, intervalMs: 1000 },
-    );
+    const named = await culpritNamed(culpritUid, culpritName);
     at.named = Date.now();
     const { attribution } = named;
     log(`attribution: ${JSON.stringify(attribution)}`);
@@ -951,17 +957,7 @@ describe('the real lab node (make lab): genuine kubelet and containerd failures'
     await incident('culprit', 240, culpritUid);
     const incidentStart = Date.now();
     const at: Record<string, number> = {};
-    const named = await eventually(
-      `the agent naming ${culpritName} as the Culprit of ${NODE}'s disk`,
-      async () => {
-        const attribution = (await getHealth(NODE))?.ioReading?.attribution;
-        const consumer = attribution?.consumers.find((c) => c.podUid === culpritUid);
-        return attribution?.deviceNumber && consumer?.role === 'Culprit'
-          ? { attribution, consumer }
-          : undefined;
-      },
-      { timeoutMs: 90_000, intervalMs: 1000 },
-    );
+    const named = await culpritNamed(culpritUid, culpritName);
     const device = named.attribution.deviceNumber!;
     const writer = await writerOwnCgroup(culpritUid, device);
     const wbps = V1_WBPS;

@@ -5,6 +5,7 @@
 // applied, what was done, or --allow-io-limits changed: a node with no limit wanted and none applied writes nothing.
 import {
   MAX_IO_LIMIT_RESULTS,
+  MAX_RESULT_MESSAGE,
   type AppliedIoLimitStatus,
   type IoLimitRates,
   type IoLimitReport,
@@ -18,8 +19,6 @@ import {
   type WantedIoLimit,
 } from './io-limit-sync.js';
 import { IO_LIMIT_KEYS, type IoLimit } from './io-limits.js';
-
-const MAX_RESULT_MESSAGE = 1_024;
 
 /** Only the keys given (the API's optional keys may hold undefined; the files' never do). */
 function rates(limit: IoLimitRates): IoLimit {
@@ -121,7 +120,8 @@ export class IoLimitKeeper {
     // the look ahead waits for the next round's).
     if (!ahead) return this.carry(wanted, new Set(this.applied.map(recordKey)));
     this.pending = { wanted, reported: new Set(ahead.map(recordKey)) };
-    return { ahead: this.reportOf(ahead) };
+    // Its results are the last round's: it keeps that round's time, so no result reads as an answer to a newer limit.
+    return { ahead: this.reportOf(ahead, this.reported?.observedTime) };
   }
 
   /** The round whose report ahead was stored: its writes, and the report of what they did. */
@@ -148,10 +148,10 @@ export class IoLimitKeeper {
     return sameReport(this.reported, report) ? { outcomes } : { report, outcomes };
   }
 
-  private reportOf(applied: readonly AppliedIoLimit[]): IoLimitReport {
+  private reportOf(applied: readonly AppliedIoLimit[], observedTime?: string): IoLimitReport {
     return {
       allowed: this.allowed,
-      observedTime: this.now().toISOString(),
+      observedTime: observedTime ?? this.now().toISOString(),
       ...(applied.length > 0 ? { applied: applied.map(toStatus) } : {}),
       ...(this.results ? { results: this.results } : {}),
     };

@@ -131,6 +131,8 @@ export class IoLimitSync {
    * writes names, so that an agent restarted before its report of them still knows them for ours. Each limit to be
    * set or stepped as it will be, with what the limit it replaces wrote (`replacing`, still in force until the step
    * lands) and what that one held before; every other limit applied as it is (one to be lifted is ours until it is).
+   * A record to be set or stepped keeps the `wanted` it had (a new one wants nothing yet): a report ahead never says a
+   * limit is applied as wanted, so neither the operator nor this agent, restarted before the writes, takes it for done.
    * Undefined when no limit is to be set or stepped.
    */
   ahead(wanted: readonly WantedIoLimit[], applied: readonly AppliedIoLimit[]): AppliedIoLimit[] | undefined {
@@ -147,10 +149,11 @@ export class IoLimitSync {
         was
           ? {
               ...next,
+              wanted: was.wanted,
               before: { ...was.before, ...next.before },
               replacing: { ...was.replacing, ...was.written },
             }
-          : next,
+          : { ...next, wanted: {} },
       );
     }
     return changes ? [...records.values()] : undefined;

@@ -18,6 +18,8 @@ export const MAX_CGROUPS_PER_LIMIT = 8;
  * most a node's wish can put in force.
  */
 export const MAX_APPLIED_IO_LIMITS = MAX_IO_LIMITS_PER_NODE * MAX_CGROUPS_PER_LIMIT * 2;
+/** A result's message at most. */
+export const MAX_RESULT_MESSAGE = 1_024;
 /** A round's results at most: the agent keeps the first so many. */
 export const MAX_IO_LIMIT_RESULTS = MAX_IO_LIMITS_PER_NODE * 4;
 
@@ -120,7 +122,7 @@ export const IoLimitResultSchema = z
       .describe(
         'Set, Stepped, Lifted: done. LeftAsFound: lifted, but a file no longer held our limit, so it was left as someone set it. PodGone: the pod left the node, and its cgroup with it. NoCgroup: no cgroup of the pod on this node. Refused: the agent runs without --allow-io-limits. Failed: a write failed (message).',
       ),
-    message: z.string().max(1_024).describe('What was done, with the figures.'),
+    message: z.string().max(MAX_RESULT_MESSAGE).describe('What was done, with the figures.'),
   })
   .describe('What the agent did last about one limit.');
 

@@ -137,6 +137,27 @@ describe('IoLimitKeeper', () => {
     expect(kernel.writes).to.deep.equal([]);
   });
 
+  it('says in its report ahead that nothing is applied yet, with the last round time, and a restarted agent writes it', () => {
+    const first = keeper().round({ wanted: [wanted(4000)] }).ahead!;
+    expect(first.applied?.[0]?.wanted, 'a new limit wants nothing yet').to.deep.equal({});
+    // Restarted before its writes: the report ahead is no record of them, and the limit is written.
+    const restarted = keeper();
+    const set = settle(restarted, { wanted: [wanted(4000)], report: stored(first) });
+    expect(set.outcomes.map((o) => o.result)).to.deep.equal(['Stepped']);
+    expect(readFileSync(ioMax, 'utf8')).to.equal(`${OTHERS}8:0 rbps=max wbps=4000 riops=max wiops=max\n`);
+    expect(set.report?.applied?.[0]).to.deep.include({ wanted: { wbps: 4000 }, before: { wbps: 'max' } });
+    restarted.written(set.report!);
+    // A step reported ahead a minute later: the limit in force still wanted, the results still the last round's.
+    const later = new IoLimitKeeper(
+      new IoLimitSync(root, true, new IoLimiter(kernel)),
+      true,
+      () => new Date(NOW.getTime() + 60_000),
+    );
+    const step = later.round({ wanted: [wanted(2000)], report: stored(set.report) }).ahead!;
+    expect(step.applied?.[0]?.wanted, 'still the limit in force').to.deep.equal({ wbps: 4000 });
+    expect(step.observedTime, 'the last round that did something').to.equal(set.report?.observedTime);
+  });
+
   it('restarted between its report ahead and its writes, lifts nothing that is not ours', () => {
     const ahead = keeper().round({ wanted: [wanted(4000)] }).ahead;
     const lifted = settle(keeper(), { wanted: [], report: stored(ahead) });

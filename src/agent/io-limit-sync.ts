@@ -255,7 +255,8 @@ export class IoLimitSync {
       after.push({ ...done, podUid, version, cgroup, wanted: want.limit });
       return {
         podUid,
-        result: record ? 'Stepped' : 'Set',
+        // A record that wants nothing (reported ahead, or a write that failed) never held a limit as wanted: a Set.
+        result: record && Object.keys(record.wanted).length > 0 ? 'Stepped' : 'Set',
         message: `${want.device} ${describe(done.written) || 'nothing lower than what was held'} (held before: ${describe(done.before) || 'nothing of ours'})`,
       };
     } catch (err) {
@@ -302,7 +303,11 @@ export class IoLimitSync {
                 result: 'LeftAsFound',
                 message: `${changed} no longer held our limit (changed by someone since, or never written): left as found; ${lifted.restored.join(', ') || 'nothing else'} put back`,
               }
-            : { podUid, result: 'Lifted', message: `${record.device} ${describe(record.before)} put back` },
+            : {
+                podUid,
+                result: 'Lifted',
+                message: `${record.device} ${describe(record.before) || 'nothing of ours'} put back`,
+              },
       );
     } catch (err) {
       // Tried again next round: a limit is never forgotten while it may still be in force (what was put back goes).

@@ -143,7 +143,10 @@ describe('IoLimitKeeper', () => {
     // Restarted before its writes: the report ahead is no record of them, and the limit is written.
     const restarted = keeper();
     const set = settle(restarted, { wanted: [wanted(4000)], report: stored(first) });
-    expect(set.outcomes.map((o) => o.result)).to.deep.equal(['Stepped']);
+    expect(
+      set.outcomes.map((o) => o.result),
+      'never in force before: a Set',
+    ).to.deep.equal(['Set']);
     expect(readFileSync(ioMax, 'utf8')).to.equal(`${OTHERS}8:0 rbps=max wbps=4000 riops=max wiops=max\n`);
     expect(set.report?.applied?.[0]).to.deep.include({ wanted: { wbps: 4000 }, before: { wbps: 'max' } });
     restarted.written(set.report!);

@@ -164,7 +164,7 @@ describe('IoLimitSync', () => {
     expect(failed.applied.map((a) => a.written)).to.deep.equal([{ wbps: 4000 }]);
     kernel.failing = () => false;
     const set = sync().sync([wantDb(4000)], failed.applied);
-    expect(results(set)).to.deep.equal(['db Stepped']);
+    expect(results(set), 'never in force as wanted before: a Set').to.deep.equal(['db Set']);
     expect(readFileSync(join(dir, V1_THROTTLE_FILES.wiops), 'utf8')).to.equal('8:0 100\n');
     kernel.failing = (file) => file === V1_THROTTLE_FILES.wiops;
     const half = sync().sync([], set.applied);
@@ -240,7 +240,7 @@ describe('IoLimitSync', () => {
     expect(marker, 'a record of nothing for aaa').to.deep.include({ written: {}, before: {}, wanted: {} });
     kernel.failing = () => false;
     const set = sync().sync([wantDb(4000)], failed.applied);
-    expect(results(set)).to.deep.equal(['db Stepped']);
+    expect(results(set), 'aaa never held it: a Set').to.deep.equal(['db Set']);
     expect(readFileSync(join(dir, 'aaa', V1_THROTTLE_FILES.wbps), 'utf8')).to.equal('8:0 4000\n');
     expect(results(sync().sync([], set.applied))).to.deep.equal(['db Lifted']);
     for (const c of ['', 'aaa'])

@@ -49,11 +49,8 @@ import {
 import { craftTree, CraftedIoNode, DISK, DISK_RATE, MEMORY_DIR, podUid, SHARES } from './crafted-io-node.js';
 import { summarizeProfile } from './cpu-profile.js';
 import { percentile } from './stats.js';
+import { arg } from './args.js';
 
-const arg = (name: string, fallback: string) => {
-  const i = process.argv.indexOf(name);
-  return i >= 0 ? (process.argv[i + 1] ?? fallback) : fallback;
-};
 const SECONDS = Number(arg('--seconds', '60'));
 const VERSION_ARG = arg('--versions', 'v1,v2').split(',');
 const READ_ROUNDS = Number(arg('--read-rounds', '9'));

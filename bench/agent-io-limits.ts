@@ -28,11 +28,8 @@ import { isClusterUp, KUBECONFIG, kubectl } from '../test/support/cluster.js';
 import { REPO_ROOT } from '../test/support/manifests.js';
 import { buildDeployedAgent, MeasuredProcesses, ratio, ratiosTo, type Measured } from './agent-processes.js';
 import { CraftedIoNode, DISK, podUid } from './crafted-io-node.js';
+import { arg } from './args.js';
 
-const arg = (name: string, fallback: string) => {
-  const i = process.argv.indexOf(name);
-  return i >= 0 ? (process.argv[i + 1] ?? fallback) : fallback;
-};
 const SECONDS = Number(arg('--seconds', '60'));
 if (!(SECONDS > 0)) {
   console.error('usage: tsx bench/agent-io-limits.ts [--seconds N]');

@@ -21,11 +21,8 @@ import { isClusterUp, KUBECONFIG, kubectl, startCluster } from '../test/support/
 import { REPO_ROOT } from '../test/support/manifests.js';
 import { applyCrds, OperatorProcess } from '../test/support/operator-process.js';
 import { percentile } from './stats.js';
+import { arg } from './args.js';
 
-const arg = (name: string, fallback: string) => {
-  const i = process.argv.indexOf(name);
-  return i >= 0 ? (process.argv[i + 1] ?? fallback) : fallback;
-};
 const REQUESTS = Number(arg('--requests', '300'));
 const ROUNDS = Number(arg('--rounds', '3'));
 const WARMUP_S = Number(arg('--warmup-seconds', '20'));

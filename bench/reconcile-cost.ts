@@ -26,11 +26,8 @@ import { aPod, anEvent, nameReservedMessage, secondsAfter, T0 } from '../test/su
 import { aNode, MemoryCluster } from '../test/support/memory-cluster.js';
 import { REPO_ROOT } from '../test/support/manifests.js';
 import { percentile } from './stats.js';
+import { arg } from './args.js';
 
-const arg = (name: string, fallback: string) => {
-  const i = process.argv.indexOf(name);
-  return i >= 0 ? (process.argv[i + 1] ?? fallback) : fallback;
-};
 const NODES = Number(arg('--nodes', '1000'));
 const PODS_PER_NODE = Number(arg('--pods-per-node', '30'));
 const ROUNDS = Number(arg('--rounds', '50'));

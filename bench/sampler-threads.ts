@@ -16,11 +16,8 @@ import { join } from 'node:path';
 import { ProcReader } from '../src/agent/sampler.js';
 import { REPO_ROOT } from '../test/support/manifests.js';
 import { percentile } from './stats.js';
+import { arg } from './args.js';
 
-const arg = (name: string, fallback: string) => {
-  const i = process.argv.indexOf(name);
-  return i >= 0 ? (process.argv[i + 1] ?? fallback) : fallback;
-};
 const ROUNDS = Number(arg('--rounds', '300'));
 const BEFORE = arg('--before', '8a9e763');
 

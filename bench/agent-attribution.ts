@@ -28,8 +28,7 @@
 // --cpu-prof DIR: every agent under node --cpu-prof, its profile in DIR and summarised (cpu-profile.ts); the
 // profiler's cost is in every figure then, so no results file is written.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { availableParallelism, release } from 'node:os';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { format, resolveConfig } from 'prettier';
 import { computeAttribution } from '../src/agent/attribution.js';
@@ -43,6 +42,7 @@ import {
   MeasuredProcesses,
   ratio,
   ratiosTo,
+  runContext,
   type Measured,
   type Window,
 } from './agent-processes.js';
@@ -279,11 +279,7 @@ for (const version of VERSIONS) {
 }
 const at100 = phases.v1?.pods100 ?? phases.v2?.pods100;
 const result = {
-  date: new Date().toISOString(),
-  machine: `${availableParallelism()} cores`,
-  node: process.version,
-  kernel: release(),
-  loadAverage: readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).map(Number),
+  ...runContext(),
   nodeOptions,
   seconds: SECONDS,
   crafted: {

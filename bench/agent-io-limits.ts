@@ -14,7 +14,6 @@
 //
 //   npx tsx bench/agent-io-limits.ts [--seconds 60]      (in make bench; make cluster-up first)
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { availableParallelism, release } from 'node:os';
 import { join } from 'node:path';
 import { format, resolveConfig } from 'prettier';
 import { V1_THROTTLE_FILES } from '../src/agent/io-limits.js';
@@ -26,7 +25,14 @@ import {
 } from '../src/api/v1alpha1/index.js';
 import { isClusterUp, KUBECONFIG, kubectl } from '../test/support/cluster.js';
 import { REPO_ROOT } from '../test/support/manifests.js';
-import { buildDeployedAgent, MeasuredProcesses, ratio, ratiosTo, type Measured } from './agent-processes.js';
+import {
+  buildDeployedAgent,
+  MeasuredProcesses,
+  ratio,
+  ratiosTo,
+  runContext,
+  type Measured,
+} from './agent-processes.js';
 import { CraftedIoNode, DISK, podUid } from './crafted-io-node.js';
 import { arg } from './args.js';
 
@@ -189,11 +195,7 @@ try {
   const on = agent('limitsOn');
   const ne = measured('nodeExporter');
   const result = {
-    date: new Date().toISOString(),
-    machine: `${availableParallelism()} cores`,
-    node: process.version,
-    kernel: release(),
-    loadAverage: readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).map(Number),
+    ...runContext(),
     nodeOptions,
     windowSeconds: window.seconds,
     crafted: {

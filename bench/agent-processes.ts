@@ -8,6 +8,7 @@
 // mapping them).
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { availableParallelism, release } from 'node:os';
 import { join } from 'node:path';
 import { REPO_ROOT } from '../test/support/manifests.js';
 import { freePort } from '../test/support/monitoring.js';
@@ -55,6 +56,17 @@ export async function buildDeployedAgent(): Promise<string> {
   const built = await new Promise((resolve) => build.on('exit', resolve));
   if (built !== 0) throw new Error('tsc failed');
   return deployedEnv('config/agent/daemonset.yaml', 'DaemonSet', 'agent').NODE_OPTIONS ?? '';
+}
+
+/** When and on what a run was measured: the head of the agent benches' results. */
+export function runContext() {
+  return {
+    date: new Date().toISOString(),
+    machine: `${availableParallelism()} cores`,
+    node: process.version,
+    kernel: release(),
+    loadAverage: readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).map(Number),
+  };
 }
 
 export interface Measured {

@@ -1,4 +1,5 @@
 import type { NodeConditionValue, RolloutKind, Taint } from '../api/v1alpha1/index.js';
+import type { IoLimitStampAnnotations } from '../api/v1alpha1/index.js';
 import type { PodRef } from '../policy/actions.js';
 
 /** One change to a Node: everything decided for it in a pass, applied as one patch. */
@@ -81,6 +82,11 @@ export interface Actuator {
    */
   releaseGate(pod: PodRef & { gates: readonly string[]; resourceVersion?: string }): Promise<boolean>;
   /**
+   * Writes the IO-limit stamps on a pod (limitIo; a key set to null is removed), and no other annotation: only on the
+   * pod `uid`, never another made again under its name. Resolves false when that pod is gone.
+   */
+  stampPod(pod: PodRef, annotations: IoLimitStampAnnotations): Promise<boolean>;
+  /**
    * Sets the node's SandboxCreationDegraded condition (null removes it), and no other part of its status; resolves
    * with the node's new resourceVersion when one is known. With a resourceVersion, a node changed since is a 409.
    */
@@ -108,6 +114,9 @@ export class DryRunActuator implements Actuator {
     return Promise.resolve(undefined);
   }
   releaseGate(): Promise<boolean> {
+    return Promise.resolve(true);
+  }
+  stampPod(): Promise<boolean> {
     return Promise.resolve(true);
   }
   setNodeCondition(): Promise<string | undefined> {

@@ -2,9 +2,17 @@
 // left behind, plans its undo (pure, src/cleanup/plan.ts), carries it out or, with --dry-run, only says it.
 import { leaderRefusal, leaderState } from '../cleanup/leader.js';
 import { planCleanup } from '../cleanup/plan.js';
-import { DEFAULT_LIFT_TIMEOUT_SECONDS, DryRunCleanupWriter, runCleanup } from '../cleanup/run.js';
+import type { HealthLeftover } from '../cleanup/plan.js';
+import { planUnstamp, runUnstamp, type StampedPodView } from '../cleanup/pod-stamps.js';
+import {
+  DEFAULT_LIFT_TIMEOUT_SECONDS,
+  DryRunCleanupWriter,
+  runCleanup,
+  type CleanupOutcome,
+} from '../cleanup/run.js';
+import type { Actuator } from '../actuation/actuator.js';
 import { KubeconfigError, loadKubeConfig, type KubeConfig } from '../kube/client.js';
-import { KubeCleanupReads, KubeCleanupWriter } from '../kube/cleanup.js';
+import { KubeCleanupReads, KubeCleanupWriter, type ListProblem } from '../kube/cleanup.js';
 import { describeError, isConflict } from '../kube/errors.js';
 import type { StoredLease } from '../kube/leader-election.js';
 
@@ -46,14 +54,21 @@ export async function runCleanupCommand(
   const reads = new KubeCleanupReads(kc);
   if (!(await mayRun(reads, flags, out, err, now))) return 2;
 
-  const { problems, ...found } = await reads.leftovers();
+  const [{ problems, ...found }, stamped] = await Promise.all([
+    reads.leftovers(),
+    reads.stampedPods().catch((error: unknown) => ({ error })),
+  ]);
+  const pods = Array.isArray(stamped) ? stamped : [];
+  if (!Array.isArray(stamped))
+    problems.push({ what: 'list pods with IO-limit stamps', error: stamped.error });
   const nodesListed = !problems.some((p) => p.what === 'list nodes');
   const plan = planCleanup({ ...found, nodesListed, keepHealth: flags.keepHealth });
   if (flags.dryRun) out.write('Dry run: nothing is changed; each line says what cleanup would do.\n');
-  if (plan.steps.length === 0 && problems.length === 0)
+  if (plan.steps.length === 0 && pods.length === 0 && problems.length === 0)
     out.write("Found nothing of the operator's to undo.\n");
-  const outcome = await runCleanup(plan, {
-    writer: flags.dryRun ? new DryRunCleanupWriter() : new KubeCleanupWriter(kc),
+  const writer = flags.dryRun ? new DryRunCleanupWriter() : new KubeCleanupWriter(kc);
+  const undone = await runCleanup(plan, {
+    writer,
     reread: reads,
     out,
     isConflict,
@@ -61,6 +76,7 @@ export async function runCleanupCommand(
     liftTimeoutMs: (flags.liftTimeout ?? DEFAULT_LIFT_TIMEOUT_SECONDS) * 1000,
     sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
   });
+  const outcome = add(undone, await unstampPods(pods, reads, writer, flags.dryRun, out, problems));
   for (const { what, error } of problems)
     out.write(`Failed to ${what}: ${describeError(error)} (what it holds is not cleaned up)\n`);
   const failed = outcome.failed + problems.length;
@@ -70,6 +86,35 @@ export async function runCleanupCommand(
   );
   return failed > 0 ? 1 : 0;
 }
+
+/**
+ * Last, the IO-limit stamps off the pods, on a fresh read of the SandboxHealths: a pod whose limit is still in force
+ * keeps them. A dry run reads them as the rest would leave them (lifted).
+ */
+async function unstampPods(
+  pods: readonly StampedPodView[],
+  reads: KubeCleanupReads,
+  writer: Pick<Actuator, 'dryRun' | 'stampPod'>,
+  dryRun: boolean,
+  out: Out,
+  problems: ListProblem[],
+): Promise<CleanupOutcome> {
+  if (pods.length === 0) return { done: 0, failed: 0, leftAlone: 0 };
+  let healths: HealthLeftover[] = [];
+  try {
+    if (!dryRun) healths = await reads.healths();
+  } catch (error) {
+    problems.push({ what: 'list sandboxhealths (the pods keep their IO-limit stamps)', error });
+    return { done: 0, failed: 0, leftAlone: 0 };
+  }
+  return runUnstamp(planUnstamp(pods, healths), { writer, out, describeError });
+}
+
+const add = (a: CleanupOutcome, b: CleanupOutcome): CleanupOutcome => ({
+  done: a.done + b.done,
+  failed: a.failed + b.failed,
+  leftAlone: a.leftAlone + b.leftAlone,
+});
 
 /** A fresh Lease of the operator's name in another namespace: an operator installed there, still leading. */
 async function leaderElsewhere(reads: KubeCleanupReads, flags: CleanupFlags, at: Date) {

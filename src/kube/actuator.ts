@@ -19,6 +19,7 @@ import type {
 } from '../actuation/actuator.js';
 import {
   formatSelector,
+  type IoLimitStampAnnotations,
   NODE_CONDITION_TYPE,
   PACING_GATE,
   type LabelSelector,
@@ -28,7 +29,14 @@ import type { ClaimPlacement, WorkloadReader } from '../ports/cluster.js';
 import type { PodView } from '../detection/index.js';
 import type { PodRef } from '../policy/actions.js';
 import { NODE_LEASE_NAMESPACE, nodeLeaseName } from '../policy/node-lease.js';
-import { describeError, isInvalid, isNotFound, isTooManyRequests, terminalIfInvalid } from './errors.js';
+import {
+  describeError,
+  isConflict,
+  isInvalid,
+  isNotFound,
+  isTooManyRequests,
+  terminalIfInvalid,
+} from './errors.js';
 import type { RawObject } from './informer.js';
 import { podData, podView } from './views.js';
 
@@ -152,6 +160,21 @@ export class KubeActuator implements Actuator {
     } catch (err) {
       if (isNotFound(err) || isInvalid(err)) return false; // gone, or replaced by a pod of the same name
       throw err;
+    }
+  }
+
+  async stampPod(pod: PodRef, annotations: IoLimitStampAnnotations): Promise<boolean> {
+    // A merge patch of our annotations alone; the uid in it is a precondition: a pod made again under the name is a 409.
+    const body = { metadata: { uid: pod.uid, annotations } };
+    try {
+      await this.core.patchNamespacedPod(
+        { name: pod.name, namespace: pod.namespace, body, fieldManager: FIELD_MANAGER },
+        mergePatch(),
+      );
+      return true;
+    } catch (err) {
+      if (isNotFound(err) || isConflict(err)) return false;
+      throw terminalIfInvalid(err, `patch of pod/${pod.namespace}/${pod.name}`);
     }
   }
 

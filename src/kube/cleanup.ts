@@ -18,14 +18,15 @@ import {
 } from '../api/v1alpha1/index.js';
 import type { CleanupRereader, CleanupWriter } from '../cleanup/run.js';
 import type { HealthLeftover, Versioned } from '../cleanup/plan.js';
+import type { StampedPodView } from '../cleanup/pod-stamps.js';
 import type { GatedPodView, NodeView, WorkloadView } from '../detection/index.js';
 import { NODE_LEASE_NAMESPACE, nodeLeaseName, type NodeLeaseView } from '../policy/node-lease.js';
 import { ARGO_ROLLOUTS, KubeActuator } from './actuator.js';
 import { isNotFound } from './errors.js';
 import type { RawObject } from './informer.js';
 import { fromLease, KubeLeaseStore, type StoredLease } from './leader-election.js';
-import { listAll, listRollouts, PAGE, WORKLOAD_VIEWS, type Page } from './lists.js';
-import { gatedPodView, healthView, nodeLeaseView, nodeView, obj, str } from './views.js';
+import { listAll, listKept, listRollouts, PAGE, WORKLOAD_VIEWS, type Page } from './lists.js';
+import { gatedPodView, healthView, ioStampedPodView, nodeLeaseView, nodeView, obj, str } from './views.js';
 import { KubeStatusWriter } from './writer.js';
 
 const raw = (o: unknown) => o as RawObject;
@@ -158,6 +159,19 @@ export class KubeCleanupReads implements CleanupRereader {
       ),
     ]);
     return { nodes, workloads, gatedPods, leases, healths, policies, problems };
+  }
+
+  /** Every pod that carries our IO-limit stamps, listed page by page (only those are kept). */
+  stampedPods(): Promise<StampedPodView[]> {
+    return listKept(
+      (t) => this.core.listPodForAllNamespaces(paging(t)),
+      (p) => versioned(raw(p), ioStampedPodView).map((v) => v.view),
+    );
+  }
+
+  /** Every SandboxHealth, as it is now (read again after the rest of the cleanup). */
+  async healths(): Promise<HealthLeftover[]> {
+    return (await this.listOurs('sandboxhealths')).flatMap((h) => leftover(h) ?? []);
   }
 
   async node(name: string): Promise<Versioned<NodeView> | undefined> {

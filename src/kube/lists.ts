@@ -25,6 +25,21 @@ export async function listAll<T>(page: (token: string | undefined) => Promise<Pa
   return items;
 }
 
+/** Like listAll, keeping of each page only what `keep` makes of its items: for lists too large to hold (every pod). */
+export async function listKept<T, V>(
+  page: (token: string | undefined) => Promise<Page<T>>,
+  keep: (item: T) => V[],
+): Promise<V[]> {
+  const kept: V[] = [];
+  let token: string | undefined;
+  do {
+    const result = await page(token);
+    for (const item of result.items) kept.push(...keep(item));
+    token = result.metadata?._continue || undefined;
+  } while (token);
+  return kept;
+}
+
 const paging = (token: string | undefined) => ({ limit: PAGE, ...(token ? { _continue: token } : {}) });
 
 export const WORKLOAD_VIEWS: Record<RolloutKind, (raw: RawObject) => WorkloadView | undefined> = {

@@ -5,6 +5,8 @@ import {
   NODE_CONDITION_TYPE,
   PACING_GATE,
   PACING_STAMP,
+  IO_LIMIT_STAMP,
+  ioLimitStamped,
   readStamps,
   SandboxHealthStatusSchema,
   SandboxPolicyStatusSchema,
@@ -25,6 +27,7 @@ import {
 import type { HealthObject, PolicyObject } from '../ports/cluster.js';
 import { leaseNode, type NodeLeaseView } from '../policy/node-lease.js';
 import { arr, isJson, labels, num, obj, str, toDate } from '../detection/raw-json.js';
+import type { StampedPodView } from '../cleanup/pod-stamps.js';
 import type { RawObject } from './informer.js';
 import { AGENT_FIELD_MANAGER } from './reading-publisher.js';
 
@@ -330,6 +333,26 @@ export function gatedPodView(raw: RawObject): GatedPodView | undefined {
   };
   const policy = annotations[PACING_STAMP.policy];
   if (policy) view.policy = policy;
+  return view;
+}
+
+/** A pod carrying our IO-limit stamps for its own uid (limitIo), as cleanup lists them; others are not kept. */
+export function ioStampedPodView(raw: RawObject): StampedPodView | undefined {
+  const meta = obj(raw.metadata);
+  const uid = str(meta.uid);
+  const name = str(meta.name);
+  const namespace = str(meta.namespace);
+  const annotations = labels(meta.annotations);
+  if (!uid || !name || !namespace || !ioLimitStamped(annotations, uid)) return undefined;
+  const view: StampedPodView = {
+    namespace,
+    name,
+    uid,
+    policy: annotations[IO_LIMIT_STAMP.policy] ?? '',
+    limit: annotations[IO_LIMIT_STAMP.limit] ?? '',
+  };
+  const nodeName = str(obj(raw.spec).nodeName);
+  if (nodeName) view.nodeName = nodeName;
   return view;
 }
 

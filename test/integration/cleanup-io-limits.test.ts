@@ -1,10 +1,12 @@
 // `sandbox-remediator cleanup` lifts the IO limits (limitIo) through the agents, as an uninstall must: a real agent with
 // --allow-io-limits holds a limit of ours in a pod's io.max (a crafted cgroup v2 tree), wanted in the node's
 // SandboxHealth as only the operator's ServiceAccount may want one. Cleanup removes the wish first, the agent puts back
-// what io.max held and reports it, and only then does cleanup delete the SandboxHealth, which holds that report.
+// what io.max held and reports it, and only then does cleanup delete the SandboxHealth, which holds that report, and
+// take the IO-limit stamps off the pod.
 import type { V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
 import { GROUP, VERSION, type IoLimitReport, type WantedIoLimitSpec } from '../../src/api/v1alpha1/index.js';
+import { ioLimitStamps } from '../../src/policy/io-limit-stamp.js';
 import type { Qos } from '../support/cgroup-tree.js';
 import { runCli } from '../support/cli.js';
 import {
@@ -128,6 +130,18 @@ describe('sandbox-remediator cleanup lifts the IO limits through the agents', fu
     );
     expect(measured.ioMax(uid, qosOf(db!))).to.match(new RegExp(`^254:0 .*wbps=${8 * MIB}\\b`));
 
+    // The pod's stamps, as the operator writes them with the wish.
+    const podName = db!.metadata!.name!;
+    const stamped = await kubectl([
+      'annotate',
+      'pod',
+      '-n',
+      namespace,
+      podName,
+      ...Object.entries(ioLimitStamps([wish], uid)).map(([k, v]) => `${k}=${v}`),
+    ]);
+    expect(stamped.code, stamped.stderr).to.equal(0);
+
     // No operator leads (none runs here, and this Lease name was never taken).
     const run = await runCli([
       'cleanup',
@@ -147,5 +161,13 @@ describe('sandbox-remediator cleanup lifts the IO limits through the agents', fu
     expect(deleted, 'deleted after the lift, once reported').to.be.greaterThan(lifted);
     expect(measured.ioMax(uid, qosOf(db!)), 'io.max holds no limit of ours').to.not.match(/wbps=\d/);
     expect(await readHealth(node)).to.equal(undefined);
+    // Last, once the limit is lifted, the pod's stamps.
+    const unstamped = said.indexOf(
+      `Unstamped pod/${namespace}/${podName}: IO-limit stamps of policy ${wish.policy} (254:0 wbps=${8 * MIB}) removed`,
+    );
+    expect(unstamped, run.stdout).to.be.greaterThan(deleted);
+    const left =
+      (await api().core.readNamespacedPod({ namespace, name: podName })).metadata?.annotations ?? {};
+    expect(Object.keys(left).filter((k) => k.startsWith('sandbox.remediator.io/'))).to.deep.equal([]);
   });
 });

@@ -4,7 +4,8 @@
 // and the pod wants no more, the limit is lifted and io.max holds no limit again. The pod is never moved.
 import type { V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import type { IoLimitReport, WantedIoLimitSpec } from '../../src/api/v1alpha1/index.js';
+import { IO_LIMIT_STAMP, type IoLimitReport, type WantedIoLimitSpec } from '../../src/api/v1alpha1/index.js';
+import { ioMaxLine } from '../../src/policy/io-limit-stamp.js';
 import type { Qos } from '../support/cgroup-tree.js';
 import {
   api,
@@ -49,7 +50,8 @@ describe('the culprit limited in place on the real cluster', function () {
     const namespace = await createNamespace(cleanup);
     const { pool, names } = await createNodes(cleanup, 3);
     const sick = names[0]!;
-    await applyPolicy(cleanup, uniqueName('it-limit'), {
+    const policy = uniqueName('it-limit');
+    await applyPolicy(cleanup, policy, {
       nodeSelector: poolSelector(pool),
       detection: { stuckThresholdSeconds: 3 },
       ioPressure: SATURATING_IO,
@@ -121,6 +123,16 @@ describe('the culprit limited in place on the real cluster', function () {
       (await kubectl(['get', 'sandboxhealth', sick])).stdout,
       'kubectl get sbh: the limited pod',
     ).to.contain(`${namespace}/${db!.metadata!.name}`);
+    // The pod stamped: whose limit, io.max's line, since when (kubectl describe pod shows them).
+    const stamps = async () =>
+      (await api().core.readNamespacedPod({ namespace, name: db!.metadata!.name! })).metadata?.annotations ??
+      {};
+    expect(await stamps()).to.include({
+      [IO_LIMIT_STAMP.policy]: policy,
+      [IO_LIMIT_STAMP.limit]: ioMaxLine('254:0', wanted.limit),
+      [IO_LIMIT_STAMP.since]: wanted.since,
+      [IO_LIMIT_STAMP.uid]: uid,
+    });
     await eventually('the IoLimited Event on the pod', async () =>
       (await kubectl(['describe', 'pod', '-n', namespace, db!.metadata!.name!])).stdout.includes('IoLimited'),
     );
@@ -147,6 +159,10 @@ describe('the culprit limited in place on the real cluster', function () {
         'IoLimitLifted',
       ),
     );
+    expect(
+      Object.keys(await stamps()).filter((k) => k.startsWith('sandbox.remediator.io/io-')),
+      'the stamps off',
+    ).to.deep.equal([]);
     // Limited, never moved.
     expect((await podsOf(namespace, 'db')).map((p) => p.metadata?.uid)).to.deep.equal([uid]);
   });

@@ -25,6 +25,7 @@ import {
   type SandboxPolicyStatus,
   type NodeConditionValue,
   type WantedIoLimitSpec,
+  type IoLimitStampAnnotations,
 } from '../../src/api/v1alpha1/index.js';
 import type {
   Change,
@@ -184,6 +185,17 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
     this.released.push(`${pod.namespace}/${pod.name}`);
     this.gated = this.gated.filter((p) => p.uid !== pod.uid);
     return Promise.resolve(found);
+  }
+  /** The IO-limit stamps on each pod, by UID, as the API has them (running pods are read live, not cached). */
+  readonly podStamps = new Map<string, Record<string, string>>();
+  stampPod(pod: PodRef, annotations: IoLimitStampAnnotations): Promise<boolean> {
+    this.writes.push(`stamp pod/${pod.namespace}/${pod.name}`);
+    const found = [...this.pods, ...this.running].some((p) => p.uid === pod.uid);
+    if (!found) return Promise.resolve(false);
+    const stamps = mergeAnnotations(this.podStamps.get(pod.uid), annotations);
+    if (Object.keys(stamps).length > 0) this.podStamps.set(pod.uid, stamps);
+    else this.podStamps.delete(pod.uid);
+    return Promise.resolve(true);
   }
   /** medik8s node leases by node, as the API has them (the cache shows them as delivered). */
   readonly leaseMap = new Map<string, NodeLeaseView>();
@@ -730,3 +742,12 @@ function replaceKeys(status: object | undefined, keys: Record<string, unknown>):
   const set = Object.entries(keys).filter(([, value]) => value !== null);
   return Object.fromEntries([...kept, ...set]);
 }
+
+/** Annotations after a merge patch of them: a key set to null is removed. */
+export const mergeAnnotations = (
+  before: Readonly<Record<string, string>> | undefined,
+  patch: Readonly<Record<string, string | null>>,
+): Record<string, string> =>
+  Object.fromEntries(
+    Object.entries({ ...before, ...patch }).filter((kv): kv is [string, string] => kv[1] !== null),
+  );

@@ -221,3 +221,35 @@ export const PACING_STAMP = {
   policy: `${KEY_PREFIX}gated-by`,
   since: `${KEY_PREFIX}gated-at`,
 } as const;
+
+/**
+ * The annotations on a pod whose IO the operator limits in place (limitIo): whose limit, what it is (io.max's keys by
+ * device), and since when. They mirror the node's SandboxHealth (spec.ioLimits, what the operator wants; the agent's
+ * report, what the files held before), so the pod's owner sees it in kubectl describe, and cleanup finds every pod
+ * limited even where that SandboxHealth is gone.
+ */
+export const IO_LIMIT_STAMP = {
+  policy: `${KEY_PREFIX}io-limited-by`,
+  limit: `${KEY_PREFIX}io-limit`,
+  since: `${KEY_PREFIX}io-limited-since`,
+  /** The uid of the pod the stamps were written on (see STAMP.uid). */
+  uid: `${KEY_PREFIX}io-limited-uid`,
+} as const;
+
+/** The limited pods' stamps: the annotation values, null removing a key (merge-patch semantics). */
+export type IoLimitStampAnnotations = Record<
+  (typeof IO_LIMIT_STAMP)[keyof typeof IO_LIMIT_STAMP],
+  string | null
+>;
+
+/** The stamps off: every key removed. */
+export const IO_LIMIT_UNSTAMPED: IoLimitStampAnnotations = {
+  [IO_LIMIT_STAMP.policy]: null,
+  [IO_LIMIT_STAMP.limit]: null,
+  [IO_LIMIT_STAMP.since]: null,
+  [IO_LIMIT_STAMP.uid]: null,
+};
+
+/** Whether a pod's annotations hold our IO-limit stamps for it (stamps naming another uid were copied: not ours). */
+export const ioLimitStamped = (annotations: Readonly<Record<string, string>>, uid: string): boolean =>
+  annotations[IO_LIMIT_STAMP.policy] !== undefined && stampedOn(annotations[IO_LIMIT_STAMP.uid], uid);

@@ -1,6 +1,6 @@
 // A pass's writes, from its plan: the node patches, then four strands side by side (the Node conditions, the
-// rollouts, the budget reservation with the evictions and gate lifts it pays for, and the IO limits), none waiting on
-// another's slowest write.
+// rollouts, the budget reservation with the evictions and gate lifts it pays for, and the IO limits with their pods'
+// stamps), none waiting on another's slowest write.
 import type { SandboxPolicyStatus } from '../../api/v1alpha1/index.js';
 import type { StatusWriter } from '../../ports/writes.js';
 import { allSettledOrFirstError } from '../../runtime/limit.js';
@@ -8,6 +8,7 @@ import type { ActionResult } from '../../status/remediation-status.js';
 import type { ActionLog } from '../action-log.js';
 import type { Evictor } from '../remediation/evictor.js';
 import type { IoLimiter } from '../iolimits/limiter.js';
+import type { IoLimitStamps } from '../iolimits/pod-stamps.js';
 import type { NodeConditions } from '../nodecondition/node-conditions.js';
 import { patchNodes, type NodePatchDeps } from '../remediation/node-changes.js';
 import type { Pacer } from '../pacing/pacer.js';
@@ -24,6 +25,7 @@ export interface ActDeps extends NodePatchDeps {
   pacer: Pacer;
   conditions: NodeConditions;
   limiter: IoLimiter;
+  stamps: IoLimitStamps;
 }
 
 type Report = (result: ActionResult) => void;
@@ -75,7 +77,10 @@ export async function actOnPlan(deps: ActDeps, pass: Pass, plan: Plan): Promise<
     }),
     deps.throttler.act(policy.name, plan.rollouts, actuator, failures, now),
     spendBudgets(deps, pass, plan, nodes.failedNodes, report),
-    deps.limiter.act(plan.limits, failures, now, markDirty),
+    // The pods stamped first: the list's write is what the agent acts on.
+    deps.stamps
+      .act(plan.stamps, actuator, failures)
+      .then(() => deps.limiter.act(plan.limits, failures, now, markDirty)),
   ]);
   return {
     results,

@@ -1,6 +1,7 @@
 // The shape of one pass of a policy (what it saw, what it decided, what it did), and the pure steps that turn those
 // into what it reports and when it looks again.
 import type { IoLimitPlan } from '../iolimits/limiter.js';
+import type { StampChange } from '../../policy/io-limit-stamp.js';
 import type { Actuator } from '../../actuation/actuator.js';
 import {
   sameTaint,
@@ -89,6 +90,8 @@ export interface Plan {
   pacing: PacingPlan;
   /** The IO limits of the nodes that have or want some (limitIo). */
   limits: IoLimitPlan | undefined;
+  /** The stamps of the pods those limits are about. */
+  stamps: StampChange[];
 }
 
 /** What the pass did. */

@@ -22,6 +22,7 @@ import { UnreportedResults } from '../reporting/unreported.js';
 import { Reporter, type ReporterHooks } from '../reporting/reporter.js';
 import { RolloutThrottler } from '../rollouts/throttler.js';
 import { IoLimiter, type IoLimiterHooks } from '../iolimits/limiter.js';
+import { IoLimitStamps } from '../iolimits/pod-stamps.js';
 import { MutationCache } from '../reporting/mutation-cache.js';
 
 /** What the operator's metrics hear of the controllers. */
@@ -136,7 +137,25 @@ function sharedConcerns(deps: ControllerDeps) {
     operatorNamespace: deps.operatorNamespace,
     hooks,
   });
-  return { expectations, conditions, actions, pacer, leases, limiter, refused: new RefusedChanges() };
+  const throttler = new RolloutThrottler({
+    cache,
+    expectations,
+    recorder,
+    actions,
+    operatorNamespace: deps.operatorNamespace,
+  });
+  const stamps = new IoLimitStamps({ cache });
+  return {
+    expectations,
+    conditions,
+    actions,
+    pacer,
+    leases,
+    limiter,
+    stamps,
+    throttler,
+    refused: new RefusedChanges(),
+  };
 }
 
 /**
@@ -146,18 +165,12 @@ function sharedConcerns(deps: ControllerDeps) {
 export function buildControllers(deps: ControllerDeps): Controllers {
   const { cache, writer, recorder, clock, logger } = deps;
   const { hooks, writeConcurrency, resyncMs, dryRun, requeue } = settingsOf(deps);
-  const { expectations, conditions, actions, pacer, leases, limiter, refused } = sharedConcerns(deps);
+  const { expectations, conditions, actions, pacer, leases, limiter, stamps, throttler, refused } =
+    sharedConcerns(deps);
   const mutations = new MutationCache(cache, expectations);
   const memories = new PolicyMemories();
   const unreported = new UnreportedResults();
   const evictor = new Evictor({ cache, clock, expectations, writeConcurrency });
-  const throttler = new RolloutThrottler({
-    cache,
-    expectations,
-    recorder,
-    actions,
-    operatorNamespace: deps.operatorNamespace,
-  });
   // The reporter's failed writes are retried by the apply queue: built before the applier, it calls it only later.
   const reporter: Reporter = new Reporter({
     unreported,
@@ -193,6 +206,7 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     pacer,
     conditions,
     limiter,
+    stamps,
     reporter,
     unreported,
     schedule: (policy) => {
@@ -222,6 +236,7 @@ export function buildControllers(deps: ControllerDeps): Controllers {
     throttler,
     pacer,
     limiter,
+    stamps,
     unreported,
     reporter,
     ignoredEvents: new IgnoredEvents(logger, hooks),

@@ -35,6 +35,7 @@ import { sameStatus } from '../../status/health-patch.js';
 import type { Reporter } from '../reporting/reporter.js';
 import { saturatedNodes, saturatedPlacements } from '../rollouts/observe.js';
 import type { IoLimiter } from '../iolimits/limiter.js';
+import type { IoLimitStamps } from '../iolimits/pod-stamps.js';
 import type { RolloutThrottler } from '../rollouts/throttler.js';
 import type { MutationCache } from '../reporting/mutation-cache.js';
 
@@ -63,6 +64,7 @@ export interface PolicyReconcilerDeps extends NodePatchDeps {
   throttler: RolloutThrottler;
   pacer: Pacer;
   limiter: IoLimiter;
+  stamps: IoLimitStamps;
   reporter: Reporter;
   unreported: UnreportedResults;
   ignoredEvents: IgnoredEvents;
@@ -111,6 +113,7 @@ export class PolicyReconciler {
     this.deps.refused.forgetNode(name);
     this.deps.evictor.forgetNode(name);
     this.deps.limiter.forgetNode(name);
+    this.deps.stamps.forgetNode(name);
   }
 
   async reconcile(name: string): Promise<ReconcileResult> {
@@ -302,6 +305,17 @@ export class PolicyReconciler {
     const stampsAfter = (node: string) =>
       remediation ? remediation.stampsAfter.get(node) : facts.get(node)?.stamps;
     const saturated = saturatedNodes(observations, (node) => stampsAfter(node) !== undefined);
+    // IO limits: each node's culprits limited in place while its disk is saturated, and lifted after.
+    const limits = this.deps.limiter.plan({
+      policy,
+      spec,
+      dryRun,
+      now,
+      observations,
+      facts,
+      looked: seen,
+      memory,
+    });
     return {
       observations,
       facts,
@@ -319,17 +333,9 @@ export class PolicyReconciler {
         stampsAfter,
         cacheReady: cache.watchesHealthy() && seen.unsettled === 0,
       }),
-      // IO limits: each node's culprits limited in place while its disk is saturated, and lifted after.
-      limits: this.deps.limiter.plan({
-        policy,
-        spec,
-        dryRun,
-        now,
-        observations,
-        facts,
-        looked: seen,
-        memory,
-      }),
+      limits,
+      // Each limited pod stamped, before the list that asks for its limit is written.
+      stamps: this.deps.stamps.plan({ dryRun, owned: pass.owned, looked: seen, limits }),
       pacing: this.deps.pacer.plan({
         policy: policy.name,
         spec,

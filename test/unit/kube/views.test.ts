@@ -8,6 +8,7 @@ import {
   eventView,
   gatedPodView,
   healthView,
+  ioStampedPodView,
   nodeLeaseView,
   nodeView,
   podData,
@@ -520,4 +521,34 @@ describe('gatedPodView: when a pod was gated', () => {
     it(`takes ${expected} for ${name}`, () => {
       expect(gated(annotations)).to.equal(expected);
     });
+});
+
+describe('ioStampedPodView: the pods cleanup takes IO-limit stamps off', () => {
+  const pod = (annotations: Record<string, string>): RawObject => ({
+    metadata: { name: 'db-0', namespace: 'shop', uid: 'u1', annotations },
+    spec: { nodeName: 'n1' },
+  });
+  const stamps = {
+    'sandbox.remediator.io/io-limited-by': 'p',
+    'sandbox.remediator.io/io-limit': '8:0 wbps=4194304',
+    'sandbox.remediator.io/io-limited-uid': 'u1',
+  };
+
+  it('keeps a pod stamped for its own uid, with its node, policy and limit', () => {
+    expect(ioStampedPodView(pod(stamps))).to.deep.equal({
+      namespace: 'shop',
+      name: 'db-0',
+      uid: 'u1',
+      nodeName: 'n1',
+      policy: 'p',
+      limit: '8:0 wbps=4194304',
+    });
+  });
+
+  it('keeps no pod without our stamps, nor one whose stamps name another uid (copied with its manifest)', () => {
+    expect(ioStampedPodView(pod({ 'sandbox.remediator.io/gated-by': 'p' }))).to.equal(undefined);
+    expect(ioStampedPodView(pod({ ...stamps, 'sandbox.remediator.io/io-limited-uid': 'u0' }))).to.equal(
+      undefined,
+    );
+  });
 });

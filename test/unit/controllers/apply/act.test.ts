@@ -6,6 +6,7 @@ import { ActionLog } from '../../../../src/controllers/action-log.js';
 import { actOnPlan, type ActDeps } from '../../../../src/controllers/apply/act.js';
 import type { Pass, Plan } from '../../../../src/controllers/apply/pass.js';
 import { Failures } from '../../../../src/controllers/failures.js';
+import { IoLimitStamps } from '../../../../src/controllers/iolimits/pod-stamps.js';
 import { IoLimiter } from '../../../../src/controllers/iolimits/limiter.js';
 import { NodeConditions } from '../../../../src/controllers/nodecondition/node-conditions.js';
 import { Pacer, type PacingPlan } from '../../../../src/controllers/pacing/pacer.js';
@@ -68,6 +69,7 @@ function world() {
     pacer: new Pacer({ ...shared, lifter: cluster, logger: silentLogger, clock }),
     conditions: new NodeConditions({ ...shared, logger: silentLogger, writeConcurrency: 1, hooks: {} }),
     limiter: new IoLimiter({ ...shared, writer: cluster }),
+    stamps: new IoLimitStamps({ cache: cluster }),
   };
   const memory = new PolicyMemory('uid-p');
   memory.startPass(1, NODES, T0.getTime()); // past the first pass: what is marked dirty now is kept
@@ -152,6 +154,7 @@ function planFor(cluster: MemoryCluster, o: PlanOptions = {}): Plan {
     rollouts,
     pacing,
     limits: undefined,
+    stamps: [],
   };
 }
 

@@ -2,11 +2,12 @@
 // spec.ioLimits, verified by the agent's report before a step, stepped while the disk stays saturated, lifted once it
 // wants no more; a person's lift is theirs; a limit the agent could not apply hands the pod on to migration.
 import { expect } from 'chai';
-import type {
-  IoAttribution,
-  IoConsumer,
-  IoLimitReport,
-  WantedIoLimitSpec,
+import {
+  IO_LIMIT_STAMP,
+  type IoAttribution,
+  type IoConsumer,
+  type IoLimitReport,
+  type WantedIoLimitSpec,
 } from '../../../../src/api/v1alpha1/index.js';
 import type { PodView } from '../../../../src/detection/index.js';
 import { aPod, anEvent, nameReservedMessage, T0 } from '../../../support/builders.js';
@@ -356,6 +357,77 @@ describe('IoLimiter: the culprit limited in place', () => {
     expect(wanted()).to.deep.equal([]);
     expect(cluster.takeWrites().filter((w) => w.includes('ioLimits'))).to.deep.equal([]);
     expect(events('IoLimited')).to.have.length(1);
+  });
+});
+
+describe('IoLimitStamps: the limited pod stamped', () => {
+  const stampOf = (cluster: MemoryCluster, pod: PodView) => cluster.podStamps.get(pod.uid);
+
+  it('stamps the culprit before the list that asks for its limit, follows its step, and takes the stamps off with the lift', async () => {
+    const { cluster, reconciler, db, api, agentReports, clock, state, wanted } = world();
+    await reconciler.reconcile('p');
+    cluster.takeWrites();
+    await reconciler.reconcile('p');
+    const writes = cluster.takeWrites();
+    expect(writes.indexOf(`stamp pod/shop/${db.name}`), 'stamped before the list').to.be.within(
+      0,
+      writes.indexOf('patch health/n1 ioLimits') - 1,
+    );
+    expect(stampOf(cluster, db)).to.deep.equal({
+      [IO_LIMIT_STAMP.policy]: 'p',
+      [IO_LIMIT_STAMP.limit]: '8:0 rbps=2097152 wbps=20971520 riops=50 wiops=200',
+      [IO_LIMIT_STAMP.since]: wanted()[0]?.since,
+      [IO_LIMIT_STAMP.uid]: db.uid,
+    });
+    expect(stampOf(cluster, api), 'a bystander').to.equal(undefined);
+    clock.advance(40_000);
+    agentReports();
+    await reconciler.reconcile('p');
+    expect(stampOf(cluster, db)?.[IO_LIMIT_STAMP.limit], 'stepped').to.equal(
+      '8:0 rbps=1048576 wbps=10485760 riops=50 wiops=100',
+    );
+    agentReports();
+    state.saturated = false;
+    state.dbScale = 0.01;
+    reconciler.markDirty('p', 'n1');
+    await reconciler.reconcile('p');
+    clock.advance(61_000);
+    reconciler.markDirty('p', 'n1');
+    await reconciler.reconcile('p');
+    expect(wanted(), 'lifted').to.deep.equal([]);
+    expect(stampOf(cluster, db)).to.equal(undefined);
+  });
+
+  it('writes each stamp once; a restarted operator writes it once again, as it does not watch running pods', async () => {
+    const { cluster, reconciler, db, restart } = world();
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    cluster.takeWrites();
+    reconciler.markDirty('p');
+    await reconciler.reconcile('p');
+    expect(cluster.takeWrites().filter((w) => w.startsWith('stamp'))).to.deep.equal([]);
+    const again = restart().reconciler;
+    await again.reconcile('p');
+    await again.reconcile('p');
+    expect(cluster.takeWrites().filter((w) => w.startsWith('stamp'))).to.deep.equal([
+      `stamp pod/shop/${db.name}`,
+    ]);
+  });
+
+  it('takes off the stamps of a limit a person lifted, and stamps nothing in a dry run', async () => {
+    const { cluster, reconciler, db } = world();
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    cluster.changeHealth('n1', (h) => {
+      const { ioLimits: _lifted, ...rest } = h;
+      return rest;
+    });
+    await reconciler.reconcile('p');
+    expect(stampOf(cluster, db)).to.equal(undefined);
+    const dry = world({}, { dryRun: true });
+    await dry.reconciler.reconcile('p');
+    await dry.reconciler.reconcile('p');
+    expect(dry.cluster.takeWrites().filter((w) => w.startsWith('stamp'))).to.deep.equal([]);
   });
 });
 

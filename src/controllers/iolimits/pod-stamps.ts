@@ -1,0 +1,73 @@
+// The stamps on the pods the operator limits in place (limitIo, ADR 0031): each pod with an entry in its node's
+// spec.ioLimits carries IO_LIMIT_STAMP (whose limit, io.max's line, since when), written before the list that asks
+// the agent for the limit, and taken off once the list names the pod no more. The operator does not watch running
+// pods, so it keeps what it last wrote on each: a restarted operator writes each pod's stamps once again (a patch that
+// changes nothing), and cleanup takes off any left where the operator was not running to.
+import type { WantedIoLimitSpec } from '../../api/v1alpha1/index.js';
+import type { Actuator } from '../../actuation/actuator.js';
+import { stampChanges, type StampChange, type StampedPod } from '../../policy/io-limit-stamp.js';
+import type { ClusterCache } from '../../ports/cluster.js';
+import { forEachLimit } from '../../runtime/limit.js';
+import type { Failures } from '../failures.js';
+import type { IoLimitPlan } from './limiter.js';
+
+/** Pod patches in flight at once: a restarted operator stamps every limited pod of its nodes once. */
+const STAMP_CONCURRENCY = 4;
+
+export class IoLimitStamps {
+  /** By node, then pod UID: what the operator last wrote on each pod, or that the pod was gone. */
+  private readonly stamped = new Map<string, Map<string, StampedPod>>();
+
+  constructor(private readonly deps: { cache: ClusterCache }) {}
+
+  /**
+   * The stamps to write on the policy's nodes the pass looked at (every one on a full pass), those the limit plan
+   * writes, and those with pods stamped: each node's list as the plan will write it, else as read. None in a dry run
+   * (it writes nothing), nor on a node whose list does not parse.
+   */
+  plan(input: {
+    dryRun: boolean;
+    owned: readonly string[];
+    looked: { full: boolean; observed: ReadonlySet<string> };
+    limits: IoLimitPlan | undefined;
+  }): StampChange[] {
+    if (input.dryRun) return [];
+    const planned = new Map(input.limits?.nodes.map((n) => [n.node, n.wish]));
+    const wanted = (node: string) =>
+      input.looked.full || input.looked.observed.has(node) || planned.has(node) || this.stamped.has(node);
+    const changes: StampChange[] = [];
+    for (const node of input.owned.filter(wanted)) {
+      const health = this.deps.cache.health(node);
+      if (health?.ioLimitsUnreadable) continue;
+      const list: readonly WantedIoLimitSpec[] = planned.get(node) ?? health?.ioLimits ?? [];
+      const stamped = this.stamped.get(node) ?? new Map<string, StampedPod>();
+      changes.push(...stampChanges(node, list, stamped));
+      // A pod found gone is forgotten once the list names it no more.
+      const named = new Set(list.map((e) => e.podUid));
+      for (const [uid, last] of stamped) if (!last.stamps && !named.has(uid)) stamped.delete(uid);
+      if (stamped.size === 0) this.stamped.delete(node);
+    }
+    return changes;
+  }
+
+  /** Writes the stamps; a failed write is said in the log and retried by the queue (the pass fails). */
+  async act(changes: readonly StampChange[], actuator: Actuator, failures: Failures): Promise<void> {
+    await forEachLimit(changes, STAMP_CONCURRENCY, async ({ node, pod, annotations }) => {
+      try {
+        const found = await actuator.stampPod(pod, annotations);
+        const stamped = this.stamped.get(node) ?? new Map<string, StampedPod>();
+        if (Object.values(annotations).every((v) => v === null)) stamped.delete(pod.uid);
+        else stamped.set(pod.uid, { ...pod, node, stamps: found ? annotations : undefined });
+        if (stamped.size > 0) this.stamped.set(node, stamped);
+        else this.stamped.delete(node);
+      } catch (err) {
+        failures.add(`IO-limit stamps of pod/${pod.namespace}/${pod.name}`, err);
+      }
+    });
+  }
+
+  /** A node gone: the pods it held are gone with it. */
+  forgetNode(node: string): void {
+    this.stamped.delete(node);
+  }
+}

@@ -1,0 +1,159 @@
+// The stamps on the pods a node's IO limits are about (limitIo): what a pod carries for its entries, and what to write
+// as the list changes. A table, and a property over any sequence of lists: the pods carry exactly their entries' stamps.
+import { expect } from 'chai';
+import fc from 'fast-check';
+import {
+  IO_LIMIT_STAMP,
+  IO_LIMIT_UNSTAMPED,
+  type WantedIoLimitSpec,
+} from '../../../src/api/v1alpha1/index.js';
+import {
+  ioLimitStamps,
+  ioMaxLine,
+  stampChanges,
+  type StampedPod,
+} from '../../../src/policy/io-limit-stamp.js';
+import { mergeAnnotations } from '../../support/memory-cluster.js';
+
+const entry = (uid: string, over: Partial<WantedIoLimitSpec> = {}): WantedIoLimitSpec => ({
+  podUid: uid,
+  pod: `shop/${uid}`,
+  device: '8:0',
+  limit: { wbps: 4_194_304, wiops: 200 },
+  policy: 'p',
+  since: '2026-12-06T10:00:00.000Z',
+  ...over,
+});
+
+/** What the operator last wrote on each pod, as act() keeps it. */
+function ledger(list: WantedIoLimitSpec[], gone: string[] = []): Map<string, StampedPod> {
+  const stamped = new Map<string, StampedPod>();
+  for (const e of list)
+    stamped.set(e.podUid, {
+      namespace: 'shop',
+      name: e.podUid,
+      uid: e.podUid,
+      node: 'n1',
+      stamps: ioLimitStamps(
+        list.filter((o) => o.podUid === e.podUid),
+        e.podUid,
+      ),
+    });
+  for (const uid of gone)
+    stamped.set(uid, { namespace: 'shop', name: uid, uid, node: 'n1', stamps: undefined });
+  return stamped;
+}
+
+describe('IO-limit stamps: what a limited pod carries', () => {
+  it("says the limit as io.max's line, with the keys it sets in io.max's order", () => {
+    expect(ioMaxLine('8:0', { wiops: 200, rbps: 'max', wbps: 4_194_304 })).to.equal(
+      '8:0 rbps=max wbps=4194304 wiops=200',
+    );
+  });
+
+  it("names every policy and device of the pod's entries, and the first since", () => {
+    const stamps = ioLimitStamps(
+      [
+        entry('a', {
+          device: '259:0',
+          policy: 'q',
+          since: '2026-12-06T11:00:00.000Z',
+          limit: { rbps: 1024 },
+        }),
+        entry('a'),
+      ],
+      'a',
+    );
+    expect(stamps).to.deep.equal({
+      [IO_LIMIT_STAMP.policy]: 'p,q',
+      [IO_LIMIT_STAMP.limit]: '259:0 rbps=1024; 8:0 wbps=4194304 wiops=200',
+      [IO_LIMIT_STAMP.since]: '2026-12-06T10:00:00.000Z',
+      [IO_LIMIT_STAMP.uid]: 'a',
+    });
+  });
+});
+
+describe('IO-limit stamps: what to write as the list changes', () => {
+  const table: {
+    name: string;
+    list: WantedIoLimitSpec[];
+    before: Map<string, StampedPod>;
+    want: { uid: string; stamped: boolean }[];
+  }[] = [
+    {
+      name: 'a new limit: its pod stamped',
+      list: [entry('a')],
+      before: ledger([]),
+      want: [{ uid: 'a', stamped: true }],
+    },
+    { name: 'the same limit: nothing written', list: [entry('a')], before: ledger([entry('a')]), want: [] },
+    {
+      name: 'a step: the stamp follows it',
+      list: [entry('a', { limit: { wbps: 2_097_152 } })],
+      before: ledger([entry('a')]),
+      want: [{ uid: 'a', stamped: true }],
+    },
+    {
+      name: 'a lift: the stamps off',
+      list: [],
+      before: ledger([entry('a')]),
+      want: [{ uid: 'a', stamped: false }],
+    },
+    { name: 'a pod found gone: not written again', list: [entry('a')], before: ledger([], ['a']), want: [] },
+    {
+      name: 'a gone pod no longer listed: nothing to take off',
+      list: [],
+      before: ledger([], ['a']),
+      want: [],
+    },
+    {
+      name: 'an entry whose pod name does not parse: not written',
+      list: [entry('a', { pod: 'no-namespace' })],
+      before: ledger([]),
+      want: [],
+    },
+  ];
+  for (const row of table)
+    it(row.name, () => {
+      const changes = stampChanges('n1', row.list, row.before);
+      expect(
+        changes.map((c) => ({ uid: c.pod.uid, stamped: c.annotations !== IO_LIMIT_UNSTAMPED })),
+      ).to.deep.equal(row.want);
+      for (const c of changes) expect(c).to.include({ node: 'n1' });
+    });
+
+  it("any sequence of lists: after each write every listed pod carries its entries' stamps, and no other pod ours", () => {
+    const uids = ['a', 'b', 'c'];
+    const anEntry = fc.record({
+      uid: fc.constantFrom(...uids),
+      device: fc.constantFrom('8:0', '259:0'),
+      wbps: fc.integer({ min: 1, max: 1e9 }),
+      policy: fc.constantFrom('p', 'q'),
+    });
+    const aList = fc
+      .array(anEntry, { maxLength: 4 })
+      .map((es) =>
+        [...new Map(es.map((e) => [`${e.uid} ${e.device}`, e])).values()].map((e) =>
+          entry(e.uid, { device: e.device, policy: e.policy, limit: { wbps: e.wbps } }),
+        ),
+      );
+    fc.assert(
+      fc.property(fc.array(aList, { minLength: 1, maxLength: 8 }), (lists) => {
+        const onPods = new Map<string, Record<string, string>>(); // the API's pods' annotations
+        const stamped = new Map<string, StampedPod>();
+        for (const list of lists) {
+          for (const { pod, annotations } of stampChanges('n1', list, stamped)) {
+            onPods.set(pod.uid, mergeAnnotations(onPods.get(pod.uid), annotations));
+            if (annotations === IO_LIMIT_UNSTAMPED) stamped.delete(pod.uid);
+            else stamped.set(pod.uid, { ...pod, node: 'n1', stamps: annotations });
+          }
+          for (const uid of uids) {
+            const entries = list.filter((e) => e.podUid === uid);
+            const want = entries.length > 0 ? ioLimitStamps(entries, uid) : {};
+            expect(onPods.get(uid) ?? {}, uid).to.deep.equal(want);
+          }
+        }
+      }),
+    );
+  });
+});

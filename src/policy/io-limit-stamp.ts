@@ -41,12 +41,14 @@ export interface StampChange {
 }
 
 /**
- * What to write so that each pod of the node's list carries the stamps of its entries, and each pod last stamped on
- * the node (`stamped`, by UID) that the list no longer names carries none. A pod last found gone is not written again while it stays so.
+ * What to write so that each pod of the node's list carries the stamps of its entries, and each pod that the list no
+ * longer names carries none: one last stamped on the node (`stamped`, by UID), or named in the list as read (`read`,
+ * which a restarted operator has not stamped yet). A pod last found gone is not written again while it stays so.
  */
 export function stampChanges(
   node: string,
   list: readonly WantedIoLimitSpec[],
+  read: readonly WantedIoLimitSpec[],
   stamped: ReadonlyMap<string, StampedPod>,
 ): StampChange[] {
   const byPod = new Map<string, WantedIoLimitSpec[]>();
@@ -60,13 +62,14 @@ export function stampChanges(
     const pod = podRef(entries[0]?.pod ?? '', uid);
     if (pod) changes.push({ node, pod, annotations });
   }
+  const unlisted = new Map<string, PodRef | undefined>();
   for (const [uid, last] of stamped)
     if (last.stamps && !byPod.has(uid))
-      changes.push({
-        node,
-        pod: { namespace: last.namespace, name: last.name, uid },
-        annotations: IO_LIMIT_UNSTAMPED,
-      });
+      unlisted.set(uid, { namespace: last.namespace, name: last.name, uid });
+  for (const entry of read)
+    if (!byPod.has(entry.podUid) && !stamped.has(entry.podUid))
+      unlisted.set(entry.podUid, podRef(entry.pod, entry.podUid));
+  for (const pod of unlisted.values()) if (pod) changes.push({ node, pod, annotations: IO_LIMIT_UNSTAMPED });
   return changes;
 }
 

@@ -39,9 +39,10 @@ export class IoLimitStamps {
     for (const node of input.owned.filter(wanted)) {
       const health = this.deps.cache.health(node);
       if (health?.ioLimitsUnreadable) continue;
-      const list: readonly WantedIoLimitSpec[] = planned.get(node) ?? health?.ioLimits ?? [];
+      const read = health?.ioLimits ?? [];
+      const list: readonly WantedIoLimitSpec[] = planned.get(node) ?? read;
       const stamped = this.stamped.get(node) ?? new Map<string, StampedPod>();
-      changes.push(...stampChanges(node, list, stamped));
+      changes.push(...stampChanges(node, list, read, stamped));
       // A pod found gone is forgotten once the list names it no more.
       const named = new Set(list.map((e) => e.podUid));
       for (const [uid, last] of stamped) if (!last.stamps && !named.has(uid)) stamped.delete(uid);

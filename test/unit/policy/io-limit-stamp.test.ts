@@ -77,6 +77,8 @@ describe('IO-limit stamps: what to write as the list changes', () => {
   const table: {
     name: string;
     list: WantedIoLimitSpec[];
+    /** The list as read, before this pass's write (absent: as `list`). */
+    read?: WantedIoLimitSpec[];
     before: Map<string, StampedPod>;
     want: { uid: string; stamped: boolean }[];
   }[] = [
@@ -107,6 +109,20 @@ describe('IO-limit stamps: what to write as the list changes', () => {
       want: [],
     },
     {
+      name: 'a lift by a restarted operator, which never stamped the pod: the stamps off all the same',
+      list: [],
+      read: [entry('a')],
+      before: ledger([]),
+      want: [{ uid: 'a', stamped: false }],
+    },
+    {
+      name: 'a lift of a pod found gone: nothing to take off',
+      list: [],
+      read: [entry('a')],
+      before: ledger([], ['a']),
+      want: [],
+    },
+    {
       name: 'an entry whose pod name does not parse: not written',
       list: [entry('a', { pod: 'no-namespace' })],
       before: ledger([]),
@@ -115,14 +131,14 @@ describe('IO-limit stamps: what to write as the list changes', () => {
   ];
   for (const row of table)
     it(row.name, () => {
-      const changes = stampChanges('n1', row.list, row.before);
+      const changes = stampChanges('n1', row.list, row.read ?? row.list, row.before);
       expect(
         changes.map((c) => ({ uid: c.pod.uid, stamped: c.annotations !== IO_LIMIT_UNSTAMPED })),
       ).to.deep.equal(row.want);
       for (const c of changes) expect(c).to.include({ node: 'n1' });
     });
 
-  it("any sequence of lists: after each write every listed pod carries its entries' stamps, and no other pod ours", () => {
+  it("any sequence of lists and restarts: after each write every listed pod carries its entries' stamps, and no other pod ours", () => {
     const uids = ['a', 'b', 'c'];
     const anEntry = fc.record({
       uid: fc.constantFrom(...uids),
@@ -138,11 +154,13 @@ describe('IO-limit stamps: what to write as the list changes', () => {
         ),
       );
     fc.assert(
-      fc.property(fc.array(aList, { minLength: 1, maxLength: 8 }), (lists) => {
+      fc.property(fc.array(fc.tuple(aList, fc.boolean()), { minLength: 1, maxLength: 8 }), (steps) => {
         const onPods = new Map<string, Record<string, string>>(); // the API's pods' annotations
         const stamped = new Map<string, StampedPod>();
-        for (const list of lists) {
-          for (const { pod, annotations } of stampChanges('n1', list, stamped)) {
+        let read: WantedIoLimitSpec[] = [];
+        for (const [list, restarted] of steps) {
+          if (restarted) stamped.clear(); // a new operator: it knows nothing it wrote
+          for (const { pod, annotations } of stampChanges('n1', list, read, stamped)) {
             onPods.set(pod.uid, mergeAnnotations(onPods.get(pod.uid), annotations));
             if (annotations === IO_LIMIT_UNSTAMPED) stamped.delete(pod.uid);
             else stamped.set(pod.uid, { ...pod, node: 'n1', stamps: annotations });
@@ -152,6 +170,7 @@ describe('IO-limit stamps: what to write as the list changes', () => {
             const want = entries.length > 0 ? ioLimitStamps(entries, uid) : {};
             expect(onPods.get(uid) ?? {}, uid).to.deep.equal(want);
           }
+          read = list;
         }
       }),
     );

@@ -79,12 +79,17 @@ function isPodsOwn(record: AppliedIoLimit, version: CgroupVersion, pod: string |
  * The cgroups a pod's limit is written in, the pod's first. On v2 its own: io.max binds everything below it. On v1
  * blkio.throttle is flat (a limit binds only the tasks of its own cgroup), and kubelet runs each container in a
  * cgroup below the pod's: the limit goes in each, so that each container is held to it. At most
- * MAX_CGROUPS_PER_LIMIT, nearest first.
+ * MAX_CGROUPS_PER_LIMIT, nearest first; `unlimited`: how many found below them are past that bound.
  */
-function limitCgroups(hierarchy: string, version: CgroupVersion, pod: string): string[] {
+function limitCgroups(
+  hierarchy: string,
+  version: CgroupVersion,
+  pod: string,
+): { cgroups: string[]; unlimited: number } {
   const cgroups = [pod];
-  if (version === 'v2') return cgroups;
-  for (let i = 0; i < cgroups.length && cgroups.length < MAX_CGROUPS_PER_LIMIT; i++) {
+  let unlimited = 0;
+  if (version === 'v2') return { cgroups, unlimited };
+  for (let i = 0; i < cgroups.length; i++) {
     let below: string[];
     try {
       below = readdirSync(`${hierarchy}/${cgroups[i]}`, { withFileTypes: true })
@@ -94,9 +99,11 @@ function limitCgroups(hierarchy: string, version: CgroupVersion, pod: string): s
     } catch {
       below = []; // gone since: nothing below it to limit
     }
-    cgroups.push(...below.slice(0, MAX_CGROUPS_PER_LIMIT - cgroups.length));
+    const room = MAX_CGROUPS_PER_LIMIT - cgroups.length;
+    cgroups.push(...below.slice(0, room));
+    unlimited += Math.max(0, below.length - room);
   }
-  return cgroups;
+  return { cgroups, unlimited };
 }
 
 /** One outcome of a kind for a pod's limit, however many cgroups it took. */
@@ -224,7 +231,7 @@ export class IoLimitSync {
     }
     // A record naming a cgroup that is not the pod's own is not carried on (a forged report read back).
     const own = new Map(records.filter((r) => isPodsOwn(r, tree.version, pod)).map((r) => [r.cgroup, r]));
-    const cgroups = limitCgroups(tree.hierarchy, tree.version, pod);
+    const { cgroups, unlimited } = limitCgroups(tree.hierarchy, tree.version, pod);
     // A container's cgroup gone (or past the bound): its record goes, put back where it is still there.
     for (const [cgroup, record] of own) if (!cgroups.includes(cgroup)) this.lift(record, after, []);
     const said: IoLimitOutcome[] = [];
@@ -238,6 +245,13 @@ export class IoLimitSync {
         if (outcome.result !== 'PodGone' || cgroup === pod) said.push(outcome);
       }
     }
+    // Tasks in a cgroup past the bound are not held: the limit is not in force for the whole pod, and that is said.
+    if (unlimited > 0 && (!unchanged || said.length > 0))
+      said.push({
+        podUid,
+        result: 'Failed',
+        message: `${unlimited} cgroup(s) below the pod past the ${MAX_CGROUPS_PER_LIMIT} a limit is written in are not limited (on v1 blkio.throttle binds only its own cgroup's tasks)`,
+      });
     outcomes.push(...mergeByKind(said));
   }
 

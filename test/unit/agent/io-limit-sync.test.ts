@@ -216,6 +216,21 @@ describe('IoLimitSync', () => {
       );
   });
 
+  it('v1: a pod with more cgroups than a limit is written in says those past the bound are not limited', () => {
+    const containers = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'i'];
+    v1Pod(DB, containers);
+    const set = sync().sync([wantDb(4000)], []);
+    expect(set.applied, 'the pod and the 7 nearest').to.have.length(8);
+    expect(results(set)).to.deep.equal(['db Set', 'db Failed']);
+    expect(set.outcomes[1]!.message).to.match(
+      /^2 cgroup\(s\) below the pod past the 8 a limit is written in are not limited/,
+    );
+    expect(
+      sync().sync([wantDb(4000)], set.applied).outcomes,
+      'said once, while nothing changes',
+    ).to.deep.equal([]);
+  });
+
   it("v1: a container's cgroup that no stored report names yet is not written this round, but on the next", () => {
     const dir = v1Pod(DB, ['aaa']);
     const cgroup = `kubepods/pod${DB}`;

@@ -308,6 +308,8 @@ export class IoLimitSync {
       }
       const lifted = this.limiter.lift(`${tree.hierarchy}/${record.cgroup}`, record.version, record);
       const changed = lifted.changed.join(', ');
+      // A container's cgroup gone, the pod's still there: the container went, with its limit; the pod did not.
+      if (lifted.gone && record.cgroup !== pod) return;
       outcomes.push(
         lifted.gone
           ? { podUid, result: 'PodGone', message: 'its cgroup is gone: nothing to put back' }

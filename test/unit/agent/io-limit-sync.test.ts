@@ -313,6 +313,16 @@ describe('IoLimitSync', () => {
     expect(r.applied).to.deep.equal([]);
   });
 
+  it("v1: a lift where a container's cgroup went meanwhile says the pod's lift, not that the pod is gone", () => {
+    const dir = v1Pod(DB, ['aaa']);
+    const { applied } = sync().sync([wantDb(4000)], []);
+    expect(applied).to.have.length(2);
+    rmSync(join(dir, 'aaa'), { recursive: true });
+    const r = sync().sync([], applied);
+    expect(results(r)).to.deep.equal(['db Lifted']);
+    expect(r.applied).to.deep.equal([]);
+  });
+
   it('leaves a key someone changed since as they set it, and says so', () => {
     const dirs = v2Tree();
     const { applied } = sync().sync([wantDb(4000)], []);

@@ -47,6 +47,8 @@ export interface CauseContext {
   busyThreshold: number;
   /** Pods (by UID, or namespace/name) that were culprits on the last look: they stay so down to HELD_SHARE of it. */
   held?: ReadonlySet<string>;
+  /** The policy limits culprits in place (limitIo): said in the message, as the remedy that comes first. */
+  limitsIo?: boolean;
 }
 
 /** A culprit stays one until its share falls under this fraction of minSharePercent, as the agent's roles do. */
@@ -105,7 +107,7 @@ export function decideIoCause(
   if (top)
     return {
       cause: 'Pod',
-      message: `${culprits.map((c) => `${consumerName(c)} does ${percent(c.sharePercent)}`).join(', ')} of ${device}'s IO: the culprit${culprits.length > 1 ? 's are' : ' is'} moved where migrateWorkloads.by measuredIo allows it (${trust}).`,
+      message: `${culprits.map((c) => `${consumerName(c)} does ${percent(c.sharePercent)}`).join(', ')} of ${device}'s IO: the culprit${culprits.length > 1 ? 's are' : ' is'} ${context.limitsIo ? 'limited in place (limitIo), and moved only if that limit is exhausted or not applied and migrateWorkloads.by measuredIo allows it' : 'moved where migrateWorkloads.by measuredIo allows it'} (${trust}).`,
       culprits,
     };
   const largest = [...consumers].sort((a, b) => share(b) - share(a))[0];

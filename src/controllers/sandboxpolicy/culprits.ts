@@ -43,6 +43,7 @@ export async function resolveAttribution(
     busyPercent: reading.busyPercent,
     busyThreshold: spec.ioPressure.thresholds.diskBusyPercent,
     held: new Set(state.culprits?.keys() ?? []),
+    limitsIo: spec.remediation.limitIo !== undefined,
   };
   const { attribution } = reading;
   if (!attribution) {

@@ -90,6 +90,16 @@ describe('decideIoCause', () => {
     );
   });
 
+  it('says the culprit is limited in place first where the policy limits IO', () => {
+    const { message } = decideIoCause(attribution(pod('db-0', 64), system(36)), {
+      ...saturated(),
+      limitsIo: true,
+    });
+    expect(message).to.equal(
+      "shop/db-0 does 64% of sda's IO: the culprit is limited in place (limitIo), and moved only if that limit is exhausted or not applied and migrateWorkloads.by measuredIo allows it (High confidence: cgroup v2, ext4).",
+    );
+  });
+
   it('honours minSharePercent', () => {
     expect(decideIoCause(attribution(pod('db-0', 40), system(60)), saturated(50)).cause).to.equal(
       'Unattributed',

@@ -30,8 +30,8 @@ import type { PodView } from '../detection/index.js';
 import type { PodRef } from '../policy/actions.js';
 import { NODE_LEASE_NAMESPACE, nodeLeaseName } from '../policy/node-lease.js';
 import {
+  apiStatus,
   describeError,
-  isConflict,
   isInvalid,
   isNotFound,
   isTooManyRequests,
@@ -164,7 +164,8 @@ export class KubeActuator implements Actuator {
   }
 
   async stampPod(pod: PodRef, annotations: IoLimitStampAnnotations): Promise<boolean> {
-    // A merge patch of our annotations alone; the uid in it is a precondition: a pod made again under the name is a 409.
+    // A merge patch of our annotations alone. The uid in it is checked by the apiserver's validation of the update: a pod
+    // made again under the name answers 422, metadata.uid immutable.
     const body = { metadata: { uid: pod.uid, annotations } };
     try {
       await this.core.patchNamespacedPod(
@@ -173,7 +174,8 @@ export class KubeActuator implements Actuator {
       );
       return true;
     } catch (err) {
-      if (isNotFound(err) || isConflict(err)) return false;
+      const status = apiStatus(err);
+      if (isNotFound(err) || (status?.code === 422 && status.message.includes('metadata.uid'))) return false;
       throw terminalIfInvalid(err, `patch of pod/${pod.namespace}/${pod.name}`);
     }
   }

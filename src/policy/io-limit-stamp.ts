@@ -40,36 +40,56 @@ export interface StampChange {
   annotations: IoLimitStampAnnotations;
 }
 
+/** A node's lists and what is known of its pods' stamps, for stampChanges. */
+export interface NodeStampsInput {
+  node: string;
+  /** spec.ioLimits as this pass leaves it (the plan's, else as read). */
+  list: readonly WantedIoLimitSpec[];
+  /** spec.ioLimits as read: names pods a restarted operator has not stamped yet. */
+  read: readonly WantedIoLimitSpec[];
+  /** The pods (UIDs) the agent's report says a limit of ours is still in force on. */
+  held: ReadonlySet<string>;
+  /** What the operator last wrote on each pod of the node, by UID. */
+  stamped: ReadonlyMap<string, StampedPod>;
+}
+
 /**
- * What to write so that each pod of the node's list carries the stamps of its entries, and each pod that the list no
- * longer names carries none: one last stamped on the node (`stamped`, by UID), or named in the list as read (`read`,
- * which a restarted operator has not stamped yet). A pod last found gone is not written again while it stays so.
+ * What to write so that each pod with a limit of ours carries stamps, and no other pod: a pod of the list carries its
+ * entries' stamps; one the list no longer names keeps what it carries while the agent reports its limit in force (a
+ * lift is done once the files hold what they held), and then carries none. A pod last found gone is not written again.
  */
-export function stampChanges(
-  node: string,
-  list: readonly WantedIoLimitSpec[],
-  read: readonly WantedIoLimitSpec[],
-  stamped: ReadonlyMap<string, StampedPod>,
-): StampChange[] {
-  const byPod = new Map<string, WantedIoLimitSpec[]>();
-  for (const entry of list) byPod.set(entry.podUid, [...(byPod.get(entry.podUid) ?? []), entry]);
+export function stampChanges({ node, list, read, held, stamped }: NodeStampsInput): StampChange[] {
+  const entriesOf = (of: readonly WantedIoLimitSpec[]) => {
+    const byPod = new Map<string, WantedIoLimitSpec[]>();
+    for (const entry of of) byPod.set(entry.podUid, [...(byPod.get(entry.podUid) ?? []), entry]);
+    return byPod;
+  };
+  const listed = entriesOf(list);
+  const wasListed = entriesOf(read);
   const changes: StampChange[] = [];
-  for (const [uid, entries] of byPod) {
+  const stamp = (uid: string, entries: readonly WantedIoLimitSpec[]) => {
     const last = stamped.get(uid);
-    if (last && !last.stamps) continue; // gone
+    if (last && !last.stamps) return; // gone
     const annotations = ioLimitStamps(entries, uid);
-    if (last?.stamps && sameStamps(last.stamps, annotations)) continue;
+    if (last?.stamps && sameStamps(last.stamps, annotations)) return;
     const pod = podRef(entries[0]?.pod ?? '', uid);
     if (pod) changes.push({ node, pod, annotations });
+  };
+  for (const [uid, entries] of listed) stamp(uid, entries);
+  for (const uid of new Set([...stamped.keys(), ...wasListed.keys()])) {
+    const last = stamped.get(uid);
+    if (listed.has(uid) || (last && !last.stamps)) continue;
+    const entries = wasListed.get(uid) ?? [];
+    // Still in force: stamped as it was (a restarted operator stamps it from the list as read, if it can).
+    if (held.has(uid)) {
+      if (!last && entries.length > 0) stamp(uid, entries);
+      continue;
+    }
+    const pod = last
+      ? { namespace: last.namespace, name: last.name, uid }
+      : podRef(entries[0]?.pod ?? '', uid);
+    if (pod) changes.push({ node, pod, annotations: IO_LIMIT_UNSTAMPED });
   }
-  const unlisted = new Map<string, PodRef | undefined>();
-  for (const [uid, last] of stamped)
-    if (last.stamps && !byPod.has(uid))
-      unlisted.set(uid, { namespace: last.namespace, name: last.name, uid });
-  for (const entry of read)
-    if (!byPod.has(entry.podUid) && !stamped.has(entry.podUid))
-      unlisted.set(entry.podUid, podRef(entry.pod, entry.podUid));
-  for (const pod of unlisted.values()) if (pod) changes.push({ node, pod, annotations: IO_LIMIT_UNSTAMPED });
   return changes;
 }
 

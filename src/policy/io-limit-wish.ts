@@ -95,12 +95,14 @@ export function readBack(
       reportedAt >= (date(entry.changedAt ?? entry.since)?.getTime() ?? Infinity)
         ? last.get(entry.podUid)
         : undefined;
+    // A result since the last change that says it is not applied outweighs records that all hold it: on v1 the
+    // cgroups past the bound hold nothing, and have no record.
     result.states.set(
       key,
-      done && done.every((d) => sameRates(d.wanted, entry.limit))
-        ? 'Applied'
-        : notApplied(said)
-          ? said
+      notApplied(said)
+        ? said
+        : done && done.every((d) => sameRates(d.wanted, entry.limit))
+          ? 'Applied'
           : 'Pending',
     );
     if (entry.policy !== policy) {

@@ -4,8 +4,14 @@
 // and the pod wants no more, the limit is lifted and io.max holds no limit again. The pod is never moved.
 import type { V1Pod } from '@kubernetes/client-node';
 import { expect } from 'chai';
-import { IO_LIMIT_STAMP, type IoLimitReport, type WantedIoLimitSpec } from '../../src/api/v1alpha1/index.js';
-import { ioMaxLine } from '../../src/policy/io-limit-stamp.js';
+import {
+  IO_LIMIT_STAMP,
+  IO_LIMIT_UNSTAMPED,
+  type IoLimitReport,
+  type WantedIoLimitSpec,
+} from '../../src/api/v1alpha1/index.js';
+import { KubeActuator } from '../../src/kube/actuator.js';
+import { ioLimitStamps, ioMaxLine } from '../../src/policy/io-limit-stamp.js';
 import type { Qos } from '../support/cgroup-tree.js';
 import {
   api,
@@ -25,6 +31,14 @@ import { isRunning, podsOf, startIncident, waitForRunning } from '../support/wor
 
 const SATURATING_IO = { ...FAST_IO, thresholds: { ...FAST_IO.thresholds, diskBusyPercent: 85 } };
 const MIB = 1024 * 1024;
+const WISH: WantedIoLimitSpec = {
+  podUid: '',
+  pod: '',
+  device: '8:0',
+  limit: { wbps: 4 * MIB },
+  policy: 'p',
+  since: '2026-12-06T10:00:00Z',
+};
 const poolSelector = (pool: string) => ({ matchLabels: { 'sandbox.remediator.io/test-pool': pool } });
 const qosOf = (pod: V1Pod) => (pod.status?.qosClass ?? 'BestEffort') as Qos;
 
@@ -159,11 +173,49 @@ describe('the culprit limited in place on the real cluster', function () {
         'IoLimitLifted',
       ),
     );
-    expect(
-      Object.keys(await stamps()).filter((k) => k.startsWith('sandbox.remediator.io/io-')),
+    // The stamps go once the agent reports the limit lifted (io.max as it was, above).
+    await eventually(
       'the stamps off',
-    ).to.deep.equal([]);
+      async () => Object.keys(await stamps()).every((k) => !k.startsWith('sandbox.remediator.io/io-')),
+      { timeoutMs: 30_000 },
+    );
     // Limited, never moved.
     expect((await podsOf(namespace, 'db')).map((p) => p.metadata?.uid)).to.deep.equal([uid]);
+  });
+
+  it('stamps only the pod of the uid: one made again under the name is left as it is, and said gone', async function () {
+    this.timeout(60_000);
+    const namespace = await createNamespace(cleanup);
+    const { core, kc } = api();
+    const make = async () =>
+      (
+        await core.createNamespacedPod({
+          namespace,
+          body: {
+            metadata: { name: 'db-0' },
+            spec: { nodeName: 'nowhere', containers: [{ name: 'app', image: 'registry.local/app:1' }] },
+          },
+        })
+      ).metadata!.uid!;
+    const first = await make();
+    const actuator = new KubeActuator(kc);
+    const stamps = ioLimitStamps([{ ...WISH, podUid: first, pod: `${namespace}/db-0` }], first);
+    expect(await actuator.stampPod({ namespace, name: 'db-0', uid: first }, stamps)).to.equal(true);
+    const annotations = async () =>
+      (await core.readNamespacedPod({ namespace, name: 'db-0' })).metadata?.annotations;
+    expect(await annotations()).to.include(stamps);
+    await core.deleteNamespacedPod({ namespace, name: 'db-0', gracePeriodSeconds: 0 });
+    const second = await eventually('the pod made again', () => make().catch(() => undefined), {
+      timeoutMs: 30_000,
+    });
+    expect(second).to.not.equal(first);
+    expect(
+      await actuator.stampPod({ namespace, name: 'db-0', uid: first }, IO_LIMIT_UNSTAMPED),
+      'another pod',
+    ).to.equal(false);
+    expect(await actuator.stampPod({ namespace, name: 'db-1', uid: first }, stamps), 'no pod').to.equal(
+      false,
+    );
+    expect(await annotations(), 'the new pod untouched').to.equal(undefined);
   });
 });

@@ -188,8 +188,12 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   }
   /** The IO-limit stamps on each pod, by UID, as the API has them (running pods are read live, not cached). */
   readonly podStamps = new Map<string, Record<string, string>>();
+  /** Pods (namespace/name) whose next stamp write fails, as an apiserver that does not answer. */
+  readonly failStamps = new Set<string>();
   stampPod(pod: PodRef, annotations: IoLimitStampAnnotations): Promise<boolean> {
     this.writes.push(`stamp pod/${pod.namespace}/${pod.name}`);
+    if (this.failStamps.delete(`${pod.namespace}/${pod.name}`))
+      return Promise.reject(Object.assign(new Error('timed out'), { code: 504, body: {} }));
     const found = [...this.pods, ...this.running].some((p) => p.uid === pod.uid);
     if (!found) return Promise.resolve(false);
     const stamps = mergeAnnotations(this.podStamps.get(pod.uid), annotations);

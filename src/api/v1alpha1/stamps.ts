@@ -250,6 +250,9 @@ export const IO_LIMIT_UNSTAMPED: IoLimitStampAnnotations = {
   [IO_LIMIT_STAMP.uid]: null,
 };
 
-/** Whether a pod's annotations hold our IO-limit stamps for it (stamps naming another uid were copied: not ours). */
+/**
+ * Whether a pod's annotations hold our IO-limit stamps for it: they always name its uid (stamps naming another, or
+ * none, were copied or made by someone else: not ours).
+ */
 export const ioLimitStamped = (annotations: Readonly<Record<string, string>>, uid: string): boolean =>
-  annotations[IO_LIMIT_STAMP.policy] !== undefined && stampedOn(annotations[IO_LIMIT_STAMP.uid], uid);
+  annotations[IO_LIMIT_STAMP.policy] !== undefined && annotations[IO_LIMIT_STAMP.uid] === uid;

@@ -77,10 +77,7 @@ export async function actOnPlan(deps: ActDeps, pass: Pass, plan: Plan): Promise<
     }),
     deps.throttler.act(policy.name, plan.rollouts, actuator, failures, now),
     spendBudgets(deps, pass, plan, nodes.failedNodes, report),
-    // The pods stamped first: the list's write is what the agent acts on.
-    deps.stamps
-      .act(plan.stamps, actuator, failures)
-      .then(() => deps.limiter.act(plan.limits, failures, now, markDirty)),
+    stampAndLimit(deps, pass, plan, markDirty),
   ]);
   return {
     results,
@@ -91,6 +88,26 @@ export async function actOnPlan(deps: ActDeps, pass: Pass, plan: Plan): Promise<
     rollouts,
     pacing: spent.pacing,
   };
+}
+
+/**
+ * Node by node, as the limiter writes them: the node's pods stamped, then its list, which is what the agent acts on. A
+ * node whose stamps could not be written keeps its list as it is until the retry: no limit is asked for unstamped.
+ */
+async function stampAndLimit(deps: ActDeps, pass: Pass, plan: Plan, markDirty: (node: string) => void) {
+  const { actuator, failures, now } = pass;
+  const limits = plan.limits;
+  const nodes = new Set([...plan.stamps.map((c) => c.node), ...(limits?.nodes.map((n) => n.node) ?? [])]);
+  for (const node of nodes) {
+    const stamped = await deps.stamps.act(
+      plan.stamps.filter((c) => c.node === node),
+      actuator,
+      failures,
+    );
+    const planned = limits?.nodes.filter((n) => n.node === node) ?? [];
+    if (limits && stamped && planned.length > 0)
+      await deps.limiter.act({ ...limits, nodes: planned }, failures, now, markDirty);
+  }
 }
 
 /** The reservation, then the evictions (on nodes whose patch held) and the gate lifts it paid for, side by side. */

@@ -151,7 +151,7 @@ export class IoLimiter {
       else this.limited.delete(name);
       if (!active && entries === 0) continue;
       // Our last write of the list not yet shown by the watch: decided on once it is.
-      if (!expectations.isSettled(specKey(name), cache.observedVersion('SandboxHealth', name))) continue;
+      if (!expectations.isSettled(ioLimitsKey(name), cache.observedVersion('SandboxHealth', name))) continue;
       const node = this.planNode(input, observation, health, read, budget);
       budget -= node.spent;
       if (node.plan) nodes.push(node.plan);
@@ -300,7 +300,7 @@ export class IoLimiter {
     this.written.delete(node);
     this.simulated.delete(node);
     this.refused.delete(node);
-    this.deps.expectations.forget(specKey(node));
+    this.deps.expectations.forget(ioLimitsKey(node));
   }
 
   private async write(
@@ -313,7 +313,7 @@ export class IoLimiter {
     const wish = node.wish ?? [];
     try {
       const version = await this.deps.writer.patchHealthIoLimits(node.node, wish, node.read, node.version);
-      this.deps.expectations.expect(specKey(node.node), version);
+      this.deps.expectations.expect(ioLimitsKey(node.node), version);
       // Looked at again behind the expectation: what migration may take depends on the list (an exhausted limit).
       markDirty(node.node);
       this.written.set(
@@ -396,4 +396,4 @@ export class IoLimiter {
 }
 
 /** The expectation key of our writes of a node's spec.ioLimits. */
-const specKey = (node: string) => `IoLimits/${node}`;
+export const ioLimitsKey = (node: string) => `IoLimits/${node}`;

@@ -1,15 +1,16 @@
 // The stamps on the pods the operator limits in place (limitIo, ADR 0031): each pod with an entry in its node's
 // spec.ioLimits carries IO_LIMIT_STAMP (whose limit, io.max's line, since when), written before the list that asks
-// the agent for the limit, and taken off once the list names the pod no more. The operator does not watch running
-// pods, so it keeps what it last wrote on each: a restarted operator writes each pod's stamps once again (a patch that
-// changes nothing), and cleanup takes off any left where the operator was not running to.
-import type { WantedIoLimitSpec } from '../../api/v1alpha1/index.js';
+// the agent for the limit, and taken off once the list names the pod no more and the agent's report holds no limit of
+// ours on it. The operator does not watch running pods, so it keeps what it last wrote on each: a restarted operator
+// writes each pod's stamps once again (a patch that changes nothing), and cleanup takes off any left where the
+// operator was not running to.
 import type { Actuator } from '../../actuation/actuator.js';
 import { stampChanges, type StampChange, type StampedPod } from '../../policy/io-limit-stamp.js';
 import type { ClusterCache } from '../../ports/cluster.js';
 import { forEachLimit } from '../../runtime/limit.js';
 import type { Failures } from '../failures.js';
-import type { IoLimitPlan } from './limiter.js';
+import type { Expectations } from '../../runtime/expectations.js';
+import { ioLimitsKey, type IoLimitPlan } from './limiter.js';
 
 /** Pod patches in flight at once: a restarted operator stamps every limited pod of its nodes once. */
 const STAMP_CONCURRENCY = 4;
@@ -18,12 +19,13 @@ export class IoLimitStamps {
   /** By node, then pod UID: what the operator last wrote on each pod, or that the pod was gone. */
   private readonly stamped = new Map<string, Map<string, StampedPod>>();
 
-  constructor(private readonly deps: { cache: ClusterCache }) {}
+  constructor(private readonly deps: { cache: ClusterCache; expectations: Expectations }) {}
 
   /**
    * The stamps to write on the policy's nodes the pass looked at (every one on a full pass), those the limit plan
-   * writes, and those with pods stamped: each node's list as the plan will write it, else as read. None in a dry run
-   * (it writes nothing), nor on a node whose list does not parse.
+   * writes, and those with pods stamped: each node's list as the plan will write it, else as read, and the agent's
+   * report. None in a dry run (it writes nothing), nor on a node whose list does not parse, nor on one whose last
+   * list write the watch does not show yet (read there, the list is older than what the operator wrote).
    */
   plan(input: {
     dryRun: boolean;
@@ -32,27 +34,37 @@ export class IoLimitStamps {
     limits: IoLimitPlan | undefined;
   }): StampChange[] {
     if (input.dryRun) return [];
+    const { cache, expectations } = this.deps;
     const planned = new Map(input.limits?.nodes.map((n) => [n.node, n.wish]));
     const wanted = (node: string) =>
       input.looked.full || input.looked.observed.has(node) || planned.has(node) || this.stamped.has(node);
     const changes: StampChange[] = [];
     for (const node of input.owned.filter(wanted)) {
-      const health = this.deps.cache.health(node);
+      const health = cache.health(node);
       if (health?.ioLimitsUnreadable) continue;
+      if (
+        !planned.has(node) &&
+        !expectations.isSettled(ioLimitsKey(node), cache.observedVersion('SandboxHealth', node))
+      )
+        continue;
       const read = health?.ioLimits ?? [];
-      const list: readonly WantedIoLimitSpec[] = planned.get(node) ?? read;
       const stamped = this.stamped.get(node) ?? new Map<string, StampedPod>();
-      changes.push(...stampChanges(node, list, read, stamped));
+      const held = new Set((health?.status?.ioLimits?.applied ?? []).map((a) => a.podUid));
+      changes.push(...stampChanges({ node, list: planned.get(node) ?? read, read, held, stamped }));
       // A pod found gone is forgotten once the list names it no more.
-      const named = new Set(list.map((e) => e.podUid));
+      const named = new Set(read.map((e) => e.podUid));
       for (const [uid, last] of stamped) if (!last.stamps && !named.has(uid)) stamped.delete(uid);
       if (stamped.size === 0) this.stamped.delete(node);
     }
     return changes;
   }
 
-  /** Writes the stamps; a failed write is said in the log and retried by the queue (the pass fails). */
-  async act(changes: readonly StampChange[], actuator: Actuator, failures: Failures): Promise<void> {
+  /**
+   * Writes one node's stamps; false when one could not be written (said in the log, and retried by the queue: the
+   * pass fails), so that the node's list is not written without them.
+   */
+  async act(changes: readonly StampChange[], actuator: Actuator, failures: Failures): Promise<boolean> {
+    let written = true;
     await forEachLimit(changes, STAMP_CONCURRENCY, async ({ node, pod, annotations }) => {
       try {
         const found = await actuator.stampPod(pod, annotations);
@@ -62,9 +74,11 @@ export class IoLimitStamps {
         if (stamped.size > 0) this.stamped.set(node, stamped);
         else this.stamped.delete(node);
       } catch (err) {
+        written = false;
         failures.add(`IO-limit stamps of pod/${pod.namespace}/${pod.name}`, err);
       }
     });
+    return written;
   }
 
   /** A node gone: the pods it held are gone with it. */

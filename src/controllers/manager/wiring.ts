@@ -144,7 +144,7 @@ function sharedConcerns(deps: ControllerDeps) {
     actions,
     operatorNamespace: deps.operatorNamespace,
   });
-  const stamps = new IoLimitStamps({ cache });
+  const stamps = new IoLimitStamps({ cache, expectations });
   return {
     expectations,
     conditions,

@@ -43,7 +43,11 @@ export async function resolveAttribution(
     busyPercent: reading.busyPercent,
     busyThreshold: spec.ioPressure.thresholds.diskBusyPercent,
     held: new Set(state.culprits?.keys() ?? []),
-    limitsIo: spec.remediation.limitIo !== undefined,
+    // Limited first only where a limit can be set: the policy not paused, the device known as MAJ:MIN (the agent's).
+    limitsIo:
+      spec.remediation.limitIo !== undefined &&
+      !spec.safety.paused &&
+      reading.attribution?.deviceNumber !== undefined,
   };
   const { attribution } = reading;
   if (!attribution) {

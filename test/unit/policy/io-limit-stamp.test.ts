@@ -79,6 +79,8 @@ describe('IO-limit stamps: what to write as the list changes', () => {
     list: WantedIoLimitSpec[];
     /** The list as read, before this pass's write (absent: as `list`). */
     read?: WantedIoLimitSpec[];
+    /** The pods the agent reports a limit in force on (absent: none). */
+    held?: string[];
     before: Map<string, StampedPod>;
     want: { uid: string; stamped: boolean }[];
   }[] = [
@@ -123,6 +125,29 @@ describe('IO-limit stamps: what to write as the list changes', () => {
       want: [],
     },
     {
+      name: 'a lift the agent has not reported done: the stamps stay',
+      list: [],
+      read: [entry('a')],
+      held: ['a'],
+      before: ledger([entry('a')]),
+      want: [],
+    },
+    {
+      name: 'a lift not yet done, seen by a restarted operator: stamped from the list as read, to be taken off after',
+      list: [],
+      read: [entry('a')],
+      held: ['a'],
+      before: ledger([]),
+      want: [{ uid: 'a', stamped: true }],
+    },
+    {
+      name: 'the agent reports the lift done: the stamps off',
+      list: [],
+      read: [],
+      before: ledger([entry('a')]),
+      want: [{ uid: 'a', stamped: false }],
+    },
+    {
       name: 'an entry whose pod name does not parse: not written',
       list: [entry('a', { pod: 'no-namespace' })],
       before: ledger([]),
@@ -131,14 +156,23 @@ describe('IO-limit stamps: what to write as the list changes', () => {
   ];
   for (const row of table)
     it(row.name, () => {
-      const changes = stampChanges('n1', row.list, row.read ?? row.list, row.before);
+      const changes = stampChanges({
+        node: 'n1',
+        list: row.list,
+        read: row.read ?? row.list,
+        held: new Set(row.held),
+        stamped: row.before,
+      });
       expect(
         changes.map((c) => ({ uid: c.pod.uid, stamped: c.annotations !== IO_LIMIT_UNSTAMPED })),
       ).to.deep.equal(row.want);
       for (const c of changes) expect(c).to.include({ node: 'n1' });
     });
 
-  it("any sequence of lists and restarts: after each write every listed pod carries its entries' stamps, and no other pod ours", () => {
+  // One gap, by design: an operator restarted while a lift is not yet reported done, the pod no longer in the list as
+  // read, does not know the pod (the report names it by UID alone); cleanup takes that stamp off. Such pods are not
+  // asserted on until they are listed again.
+  it("any lists, restarts and lifts not yet done: every listed pod carries its entries' stamps, and a pod with no limit of ours none", () => {
     const uids = ['a', 'b', 'c'];
     const anEntry = fc.record({
       uid: fc.constantFrom(...uids),
@@ -154,25 +188,39 @@ describe('IO-limit stamps: what to write as the list changes', () => {
         ),
       );
     fc.assert(
-      fc.property(fc.array(fc.tuple(aList, fc.boolean()), { minLength: 1, maxLength: 8 }), (steps) => {
-        const onPods = new Map<string, Record<string, string>>(); // the API's pods' annotations
-        const stamped = new Map<string, StampedPod>();
-        let read: WantedIoLimitSpec[] = [];
-        for (const [list, restarted] of steps) {
-          if (restarted) stamped.clear(); // a new operator: it knows nothing it wrote
-          for (const { pod, annotations } of stampChanges('n1', list, read, stamped)) {
-            onPods.set(pod.uid, mergeAnnotations(onPods.get(pod.uid), annotations));
-            if (annotations === IO_LIMIT_UNSTAMPED) stamped.delete(pod.uid);
-            else stamped.set(pod.uid, { ...pod, node: 'n1', stamps: annotations });
+      fc.property(
+        fc.array(fc.tuple(aList, fc.boolean(), fc.subarray(uids)), { minLength: 1, maxLength: 8 }),
+        (steps) => {
+          const onPods = new Map<string, Record<string, string>>(); // the API's pods' annotations
+          const stamped = new Map<string, StampedPod>();
+          let read: WantedIoLimitSpec[] = [];
+          const lost = new Set<string>();
+          for (const [list, restarted, lifting] of steps) {
+            if (restarted) {
+              stamped.clear(); // a new operator: it knows nothing it wrote
+              for (const [uid, on] of onPods)
+                if (Object.keys(on).length > 0 && !read.some((e) => e.podUid === uid)) lost.add(uid);
+            }
+            // Of the pods the list no longer names, those whose lift the agent has not reported yet.
+            const held = new Set(lifting.filter((uid) => read.some((e) => e.podUid === uid)));
+            for (const { pod, annotations } of stampChanges({ node: 'n1', list, read, held, stamped })) {
+              onPods.set(pod.uid, mergeAnnotations(onPods.get(pod.uid), annotations));
+              if (annotations === IO_LIMIT_UNSTAMPED) stamped.delete(pod.uid);
+              else stamped.set(pod.uid, { ...pod, node: 'n1', stamps: annotations });
+            }
+            for (const uid of uids) {
+              const entries = list.filter((e) => e.podUid === uid);
+              if (entries.length > 0) lost.delete(uid);
+              if (lost.has(uid)) continue;
+              if (entries.length > 0) expect(onPods.get(uid), uid).to.deep.equal(ioLimitStamps(entries, uid));
+              else if (held.has(uid))
+                expect(onPods.get(uid) ?? {}, `${uid} still limited`).to.not.deep.equal({});
+              else expect(onPods.get(uid) ?? {}, uid).to.deep.equal({});
+            }
+            read = list;
           }
-          for (const uid of uids) {
-            const entries = list.filter((e) => e.podUid === uid);
-            const want = entries.length > 0 ? ioLimitStamps(entries, uid) : {};
-            expect(onPods.get(uid) ?? {}, uid).to.deep.equal(want);
-          }
-          read = list;
-        }
-      }),
+        },
+      ),
     );
   });
 });

@@ -80,6 +80,11 @@ describe('wishOf and readBack', () => {
         }),
         'Failed',
       ],
+      [
+        'v1: every cgroup written holds it, but the pod has more than a limit is written in (said Failed)',
+        report({ results: [...said('Set'), ...said('Failed')], applied: [applied(wish!.limit)] }),
+        'Failed',
+      ],
       ['refused: no --allow-io-limits', report({ allowed: false, results: said('Refused') }), 'Refused'],
       ['no cgroup of the pod on the node', report({ results: said('NoCgroup') }), 'NoCgroup'],
       ['a write failed', report({ results: said('Failed') }), 'Failed'],

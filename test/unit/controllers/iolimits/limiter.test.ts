@@ -395,7 +395,40 @@ describe('IoLimitStamps: the limited pod stamped', () => {
     reconciler.markDirty('p', 'n1');
     await reconciler.reconcile('p');
     expect(wanted(), 'lifted').to.deep.equal([]);
+    expect(stampOf(cluster, db), 'kept until the agent reports the lift done').to.not.equal(undefined);
+    agentReports();
+    await reconciler.reconcile('p');
     expect(stampOf(cluster, db)).to.equal(undefined);
+  });
+
+  it('reads no list older than its own last write: the stamp stays while the watch has not shown the list', async () => {
+    const { cluster, reconciler, db, wanted } = world();
+    await reconciler.reconcile('p');
+    cluster.lagging = true;
+    await reconciler.reconcile('p');
+    expect(cluster.apiHealth('n1')?.ioLimits, 'written to the API').to.have.length(1);
+    expect(wanted(), 'not shown by the watch yet').to.deep.equal([]);
+    reconciler.markDirty('p', 'n1');
+    await reconciler.reconcile('p');
+    expect(stampOf(cluster, db), 'not taken off on the stale list').to.not.equal(undefined);
+    cluster.lagging = false;
+    cluster.deliver();
+    cluster.takeWrites();
+    reconciler.markDirty('p', 'n1');
+    await reconciler.reconcile('p');
+    expect(stampOf(cluster, db)).to.not.equal(undefined);
+    expect(cluster.takeWrites().filter((w) => w.startsWith('stamp'))).to.deep.equal([]);
+  });
+
+  it('asks for no limit on a pod it could not stamp: the list waits for the retry', async () => {
+    const { cluster, reconciler, db, wanted } = world();
+    await reconciler.reconcile('p');
+    cluster.failStamps.add(`shop/${db.name}`);
+    await reconciler.reconcile('p');
+    expect(wanted(), 'not written').to.deep.equal([]);
+    await reconciler.reconcile('p'); // the retry, after the apply queue's backoff
+    expect(wanted()).to.have.length(1);
+    expect(stampOf(cluster, db)).to.not.equal(undefined);
   });
 
   it('writes each stamp once; a restarted operator writes it once again, as it does not watch running pods', async () => {

@@ -250,7 +250,7 @@ export class IoLimitSync {
       said.push({
         podUid,
         result: 'Failed',
-        message: `${unlimited} cgroup(s) below the pod past the ${MAX_CGROUPS_PER_LIMIT} a limit is written in are not limited (on v1 blkio.throttle binds only its own cgroup's tasks)`,
+        message: `at least ${unlimited} cgroup(s) below the pod past the ${MAX_CGROUPS_PER_LIMIT} a limit is written in are not limited (on v1 blkio.throttle binds only its own cgroup's tasks)`,
       });
     outcomes.push(...mergeByKind(said));
   }

@@ -223,7 +223,7 @@ describe('IoLimitSync', () => {
     expect(set.applied, 'the pod and the 7 nearest').to.have.length(8);
     expect(results(set)).to.deep.equal(['db Set', 'db Failed']);
     expect(set.outcomes[1]!.message).to.match(
-      /^2 cgroup\(s\) below the pod past the 8 a limit is written in are not limited/,
+      /^at least 2 cgroup\(s\) below the pod past the 8 a limit is written in are not limited/,
     );
     expect(
       sync().sync([wantDb(4000)], set.applied).outcomes,

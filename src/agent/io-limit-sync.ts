@@ -34,9 +34,15 @@ export type IoLimitResult =
 
 export interface IoLimitOutcome {
   podUid: string;
+  /** The device of the limit it is about (sync tags each): a pod may be limited on two. */
+  device?: string;
   result: IoLimitResult;
   message: string;
 }
+
+/** The outcomes said about one limit, each tagged with its device. */
+const onDevice = (device: string, outcomes: readonly IoLimitOutcome[]) =>
+  outcomes.map((o) => ({ ...o, device }));
 
 export interface IoLimitSyncResult {
   applied: AppliedIoLimit[];
@@ -188,21 +194,23 @@ export class IoLimitSync {
     for (const records of unwanted.values()) {
       const said: IoLimitOutcome[] = [];
       for (const record of records) this.lift(record, after, said);
-      outcomes.push(...mergeByKind(said));
+      outcomes.push(...onDevice(records[0]?.device ?? '', mergeByKind(said)));
     }
     for (const want of byKey.values()) {
       const records = previous.get(limitKey(want)) ?? [];
       const unchanged = records.length > 0 && records.every((r) => sameLimit(r.wanted, want.limit));
-      if (this.allowed) this.apply(want, records, { unchanged, reported }, after, outcomes);
+      const said: IoLimitOutcome[] = [];
+      if (this.allowed) this.apply(want, records, { unchanged, reported }, after, said);
       else {
         after.push(...records);
         if (!unchanged)
-          outcomes.push({
+          said.push({
             podUid: want.podUid,
             result: 'Refused',
             message: 'this agent runs without --allow-io-limits: it sets no limit',
           });
       }
+      outcomes.push(...onDevice(want.device, said));
     }
     return { applied: after, outcomes };
   }

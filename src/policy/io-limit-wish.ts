@@ -83,9 +83,13 @@ export function readBack(
   // On cgroup v1 a limit is written in each of the pod's cgroups: applied once every one holds what is wanted.
   const applied = new Map<string, AppliedIoLimitStatus[]>();
   for (const a of report?.applied ?? []) applied.set(limitKey(a), [...(applied.get(limitKey(a)) ?? []), a]);
-  // A pod's result that says it is not applied outweighs another that says done.
+  // A result that says it is not applied outweighs another that says done; one about a device is about that limit
+  // alone (an agent that names none speaks for the pod's every limit).
   const last = new Map<string, string>();
-  for (const r of report?.results ?? []) if (!notApplied(last.get(r.podUid))) last.set(r.podUid, r.result);
+  for (const r of report?.results ?? []) {
+    const key = r.device ? limitKey({ podUid: r.podUid, device: r.device }) : r.podUid;
+    if (!notApplied(last.get(key))) last.set(key, r.result);
+  }
   const reportedAt = date(report?.observedTime)?.getTime() ?? -Infinity;
   for (const entry of wish ?? []) {
     const key = limitKey(entry);
@@ -93,7 +97,7 @@ export function readBack(
     // A result older than the limit's last change answers an earlier limit, not this one.
     const said =
       reportedAt >= (date(entry.changedAt ?? entry.since)?.getTime() ?? Infinity)
-        ? last.get(entry.podUid)
+        ? (last.get(key) ?? last.get(entry.podUid))
         : undefined;
     // A result since the last change that says it is not applied outweighs records that all hold it: on v1 the
     // cgroups past the bound hold nothing, and have no record.

@@ -117,6 +117,9 @@ export type AppliedIoLimitStatus = z.infer<typeof AppliedIoLimitSchema>;
 export const IoLimitResultSchema = z
   .strictObject({
     podUid: z.string().min(1).max(64).describe('The pod.'),
+    device: DeviceSchema.optional().describe(
+      'The device of the limit it is about (absent from agents before it was reported): a pod may be limited on two.',
+    ),
     result: z
       .enum(IO_LIMIT_RESULTS)
       .describe(

@@ -8,7 +8,7 @@ import type { ActionResult } from '../../status/remediation-status.js';
 import type { ActionLog } from '../action-log.js';
 import type { Evictor } from '../remediation/evictor.js';
 import type { IoLimiter } from '../iolimits/limiter.js';
-import type { IoLimitStamps } from '../iolimits/pod-stamps.js';
+import { unstampedHeldBack, type IoLimitStamps } from '../iolimits/pod-stamps.js';
 import type { NodeConditions } from '../nodecondition/node-conditions.js';
 import { patchNodes, type NodePatchDeps } from '../remediation/node-changes.js';
 import type { Pacer } from '../pacing/pacer.js';
@@ -92,20 +92,22 @@ export async function actOnPlan(deps: ActDeps, pass: Pass, plan: Plan): Promise<
 
 /**
  * Node by node, as the limiter writes them: the node's pods stamped, then its list, which is what the agent acts on. A
- * node whose stamps could not be written keeps its list as it is until the retry: no limit is asked for unstamped.
+ * pod whose stamps could not be put on keeps its entry as read until the retry: no limit is asked for unstamped.
  */
 async function stampAndLimit(deps: ActDeps, pass: Pass, plan: Plan, markDirty: (node: string) => void) {
   const { actuator, failures, now } = pass;
   const limits = plan.limits;
   const nodes = new Set([...plan.stamps.map((c) => c.node), ...(limits?.nodes.map((n) => n.node) ?? [])]);
   for (const node of nodes) {
-    const stamped = await deps.stamps.act(
+    const unstamped = await deps.stamps.act(
       plan.stamps.filter((c) => c.node === node),
       actuator,
       failures,
     );
-    const planned = limits?.nodes.filter((n) => n.node === node) ?? [];
-    if (limits && stamped && planned.length > 0)
+    const planned = (limits?.nodes ?? [])
+      .filter((n) => n.node === node)
+      .map((n) => unstampedHeldBack(n, unstamped));
+    if (limits && planned.length > 0)
       await deps.limiter.act({ ...limits, nodes: planned }, failures, now, markDirty);
   }
 }

@@ -10,7 +10,7 @@ import type { ClusterCache } from '../../ports/cluster.js';
 import { forEachLimit } from '../../runtime/limit.js';
 import type { Failures } from '../failures.js';
 import type { Expectations } from '../../runtime/expectations.js';
-import { ioLimitsKey, type IoLimitPlan } from './limiter.js';
+import { ioLimitsKey, type IoLimitPlan, type NodeLimitPlan } from './limiter.js';
 
 /** Pod patches in flight at once: a restarted operator stamps every limited pod of its nodes once. */
 const STAMP_CONCURRENCY = 4;
@@ -60,11 +60,11 @@ export class IoLimitStamps {
   }
 
   /**
-   * Writes one node's stamps; false when one could not be written (said in the log, and retried by the queue: the
-   * pass fails), so that the node's list is not written without them.
+   * Writes one node's stamps; the pods (UIDs) whose stamps could not be put on (said in the log, and retried by the
+   * queue: the pass fails), so that no limit is asked for on them without (see unstampedHeldBack).
    */
-  async act(changes: readonly StampChange[], actuator: Actuator, failures: Failures): Promise<boolean> {
-    let written = true;
+  async act(changes: readonly StampChange[], actuator: Actuator, failures: Failures): Promise<Set<string>> {
+    const unstamped = new Set<string>();
     await forEachLimit(changes, STAMP_CONCURRENCY, async ({ node, pod, annotations }) => {
       try {
         const found = await actuator.stampPod(pod, annotations);
@@ -74,15 +74,30 @@ export class IoLimitStamps {
         if (stamped.size > 0) this.stamped.set(node, stamped);
         else this.stamped.delete(node);
       } catch (err) {
-        written = false;
+        if (Object.values(annotations).some((v) => v !== null)) unstamped.add(pod.uid);
         failures.add(`IO-limit stamps of pod/${pod.namespace}/${pod.name}`, err);
       }
     });
-    return written;
+    return unstamped;
   }
 
   /** A node gone: the pods it held are gone with it. */
   forgetNode(node: string): void {
     this.stamped.delete(node);
   }
+}
+
+/**
+ * A node's limit plan less what it would ask for on pods whose stamps could not be put on: their new or stepped
+ * entries stay as read (and their Set and Step are not said), so no limit is asked for on an unstamped pod; the
+ * node's other entries, lifts included, go as planned.
+ */
+export function unstampedHeldBack(node: NodeLimitPlan, unstamped: ReadonlySet<string>): NodeLimitPlan {
+  if (unstamped.size === 0 || !node.wish) return node;
+  const held = (uid: string) => unstamped.has(uid);
+  return {
+    ...node,
+    wish: [...node.wish.filter((e) => !held(e.podUid)), ...(node.read ?? []).filter((e) => held(e.podUid))],
+    decisions: node.decisions.filter((d) => !(d.kind === 'Set' || d.kind === 'Step') || !held(d.pod.uid)),
+  };
 }

@@ -137,6 +137,7 @@ describe('IoLimitSync', () => {
     expect(r.outcomes).to.deep.equal([
       {
         podUid: DB,
+        device: '8:0',
         result: 'Refused',
         message: 'this agent runs without --allow-io-limits: it sets no limit',
       },
@@ -321,6 +322,17 @@ describe('IoLimitSync', () => {
     const r = sync().sync([], applied);
     expect(results(r)).to.deep.equal(['db Lifted']);
     expect(r.applied).to.deep.equal([]);
+  });
+
+  it("names each outcome's device: a lift that fails on one device is not said of the pod's other", () => {
+    v2Tree();
+    const both = sync().sync([wantDb(4000), { ...wantDb(4000), device: '259:0' }], []);
+    expect(both.outcomes.map((o) => `${o.device} ${o.result}`).sort()).to.deep.equal([
+      '259:0 Set',
+      '8:0 Set',
+    ]);
+    const lifted = sync().sync([wantDb(4000)], both.applied);
+    expect(lifted.outcomes.map((o) => `${o.device} ${o.result}`)).to.deep.equal(['259:0 Lifted']);
   });
 
   it('leaves a key someone changed since as they set it, and says so', () => {

@@ -85,6 +85,22 @@ describe('wishOf and readBack', () => {
         report({ results: [...said('Set'), ...said('Failed')], applied: [applied(wish!.limit)] }),
         'Failed',
       ],
+      [
+        "a failure said of the pod's other device (its lift failed): this limit, applied, stays so",
+        report({
+          results: [{ podUid: 'u-db', device: '259:0', result: 'Failed', message: '' }],
+          applied: [applied(wish!.limit)],
+        }),
+        'Applied',
+      ],
+      [
+        'a failure said of this device, every record holding it',
+        report({
+          results: [{ podUid: 'u-db', device: '8:0', result: 'Failed', message: '' }],
+          applied: [applied(wish!.limit)],
+        }),
+        'Failed',
+      ],
       ['refused: no --allow-io-limits', report({ allowed: false, results: said('Refused') }), 'Refused'],
       ['no cgroup of the pod on the node', report({ results: said('NoCgroup') }), 'NoCgroup'],
       ['a write failed', report({ results: said('Failed') }), 'Failed'],

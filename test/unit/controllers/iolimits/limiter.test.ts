@@ -431,6 +431,28 @@ describe('IoLimitStamps: the limited pod stamped', () => {
     expect(stampOf(cluster, db)).to.not.equal(undefined);
   });
 
+  it("holds back only the limit of the pod it could not stamp: another pod's step goes on the same list", async () => {
+    let apiCulprit = false;
+    const { cluster, reconciler, db, api, wanted, agentReports, clock } = world({}, {}, (cast, scale) => [
+      consumer(cast.db, 45, 'Culprit', scale),
+      apiCulprit ? consumer(cast.api, 30, 'Culprit') : consumer(cast.api, 2, 'Bystander', 0.05),
+    ]);
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    agentReports();
+    clock.advance(40_000);
+    apiCulprit = true;
+    cluster.failStamps.add(`shop/${api.name}`);
+    reconciler.markDirty('p', 'n1');
+    await reconciler.reconcile('p');
+    expect(wanted().map((l) => [l.pod, rates(l)])).to.deep.equal([
+      [`shop/${db.name}`, [MIB, 10 * MIB, 50, 100]],
+    ]);
+    expect(stampOf(cluster, db)?.[IO_LIMIT_STAMP.limit], 'stepped').to.match(/wbps=10485760/);
+    await reconciler.reconcile('p'); // the retry
+    expect(wanted().map((l) => l.pod)).to.have.members([`shop/${db.name}`, `shop/${api.name}`]);
+  });
+
   it('writes each stamp once; a restarted operator writes it once again, as it does not watch running pods', async () => {
     const { cluster, reconciler, db, restart } = world();
     await reconciler.reconcile('p');

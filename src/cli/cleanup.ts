@@ -54,13 +54,7 @@ export async function runCleanupCommand(
   const reads = new KubeCleanupReads(kc);
   if (!(await mayRun(reads, flags, out, err, now))) return 2;
 
-  const [{ problems, ...found }, stamped] = await Promise.all([
-    reads.leftovers(),
-    reads.stampedPods().catch((error: unknown) => ({ error })),
-  ]);
-  const pods = Array.isArray(stamped) ? stamped : [];
-  if (!Array.isArray(stamped))
-    problems.push({ what: 'list pods with IO-limit stamps', error: stamped.error });
+  const { problems, stampedPods: pods, ...found } = await reads.leftovers();
   const nodesListed = !problems.some((p) => p.what === 'list nodes');
   const plan = planCleanup({ ...found, nodesListed, keepHealth: flags.keepHealth });
   if (flags.dryRun) out.write('Dry run: nothing is changed; each line says what cleanup would do.\n');

@@ -63,6 +63,8 @@ export interface ClusterLeftovers {
   leases: Versioned<NodeLeaseView>[];
   healths: Versioned<HealthLeftover>[];
   policies: string[];
+  /** The pods carrying our IO-limit stamps (limitIo). */
+  stampedPods: StampedPodView[];
   problems: ListProblem[];
 }
 
@@ -120,7 +122,7 @@ export class KubeCleanupReads implements CleanupRereader {
         return [];
       }
     };
-    const [nodes, workloads, gatedPods, leases, healths, policies] = await Promise.all([
+    const [nodes, workloads, gatedPods, leases, healths, policies, stampedPods] = await Promise.all([
       attempt('list nodes', async () =>
         (await listAll((t) => this.core.listNode(paging(t)))).flatMap((n) => versioned(raw(n), nodeView)),
       ),
@@ -157,16 +159,15 @@ export class KubeCleanupReads implements CleanupRereader {
       attempt('list sandboxpolicies', async () =>
         (await this.listOurs('sandboxpolicies')).flatMap((p) => named(p)?.name ?? []),
       ),
+      // Every pod, page by page, keeping only those that carry our IO-limit stamps.
+      attempt('list pods with IO-limit stamps', () =>
+        listKept(
+          (t) => this.core.listPodForAllNamespaces(paging(t)),
+          (p) => versioned(raw(p), ioStampedPodView).map((v) => v.view),
+        ),
+      ),
     ]);
-    return { nodes, workloads, gatedPods, leases, healths, policies, problems };
-  }
-
-  /** Every pod that carries our IO-limit stamps, listed page by page (only those are kept). */
-  stampedPods(): Promise<StampedPodView[]> {
-    return listKept(
-      (t) => this.core.listPodForAllNamespaces(paging(t)),
-      (p) => versioned(raw(p), ioStampedPodView).map((v) => v.view),
-    );
+    return { nodes, workloads, gatedPods, leases, healths, policies, stampedPods, problems };
   }
 
   /** Every SandboxHealth, as it is now (read again after the rest of the cleanup). */

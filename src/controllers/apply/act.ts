@@ -12,6 +12,7 @@ import { unstampedHeldBack, type IoLimitStamps } from '../iolimits/pod-stamps.js
 import type { NodeConditions } from '../nodecondition/node-conditions.js';
 import { patchNodes, type NodePatchDeps } from '../remediation/node-changes.js';
 import type { Pacer } from '../pacing/pacer.js';
+import type { StampChange } from '../../policy/io-limit-stamp.js';
 import type { Done, Pass, Plan } from './pass.js';
 import type { RolloutThrottler } from '../rollouts/throttler.js';
 import type { MutationCache } from '../reporting/mutation-cache.js';
@@ -97,18 +98,19 @@ export async function actOnPlan(deps: ActDeps, pass: Pass, plan: Plan): Promise<
 async function stampAndLimit(deps: ActDeps, pass: Pass, plan: Plan, markDirty: (node: string) => void) {
   const { actuator, failures, now } = pass;
   const limits = plan.limits;
-  const nodes = new Set([...plan.stamps.map((c) => c.node), ...(limits?.nodes.map((n) => n.node) ?? [])]);
-  for (const node of nodes) {
-    const unstamped = await deps.stamps.act(
-      plan.stamps.filter((c) => c.node === node),
-      actuator,
-      failures,
-    );
-    const planned = (limits?.nodes ?? [])
-      .filter((n) => n.node === node)
-      .map((n) => unstampedHeldBack(n, unstamped));
-    if (limits && planned.length > 0)
-      await deps.limiter.act({ ...limits, nodes: planned }, failures, now, markDirty);
+  const stamps = new Map<string, StampChange[]>();
+  for (const change of plan.stamps) stamps.set(change.node, [...(stamps.get(change.node) ?? []), change]);
+  const lists = new Map(limits?.nodes.map((n) => [n.node, n]));
+  for (const node of new Set([...stamps.keys(), ...lists.keys()])) {
+    const unstamped = await deps.stamps.act(stamps.get(node) ?? [], actuator, failures);
+    const list = lists.get(node);
+    if (limits && list)
+      await deps.limiter.act(
+        { ...limits, nodes: [unstampedHeldBack(list, unstamped)] },
+        failures,
+        now,
+        markDirty,
+      );
   }
 }
 

@@ -5,6 +5,7 @@
 // writes each pod's stamps once again (a patch that changes nothing), and cleanup takes off any left where the
 // operator was not running to.
 import type { Actuator } from '../../actuation/actuator.js';
+import { IO_LIMIT_UNSTAMPED } from '../../api/v1alpha1/index.js';
 import { stampChanges, type StampChange, type StampedPod } from '../../policy/io-limit-stamp.js';
 import type { ClusterCache } from '../../ports/cluster.js';
 import { forEachLimit } from '../../runtime/limit.js';
@@ -42,11 +43,8 @@ export class IoLimitStamps {
     for (const node of input.owned.filter(wanted)) {
       const health = cache.health(node);
       if (health?.ioLimitsUnreadable) continue;
-      if (
-        !planned.has(node) &&
-        !expectations.isSettled(ioLimitsKey(node), cache.observedVersion('SandboxHealth', node))
-      )
-        continue;
+      // (The limiter plans no such node: a planned one is settled.)
+      if (!expectations.isSettled(ioLimitsKey(node), cache.observedVersion('SandboxHealth', node))) continue;
       const read = health?.ioLimits ?? [];
       const stamped = this.stamped.get(node) ?? new Map<string, StampedPod>();
       const held = new Set((health?.status?.ioLimits?.applied ?? []).map((a) => a.podUid));
@@ -69,12 +67,12 @@ export class IoLimitStamps {
       try {
         const found = await actuator.stampPod(pod, annotations);
         const stamped = this.stamped.get(node) ?? new Map<string, StampedPod>();
-        if (Object.values(annotations).every((v) => v === null)) stamped.delete(pod.uid);
+        if (annotations === IO_LIMIT_UNSTAMPED) stamped.delete(pod.uid);
         else stamped.set(pod.uid, { ...pod, node, stamps: found ? annotations : undefined });
         if (stamped.size > 0) this.stamped.set(node, stamped);
         else this.stamped.delete(node);
       } catch (err) {
-        if (Object.values(annotations).some((v) => v !== null)) unstamped.add(pod.uid);
+        if (annotations !== IO_LIMIT_UNSTAMPED) unstamped.add(pod.uid);
         failures.add(`IO-limit stamps of pod/${pod.namespace}/${pod.name}`, err);
       }
     });

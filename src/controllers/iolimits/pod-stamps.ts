@@ -40,15 +40,19 @@ export class IoLimitStamps {
     const wanted = (node: string) =>
       input.looked.full || input.looked.observed.has(node) || planned.has(node) || this.stamped.has(node);
     const changes: StampChange[] = [];
-    for (const node of input.owned.filter(wanted)) {
+    for (const node of input.owned) {
+      if (!wanted(node)) continue;
       const health = cache.health(node);
+      const read = health?.ioLimits ?? [];
+      const list = planned.get(node) ?? read;
+      // Nothing of ours listed nor stamped there (nearly every node, on a full pass): nothing allocated for it.
+      if (list.length === 0 && read.length === 0 && !this.stamped.has(node)) continue;
       if (health?.ioLimitsUnreadable) continue;
       // (The limiter plans no such node: a planned one is settled.)
       if (!expectations.isSettled(ioLimitsKey(node), cache.observedVersion('SandboxHealth', node))) continue;
-      const read = health?.ioLimits ?? [];
       const stamped = this.stamped.get(node) ?? new Map<string, StampedPod>();
       const held = new Set((health?.status?.ioLimits?.applied ?? []).map((a) => a.podUid));
-      changes.push(...stampChanges({ node, list: planned.get(node) ?? read, read, held, stamped }));
+      changes.push(...stampChanges({ node, list, read, held, stamped }));
       // A pod found gone is forgotten once the list names it no more.
       const named = new Set(read.map((e) => e.podUid));
       for (const [uid, last] of stamped) if (!last.stamps && !named.has(uid)) stamped.delete(uid);

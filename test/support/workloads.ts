@@ -85,7 +85,7 @@ export async function eventsWithReason(
   reason: string,
   namespace: string,
   involvedName?: string,
-): Promise<{ message: string; involvedObject: { kind: string; name: string } }[]> {
+): Promise<{ message: string; firstTimestamp?: string; involvedObject: { kind: string; name: string } }[]> {
   const selector = [`reason=${reason}`, ...(involvedName ? [`involvedObject.name=${involvedName}`] : [])];
   const result = await kubectl([
     'get',
@@ -100,7 +100,7 @@ export async function eventsWithReason(
   if (result.code !== 0) throw new Error(result.stderr);
   return (
     JSON.parse(result.stdout) as {
-      items: { message: string; involvedObject: { kind: string; name: string } }[];
+      items: { message: string; firstTimestamp?: string; involvedObject: { kind: string; name: string } }[];
     }
   ).items;
 }

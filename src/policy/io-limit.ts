@@ -94,6 +94,11 @@ export interface LimitInput {
    * it is neither stepped nor found exhausted (a step is never taken on a limit that did not work yet).
    */
   unverified?: ReadonlySet<string>;
+  /**
+   * The limited pods (by UID) whose stamps the apiserver refused lately: their limit cannot follow a step (none is
+   * asked for unstamped), so one due for a step is exhausted where it is.
+   */
+  unsteppable?: ReadonlySet<string>;
   /** The most limits the node may hold (its SandboxHealth's list is bounded): a culprit past it is held (Full). */
   maxLimits?: number;
 }
@@ -175,7 +180,7 @@ export function decideLimits(input: LimitInput): LimitPlan {
         seconds(held.changedAt, now) >= s.sustainSeconds &&
         !held.exhausted &&
         !input.unverified?.has(held.uid);
-      if (due && atFloor(held)) {
+      if (due && (atFloor(held) || input.unsteppable?.has(held.uid))) {
         next.exhausted = true;
         decisions.push({ kind: 'Exhausted', pod: next });
       } else if (due && budget > 0) {

@@ -106,6 +106,28 @@ export function notAppliedEvent(node: string, limit: PodLimit, state: NotApplied
   };
 }
 
+/**
+ * A limit not set, or not stepped (`limited`: the pod has one already): the apiserver refused the pod's stamps, and no
+ * limit is asked for on a pod without them.
+ */
+export function stampsRefusedEvent(refusal: {
+  node: string;
+  pod: { namespace: string; name: string; uid: string };
+  why: string;
+  limited: boolean;
+  retrySeconds: number;
+}): Transition {
+  const { node, pod, why, limited, retrySeconds } = refusal;
+  const what = limited ? 'not stepped, and kept where it is' : 'not set';
+  const message = `IO limit on node ${node} ${what}: its stamps (annotations sandbox.remediator.io/io-limit*) were refused (${why}), and no limit is asked for on a pod without them; the pod is handed to the next remedy the policy allows, and stamped again after ${retrySeconds}s`;
+  return {
+    target: { kind: 'Pod', ...pod },
+    type: 'Warning',
+    reason: 'IoLimitNotApplied',
+    message: message.slice(0, 1024),
+  };
+}
+
 /** Another policy's limit on a node this policy now owns: lifted, as nothing serves it any more. */
 export function otherPolicyLiftedEvent(node: string, lifted: WantedIoLimitSpec, policy: string): Transition {
   return {

@@ -11,6 +11,7 @@ import {
   type WantedIoLimitSpec,
 } from '../../src/api/v1alpha1/index.js';
 import { KubeActuator } from '../../src/kube/actuator.js';
+import { TerminalError } from '../../src/runtime/controller.js';
 import { ioLimitStamps, ioMaxLine } from '../../src/policy/io-limit-stamp.js';
 import type { Qos } from '../support/cgroup-tree.js';
 import {
@@ -183,7 +184,7 @@ describe('the culprit limited in place on the real cluster', function () {
     expect((await podsOf(namespace, 'db')).map((p) => p.metadata?.uid)).to.deep.equal([uid]);
   });
 
-  it('stamps only the pod of the uid: one made again under the name is left as it is, and said gone', async function () {
+  it("stamps only the pod of the uid (one made again under the name is left as it is, and said gone), and takes an admission policy's denial as refused for what it is", async function () {
     this.timeout(60_000);
     const namespace = await createNamespace(cleanup);
     const { core, kc } = api();
@@ -217,5 +218,60 @@ describe('the culprit limited in place on the real cluster', function () {
       false,
     );
     expect(await annotations(), 'the new pod untouched').to.equal(undefined);
+
+    // A cluster's own admission policy that denies the update: refused for what it is (TerminalError), which the
+    // operator takes as stamps refused, handing the pod on rather than trying at every pass.
+    const freeze = uniqueName('it-freeze');
+    const vap = {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'ValidatingAdmissionPolicy',
+      metadata: { name: freeze },
+      spec: {
+        failurePolicy: 'Fail',
+        matchConstraints: {
+          resourceRules: [
+            { apiGroups: [''], apiVersions: ['v1'], operations: ['UPDATE'], resources: ['pods'] },
+          ],
+        },
+        validations: [{ expression: 'false', message: 'pods are frozen' }],
+      },
+    };
+    const binding = {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'ValidatingAdmissionPolicyBinding',
+      metadata: { name: freeze },
+      spec: {
+        policyName: freeze,
+        validationActions: ['Deny'],
+        matchResources: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': namespace } } },
+      },
+    };
+    cleanup.add(async () => {
+      await kubectl([
+        'delete',
+        'validatingadmissionpolicybinding,validatingadmissionpolicy',
+        freeze,
+        '--ignore-not-found',
+      ]);
+    });
+    const applied = await kubectl(
+      ['apply', '-f', '-'],
+      JSON.stringify({ apiVersion: 'v1', kind: 'List', items: [vap, binding] }),
+    );
+    expect(applied.code, applied.stderr).to.equal(0);
+    const pod = { namespace, name: 'db-0', uid: second };
+    const secondStamps = ioLimitStamps([{ ...WISH, podUid: second, pod: `${namespace}/db-0` }], second);
+    // Policies load asynchronously: the stamp goes through until this one is in force.
+    const refused = await eventually(
+      'the stamp refused by the policy',
+      () =>
+        actuator.stampPod(pod, secondStamps).then(
+          () => undefined,
+          (err: unknown) => (String(err).includes(freeze) ? err : undefined),
+        ),
+      { timeoutMs: 30_000 },
+    );
+    expect(refused).to.be.instanceOf(TerminalError);
+    expect(String(refused)).to.contain('pods are frozen');
   });
 });

@@ -190,10 +190,16 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
   readonly podStamps = new Map<string, Record<string, string>>();
   /** Pods (namespace/name) whose next stamp write fails, as an apiserver that does not answer. */
   readonly failStamps = new Set<string>();
+  /** Pods (namespace/name) whose stamp writes a webhook of the cluster's denies, each time (403). */
+  readonly refuseStamps = new Set<string>();
   stampPod(pod: PodRef, annotations: IoLimitStampAnnotations): Promise<boolean> {
     this.writes.push(`stamp pod/${pod.namespace}/${pod.name}`);
     if (this.failStamps.delete(`${pod.namespace}/${pod.name}`))
       return Promise.reject(Object.assign(new Error('timed out'), { code: 504, body: {} }));
+    if (this.refuseStamps.has(`${pod.namespace}/${pod.name}`)) {
+      const message = 'admission webhook "freeze.example.com" denied the request: pods are frozen';
+      return Promise.reject(Object.assign(new Error(message), { code: 403, body: { message } }));
+    }
     const found = [...this.pods, ...this.running].some((p) => p.uid === pod.uid);
     if (!found) return Promise.resolve(false);
     const stamps = mergeAnnotations(this.podStamps.get(pod.uid), annotations);

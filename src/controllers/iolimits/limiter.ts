@@ -30,7 +30,7 @@ import {
 import type { Failures } from '../failures.js';
 import type { NodeObservation } from '../policy-memory.js';
 import { fingerprint, notAppliedOf, sameList, type NotApplied } from './lists.js';
-import { inIoIncident, measuredPods } from './measured-pods.js';
+import { inIoIncident, measuredPods, ripeCulprits } from './measured-pods.js';
 const MINUTE_MS = 60_000;
 const DAY_MS = 86_400_000;
 /** A limit the agent has not reported applied within this long (or twice sustainSeconds) counts as not applied. */
@@ -121,6 +121,8 @@ export class IoLimiter {
       recorder: EventRecorder;
       operatorNamespace?: string | undefined;
       hooks?: IoLimiterHooks | undefined;
+      /** Whether a pod's stamps were refused lately (IoLimitStamps.refused): no new limit is set on it. */
+      stampRefused?: ((uid: string, now: Date) => boolean) | undefined;
     },
   ) {}
 
@@ -191,15 +193,6 @@ export class IoLimiter {
     const goneUids = new Set(limits.filter((l) => state(l) === 'PodGone').map((l) => l.uid));
     const facts = input.facts.get(name);
     const device = observation.attribution?.deviceNumber;
-    // A new limit only on a pod the cause names a culprit (the disk saturated, not the runtime's IO, not a victim),
-    // for sustainSeconds, as migration takes one: one sample is a burst.
-    const named = new Set(
-      observation.cause?.cause === 'Pod' ? observation.cause.culprits.map((c) => c.podUid ?? '') : [],
-    );
-    const since = input.memory.state(name).culprits;
-    const ripe = (uid: string) =>
-      named.has(uid) &&
-      now.getTime() - (since?.get(uid) ?? Infinity) >= spec.ioPressure.sustainSeconds * 1000;
     const decided = decideLimits({
       settings: settings ?? DEFAULTS,
       now,
@@ -207,8 +200,15 @@ export class IoLimiter {
       io: facts?.io ?? 'Unknown',
       ioStuck: inIoIncident(facts),
       ...(device ? { device } : {}),
-      pods: measuredPods(observation, running, limits, this.deps.operatorNamespace, facts?.io === 'Low').map(
-        (p) => (ripe(p.uid) ? p : { ...p, sharePercent: 0 }),
+      pods: ripeCulprits(
+        measuredPods(observation, running, limits, this.deps.operatorNamespace, facts?.io === 'Low'),
+        observation.cause,
+        {
+          since: input.memory.state(name).culprits,
+          sustainSeconds: spec.ioPressure.sustainSeconds,
+          now,
+          stampRefused: (uid) => this.deps.stampRefused?.(uid, now) ?? false,
+        },
       ),
       // Not read: no limited pod is known gone, and no pod new. One whose cgroup the agent found gone is gone.
       running: new Set(
@@ -220,6 +220,7 @@ export class IoLimiter {
       maxLimits:
         MAX_IO_LIMITS_PER_NODE - (read ?? []).filter((e) => e.policy === policy.name).length + limits.length,
       unverified: new Set(limits.filter((l) => state(l) !== 'Applied').map((l) => l.uid)),
+      unsteppable: new Set(limits.filter((l) => this.deps.stampRefused?.(l.uid, now)).map((l) => l.uid)),
     });
     const spent = decided.decisions.filter((d) => d.kind === 'Set' || d.kind === 'Step').length;
     // A limit the agent could not apply (no --allow-io-limits, no cgroup, a failed write, no answer) hands the pod on.

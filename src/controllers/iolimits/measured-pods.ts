@@ -6,6 +6,31 @@ import type { MeasuredPodIo, PodLimit } from '../../policy/io-limit.js';
 import type { NodeFacts } from '../../policy/node-facts.js';
 import type { NodeObservation } from '../policy-memory.js';
 
+/**
+ * The measured pods as a new limit may be set on them: one the cause names a culprit (the disk saturated, not the
+ * runtime's IO, not a victim) for sustainSeconds, as migration takes one (one sample is a burst), and whose stamps
+ * were not refused lately; any other counts as measured at 0 % (a limit in force is decided on its rates, not its
+ * share).
+ */
+export function ripeCulprits(
+  pods: MeasuredPodIo[],
+  cause: NodeObservation['cause'],
+  at: {
+    /** Since when (clock ms) each pod has been named a culprit. */
+    since: ReadonlyMap<string, number> | undefined;
+    sustainSeconds: number;
+    now: Date;
+    stampRefused: (uid: string) => boolean;
+  },
+): MeasuredPodIo[] {
+  const named = new Set(cause?.cause === 'Pod' ? cause.culprits.map((c) => c.podUid ?? '') : []);
+  const ripe = (uid: string) =>
+    named.has(uid) &&
+    at.now.getTime() - (at.since?.get(uid) ?? Infinity) >= at.sustainSeconds * 1000 &&
+    !at.stampRefused(uid);
+  return pods.map((p) => (ripe(p.uid) ? p : { ...p, sharePercent: 0 }));
+}
+
 /** Whether a node is in an IO incident that a limit answers: IoPressureHigh, with sandboxes stuck or fenced for it. */
 export const inIoIncident = (f: NodeFacts | undefined) =>
   f !== undefined && (f.degradedByIo || f.ioStuckPods.length > 0 || f.stamps !== undefined);

@@ -5,13 +5,19 @@
 // writes each pod's stamps once again (a patch that changes nothing), and cleanup takes off any left where the
 // operator was not running to.
 import type { Actuator } from '../../actuation/actuator.js';
-import { IO_LIMIT_UNSTAMPED } from '../../api/v1alpha1/index.js';
+import { IO_LIMIT_STAMP, IO_LIMIT_UNSTAMPED } from '../../api/v1alpha1/index.js';
 import { stampChanges, type StampChange, type StampedPod } from '../../policy/io-limit-stamp.js';
 import type { ClusterCache } from '../../ports/cluster.js';
+import { apiStatus, describeError } from '../../ports/errors.js';
+import type { EventRecorder } from '../../ports/writes.js';
+import type { Clock } from '../../runtime/clock.js';
+import { TerminalError } from '../../runtime/controller.js';
 import { forEachLimit } from '../../runtime/limit.js';
+import { stampsRefusedEvent } from '../../status/io-limit-events.js';
 import type { Failures } from '../failures.js';
 import type { Expectations } from '../../runtime/expectations.js';
-import { ioLimitsKey, type IoLimitPlan, type NodeLimitPlan } from './limiter.js';
+import { REFUSAL_RETRY_MS } from '../remediation/refused-changes.js';
+import { ioLimitsKey, type IoLimiterHooks, type IoLimitPlan, type NodeLimitPlan } from './limiter.js';
 
 /** Pod patches in flight at once: a restarted operator stamps every limited pod of its nodes once. */
 const STAMP_CONCURRENCY = 4;
@@ -19,8 +25,28 @@ const STAMP_CONCURRENCY = 4;
 export class IoLimitStamps {
   /** By node, then pod UID: what the operator last wrote on each pod, or that the pod was gone. */
   private readonly stamped = new Map<string, Map<string, StampedPod>>();
+  /**
+   * By pod UID, the pods whose stamps the apiserver refused for what they are (a webhook or an admission policy of the
+   * cluster's that denies their update), with their node and when: no limit is asked for on one for REFUSAL_RETRY_MS,
+   * and it is handed to the next remedy the policy allows meanwhile. At most one per limited pod; lapsed ones go.
+   */
+  private readonly refusals = new Map<string, { node: string; at: number }>();
 
-  constructor(private readonly deps: { cache: ClusterCache; expectations: Expectations }) {}
+  constructor(
+    private readonly deps: {
+      cache: ClusterCache;
+      expectations: Expectations;
+      recorder: EventRecorder;
+      clock: Clock;
+      hooks?: IoLimiterHooks | undefined;
+    },
+  ) {}
+
+  /** Whether the pod's stamps were refused lately: no limit can be asked for on it (not unstamped), so it may move. */
+  refused(uid: string, now: Date): boolean {
+    const refusal = this.refusals.get(uid);
+    return refusal !== undefined && now.getTime() - refusal.at < REFUSAL_RETRY_MS;
+  }
 
   /**
    * The stamps to write on the policy's nodes the pass looked at (every one on a full pass), those the limit plan
@@ -35,7 +61,9 @@ export class IoLimitStamps {
     limits: IoLimitPlan | undefined;
   }): StampChange[] {
     if (input.dryRun) return [];
-    const { cache, expectations } = this.deps;
+    const { cache, expectations, clock } = this.deps;
+    for (const [uid, { at }] of this.refusals)
+      if (clock.now() - at >= REFUSAL_RETRY_MS) this.refusals.delete(uid);
     const planned = new Map(input.limits?.nodes.map((n) => [n.node, n.wish]));
     const wanted = (node: string) =>
       input.looked.full || input.looked.observed.has(node) || planned.has(node) || this.stamped.has(node);
@@ -62,8 +90,9 @@ export class IoLimitStamps {
   }
 
   /**
-   * Writes one node's stamps; the pods (UIDs) whose stamps could not be put on (said in the log, and retried by the
-   * queue: the pass fails), so that no limit is asked for on them without (see unstampedHeldBack).
+   * Writes one node's stamps; the pods (UIDs) whose stamps could not be put on, so that no limit is asked for on them
+   * without (see unstampedHeldBack). Said in the log; one that got no answer is retried by the queue (the pass fails),
+   * and one the apiserver refused for what it is (400, 403, 422) is said on the pod and handed on (refused).
    */
   async act(changes: readonly StampChange[], actuator: Actuator, failures: Failures): Promise<Set<string>> {
     const unstamped = new Set<string>();
@@ -76,16 +105,40 @@ export class IoLimitStamps {
         if (stamped.size > 0) this.stamped.set(node, stamped);
         else this.stamped.delete(node);
       } catch (err) {
-        if (annotations !== IO_LIMIT_UNSTAMPED) unstamped.add(pod.uid);
         failures.add(`IO-limit stamps of pod/${pod.namespace}/${pod.name}`, err);
+        if (annotations === IO_LIMIT_UNSTAMPED) return;
+        unstamped.add(pod.uid);
+        if (err instanceof TerminalError || apiStatus(err)?.code === 403)
+          await this.refuse(node, pod, annotations, err);
       }
     });
     return unstamped;
   }
 
+  /** A pod whose stamps were refused for what they are: kept (refused), said on the pod, and counted as not applied. */
+  private async refuse(
+    node: string,
+    pod: StampChange['pod'],
+    annotations: StampChange['annotations'],
+    err: unknown,
+  ) {
+    const { recorder, clock, hooks } = this.deps;
+    const lately = this.refused(pod.uid, new Date(clock.now()));
+    const limited = this.stamped.get(node)?.get(pod.uid)?.stamps !== undefined;
+    this.refusals.set(pod.uid, { node, at: clock.now() });
+    if (lately) return;
+    hooks?.onIoLimit?.(annotations[IO_LIMIT_STAMP.policy] ?? '', 'NotApplied');
+    const why = err instanceof TerminalError ? err.message : describeError(err);
+    // The Event is what an SRE reads of it; one lost is in the log above (failures).
+    await recorder
+      .record(stampsRefusedEvent({ node, pod, why, limited, retrySeconds: REFUSAL_RETRY_MS / 1000 }))
+      .catch(() => undefined);
+  }
+
   /** A node gone: the pods it held are gone with it. */
   forgetNode(node: string): void {
     this.stamped.delete(node);
+    for (const [uid, refusal] of this.refusals) if (refusal.node === node) this.refusals.delete(uid);
   }
 }
 

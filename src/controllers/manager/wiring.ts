@@ -129,6 +129,7 @@ function sharedConcerns(deps: ControllerDeps) {
     logger,
     dryRun,
   });
+  const stamps = new IoLimitStamps({ cache, expectations, recorder, clock, hooks });
   const limiter = new IoLimiter({
     cache,
     writer: deps.writer,
@@ -136,6 +137,7 @@ function sharedConcerns(deps: ControllerDeps) {
     recorder,
     operatorNamespace: deps.operatorNamespace,
     hooks,
+    stampRefused: (uid, now) => stamps.refused(uid, now),
   });
   const throttler = new RolloutThrottler({
     cache,
@@ -144,7 +146,6 @@ function sharedConcerns(deps: ControllerDeps) {
     actions,
     operatorNamespace: deps.operatorNamespace,
   });
-  const stamps = new IoLimitStamps({ cache, expectations });
   return {
     expectations,
     conditions,

@@ -48,6 +48,8 @@ export interface ObserveDeps {
   logger: Logger;
   /** Tells of the failure Events detection did not count (not written by the kubelet of the pod's node). */
   ignoredEvents?: IgnoredEvents | undefined;
+  /** The pods whose limit stamps the apiserver refused lately (IoLimitStamps): no limit is set on them, so they may move. */
+  stamps?: { refused(uid: string, now: Date): boolean } | undefined;
 }
 
 export interface ObserveRequest {
@@ -124,7 +126,10 @@ async function readLive(
           deps.cache.health(draft.node.name)?.ioLimits,
           request.policy,
           attribution,
-          limitIo.minSharePercent,
+          {
+            minSharePercent: limitIo.minSharePercent,
+            stampRefused: (uid) => deps.stamps?.refused(uid, request.now) ?? false,
+          },
         )
       : culprits;
     if (dueAt !== undefined) draft.dueAt = Math.min(draft.dueAt, dueAt);
@@ -138,17 +143,18 @@ async function readLive(
 /**
  * With limitIo, a culprit is limited in place first: one with a limit of ours may move only once the limit is
  * exhausted (at the floor with the node still saturated, or not applied by the agent); one without may move when no
- * limit will be set on it: labelled never to be limited, a source that gives no device or no rates to limit, a share
- * under limitIo's minSharePercent (migration's may be lower), or the node's list full. Else it would be neither
- * limited nor moved.
+ * limit will be set on it: labelled never to be limited, its stamps refused by the apiserver, a source that gives no
+ * device or no rates to limit, a share under limitIo's minSharePercent (migration's may be lower), or the node's list
+ * full. Else it would be neither limited nor moved.
  */
 function movableDespiteLimits(
   culprits: MeasuredPod[],
   limits: readonly WantedIoLimitSpec[] | undefined,
   policy: string,
   attribution: IoAttribution | undefined,
-  minSharePercent: number,
+  unlimited: { minSharePercent: number; stampRefused: (uid: string) => boolean },
 ): MeasuredPod[] {
+  const { minSharePercent, stampRefused } = unlimited;
   const ours = new Map((limits ?? []).filter((l) => l.policy === policy).map((l) => [l.podUid, l]));
   const full = ours.size >= MAX_IO_LIMITS_PER_NODE;
   const limitable = (uid: string) => {
@@ -164,7 +170,7 @@ function movableDespiteLimits(
   return culprits.filter((p) => {
     const limit = ours.get(p.uid);
     if (limit) return limit.exhausted === true;
-    return p.labels[NO_LIMIT_LABEL] === 'true' || !limitable(p.uid);
+    return p.labels[NO_LIMIT_LABEL] === 'true' || stampRefused(p.uid) || !limitable(p.uid);
   });
 }
 

@@ -69,7 +69,7 @@ function world() {
     pacer: new Pacer({ ...shared, lifter: cluster, logger: silentLogger, clock }),
     conditions: new NodeConditions({ ...shared, logger: silentLogger, writeConcurrency: 1, hooks: {} }),
     limiter: new IoLimiter({ ...shared, writer: cluster }),
-    stamps: new IoLimitStamps({ cache: cluster, expectations }),
+    stamps: new IoLimitStamps({ ...shared, clock }),
   };
   const memory = new PolicyMemory('uid-p');
   memory.startPass(1, NODES, T0.getTime()); // past the first pass: what is marked dirty now is kept

@@ -294,6 +294,75 @@ describe('IoLimiter: the culprit limited in place', () => {
     expect(cluster.takeWrites().filter((w) => w.startsWith('evict'))).to.include(`evict pod/shop/${db.name}`);
   });
 
+  it('hands a pod whose stamps a webhook refuses on to migration, and says why once', async () => {
+    const { cluster, reconciler, db, wanted, events } = world({
+      cordon: true,
+      migrateWorkloads: { by: 'measuredIo', maxPodsPerNode: 5 },
+    });
+    cluster.refuseStamps.add(`shop/${db.name}`);
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    const stampsOfDb = () => cluster.takeWrites().filter((w) => w === `stamp pod/shop/${db.name}`);
+    expect(stampsOfDb(), 'tried once').to.have.length(1);
+    expect(wanted(), 'no limit asked for unstamped').to.deep.equal([]);
+    const message = cluster.recorded.find((t) => t.reason === 'IoLimitNotApplied')?.message;
+    expect(events('IoLimitNotApplied')).to.deep.equal([`Pod/${db.name} Warning IoLimitNotApplied`]);
+    expect(message).to.match(/refused \(.*freeze\.example\.com.*handed to the next remedy/);
+    await reconciler.reconcile('p');
+    expect(
+      cluster.takeWrites().filter((w) => w.startsWith('evict')),
+      'moved instead',
+    ).to.include(`evict pod/shop/${db.name}`);
+    expect(events('IoLimitNotApplied'), 'said once').to.deep.equal([]);
+  });
+
+  it('keeps a limit whose step a webhook refuses where it is, exhausted, and hands the pod on', async () => {
+    const { cluster, reconciler, db, wanted, agentReports, clock, events } = world({
+      cordon: true,
+      migrateWorkloads: { by: 'measuredIo', maxPodsPerNode: 5 },
+    });
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    agentReports();
+    const [set] = wanted();
+    cluster.takeWrites();
+    cluster.takeEvents();
+    clock.advance(40_000);
+    cluster.refuseStamps.add(`shop/${db.name}`);
+    reconciler.markDirty('p', 'n1');
+    await reconciler.reconcile('p'); // the step, refused
+    const message = cluster.recorded.find((t) => t.reason === 'IoLimitNotApplied')?.message;
+    expect(message).to.match(/not stepped, and kept where it is/);
+    expect(events('IoLimitStepped'), 'not said stepped').to.deep.equal([]);
+    expect(rates(wanted()[0]), 'kept').to.deep.equal(rates(set));
+    clock.advance(1_000);
+    reconciler.markDirty('p', 'n1');
+    await reconciler.reconcile('p');
+    expect(wanted()[0]).to.include({ exhausted: true });
+    expect(rates(wanted()[0]), 'still kept').to.deep.equal(rates(set));
+    reconciler.markDirty('p', 'n1');
+    await reconciler.reconcile('p');
+    expect(cluster.takeWrites().filter((w) => w.startsWith('evict'))).to.include(`evict pod/shop/${db.name}`);
+  });
+
+  it('stamps a pod whose stamps were refused again only after REFUSAL_RETRY_MS, not at every pass', async () => {
+    const { cluster, reconciler, db, wanted, clock } = world();
+    cluster.refuseStamps.add(`shop/${db.name}`);
+    const stampsOfDb = () => cluster.takeWrites().filter((w) => w === `stamp pod/shop/${db.name}`);
+    for (let i = 0; i < 4; i++) {
+      clock.advance(30_000);
+      reconciler.markDirty('p', 'n1');
+      await reconciler.reconcile('p');
+    }
+    expect(stampsOfDb(), 'tried once in 2 min').to.have.length(1);
+    cluster.refuseStamps.clear(); // the webhook fixed
+    clock.advance(REFUSAL_RETRY_MS);
+    reconciler.markDirty('p', 'n1');
+    await reconciler.reconcile('p');
+    expect(stampsOfDb(), 'tried again').to.have.length(1);
+    expect(wanted().map((l) => l.podUid)).to.deep.equal([db.uid]);
+  });
+
   it('limits no pod when the cause is not a pod: a victim, or the runtime doing the IO', async () => {
     const runtime: IoConsumer = {
       kind: 'Runtime',

@@ -109,7 +109,8 @@ export type LimitDecision =
   | { kind: 'Set'; pod: PodLimit; from: IoRates }
   | { kind: 'Step'; pod: PodLimit; before: IoRates }
   | { kind: 'Lift'; pod: PodLimit; reason: LiftReason }
-  | { kind: 'Exhausted'; pod: PodLimit }
+  /** At its floor with the node still saturated, or due for a step its stamps cannot follow (refused). */
+  | { kind: 'Exhausted'; pod: PodLimit; why: 'Floor' | 'StampsRefused' }
   | { kind: 'Held'; uid: string; why: 'Cooldown' | 'Rate' | 'Exempt' | 'NoDevice' | 'Full' };
 
 export interface LimitPlan {
@@ -180,9 +181,10 @@ export function decideLimits(input: LimitInput): LimitPlan {
         seconds(held.changedAt, now) >= s.sustainSeconds &&
         !held.exhausted &&
         !input.unverified?.has(held.uid);
-      if (due && (atFloor(held) || input.unsteppable?.has(held.uid))) {
+      const refused = input.unsteppable?.has(held.uid) === true;
+      if (due && (atFloor(held) || refused)) {
         next.exhausted = true;
-        decisions.push({ kind: 'Exhausted', pod: next });
+        decisions.push({ kind: 'Exhausted', pod: next, why: refused ? 'StampsRefused' : 'Floor' });
       } else if (due && budget > 0) {
         budget--;
         next.limit = scaled(held.limit, s.stepPercent, held.floor);

@@ -53,8 +53,8 @@ export const isGone = (err: unknown) => apiStatus(err)?.code === 410;
 export const isTooManyRequests = (err: unknown) => apiStatus(err)?.code === 429;
 /**
  * Refused for what it is, not for when it was sent: retrying the same request cannot succeed. That includes a 403 from
- * a ValidatingAdmissionPolicy (the operator's own, config/rbac, refuses any change remediation does not make), unlike
- * a 403 from RBAC, which a binding applied meanwhile can lift.
+ * a ValidatingAdmissionPolicy (the operator's own, config/rbac, refuses any change remediation does not make) or from
+ * an admission webhook that denied it, unlike a 403 from RBAC, which a binding applied meanwhile can lift.
  */
 export const isInvalid = (err: unknown) => {
   const status = apiStatus(err);
@@ -62,7 +62,9 @@ export const isInvalid = (err: unknown) => {
     status?.code === 400 ||
     status?.code === 422 ||
     (status?.code === 403 &&
-      /ValidatingAdmissionPolicy '[^']+' with binding '[^']+' denied request/.test(status.message))
+      /ValidatingAdmissionPolicy '[^']+' with binding '[^']+' denied request|admission webhook "[^"]+" denied the request/.test(
+        status.message,
+      ))
   );
 };
 

@@ -57,7 +57,10 @@ export function limitEvent(decision: LimitDecision, node: string, dryRun: boolea
         target: podTarget(decision.pod),
         type: 'Warning',
         reason: 'IoLimitExhausted',
-        message: `${prefix}IO limit at its floor ${on(decision.pod)} and the disk still saturated: the limit is kept, and the pod handed to the next remedy the policy allows (migration, if it may move)`,
+        message:
+          decision.why === 'StampsRefused'
+            ? `${prefix}IO limit kept where it is ${on(decision.pod)}, not stepped though the disk is still saturated: the pod's stamps were refused, and a step is never asked for unstamped; the pod is handed to the next remedy the policy allows (migration, if it may move)`
+            : `${prefix}IO limit at its floor ${on(decision.pod)} and the disk still saturated: the limit is kept, and the pod handed to the next remedy the policy allows (migration, if it may move)`,
       };
     case 'Held':
       return undefined;
@@ -118,8 +121,11 @@ export function stampsRefusedEvent(refusal: {
   retrySeconds: number;
 }): Transition {
   const { node, pod, why, limited, retrySeconds } = refusal;
-  const what = limited ? 'not stepped, and kept where it is' : 'not set';
-  const message = `IO limit on node ${node} ${what}: its stamps (annotations sandbox.remediator.io/io-limit*) were refused (${why}), and no limit is asked for on a pod without them; the pod is handed to the next remedy the policy allows, and stamped again after ${retrySeconds}s`;
+  const refused = `the pod's stamps (annotations sandbox.remediator.io/io-limit*) were refused (${why}), and no limit is asked for on a pod without them`;
+  const moved = 'moved only where the policy moves measured culprits (migrateWorkloads.by measuredIo)';
+  const message = limited
+    ? `IO limit on node ${node} not stepped: ${refused}; its limit stays as it is until lifted, and the pod is ${moved}`
+    : `IO limit on node ${node} not set: ${refused}; the pod is left unlimited for ${retrySeconds}s, then stamped again, and ${moved}`;
   return {
     target: { kind: 'Pod', ...pod },
     type: 'Warning',

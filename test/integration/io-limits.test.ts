@@ -219,8 +219,8 @@ describe('the culprit limited in place on the real cluster', function () {
     );
     expect(await annotations(), 'the new pod untouched').to.equal(undefined);
 
-    // A cluster's own admission policy that denies the update: refused for what it is (TerminalError), which the
-    // operator takes as stamps refused, handing the pod on rather than trying at every pass.
+    // A cluster's own admission policy that denies the update: refused for what it is (TerminalError), which
+    // IoLimitStamps keeps as stamps refused (not tried again for 5 minutes; the unit tests show the rest).
     const freeze = uniqueName('it-freeze');
     const vap = {
       apiVersion: 'admissionregistration.k8s.io/v1',
@@ -233,7 +233,8 @@ describe('the culprit limited in place on the real cluster', function () {
             { apiGroups: [''], apiVersions: ['v1'], operations: ['UPDATE'], resources: ['pods'] },
           ],
         },
-        validations: [{ expression: 'false', message: 'pods are frozen' }],
+        // Forbidden (403), as a webhook's denial mostly is: refused for what it is all the same.
+        validations: [{ expression: 'false', message: 'pods are frozen', reason: 'Forbidden' }],
       },
     };
     const binding = {

@@ -46,7 +46,7 @@ import {
   type NodeView,
   type PodView,
 } from '../../src/detection/index.js';
-import { OutOfTurnError } from '../../src/kube/errors.js';
+import { OutOfTurnError, terminalIfInvalid } from '../../src/kube/errors.js';
 import { applyMergePatch } from '../../src/status/merge-patch.js';
 import { explainedByIo } from '../../src/status/health-status.js';
 import { T0 } from './builders.js';
@@ -198,7 +198,9 @@ export class MemoryCluster implements ClusterCache, StatusWriter, EventRecorder,
       return Promise.reject(Object.assign(new Error('timed out'), { code: 504, body: {} }));
     if (this.refuseStamps.has(`${pod.namespace}/${pod.name}`)) {
       const message = 'admission webhook "freeze.example.com" denied the request: pods are frozen';
-      return Promise.reject(Object.assign(new Error(message), { code: 403, body: { message } }));
+      const denied = Object.assign(new Error(message), { code: 403, body: { message } });
+      const refused = terminalIfInvalid(denied, `patch of pod/${pod.namespace}/${pod.name}`);
+      return Promise.reject(refused instanceof Error ? refused : denied);
     }
     const found = [...this.pods, ...this.running].some((p) => p.uid === pod.uid);
     if (!found) return Promise.resolve(false);

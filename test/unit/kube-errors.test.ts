@@ -61,6 +61,9 @@ describe('kube/errors', () => {
     expect(isInvalid(status(403, { reason: 'Forbidden', message: denial }))).to.equal(true);
     const rbac = 'nodes "n1" is forbidden: User "system:serviceaccount:x:y" cannot patch resource "nodes"';
     expect(isInvalid(status(403, { reason: 'Forbidden', message: rbac }))).to.equal(false);
+    // So is a webhook's denial (403 unless the webhook says otherwise).
+    const webhook = 'admission webhook "freeze.example.com" denied the request: pods are frozen';
+    expect(isInvalid(status(403, { reason: 'Forbidden', message: webhook }))).to.equal(true);
     expect(isNotFound(new Error('x'))).to.equal(false);
     expect(apiStatus({ code: 'nope', body: '' })).to.equal(undefined);
   });

@@ -102,7 +102,7 @@ async function stampAndLimit(deps: ActDeps, pass: Pass, plan: Plan, markDirty: (
   for (const change of plan.stamps) stamps.set(change.node, [...(stamps.get(change.node) ?? []), change]);
   const lists = new Map(limits?.nodes.map((n) => [n.node, n]));
   for (const node of new Set([...stamps.keys(), ...lists.keys()])) {
-    const unstamped = await deps.stamps.act(stamps.get(node) ?? [], actuator, failures);
+    const unstamped = await deps.stamps.act(stamps.get(node) ?? [], actuator, failures, pass.policy.name);
     const list = lists.get(node);
     if (limits && list)
       await deps.limiter.act(

@@ -5,10 +5,9 @@
 // writes each pod's stamps once again (a patch that changes nothing), and cleanup takes off any left where the
 // operator was not running to.
 import type { Actuator } from '../../actuation/actuator.js';
-import { IO_LIMIT_STAMP, IO_LIMIT_UNSTAMPED } from '../../api/v1alpha1/index.js';
+import { IO_LIMIT_UNSTAMPED } from '../../api/v1alpha1/index.js';
 import { stampChanges, type StampChange, type StampedPod } from '../../policy/io-limit-stamp.js';
 import type { ClusterCache } from '../../ports/cluster.js';
-import { apiStatus, describeError } from '../../ports/errors.js';
 import type { EventRecorder } from '../../ports/writes.js';
 import type { Clock } from '../../runtime/clock.js';
 import { TerminalError } from '../../runtime/controller.js';
@@ -27,8 +26,9 @@ export class IoLimitStamps {
   private readonly stamped = new Map<string, Map<string, StampedPod>>();
   /**
    * By pod UID, the pods whose stamps the apiserver refused for what they are (a webhook or an admission policy of the
-   * cluster's that denies their update), with their node and when: no limit is asked for on one for REFUSAL_RETRY_MS,
-   * and it is handed to the next remedy the policy allows meanwhile. At most one per limited pod; lapsed ones go.
+   * cluster's that denies their update), with their node and when: none is stamped again, nor a limit set or stepped
+   * on it, for REFUSAL_RETRY_MS, and migration may take it meanwhile. Only pods the plan stamps get one (the limits'
+   * rate and each node's list bound them); lapsed ones go at the next plan, and a node's with it.
    */
   private readonly refusals = new Map<string, { node: string; at: number }>();
 
@@ -62,8 +62,9 @@ export class IoLimitStamps {
   }): StampChange[] {
     if (input.dryRun) return [];
     const { cache, expectations, clock } = this.deps;
+    const now = new Date(clock.now());
     for (const [uid, { at }] of this.refusals)
-      if (clock.now() - at >= REFUSAL_RETRY_MS) this.refusals.delete(uid);
+      if (now.getTime() - at >= REFUSAL_RETRY_MS) this.refusals.delete(uid);
     const planned = new Map(input.limits?.nodes.map((n) => [n.node, n.wish]));
     const wanted = (node: string) =>
       input.looked.full || input.looked.observed.has(node) || planned.has(node) || this.stamped.has(node);
@@ -80,7 +81,10 @@ export class IoLimitStamps {
       if (!expectations.isSettled(ioLimitsKey(node), cache.observedVersion('SandboxHealth', node))) continue;
       const stamped = this.stamped.get(node) ?? new Map<string, StampedPod>();
       const held = new Set((health?.status?.ioLimits?.applied ?? []).map((a) => a.podUid));
-      changes.push(...stampChanges({ node, list, read, held, stamped }));
+      // Refused lately: not sent again (a restarted operator, which has written none, would at every pass).
+      for (const change of stampChanges({ node, list, read, held, stamped }))
+        if (change.annotations === IO_LIMIT_UNSTAMPED || !this.refused(change.pod.uid, now))
+          changes.push(change);
       // A pod found gone is forgotten once the list names it no more.
       const named = new Set(read.map((e) => e.podUid));
       for (const [uid, last] of stamped) if (!last.stamps && !named.has(uid)) stamped.delete(uid);
@@ -92,9 +96,15 @@ export class IoLimitStamps {
   /**
    * Writes one node's stamps; the pods (UIDs) whose stamps could not be put on, so that no limit is asked for on them
    * without (see unstampedHeldBack). Said in the log; one that got no answer is retried by the queue (the pass fails),
-   * and one the apiserver refused for what it is (400, 403, 422) is said on the pod and handed on (refused).
+   * and one the apiserver refused for what it is (a TerminalError: 400, 422, an admission policy's or webhook's 403) is
+   * said on the pod and kept (refused), for the policy's pass (`policy`, which the metric counts).
    */
-  async act(changes: readonly StampChange[], actuator: Actuator, failures: Failures): Promise<Set<string>> {
+  async act(
+    changes: readonly StampChange[],
+    actuator: Actuator,
+    failures: Failures,
+    policy: string,
+  ): Promise<Set<string>> {
     const unstamped = new Set<string>();
     await forEachLimit(changes, STAMP_CONCURRENCY, async ({ node, pod, annotations }) => {
       try {
@@ -108,27 +118,24 @@ export class IoLimitStamps {
         failures.add(`IO-limit stamps of pod/${pod.namespace}/${pod.name}`, err);
         if (annotations === IO_LIMIT_UNSTAMPED) return;
         unstamped.add(pod.uid);
-        if (err instanceof TerminalError || apiStatus(err)?.code === 403)
-          await this.refuse(node, pod, annotations, err);
+        if (err instanceof TerminalError) await this.refuse(policy, node, pod, err);
       }
     });
     return unstamped;
   }
 
-  /** A pod whose stamps were refused for what they are: kept (refused), said on the pod, and counted as not applied. */
-  private async refuse(
-    node: string,
-    pod: StampChange['pod'],
-    annotations: StampChange['annotations'],
-    err: unknown,
-  ) {
-    const { recorder, clock, hooks } = this.deps;
-    const lately = this.refused(pod.uid, new Date(clock.now()));
-    const limited = this.stamped.get(node)?.get(pod.uid)?.stamps !== undefined;
+  /**
+   * A pod whose stamps were refused for what they are: kept (refused) from the first refusal, said on the pod once
+   * for each time it is kept (once per REFUSAL_RETRY_MS, and once more after a restart), and counted as not applied.
+   */
+  private async refuse(policy: string, node: string, pod: StampChange['pod'], err: TerminalError) {
+    const { cache, recorder, clock, hooks } = this.deps;
+    if (this.refused(pod.uid, new Date(clock.now()))) return;
     this.refusals.set(pod.uid, { node, at: clock.now() });
-    if (lately) return;
-    hooks?.onIoLimit?.(annotations[IO_LIMIT_STAMP.policy] ?? '', 'NotApplied');
-    const why = err instanceof TerminalError ? err.message : describeError(err);
+    hooks?.onIoLimit?.(policy, 'NotApplied');
+    // Limited already: its entry is in the list as read (what the operator last wrote on the pod may be gone, restarted).
+    const limited = (cache.health(node)?.ioLimits ?? []).some((e) => e.podUid === pod.uid);
+    const why = err.message;
     // The Event is what an SRE reads of it; one lost is in the log above (failures).
     await recorder
       .record(stampsRefusedEvent({ node, pod, why, limited, retrySeconds: REFUSAL_RETRY_MS / 1000 }))

@@ -307,7 +307,7 @@ describe('IoLimiter: the culprit limited in place', () => {
     expect(wanted(), 'no limit asked for unstamped').to.deep.equal([]);
     const message = cluster.recorded.find((t) => t.reason === 'IoLimitNotApplied')?.message;
     expect(events('IoLimitNotApplied')).to.deep.equal([`Pod/${db.name} Warning IoLimitNotApplied`]);
-    expect(message).to.match(/refused \(.*freeze\.example\.com.*handed to the next remedy/);
+    expect(message).to.match(/not set: .*refused \(.*freeze\.example\.com.*left unlimited for 300s/);
     await reconciler.reconcile('p');
     expect(
       cluster.takeWrites().filter((w) => w.startsWith('evict')),
@@ -332,17 +332,41 @@ describe('IoLimiter: the culprit limited in place', () => {
     reconciler.markDirty('p', 'n1');
     await reconciler.reconcile('p'); // the step, refused
     const message = cluster.recorded.find((t) => t.reason === 'IoLimitNotApplied')?.message;
-    expect(message).to.match(/not stepped, and kept where it is/);
+    expect(message).to.match(/not stepped: .*refused .*its limit stays as it is until lifted/);
     expect(events('IoLimitStepped'), 'not said stepped').to.deep.equal([]);
     expect(rates(wanted()[0]), 'kept').to.deep.equal(rates(set));
     clock.advance(1_000);
     reconciler.markDirty('p', 'n1');
     await reconciler.reconcile('p');
     expect(wanted()[0]).to.include({ exhausted: true });
+    const exhausted = cluster.recorded.find((t) => t.reason === 'IoLimitExhausted')?.message;
+    expect(exhausted, 'not said at its floor').to.match(
+      /kept where it is .*not stepped.*stamps were refused/,
+    );
     expect(rates(wanted()[0]), 'still kept').to.deep.equal(rates(set));
     reconciler.markDirty('p', 'n1');
     await reconciler.reconcile('p');
     expect(cluster.takeWrites().filter((w) => w.startsWith('evict'))).to.include(`evict pod/shop/${db.name}`);
+  });
+
+  it('after a restart, tries the stamps of a limited pod a webhook refuses once, not at every pass, and says the limit stays', async () => {
+    const { cluster, reconciler, db, agentReports, clock, restart } = world();
+    await reconciler.reconcile('p');
+    await reconciler.reconcile('p');
+    agentReports();
+    cluster.refuseStamps.add(`shop/${db.name}`);
+    const restarted = restart();
+    cluster.takeWrites();
+    cluster.takeEvents();
+    for (let i = 0; i < 3; i++) {
+      clock.advance(5_000);
+      restarted.reconciler.markDirty('p', 'n1');
+      await restarted.reconciler.reconcile('p');
+    }
+    expect(cluster.takeWrites().filter((w) => w === `stamp pod/shop/${db.name}`)).to.have.length(1);
+    const said = cluster.recorded.filter((t) => t.reason === 'IoLimitNotApplied').map((t) => t.message);
+    expect(said).to.have.length(1);
+    expect(said[0]).to.match(/not stepped: .*its limit stays as it is until lifted/);
   });
 
   it('stamps a pod whose stamps were refused again only after REFUSAL_RETRY_MS, not at every pass', async () => {

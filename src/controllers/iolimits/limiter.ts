@@ -30,7 +30,7 @@ import {
 import type { Failures } from '../failures.js';
 import type { NodeObservation } from '../policy-memory.js';
 import { fingerprint, notAppliedOf, sameList, type NotApplied } from './lists.js';
-import { inIoIncident, measuredPods, ripeCulprits } from './measured-pods.js';
+import { inIoIncident, measuredPods, ripeCulprits, type StampRefusals } from './measured-pods.js';
 const MINUTE_MS = 60_000;
 const DAY_MS = 86_400_000;
 /** A limit the agent has not reported applied within this long (or twice sustainSeconds) counts as not applied. */
@@ -121,8 +121,7 @@ export class IoLimiter {
       recorder: EventRecorder;
       operatorNamespace?: string | undefined;
       hooks?: IoLimiterHooks | undefined;
-      /** Whether a pod's stamps were refused lately (IoLimitStamps.refused): no new limit is set on it. */
-      stampRefused?: ((uid: string, now: Date) => boolean) | undefined;
+      stamps?: StampRefusals | undefined;
     },
   ) {}
 
@@ -207,7 +206,7 @@ export class IoLimiter {
           since: input.memory.state(name).culprits,
           sustainSeconds: spec.ioPressure.sustainSeconds,
           now,
-          stampRefused: (uid) => this.deps.stampRefused?.(uid, now) ?? false,
+          stampRefused: (uid) => this.deps.stamps?.refused(uid, now) ?? false,
         },
       ),
       // Not read: no limited pod is known gone, and no pod new. One whose cgroup the agent found gone is gone.
@@ -220,7 +219,7 @@ export class IoLimiter {
       maxLimits:
         MAX_IO_LIMITS_PER_NODE - (read ?? []).filter((e) => e.policy === policy.name).length + limits.length,
       unverified: new Set(limits.filter((l) => state(l) !== 'Applied').map((l) => l.uid)),
-      unsteppable: new Set(limits.filter((l) => this.deps.stampRefused?.(l.uid, now)).map((l) => l.uid)),
+      unsteppable: new Set(limits.filter((l) => this.deps.stamps?.refused(l.uid, now)).map((l) => l.uid)),
     });
     const spent = decided.decisions.filter((d) => d.kind === 'Set' || d.kind === 'Step').length;
     // A limit the agent could not apply (no --allow-io-limits, no cgroup, a failed write, no answer) hands the pod on.

@@ -7,6 +7,14 @@ import type { NodeFacts } from '../../policy/node-facts.js';
 import type { NodeObservation } from '../policy-memory.js';
 
 /**
+ * The pods whose stamps the apiserver refused lately (IoLimitStamps): no limit is set or stepped on them, and they
+ * may move. The limiter and observe ask it.
+ */
+export interface StampRefusals {
+  refused(uid: string, now: Date): boolean;
+}
+
+/**
  * The measured pods as a new limit may be set on them: one the cause names a culprit (the disk saturated, not the
  * runtime's IO, not a victim) for sustainSeconds, as migration takes one (one sample is a burst), and whose stamps
  * were not refused lately; any other counts as measured at 0 % (a limit in force is decided on its rates, not its

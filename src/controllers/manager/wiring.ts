@@ -137,7 +137,7 @@ function sharedConcerns(deps: ControllerDeps) {
     recorder,
     operatorNamespace: deps.operatorNamespace,
     hooks,
-    stampRefused: (uid, now) => stamps.refused(uid, now),
+    stamps,
   });
   const throttler = new RolloutThrottler({
     cache,

@@ -38,6 +38,7 @@ import { ioState } from './observe.js';
 import type { NodeObservation, PolicyMemory } from '../policy-memory.js';
 import type { UnreportedResults } from '../reporting/unreported.js';
 import type { MutationCache } from '../reporting/mutation-cache.js';
+import type { StampRefusals } from '../iolimits/measured-pods.js';
 
 export interface ObserveDeps {
   cache: ClusterCache;
@@ -49,7 +50,7 @@ export interface ObserveDeps {
   /** Tells of the failure Events detection did not count (not written by the kubelet of the pod's node). */
   ignoredEvents?: IgnoredEvents | undefined;
   /** The pods whose limit stamps the apiserver refused lately (IoLimitStamps): no limit is set on them, so they may move. */
-  stamps?: { refused(uid: string, now: Date): boolean } | undefined;
+  stamps?: StampRefusals | undefined;
 }
 
 export interface ObserveRequest {
